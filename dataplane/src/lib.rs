@@ -1,0 +1,2 @@
+//! The worker: executors, key-group routing, the state server, the transport and the metrics
+//! monitor. It moves bytes and runs operators; it decides nothing (that is the control plane).

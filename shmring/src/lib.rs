@@ -1,0 +1,1 @@
+//! Lock-free single-producer single-consumer rings of variable-length frames in shared memory.

@@ -1,0 +1,30 @@
+//! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
+
+pub mod bench;
+
+/// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2
+/// rather than 1. Wrap them with [`usage_error`].
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// An error caused by the user's input: exits with status 2.
+pub fn usage_error(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+/// 2 for usage errors (anywhere in the chain), 1 otherwise.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<UsageError>()) {
+        2
+    } else {
+        1
+    }
+}
