@@ -1,1 +1,40 @@
 //! Lock-free single-producer single-consumer rings of variable-length frames in shared memory.
+//!
+//! This is the hop a local chained request takes from one executor to another, so it is built
+//! to cost what the hardware allows: a frame is written in place ([`Producer::reserve`] →
+//! fill → [`WriteGrant::commit`]) and read in place ([`Consumer::peek`] → read →
+//! [`ReadFrame::release`]), never copied in between; batches publish or release many frames with
+//! one store; the consumer finds new frames by polling the next frame's header, so a small
+//! frame costs one cache-line transfer (see [`ring`] for the protocol).
+//!
+//! The crate knows nothing of requests or operators. Its parts:
+//! - [`ring`]: the ring protocol, generic over [`RingMemory`] so one implementation runs on
+//!   shared memory, on the heap (checked by Miri) and on loom's model types (checked by loom);
+//! - [`Segment`]: named or anonymous shared-memory segments holding rings and doorbells;
+//! - [`Doorbell`]: park/wake on a futex word, shared by all rings one consumer reads;
+//! - [`FanIn`]: many producers into one consumer as a set of SPSC rings polled fairly;
+//! - [`heap::channel`]: an in-process ring.
+//!
+//! Waiting spins briefly, then parks ([`WaitPolicy`]); with more runnable threads than cores it
+//! does not spin at all. A closed peer is reported as [`Error::Closed`], a dead peer process as
+//! [`Error::PeerDead`].
+
+mod doorbell;
+mod error;
+mod fanin;
+pub mod heap;
+pub mod liveness;
+pub mod ring;
+#[cfg(not(loom))]
+mod segment;
+mod sync;
+
+pub use doorbell::{Doorbell, ParkToken};
+pub use error::{Error, Result};
+pub use fanin::FanIn;
+pub use ring::{
+    Consumer, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig, RingControl,
+    RingMemory, WaitPolicy, WriteGrant, frame_bytes,
+};
+#[cfg(not(loom))]
+pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

@@ -1,0 +1,141 @@
+//! Parking and waking across threads and processes on one 32-bit futex word.
+//!
+//! A [`Doorbell`] lives in shared memory. A consumer fed by several rings parks on one doorbell
+//! that all of their producers ring, so it sleeps in one system call whatever the number of
+//! inputs. Ringing a doorbell nobody sleeps on costs no system call: the waker reads the
+//! `sleepers` count and returns.
+//!
+//! The protocol (SYNC: park) is the store-buffering pattern made safe by sequentially consistent
+//! operations on both sides:
+//! - the parker reads `seq` (its token), increments `sleepers` (SeqCst), re-checks its wait
+//!   condition with SeqCst loads, and only then `futex_wait(seq, token)`;
+//! - the waker publishes (its own SeqCst store or read-modify-write of the condition), then loads
+//!   `sleepers` (SeqCst); when non-zero it bumps `seq` and calls `futex_wake`.
+//!
+//! Either the waker sees the sleeper, or the parker sees the new condition; and a `seq` bump
+//! between the token read and the wait makes the wait return at once. No wake-up is lost; the
+//! loom models in `tests/loom_ring.rs` check it.
+
+use crate::sync::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// A 32-bit futex word plus a count of sleepers, alone on a 128-byte line (two lines on x86-64,
+/// because of the adjacent-line prefetcher).
+#[repr(C, align(128))]
+pub struct Doorbell {
+    /// Bumped by every wake that found a sleeper. The futex word.
+    seq: AtomicU32,
+    /// Threads between `prepare_park` and `finish_park`. In 0..=number of parkers.
+    sleepers: AtomicU32,
+    #[cfg(loom)]
+    lock: loom::sync::Mutex<()>,
+    #[cfg(loom)]
+    cond: loom::sync::Condvar,
+}
+
+/// What a parker got from [`Doorbell::prepare_park`]: the `seq` value to wait on.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "finish_park must be called after prepare_park"]
+pub struct ParkToken(u32);
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Doorbell {
+    /// A doorbell with nobody parked.
+    pub fn new() -> Self {
+        Doorbell {
+            seq: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            #[cfg(loom)]
+            lock: loom::sync::Mutex::new(()),
+            #[cfg(loom)]
+            cond: loom::sync::Condvar::new(),
+        }
+    }
+
+    /// Announce that the caller is about to sleep. The caller must then re-check its wait
+    /// condition with SeqCst loads, call [`park`](Self::park) only if it still holds, and call
+    /// [`finish_park`](Self::finish_park) in every case.
+    #[inline]
+    pub fn prepare_park(&self) -> ParkToken {
+        let token = self.seq.load(Ordering::Acquire);
+        // SYNC: park — pairs with the SeqCst load of `sleepers` in `ring`.
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        ParkToken(token)
+    }
+
+    /// Sleep until the doorbell is rung after `token` was taken, the timeout passes, or a
+    /// spurious wake-up. Callers loop and re-check.
+    pub fn park(&self, token: ParkToken, timeout: Option<Duration>) {
+        #[cfg(not(loom))]
+        {
+            let ts = timeout.map(|t| rustix::time::Timespec {
+                tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+                tv_nsec: t.subsec_nanos().into(),
+            });
+            // Not FUTEX_PRIVATE: the word may be shared between processes. EAGAIN (the word
+            // moved), EINTR and ETIMEDOUT all mean "re-check", so the result is ignored.
+            let _ = rustix::thread::futex::wait(
+                &self.seq,
+                rustix::thread::futex::Flags::empty(),
+                token.0,
+                ts.as_ref(),
+            );
+        }
+        #[cfg(loom)]
+        {
+            // Loom has no futex: a mutex and condition variable give the same contract (the
+            // value check and the sleep are atomic with respect to a wake). Loom has no time
+            // either, so a model that needs the timeout to progress is reported as a deadlock.
+            let _ = timeout;
+            let guard = self.lock.lock().unwrap();
+            if self.seq.load(Ordering::SeqCst) == token.0 {
+                drop(self.cond.wait(guard).unwrap());
+            }
+        }
+    }
+
+    /// End a park started with [`prepare_park`](Self::prepare_park).
+    #[inline]
+    pub fn finish_park(&self, _token: ParkToken) {
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Wake every sleeper, if there is one. The caller must have published its change with a
+    /// SeqCst store or read-modify-write before calling this. No system call when nobody
+    /// sleeps.
+    #[inline]
+    pub fn ring(&self) {
+        // SYNC: park — pairs with the SeqCst increment in `prepare_park`.
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            self.wake_all();
+        }
+    }
+
+    #[cold]
+    fn wake_all(&self) {
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        #[cfg(not(loom))]
+        {
+            let _ = rustix::thread::futex::wake(
+                &self.seq,
+                rustix::thread::futex::Flags::empty(),
+                u32::MAX >> 1,
+            );
+        }
+        #[cfg(loom)]
+        {
+            let _guard = self.lock.lock().unwrap();
+            self.cond.notify_all();
+        }
+    }
+
+    /// Number of threads parked or about to park (for inspection and tests).
+    pub fn sleepers(&self) -> u32 {
+        self.sleepers.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,862 @@
+//! The SPSC ring of variable-length frames.
+//!
+//! # Layout
+//! The ring is a power-of-two byte buffer plus a [`RingControl`] block. A frame is a 16-byte
+//! header followed by its payload, padded so the next frame starts 16-byte aligned (rkyv
+//! archives can be read in place). The first 8 header bytes are one atomic word:
+//! `VALID | len` for a frame, `WRAP` for "the rest of this lap is unused, continue at offset 0",
+//! and `0` for "nothing here yet". The other 8 bytes are reserved (zero).
+//!
+//! # Why the consumer polls frame headers, not a tail index
+//! With a tail index, a hand-off costs two dependent cache-line transfers: the index line, then
+//! the data line. Here the consumer polls the header of the next frame, which sits on the line
+//! it will read anyway (the FastForward idea), so a small frame costs one transfer. The classic
+//! hazard — stale bytes of an earlier lap looking like a header — is closed by the producer, not
+//! the consumer: before publishing a frame the producer zeroes the header word that follows it
+//! (SYNC: frame-publish orders that store before the publication). The consumer therefore never
+//! writes into the data region, so producer and consumer do not fight over data lines, and the
+//! ring always keeps 16 bytes of slack for that next header.
+//!
+//! # Indices
+//! Positions are absolute byte counts (`u64`, never wrapping in practice); `pos & mask` is the
+//! offset. The producer owns `tail` (published for parking and inspection), the consumer owns
+//! `head` (published so the producer can reuse space). Each side keeps a private copy of the
+//! other's index and refreshes it only when the ring looks full (producer). Producer- and
+//! consumer-written fields sit on separate 128-byte lines.
+//!
+//! # Batches
+//! [`WriteGrant::commit_deferred`] writes a frame without publishing it; [`Producer::publish`]
+//! then publishes every deferred frame with one release store (of the first frame's header —
+//! the later headers were stored before it and become visible with it). On the consumer side,
+//! [`ReadFrame::release_deferred`] and [`Consumer::publish_release`] do the same for `head`.
+
+use crate::doorbell::Doorbell;
+use crate::error::{Error, Result};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_loop};
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+/// Frames start at multiples of this many bytes (rkyv's largest alignment we support).
+pub const FRAME_ALIGN: usize = 16;
+/// Bytes of header in front of every frame's payload.
+pub const FRAME_HEADER_BYTES: usize = 16;
+/// Smallest ring capacity.
+pub const MIN_CAPACITY_BYTES: usize = 64;
+/// Largest ring capacity (frame lengths are 32-bit).
+pub const MAX_CAPACITY_BYTES: usize = 1 << 31;
+
+const HDR_VALID: u64 = 1 << 32;
+const HDR_WRAP: u64 = 1 << 33;
+const HDR_LEN_MASK: u64 = 0xFFFF_FFFF;
+
+/// How long a parked side sleeps before it checks whether its peer process is still alive.
+pub const LIVENESS_POLL: Duration = Duration::from_millis(50);
+
+const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN == 0);
+const _: () = assert!(MIN_CAPACITY_BYTES.is_power_of_two());
+const _: () = assert!(MAX_CAPACITY_BYTES.is_power_of_two());
+
+/// Bytes a frame with `len_bytes` of payload occupies in the ring.
+#[inline]
+pub const fn frame_bytes(len_bytes: usize) -> usize {
+    FRAME_HEADER_BYTES + len_bytes.next_multiple_of(FRAME_ALIGN)
+}
+
+/// The size limits of one ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Data bytes; a power of two in `MIN_CAPACITY_BYTES..=MAX_CAPACITY_BYTES`.
+    pub capacity_bytes: usize,
+    /// Longest payload; at most `capacity_bytes / 2 - FRAME_HEADER_BYTES`, so that a frame
+    /// always fits once the ring drains, wherever the wrap-around falls.
+    pub max_frame_bytes: usize,
+}
+
+impl RingConfig {
+    /// A ring of `capacity_bytes` whose frames may be as long as the capacity allows.
+    pub fn new(capacity_bytes: usize) -> Self {
+        RingConfig {
+            capacity_bytes,
+            max_frame_bytes: (capacity_bytes / 2).saturating_sub(FRAME_HEADER_BYTES),
+        }
+    }
+
+    /// Checks the relations documented on the fields.
+    pub fn validate(&self) -> Result<()> {
+        let c = self.capacity_bytes;
+        if !c.is_power_of_two() || !(MIN_CAPACITY_BYTES..=MAX_CAPACITY_BYTES).contains(&c) {
+            return Err(Error::InvalidConfig(format!(
+                "ring capacity {c} bytes is not a power of two in \
+                 {MIN_CAPACITY_BYTES}..={MAX_CAPACITY_BYTES}"
+            )));
+        }
+        let limit = c / 2 - FRAME_HEADER_BYTES;
+        if self.max_frame_bytes > limit {
+            return Err(Error::InvalidConfig(format!(
+                "maximum frame length {} bytes exceeds {limit} bytes (half the capacity of \
+                 {c} bytes minus a header)",
+                self.max_frame_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Fields the producer writes, on their own 128-byte line.
+#[repr(C, align(128))]
+pub struct ProducerLine {
+    /// Position after the last published frame. `tail - head` is in `0..=capacity`.
+    pub(crate) tail: AtomicU64,
+    /// Non-zero once the producer closed its end.
+    pub(crate) closed: AtomicU32,
+    /// Pid of the process holding the producer end (0: none registered).
+    pub(crate) pid: AtomicU32,
+    /// That process's start time in clock ticks since boot, so a reused pid is not mistaken
+    /// for the holder.
+    pub(crate) start_ticks: AtomicU64,
+}
+
+/// Fields the consumer writes, on their own 128-byte line.
+#[repr(C, align(128))]
+pub struct ConsumerLine {
+    /// Position after the last released frame. `head <= tail`.
+    pub(crate) head: AtomicU64,
+    /// Non-zero once the consumer closed its end.
+    pub(crate) closed: AtomicU32,
+    /// Pid of the process holding the consumer end (0: none registered).
+    pub(crate) pid: AtomicU32,
+    /// That process's start time in clock ticks since boot.
+    pub(crate) start_ticks: AtomicU64,
+}
+
+/// The control block of a ring. `#[repr(C)]`: it lives in shared memory.
+#[repr(C)]
+pub struct RingControl {
+    pub(crate) producer: ProducerLine,
+    pub(crate) consumer: ConsumerLine,
+    /// The producer parks here when the ring is full; the consumer rings it on release.
+    pub(crate) space: Doorbell,
+}
+
+impl Default for RingControl {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RingControl {
+    /// A control block for an empty ring with no endpoints registered.
+    pub fn new() -> Self {
+        RingControl {
+            producer: ProducerLine {
+                tail: AtomicU64::new(0),
+                closed: AtomicU32::new(0),
+                pid: AtomicU32::new(0),
+                start_ticks: AtomicU64::new(0),
+            },
+            consumer: ConsumerLine {
+                head: AtomicU64::new(0),
+                closed: AtomicU32::new(0),
+                pid: AtomicU32::new(0),
+                start_ticks: AtomicU64::new(0),
+            },
+            space: Doorbell::new(),
+        }
+    }
+
+    /// Bytes published and not yet released, as seen by a third party (an inspector).
+    pub fn queued_bytes(&self) -> u64 {
+        let head = self.consumer.head.load(Ordering::Relaxed);
+        let tail = self.producer.tail.load(Ordering::Relaxed);
+        tail.saturating_sub(head)
+    }
+}
+
+/// The memory a ring lives in: shared memory in production, the heap for Miri, loom's model
+/// types under loom. The ring protocol is written once against this trait.
+///
+/// # Safety
+/// An implementation guarantees, for as long as it exists: `control` and `doorbell` are valid;
+/// `data` points to `capacity_bytes` bytes, 16-byte aligned, that only this ring uses;
+/// `capacity_bytes` is a power of two at least [`MIN_CAPACITY_BYTES`]; `header(offset)` for an
+/// offset that is a multiple of 16 below the capacity returns the atomic word that shares its
+/// bytes with `data + offset` (or, under loom, a model of it); and at most one [`Producer`]
+/// and one [`Consumer`] are ever built over one ring at a time.
+pub unsafe trait RingMemory {
+    /// The ring's control block.
+    fn control(&self) -> &RingControl;
+    /// The doorbell the consumer parks on (possibly shared with other rings it consumes).
+    fn doorbell(&self) -> &Doorbell;
+    /// The ring's size limits.
+    fn config(&self) -> RingConfig;
+    /// The header word at `offset_bytes` (a multiple of 16 below the capacity).
+    fn header(&self, offset_bytes: usize) -> &AtomicU64;
+    /// The first data byte.
+    fn data(&self) -> *mut u8;
+    /// Called before the producer writes `[offset, offset + len)`; loom's race detector hook.
+    #[inline]
+    fn track_write(&self, _offset_bytes: usize, _len_bytes: usize) {}
+    /// Called before the consumer reads `[offset, offset + len)`; loom's race detector hook.
+    #[inline]
+    fn track_read(&self, _offset_bytes: usize, _len_bytes: usize) {}
+}
+
+/// How a side waits: spin this many times, then park.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Polls before parking. 0 when runnable threads outnumber cores: a spinner would take the
+    /// core from the very thread it waits for.
+    pub spins: u32,
+}
+
+/// Polls before parking when every runnable thread has a core of its own. About 10-30 µs on a
+/// current x86 core: long enough to ride out a burst's gaps, short against a park/wake pair.
+pub const DEFAULT_SPINS: u32 = 10_000;
+
+impl WaitPolicy {
+    /// Never spin: park as soon as there is nothing to do.
+    pub const PARK: WaitPolicy = WaitPolicy { spins: 0 };
+
+    /// The policy for a process that runs `runnable_threads` busy threads: spin only when each
+    /// has a core.
+    pub fn for_runnable_threads(runnable_threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if runnable_threads > cores {
+            Self::PARK
+        } else {
+            WaitPolicy {
+                spins: DEFAULT_SPINS,
+            }
+        }
+    }
+}
+
+/// What [`park_until`] asks its probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Is the condition met? A cheap poll, used while spinning.
+    Poll,
+    /// Is the condition met? Re-checked with SeqCst loads after announcing a park (SYNC: park).
+    Strong,
+    /// Is the peer still alive? Asked after every timed-out park slice; answer `Ok(false)` or
+    /// the error.
+    Liveness,
+}
+
+/// Sleep on `bell` until `probe` says the condition holds, spinning first as `policy` says.
+pub(crate) fn park_until(
+    bell: &Doorbell,
+    policy: WaitPolicy,
+    timeout: Option<Duration>,
+    mut probe: impl FnMut(Probe) -> Result<bool>,
+) -> Result<()> {
+    for _ in 0..policy.spins {
+        if probe(Probe::Poll)? {
+            return Ok(());
+        }
+        spin_loop();
+    }
+    let start = Instant::now();
+    loop {
+        if probe(Probe::Poll)? {
+            return Ok(());
+        }
+        let token = bell.prepare_park();
+        let now_ready = probe(Probe::Strong);
+        if !matches!(now_ready, Ok(false)) {
+            bell.finish_park(token);
+            if now_ready? {
+                return Ok(());
+            }
+            continue;
+        }
+        let slice = match timeout {
+            Some(t) => {
+                let left = t.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    bell.finish_park(token);
+                    return Err(Error::TimedOut {
+                        waited_ms: t.as_millis() as u64,
+                    });
+                }
+                left.min(LIVENESS_POLL)
+            }
+            None => LIVENESS_POLL,
+        };
+        bell.park(token, Some(slice));
+        bell.finish_park(token);
+        probe(Probe::Liveness)?;
+    }
+}
+
+/// Whether the registered process (pid, start ticks) is alive; `Ok` when none is registered.
+fn check_alive(pid: &AtomicU32, start_ticks: &AtomicU64) -> Result<()> {
+    let pid = pid.load(Ordering::Acquire);
+    if pid == 0 {
+        return Ok(());
+    }
+    let ticks = start_ticks.load(Ordering::Acquire);
+    if crate::liveness::is_alive(pid, ticks) {
+        Ok(())
+    } else {
+        Err(Error::PeerDead { pid })
+    }
+}
+
+/// The writing end of a ring.
+pub struct Producer<M: RingMemory> {
+    mem: M,
+    /// Position where the next frame goes (published or not). `tail - cached_head` is in
+    /// `0..=capacity`.
+    tail: u64,
+    /// The consumer's `head` when last read.
+    cached_head: u64,
+    /// The first staged-but-unpublished header word: (offset, value).
+    pending: Option<(usize, u64)>,
+    mask: u64,
+    config: RingConfig,
+    /// Producers are not `Sync`: one thread writes at a time.
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+// SAFETY: a Producer is the only writer of its ring's producer-side fields; moving it to
+// another thread moves that role with it. The memory handle is Send by its own bound.
+unsafe impl<M: RingMemory + Send> Send for Producer<M> {}
+
+impl<M: RingMemory> Producer<M> {
+    /// The producer end over `mem`, starting from the positions stored in its control block.
+    ///
+    /// # Safety
+    /// No other `Producer` over the same ring may exist at the same time.
+    pub unsafe fn new(mem: M) -> Result<Self> {
+        let config = mem.config();
+        config.validate()?;
+        let tail = mem.control().producer.tail.load(Ordering::Acquire);
+        let head = mem.control().consumer.head.load(Ordering::Acquire);
+        if head > tail || tail - head > config.capacity_bytes as u64 {
+            return Err(Error::Corrupt(format!(
+                "head {head} and tail {tail} are inconsistent"
+            )));
+        }
+        Ok(Producer {
+            tail,
+            cached_head: head,
+            pending: None,
+            mask: config.capacity_bytes as u64 - 1,
+            config,
+            mem,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// The ring's limits.
+    pub fn config(&self) -> RingConfig {
+        self.config
+    }
+
+    /// The memory handle.
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    /// Bytes this producer has written (published or not) and the consumer has not released,
+    /// as of the last refresh.
+    pub fn used_bytes(&self) -> usize {
+        (self.tail - self.cached_head) as usize
+    }
+
+    /// Whether the consumer closed its end.
+    pub fn is_closed(&self) -> bool {
+        self.mem.control().consumer.closed.load(Ordering::Acquire) != 0
+    }
+
+    /// Where a frame of `len_bytes` would go: (frame position, wrap marker position, bytes
+    /// needed including the slack for the next header).
+    #[inline]
+    fn placement(&self, len_bytes: usize) -> (u64, Option<u64>, usize) {
+        let size = frame_bytes(len_bytes);
+        let off = (self.tail & self.mask) as usize;
+        let to_end = self.config.capacity_bytes - off;
+        if size <= to_end {
+            (self.tail, None, size + FRAME_HEADER_BYTES)
+        } else {
+            (
+                self.tail + to_end as u64,
+                Some(self.tail),
+                to_end + size + FRAME_HEADER_BYTES,
+            )
+        }
+    }
+
+    /// Re-reads the consumer's head. `strong` uses a SeqCst load (SYNC: park).
+    #[inline]
+    fn refresh_head(&mut self, strong: bool) -> Result<()> {
+        let order = if strong {
+            Ordering::SeqCst
+        } else {
+            Ordering::Acquire
+        };
+        // SYNC: head-publish — pairs with the swap in `Consumer::publish_release`.
+        let head = self.mem.control().consumer.head.load(order);
+        if head < self.cached_head || head > self.tail {
+            return Err(Error::Corrupt(format!(
+                "consumer head {head} outside {}..={}",
+                self.cached_head, self.tail
+            )));
+        }
+        self.cached_head = head;
+        Ok(())
+    }
+
+    #[inline]
+    fn fits(&self, needed: usize) -> bool {
+        self.used_bytes() + needed <= self.config.capacity_bytes
+    }
+
+    /// Reserves room for a frame of `len_bytes` and returns its payload to fill in place.
+    /// Nothing is visible to the consumer until the grant is committed.
+    #[inline]
+    pub fn reserve(&mut self, len_bytes: usize) -> Result<WriteGrant<'_, M>> {
+        if len_bytes > self.config.max_frame_bytes {
+            return Err(Error::FrameTooLarge {
+                len_bytes,
+                max_bytes: self.config.max_frame_bytes,
+            });
+        }
+        let (start, wrap_from, needed) = self.placement(len_bytes);
+        if !self.fits(needed) {
+            self.refresh_head(false)?;
+            if !self.fits(needed) {
+                return Err(Error::Full {
+                    needed_bytes: needed,
+                    free_bytes: self.config.capacity_bytes - self.used_bytes(),
+                });
+            }
+        }
+        let off = (start & self.mask) as usize;
+        self.mem.track_write(off, frame_bytes(len_bytes));
+        Ok(WriteGrant {
+            producer: self,
+            start,
+            wrap_from,
+            len_bytes,
+        })
+    }
+
+    /// Copies `payload` into a new frame and publishes it.
+    #[inline]
+    pub fn push(&mut self, payload: &[u8]) -> Result<()> {
+        let mut grant = self.reserve(payload.len())?;
+        grant.copy_from_slice(payload);
+        grant.commit();
+        Ok(())
+    }
+
+    /// Stages a header word: the first staged word of a batch is held back for `publish`.
+    #[inline]
+    fn stage(&mut self, offset: usize, value: u64) {
+        if self.pending.is_none() {
+            self.pending = Some((offset, value));
+        } else {
+            self.mem.header(offset).store(value, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn commit_frame(&mut self, start: u64, wrap_from: Option<u64>, len_bytes: usize) {
+        let next = start + frame_bytes(len_bytes) as u64;
+        // Whatever an earlier lap left where the next header goes must not read as a frame.
+        self.mem
+            .header((next & self.mask) as usize)
+            .store(0, Ordering::Relaxed);
+        let word = HDR_VALID | len_bytes as u64;
+        let off = (start & self.mask) as usize;
+        match wrap_from {
+            Some(w) => {
+                self.mem.header(off).store(word, Ordering::Relaxed);
+                self.stage((w & self.mask) as usize, HDR_WRAP);
+            }
+            None => self.stage(off, word),
+        }
+        self.tail = next;
+    }
+
+    /// Publishes every frame committed with [`WriteGrant::commit_deferred`] with one release
+    /// store, and wakes the consumer if it sleeps.
+    #[inline]
+    pub fn publish(&mut self) {
+        if let Some((offset, value)) = self.pending.take() {
+            // SYNC: frame-publish — pairs with the Acquire load in `Consumer::next_frame`.
+            self.mem.header(offset).store(value, Ordering::Release);
+            // SYNC: park — the SeqCst swap pairs with the parked consumer's SeqCst load.
+            self.mem
+                .control()
+                .producer
+                .tail
+                .swap(self.tail, Ordering::SeqCst);
+            self.mem.doorbell().ring();
+        }
+    }
+
+    /// Waits until a frame of `len_bytes` fits, spinning then parking as `policy` says.
+    pub fn wait_for_space(
+        &mut self,
+        len_bytes: usize,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        if len_bytes > self.config.max_frame_bytes {
+            return Err(Error::FrameTooLarge {
+                len_bytes,
+                max_bytes: self.config.max_frame_bytes,
+            });
+        }
+        self.publish();
+        let (_, _, needed) = self.placement(len_bytes);
+        let control: *const RingControl = self.mem.control();
+        // SAFETY: `control` points into `self.mem`, which outlives this call; the closure below
+        // needs `&mut self` for the refresh, so the reference is taken through a raw pointer.
+        let control = unsafe { &*control };
+        park_until(&control.space, policy, timeout, |probe| {
+            if probe == Probe::Liveness {
+                return check_alive(&control.consumer.pid, &control.consumer.start_ticks)
+                    .map(|()| false);
+            }
+            if self.is_closed() {
+                return Err(Error::Closed);
+            }
+            self.refresh_head(probe == Probe::Strong)?;
+            Ok(self.fits(needed))
+        })
+    }
+
+    /// Registers the calling process as the holder of this end (for peer-death detection).
+    pub fn register_process(&self, pid: u32, start_ticks: u64) {
+        let line = &self.mem.control().producer;
+        line.start_ticks.store(start_ticks, Ordering::Release);
+        line.pid.store(pid, Ordering::Release);
+    }
+
+    /// Whether the consumer's process is alive (always, when none registered).
+    pub fn check_peer(&self) -> Result<()> {
+        let line = &self.mem.control().consumer;
+        check_alive(&line.pid, &line.start_ticks)
+    }
+}
+
+impl<M: RingMemory> Drop for Producer<M> {
+    fn drop(&mut self) {
+        self.publish();
+        let control = self.mem.control();
+        control.producer.closed.swap(1, Ordering::SeqCst);
+        self.mem.doorbell().ring();
+    }
+}
+
+/// Room for one frame, reserved and not yet visible. Dereferences to the payload bytes.
+/// Dropping it without committing abandons the reservation.
+pub struct WriteGrant<'a, M: RingMemory> {
+    producer: &'a mut Producer<M>,
+    start: u64,
+    wrap_from: Option<u64>,
+    len_bytes: usize,
+}
+
+impl<M: RingMemory> WriteGrant<'_, M> {
+    /// Writes the frame and publishes it (and any deferred frames before it).
+    #[inline]
+    pub fn commit(self) {
+        let p = self.producer;
+        p.commit_frame(self.start, self.wrap_from, self.len_bytes);
+        p.publish();
+    }
+
+    /// Writes the frame; it becomes visible at the next [`Producer::publish`] (or the next
+    /// `commit`).
+    #[inline]
+    pub fn commit_deferred(self) {
+        self.producer
+            .commit_frame(self.start, self.wrap_from, self.len_bytes);
+    }
+}
+
+impl<M: RingMemory> Deref for WriteGrant<'_, M> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        let off = (self.start & self.producer.mask) as usize + FRAME_HEADER_BYTES;
+        // SAFETY: `reserve` checked that [off - 16, off + len) lies inside the data region
+        // (a frame never straddles the end) and in the free part of the ring, which the
+        // consumer does not read until the frame is published.
+        unsafe { std::slice::from_raw_parts(self.producer.mem.data().add(off), self.len_bytes) }
+    }
+}
+
+impl<M: RingMemory> DerefMut for WriteGrant<'_, M> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let off = (self.start & self.producer.mask) as usize + FRAME_HEADER_BYTES;
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference to those bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.producer.mem.data().add(off), self.len_bytes) }
+    }
+}
+
+/// The reading end of a ring.
+pub struct Consumer<M: RingMemory> {
+    mem: M,
+    /// Position of the next frame to read. `released_head <= head <= tail`.
+    head: u64,
+    /// `head` as last published to the producer.
+    released_head: u64,
+    mask: u64,
+    config: RingConfig,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+// SAFETY: a Consumer is the only reader of its ring; moving it moves that role.
+unsafe impl<M: RingMemory + Send> Send for Consumer<M> {}
+
+/// A frame found by [`Consumer::next_frame`]: payload offset, length, bytes it occupies.
+#[derive(Clone, Copy)]
+struct Found {
+    payload_offset: usize,
+    len_bytes: usize,
+    size_bytes: usize,
+}
+
+impl<M: RingMemory> Consumer<M> {
+    /// The consumer end over `mem`, starting from the positions stored in its control block.
+    ///
+    /// # Safety
+    /// No other `Consumer` over the same ring may exist at the same time.
+    pub unsafe fn new(mem: M) -> Result<Self> {
+        let config = mem.config();
+        config.validate()?;
+        let head = mem.control().consumer.head.load(Ordering::Acquire);
+        Ok(Consumer {
+            head,
+            released_head: head,
+            mask: config.capacity_bytes as u64 - 1,
+            config,
+            mem,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// The ring's limits.
+    pub fn config(&self) -> RingConfig {
+        self.config
+    }
+
+    /// The memory handle.
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    /// Looks at the header at `head`; skips a wrap marker. Every value read from shared
+    /// memory is checked before it is used.
+    #[inline]
+    fn next_frame(&mut self) -> Result<Option<Found>> {
+        let mut off = (self.head & self.mask) as usize;
+        // SYNC: frame-publish — pairs with the Release store in `Producer::publish`.
+        let mut word = self.mem.header(off).load(Ordering::Acquire);
+        if word == HDR_WRAP {
+            if off == 0 {
+                return Err(Error::Corrupt("wrap marker at offset 0".into()));
+            }
+            self.head += (self.config.capacity_bytes - off) as u64;
+            off = 0;
+            word = self.mem.header(0).load(Ordering::Acquire);
+        }
+        if word == 0 {
+            return Ok(None);
+        }
+        if word & !(HDR_VALID | HDR_LEN_MASK) != 0 || word & HDR_VALID == 0 {
+            return Err(Error::Corrupt(format!(
+                "bad frame header {word:#x} at offset {off}"
+            )));
+        }
+        let len_bytes = (word & HDR_LEN_MASK) as usize;
+        let size_bytes = frame_bytes(len_bytes);
+        if len_bytes > self.config.max_frame_bytes || off + size_bytes > self.config.capacity_bytes
+        {
+            return Err(Error::Corrupt(format!(
+                "frame of {len_bytes} bytes at offset {off} overruns the ring"
+            )));
+        }
+        self.mem.track_read(off, size_bytes);
+        Ok(Some(Found {
+            payload_offset: off + FRAME_HEADER_BYTES,
+            len_bytes,
+            size_bytes,
+        }))
+    }
+
+    /// The next frame, if one is published. Reading it does not remove it: call
+    /// [`ReadFrame::release`].
+    #[inline]
+    pub fn peek(&mut self) -> Result<Option<ReadFrame<'_, M>>> {
+        Ok(self.next_frame()?.map(|found| ReadFrame {
+            consumer: self,
+            found,
+        }))
+    }
+
+    /// Reads up to `max_frames` frames, calling `f` on each payload in place, then releases
+    /// them all with one store. Returns how many were read.
+    #[inline]
+    pub fn pop_batch(&mut self, max_frames: usize, mut f: impl FnMut(&[u8])) -> Result<usize> {
+        let mut n = 0;
+        while n < max_frames {
+            let Some(found) = self.next_frame()? else {
+                break;
+            };
+            f(self.payload(found));
+            self.head += found.size_bytes as u64;
+            n += 1;
+        }
+        self.publish_release();
+        Ok(n)
+    }
+
+    #[inline]
+    fn payload(&self, found: Found) -> &[u8] {
+        // SAFETY: `next_frame` checked the frame lies inside the data region; the producer
+        // published it (Acquire above) and will not write it again until `head` passes it.
+        unsafe {
+            std::slice::from_raw_parts(self.mem.data().add(found.payload_offset), found.len_bytes)
+        }
+    }
+
+    /// Publishes every release made with [`ReadFrame::release_deferred`] with one store, and
+    /// wakes the producer if it waits for space.
+    #[inline]
+    pub fn publish_release(&mut self) {
+        if self.head != self.released_head {
+            self.released_head = self.head;
+            // SYNC: head-publish — pairs with the load in `Producer::refresh_head`; SeqCst for
+            // SYNC: park with a producer waiting for space.
+            self.mem
+                .control()
+                .consumer
+                .head
+                .swap(self.head, Ordering::SeqCst);
+            self.mem.control().space.ring();
+        }
+    }
+
+    /// Whether a frame is published (SeqCst when `strong`, for parking).
+    fn readable(&mut self, strong: bool) -> Result<bool> {
+        if strong {
+            // SYNC: park — pairs with the producer's SeqCst swap of `tail` in `publish`.
+            let tail = self.mem.control().producer.tail.load(Ordering::SeqCst);
+            if tail == self.head {
+                return Ok(false);
+            }
+        }
+        Ok(self.next_frame()?.is_some())
+    }
+
+    /// Whether a frame is readable; `Err(Closed)` when the producer closed and none is left.
+    pub(crate) fn readable_or_closed(&mut self, strong: bool) -> Result<bool> {
+        if self.readable(strong)? {
+            return Ok(true);
+        }
+        if self.mem.control().producer.closed.load(Ordering::SeqCst) != 0 {
+            // Re-check: frames published before the close are still to be read.
+            return if self.readable(true)? {
+                Ok(true)
+            } else {
+                Err(Error::Closed)
+            };
+        }
+        Ok(false)
+    }
+
+    /// Whether the producer closed its end. Frames it published before closing can still be
+    /// read.
+    pub fn is_closed(&self) -> bool {
+        self.mem.control().producer.closed.load(Ordering::Acquire) != 0
+    }
+
+    /// Waits until a frame is readable. `Err(Closed)` once the producer closed and every frame
+    /// was read; `Err(PeerDead)` if the producer's process died.
+    pub fn wait(&mut self, policy: WaitPolicy, timeout: Option<Duration>) -> Result<()> {
+        self.publish_release();
+        let mem: *const M = &self.mem;
+        // SAFETY: `mem` is a field of `self`, alive for this call; the closures below need
+        // `&mut self`, so the shared handle is reached through a raw pointer.
+        let mem = unsafe { &*mem };
+        let control = mem.control();
+        park_until(mem.doorbell(), policy, timeout, |probe| {
+            if probe == Probe::Liveness {
+                return check_alive(&control.producer.pid, &control.producer.start_ticks)
+                    .map(|()| false);
+            }
+            self.readable_or_closed(probe == Probe::Strong)
+        })
+    }
+
+    /// Bytes published and not yet read by this consumer.
+    pub fn pending_bytes(&self) -> u64 {
+        self.mem
+            .control()
+            .producer
+            .tail
+            .load(Ordering::Acquire)
+            .saturating_sub(self.head)
+    }
+
+    /// Registers the calling process as the holder of this end (for peer-death detection).
+    pub fn register_process(&self, pid: u32, start_ticks: u64) {
+        let line = &self.mem.control().consumer;
+        line.start_ticks.store(start_ticks, Ordering::Release);
+        line.pid.store(pid, Ordering::Release);
+    }
+
+    /// Whether the producer's process is alive (always, when none registered).
+    pub fn check_peer(&self) -> Result<()> {
+        let line = &self.mem.control().producer;
+        check_alive(&line.pid, &line.start_ticks)
+    }
+}
+
+impl<M: RingMemory> Drop for Consumer<M> {
+    fn drop(&mut self) {
+        self.publish_release();
+        let control = self.mem.control();
+        control.consumer.closed.swap(1, Ordering::SeqCst);
+        control.space.ring();
+    }
+}
+
+/// A published frame, read in place. Dereferences to its payload.
+pub struct ReadFrame<'a, M: RingMemory> {
+    consumer: &'a mut Consumer<M>,
+    found: Found,
+}
+
+impl<M: RingMemory> ReadFrame<'_, M> {
+    /// Removes the frame and hands its space back to the producer now.
+    #[inline]
+    pub fn release(self) {
+        let c = self.consumer;
+        c.head += self.found.size_bytes as u64;
+        c.publish_release();
+    }
+
+    /// Removes the frame; its space goes back at the next [`Consumer::publish_release`].
+    #[inline]
+    pub fn release_deferred(self) {
+        self.consumer.head += self.found.size_bytes as u64;
+    }
+}
+
+impl<M: RingMemory> Deref for ReadFrame<'_, M> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.consumer.payload(self.found)
+    }
+}
