@@ -5,18 +5,22 @@
 //! inputs. Ringing a doorbell nobody sleeps on costs no system call: the waker reads the
 //! `sleepers` count and returns.
 //!
-//! The protocol (SYNC: park) is the store-buffering pattern made safe by sequentially consistent
-//! operations on both sides:
-//! - the parker reads `seq` (its token), increments `sleepers` (SeqCst), re-checks its wait
-//!   condition with SeqCst loads, and only then `futex_wait(seq, token)`;
-//! - the waker publishes (its own SeqCst store or read-modify-write of the condition), then loads
-//!   `sleepers` (SeqCst); when non-zero it bumps `seq` and calls `futex_wake`.
+//! The protocol (SYNC: park) is the store-buffering pattern made safe by a SeqCst fence on each
+//! side:
+//! - the parker reads `seq` (its token), increments `sleepers`, fences, re-checks its wait
+//!   condition, and only then `futex_wait(seq, token)`;
+//! - the waker publishes its change to the condition, fences, then loads `sleepers`; when
+//!   non-zero it bumps `seq` and calls `futex_wake`.
+//!
+//! Fences rather than SeqCst accesses: the two are equivalent here, but loom models only the
+//! fences faithfully (it treats SeqCst accesses as AcqRel), and we want loom to check the code
+//! that ships.
 //!
 //! Either the waker sees the sleeper, or the parker sees the new condition; and a `seq` bump
 //! between the token read and the wait makes the wait return at once. No wake-up is lost; the
 //! loom models in `tests/loom_ring.rs` check it.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering, fence};
 use std::time::Duration;
 
 /// A 32-bit futex word plus a count of sleepers, alone on a 128-byte line (two lines on x86-64,
@@ -58,13 +62,15 @@ impl Doorbell {
     }
 
     /// Announce that the caller is about to sleep. The caller must then re-check its wait
-    /// condition with SeqCst loads, call [`park`](Self::park) only if it still holds, and call
+    /// condition, call [`park`](Self::park) only if it still holds, and call
     /// [`finish_park`](Self::finish_park) in every case.
     #[inline]
     pub fn prepare_park(&self) -> ParkToken {
         let token = self.seq.load(Ordering::Acquire);
-        // SYNC: park — pairs with the SeqCst load of `sleepers` in `ring`.
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        self.sleepers.fetch_add(1, Ordering::Relaxed);
+        // SYNC: park — pairs with the fence in `ring`: either the waker sees this sleeper or
+        // the re-check that follows sees the waker's change.
+        fence(Ordering::SeqCst);
         ParkToken(token)
     }
 
@@ -105,13 +111,13 @@ impl Doorbell {
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Wake every sleeper, if there is one. The caller must have published its change with a
-    /// SeqCst store or read-modify-write before calling this. No system call when nobody
-    /// sleeps.
+    /// Wake every sleeper, if there is one. Call it after publishing the change sleepers wait
+    /// for. No system call when nobody sleeps.
     #[inline]
     pub fn ring(&self) {
-        // SYNC: park — pairs with the SeqCst increment in `prepare_park`.
-        if self.sleepers.load(Ordering::SeqCst) != 0 {
+        // SYNC: park — pairs with the fence in `prepare_park`.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
             self.wake_all();
         }
     }

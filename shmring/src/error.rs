@@ -84,6 +84,7 @@ pub enum Error {
 }
 
 impl Error {
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn io(what: impl Into<String>, source: impl Into<io::Error>) -> Self {
         Error::Io {
             what: what.into(),

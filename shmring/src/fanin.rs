@@ -88,7 +88,7 @@ impl<M: RingMemory> FanIn<M> {
             }
             let mut open = 0;
             for c in inputs.iter_mut() {
-                match c.readable_or_closed(probe == Probe::Strong) {
+                match c.readable_or_closed() {
                     Ok(true) => return Ok(true),
                     Ok(false) => open += 1,
                     Err(Error::Closed) => {}

@@ -237,7 +237,8 @@ impl WaitPolicy {
 pub(crate) enum Probe {
     /// Is the condition met? A cheap poll, used while spinning.
     Poll,
-    /// Is the condition met? Re-checked with SeqCst loads after announcing a park (SYNC: park).
+    /// Is the condition met? Re-checked after announcing a park (SYNC: park); must read the
+    /// shared words afresh, not a cached copy.
     Strong,
     /// Is the peer still alive? Asked after every timed-out park slice; answer `Ok(false)` or
     /// the error.
@@ -389,16 +390,11 @@ impl<M: RingMemory> Producer<M> {
         }
     }
 
-    /// Re-reads the consumer's head. `strong` uses a SeqCst load (SYNC: park).
+    /// Re-reads the consumer's head.
     #[inline]
-    fn refresh_head(&mut self, strong: bool) -> Result<()> {
-        let order = if strong {
-            Ordering::SeqCst
-        } else {
-            Ordering::Acquire
-        };
-        // SYNC: head-publish — pairs with the swap in `Consumer::publish_release`.
-        let head = self.mem.control().consumer.head.load(order);
+    fn refresh_head(&mut self) -> Result<()> {
+        // SYNC: head-publish — pairs with the store in `Consumer::publish_release`.
+        let head = self.mem.control().consumer.head.load(Ordering::Acquire);
         if head < self.cached_head || head > self.tail {
             return Err(Error::Corrupt(format!(
                 "consumer head {head} outside {}..={}",
@@ -426,7 +422,7 @@ impl<M: RingMemory> Producer<M> {
         }
         let (start, wrap_from, needed) = self.placement(len_bytes);
         if !self.fits(needed) {
-            self.refresh_head(false)?;
+            self.refresh_head()?;
             if !self.fits(needed) {
                 return Err(Error::Full {
                     needed_bytes: needed,
@@ -489,12 +485,9 @@ impl<M: RingMemory> Producer<M> {
         if let Some((offset, value)) = self.pending.take() {
             // SYNC: frame-publish — pairs with the Acquire load in `Consumer::next_frame`.
             self.mem.header(offset).store(value, Ordering::Release);
-            // SYNC: park — the SeqCst swap pairs with the parked consumer's SeqCst load.
-            self.mem
-                .control()
-                .producer
-                .tail
-                .swap(self.tail, Ordering::SeqCst);
+            // For inspectors and `pending_bytes`; `ring` fences after the header store above
+            // (SYNC: park).
+            self.mem.control().producer.tail.store(self.tail, Ordering::Release);
             self.mem.doorbell().ring();
         }
     }
@@ -526,7 +519,7 @@ impl<M: RingMemory> Producer<M> {
             if self.is_closed() {
                 return Err(Error::Closed);
             }
-            self.refresh_head(probe == Probe::Strong)?;
+            self.refresh_head()?;
             Ok(self.fits(needed))
         })
     }
@@ -549,7 +542,7 @@ impl<M: RingMemory> Drop for Producer<M> {
     fn drop(&mut self) {
         self.publish();
         let control = self.mem.control();
-        control.producer.closed.swap(1, Ordering::SeqCst);
+        control.producer.closed.store(1, Ordering::Release);
         self.mem.doorbell().ring();
     }
 }
@@ -735,37 +728,27 @@ impl<M: RingMemory> Consumer<M> {
     pub fn publish_release(&mut self) {
         if self.head != self.released_head {
             self.released_head = self.head;
-            // SYNC: head-publish — pairs with the load in `Producer::refresh_head`; SeqCst for
-            // SYNC: park with a producer waiting for space.
-            self.mem
-                .control()
-                .consumer
-                .head
-                .swap(self.head, Ordering::SeqCst);
+            // SYNC: head-publish — pairs with the load in `Producer::refresh_head`; `ring`
+            // fences after it (SYNC: park).
+            self.mem.control().consumer.head.store(self.head, Ordering::Release);
             self.mem.control().space.ring();
         }
     }
 
-    /// Whether a frame is published (SeqCst when `strong`, for parking).
-    fn readable(&mut self, strong: bool) -> Result<bool> {
-        if strong {
-            // SYNC: park — pairs with the producer's SeqCst swap of `tail` in `publish`.
-            let tail = self.mem.control().producer.tail.load(Ordering::SeqCst);
-            if tail == self.head {
-                return Ok(false);
-            }
-        }
+    /// Whether a frame is published. The frame header is read afresh every time, so this is
+    /// also the re-check after a park announcement (SYNC: park).
+    fn readable(&mut self) -> Result<bool> {
         Ok(self.next_frame()?.is_some())
     }
 
     /// Whether a frame is readable; `Err(Closed)` when the producer closed and none is left.
-    pub(crate) fn readable_or_closed(&mut self, strong: bool) -> Result<bool> {
-        if self.readable(strong)? {
+    pub(crate) fn readable_or_closed(&mut self) -> Result<bool> {
+        if self.readable()? {
             return Ok(true);
         }
-        if self.mem.control().producer.closed.load(Ordering::SeqCst) != 0 {
+        if self.mem.control().producer.closed.load(Ordering::Acquire) != 0 {
             // Re-check: frames published before the close are still to be read.
-            return if self.readable(true)? {
+            return if self.readable()? {
                 Ok(true)
             } else {
                 Err(Error::Closed)
@@ -794,7 +777,7 @@ impl<M: RingMemory> Consumer<M> {
                 return check_alive(&control.producer.pid, &control.producer.start_ticks)
                     .map(|()| false);
             }
-            self.readable_or_closed(probe == Probe::Strong)
+            self.readable_or_closed()
         })
     }
 
@@ -826,7 +809,7 @@ impl<M: RingMemory> Drop for Consumer<M> {
     fn drop(&mut self) {
         self.publish_release();
         let control = self.mem.control();
-        control.consumer.closed.swap(1, Ordering::SeqCst);
+        control.consumer.closed.store(1, Ordering::Release);
         control.space.ring();
     }
 }

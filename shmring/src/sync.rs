@@ -3,9 +3,9 @@
 //! written once against these names, so loom checks the very code that runs on shared memory.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// One iteration of a busy-wait. Under loom it yields, so a spinning model makes progress.
 #[inline]

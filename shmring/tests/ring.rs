@@ -1,4 +1,5 @@
 //! Behaviour of the ring on the heap backing (the same code runs on shared memory).
+#![cfg(not(loom))]
 
 use clasp_shmring::heap::{self, HeapRing};
 use clasp_shmring::{

@@ -1,0 +1,105 @@
+//! Property test: the ring against a `VecDeque` model, over random frame sizes and random
+//! interleavings of pushes, deferred commits, publishes, peeks and batch pops (wrap-around
+//! included: the ring is small and the sequences long).
+#![cfg(not(loom))]
+
+use clasp_shmring::heap;
+use clasp_shmring::{Error, RingConfig};
+use proptest::prelude::*;
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Push(usize),
+    PushDeferred(usize),
+    Publish,
+    Pop,
+    PopBatch(usize),
+    PeekWithoutRelease,
+}
+
+fn op(max_len: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..=max_len).prop_map(Op::Push),
+        2 => (0..=max_len).prop_map(Op::PushDeferred),
+        1 => Just(Op::Publish),
+        3 => Just(Op::Pop),
+        1 => (1usize..6).prop_map(Op::PopBatch),
+        1 => Just(Op::PeekWithoutRelease),
+    ]
+}
+
+fn payload(seq: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seq as usize * 31 + i) as u8).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 256 }, ..Default::default() })]
+
+    #[test]
+    fn ring_behaves_like_a_queue(
+        capacity_log2 in 6u32..10,
+        ops in prop::collection::vec(op(200), 1..300),
+    ) {
+        let config = RingConfig::new(1 << capacity_log2);
+        let max = config.max_frame_bytes;
+        let (mut p, mut c) = heap::channel(config).unwrap();
+        let mut visible: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut deferred: Vec<Vec<u8>> = Vec::new();
+        let mut seq = 0u32;
+        for op in ops {
+            match op {
+                Op::Push(len) | Op::PushDeferred(len) => {
+                    let defer = matches!(op, Op::PushDeferred(_));
+                    let data = payload(seq, len);
+                    match p.reserve(len) {
+                        Ok(mut g) => {
+                            g.copy_from_slice(&data);
+                            if defer {
+                                g.commit_deferred();
+                                deferred.push(data);
+                            } else {
+                                g.commit();
+                                visible.extend(deferred.drain(..));
+                                visible.push_back(data);
+                            }
+                            seq += 1;
+                        }
+                        Err(Error::FrameTooLarge { .. }) => prop_assert!(len > max),
+                        Err(Error::Full { .. }) => {
+                            prop_assert!(len <= max);
+                            // A frame that fits the limits always fits an empty ring.
+                            prop_assert!(!visible.is_empty() || !deferred.is_empty(),
+                                "full while empty");
+                        }
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Publish => {
+                    p.publish();
+                    visible.extend(deferred.drain(..));
+                }
+                Op::Pop => {
+                    let got = c.peek().unwrap().map(|f| { let v = f.to_vec(); f.release(); v });
+                    prop_assert_eq!(got, visible.pop_front());
+                }
+                Op::PopBatch(k) => {
+                    let mut got = Vec::new();
+                    let n = c.pop_batch(k, |f| got.push(f.to_vec())).unwrap();
+                    prop_assert_eq!(n, got.len());
+                    let want: Vec<_> = (0..k.min(visible.len())).map(|_| visible.pop_front().unwrap()).collect();
+                    prop_assert_eq!(got, want);
+                }
+                Op::PeekWithoutRelease => {
+                    let got = c.peek().unwrap().map(|f| f.to_vec());
+                    prop_assert_eq!(got.as_ref(), visible.front());
+                }
+            }
+        }
+        p.publish();
+        visible.extend(deferred.drain(..));
+        let mut rest = Vec::new();
+        c.pop_batch(usize::MAX, |f| rest.push(f.to_vec())).unwrap();
+        prop_assert_eq!(rest, Vec::from(visible));
+    }
+}
