@@ -34,12 +34,28 @@ enum Command {
     /// Microbenchmarks of the data plane on this machine (a table, or JSON with --json).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// The benchmark apps (a table, or JSON with --json); `apps show NAME` for one app.
+    Apps(cmd::apps::AppsArgs),
+    /// Generate an app's input records (one per line) to stdout or a file.
+    Gen(cmd::apps::GenArgs),
+    /// Run an app single-threaded over generated input and print the digests every
+    /// distributed run must reproduce.
+    Oracle(cmd::apps::OracleArgs),
+    /// One placement decision on a problem file, for any policy (CLASP, the baselines, exact).
+    Place(cmd::place::PlaceArgs),
+    /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
+    Sim(cmd::sim::SimArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Place(a) => cmd::place::run(a),
+        Command::Sim(a) => cmd::sim::run_sim(a),
+        Command::Apps(a) => cmd::apps::run_apps(a),
+        Command::Gen(a) => cmd::apps::run_gen(a),
+        Command::Oracle(a) => cmd::apps::run_oracle(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,2 +1,5 @@
 //! Measurement harnesses behind `clasp bench ...`, shared with the criterion benches in
 //! `benches/benches/`. Each harness checks that what it measures works before timing it.
+
+pub mod affinity;
+pub mod ring;

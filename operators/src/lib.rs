@@ -1,3 +1,93 @@
 //! The operator model, the seven benchmark applications, their seeded generators and the
 //! single-threaded reference executor (the oracle). No threads, no sockets: the data plane and
 //! the control plane both build on this crate and it depends on neither.
+//!
+//! # Why it looks like this
+//!
+//! Every claim of the project — throughput, latency, worker counts, lossless migration — is
+//! made on these apps, and every distributed run is checked against the oracle's run of the
+//! same input. That drives the design:
+//!
+//! * **Keys are bytes with a specified hash** ([`key`]): the ingress, every executor and the
+//!   planner must agree on the key group of a key on every machine, forever.
+//! * **State lives outside the operator, per key group** ([`OperatorInstance`]): a key group
+//!   is the unit of migration, so its state must be exportable ([`OperatorInstance::export_group`],
+//!   an rkyv archive) and importable elsewhere without the operator's help.
+//! * **Emission into a caller-owned buffer** ([`Emitter`]): the hot path does not allocate per
+//!   request; the data plane routes each emission by `(successor, key_group(key))`.
+//! * **Digests that add** ([`Digest`]): a sum of 128-bit item hashes plus a count is
+//!   independent of order and of how keys were spread over executors, so a distributed run sums
+//!   its executors' digests and compares them with the oracle's ([`Comparable`]).
+//! * **Determinism classes** ([`Determinism`]): what "equal to the oracle" means depends on
+//!   whether an operator's result depends on arrival order; each kind declares it.
+//! * **Generators with random access** ([`generate`]): record `i` is a pure function of
+//!   `(seed, i)`, so producers can split a stream by key group and a run can be replayed.
+//!
+//! # Writing an operator
+//!
+//! Implement [`Operator`] (see its docs for a complete example that registers a kind in a
+//! [`Registry`] and uses it from an app file).
+//!
+//! # App files (TOML)
+//!
+//! An app file composes registered operator kinds (`clasp apps show NAME` lists an app's;
+//! [`Registry::builtin`] has them all) into a DAG:
+//!
+//! ```toml
+//! name = "wc-window"            # app name
+//! description = "word count that outputs every 100th occurrence"   # optional
+//! generator = "wc"              # input generator: wc, sd, aa, pl, nwm, etl or syn
+//!
+//! [[operator]]                  # one table per operator; the first without predecessors is the source
+//! name = "split"                # unique name
+//! kind = "wc_split"             # a registered kind
+//! successors = ["count"]        # operators it emits to, in port order (default: none)
+//!
+//! [[operator]]
+//! name = "count"
+//! kind = "wc_count"
+//! params = { window = 100 }     # kind parameters (unknown parameters are an error)
+//! ```
+//!
+//! Validation ([`AppSpec::from_toml_str`]) refuses, naming what is wrong: TOML errors and
+//! unknown fields, duplicate operator names, an unknown kind, bad parameters, an unknown or
+//! repeated successor, no source, a cycle, operators the source cannot reach, an unknown
+//! generator. The generator must produce what the source kind parses (the built-in apps' first
+//! operators); a mismatch is not an error but shows up as malformed requests.
+//!
+//! A 20-stage SYN is twenty `forward` operators chained by `successors`; `clasp apps show syn
+//! --toml` prints the 10-stage one to start from.
+//!
+//! # Kind parameters
+//!
+//! | kind | parameter | default | meaning |
+//! |---|---|---|---|
+//! | `wc_count` | `window` | 1 | output a word's count every `window` occurrences |
+//! | `sd_moving_avg` | `window` | 100 | readings per sensor in the moving average |
+//! | `sd_spike_detect` | `threshold` | 0.03 | relative deviation that is a spike |
+//! | `aa_campaign_count` | `window_ms`, `lateness_windows` | 1000, 2 | event-time window, allowed lateness |
+//! | `pl_aggregate` | `every` | 1000 | output the running average every `every` records |
+//! | `nwm_aggr_filter` | `failures_min` | 3 | failures of a host in a day that flag it |
+//! | `etl_range_filter` | `min`, `max` | 20, 80 | valid range |
+//! | `etl_interpolate` | `window` | 5 | past values averaged to replace a 0 |
+//! | `etl_store` | `batch` | 3 | records per batched write |
+
+pub mod apps;
+pub mod codec;
+pub mod compare;
+pub mod digest;
+pub mod emitter;
+pub mod generate;
+pub mod key;
+pub mod operator;
+pub mod oracle;
+pub mod spec;
+
+pub use compare::{Comparable, Mismatch};
+pub use digest::Digest;
+pub use emitter::{Emission, Emitter, Out, Port, Target};
+pub use key::{KEY_GROUPS, key_group, key_hash};
+pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State};
+pub use spec::{
+    AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,
+};

@@ -16,11 +16,87 @@
 //! fences faithfully (it treats SeqCst accesses as AcqRel), and we want loom to check the code
 //! that ships.
 //!
+//! # Asymmetric fences
+//! Ringing happens on every publish, parking only when a side is idle, so the fence is moved
+//! to the side that can afford it: where the kernel has `membarrier(GLOBAL_EXPEDITED)`, each
+//! process registers once, the waker's fence becomes a compiler fence, and the parker calls
+//! `membarrier`, which makes every running thread of every registered process execute a full
+//! barrier (the technique of liburcu and folly's `asymmetricHeavyBarrier`). Either a waker's
+//! load of `sleepers` comes after that barrier and sees the sleeper, or its publishing store
+//! comes before it and the parker's re-check sees it. A mfence per publish was the largest
+//! cost of the ring's fast path (see `benches/README.md`). Where the call is missing (or under
+//! loom and Miri) both sides use plain fences, which loom checks.
+//!
 //! Either the waker sees the sleeper, or the parker sees the new condition; and a `seq` bump
 //! between the token read and the wait makes the wait return at once. No wake-up is lost; the
 //! loom models in `tests/loom_ring.rs` check it.
 
-use crate::sync::{AtomicU32, Ordering, fence};
+use crate::sync::{AtomicU32, Ordering};
+
+/// The fences of the park protocol: plain on both sides, or asymmetric (see the module docs).
+#[cfg(not(any(loom, miri)))]
+pub(crate) mod barrier {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, Ordering, compiler_fence, fence};
+
+    /// Whether this process registered for expedited global membarriers, so its wakers may
+    /// use compiler fences.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    /// Whether the kernel has expedited global membarriers (parkers then issue one).
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+
+    /// Queries the kernel and registers this process; idempotent. Called before any ring of
+    /// this crate is built.
+    pub(crate) fn init() -> bool {
+        *SUPPORTED.get_or_init(|| {
+            use rustix::thread::{MembarrierCommand as Cmd, membarrier, membarrier_query};
+            let q = membarrier_query();
+            let ok = q.contains_command(Cmd::GlobalExpedited)
+                && q.contains_command(Cmd::RegisterGlobalExpedited)
+                && membarrier(Cmd::RegisterGlobalExpedited).is_ok();
+            REGISTERED.store(ok, Ordering::Release);
+            ok
+        })
+    }
+
+    /// The waker's side: after publishing, before loading `sleepers`.
+    #[inline]
+    pub(crate) fn waker() {
+        if REGISTERED.load(Ordering::Relaxed) {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// The parker's side: after announcing itself, before re-checking.
+    pub(crate) fn parker() {
+        fence(Ordering::SeqCst);
+        if init() {
+            // Cannot fail once the query said the command exists; if it did, the waker side
+            // would still be a full fence in every process that failed to register.
+            let _ = rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited);
+        }
+    }
+}
+
+#[cfg(any(loom, miri))]
+pub(crate) mod barrier {
+    use crate::sync::{Ordering, fence};
+
+    pub(crate) fn init() -> bool {
+        false
+    }
+
+    #[inline]
+    pub(crate) fn waker() {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(crate) fn parker() {
+        fence(Ordering::SeqCst);
+    }
+}
 use std::time::Duration;
 
 /// A 32-bit futex word plus a count of sleepers, alone on a 128-byte line (two lines on x86-64,
@@ -70,7 +146,7 @@ impl Doorbell {
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         // SYNC: park — pairs with the fence in `ring`: either the waker sees this sleeper or
         // the re-check that follows sees the waker's change.
-        fence(Ordering::SeqCst);
+        barrier::parker();
         ParkToken(token)
     }
 
@@ -116,7 +192,7 @@ impl Doorbell {
     #[inline]
     pub fn ring(&self) {
         // SYNC: park — pairs with the fence in `prepare_park`.
-        fence(Ordering::SeqCst);
+        barrier::waker();
         if self.sleepers.load(Ordering::Relaxed) != 0 {
             self.wake_all();
         }

@@ -144,6 +144,7 @@ pub fn channel_with_doorbell(
     doorbell: Arc<Doorbell>,
 ) -> Result<(Producer<HeapRing>, Consumer<HeapRing>)> {
     config.validate()?;
+    crate::doorbell::barrier::init();
     let ring = HeapRing {
         inner: Arc::new(Inner {
             control: RingControl::new(),

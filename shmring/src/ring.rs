@@ -487,7 +487,11 @@ impl<M: RingMemory> Producer<M> {
             self.mem.header(offset).store(value, Ordering::Release);
             // For inspectors and `pending_bytes`; `ring` fences after the header store above
             // (SYNC: park).
-            self.mem.control().producer.tail.store(self.tail, Ordering::Release);
+            self.mem
+                .control()
+                .producer
+                .tail
+                .store(self.tail, Ordering::Release);
             self.mem.doorbell().ring();
         }
     }
@@ -730,7 +734,11 @@ impl<M: RingMemory> Consumer<M> {
             self.released_head = self.head;
             // SYNC: head-publish — pairs with the load in `Producer::refresh_head`; `ring`
             // fences after it (SYNC: park).
-            self.mem.control().consumer.head.store(self.head, Ordering::Release);
+            self.mem
+                .control()
+                .consumer
+                .head
+                .store(self.head, Ordering::Release);
             self.mem.control().space.ring();
         }
     }

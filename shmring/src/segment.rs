@@ -400,6 +400,7 @@ impl Segment {
 
     /// Reads the header once and checks every field against the mapping.
     fn validate_mapping(map: Arc<Mapping>, name: Option<String>) -> Result<Segment> {
+        crate::doorbell::barrier::init();
         let mismatch = |m: String| Err(Error::SegmentMismatch(m));
         let base = map.base;
         // SAFETY: the mapping holds at least a header (checked by the callers); `state` is an

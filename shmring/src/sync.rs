@@ -4,8 +4,10 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+#[cfg(all(not(loom), miri))]
+pub(crate) use std::sync::atomic::fence;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// One iteration of a busy-wait. Under loom it yields, so a spinning model makes progress.
 #[inline]

@@ -17,7 +17,9 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 fn frame(i: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|k| i.wrapping_mul(17).wrapping_add(k as u8)).collect()
+    (0..len)
+        .map(|k| i.wrapping_mul(17).wrapping_add(k as u8))
+        .collect()
 }
 
 /// Pushes with a spin (yield) on Full.
@@ -50,7 +52,11 @@ fn pop_spinning(c: &mut Consumer<HeapRing>, lens: &[usize]) {
 #[test]
 fn frames_pass_in_order_across_laps() {
     model(|| {
-        let (mut p, mut c) = heap::channel(RingConfig { capacity_bytes: 64, max_frame_bytes: 16 }).unwrap();
+        let (mut p, mut c) = heap::channel(RingConfig {
+            capacity_bytes: 64,
+            max_frame_bytes: 16,
+        })
+        .unwrap();
         let lens = [16usize, 1, 9];
         let writer = thread::spawn(move || {
             for (i, &len) in lens.iter().enumerate() {
@@ -66,7 +72,11 @@ fn frames_pass_in_order_across_laps() {
 #[test]
 fn wrap_markers_are_followed() {
     model(|| {
-        let (mut p, mut c) = heap::channel(RingConfig { capacity_bytes: 128, max_frame_bytes: 48 }).unwrap();
+        let (mut p, mut c) = heap::channel(RingConfig {
+            capacity_bytes: 128,
+            max_frame_bytes: 48,
+        })
+        .unwrap();
         let lens = [16usize, 48, 40];
         let writer = thread::spawn(move || {
             for (i, &len) in lens.iter().enumerate() {
@@ -82,7 +92,11 @@ fn wrap_markers_are_followed() {
 #[test]
 fn a_deferred_batch_is_published_at_once() {
     model(|| {
-        let (mut p, mut c) = heap::channel(RingConfig { capacity_bytes: 128, max_frame_bytes: 48 }).unwrap();
+        let (mut p, mut c) = heap::channel(RingConfig {
+            capacity_bytes: 128,
+            max_frame_bytes: 48,
+        })
+        .unwrap();
         let writer = thread::spawn(move || {
             for i in 0..2u8 {
                 let mut g = p.reserve(4).unwrap();
@@ -136,7 +150,11 @@ fn a_parked_consumer_is_never_forgotten() {
 #[test]
 fn a_parked_producer_is_never_forgotten() {
     model(|| {
-        let (mut p, mut c) = heap::channel(RingConfig { capacity_bytes: 64, max_frame_bytes: 16 }).unwrap();
+        let (mut p, mut c) = heap::channel(RingConfig {
+            capacity_bytes: 64,
+            max_frame_bytes: 16,
+        })
+        .unwrap();
         let writer = thread::spawn(move || {
             for i in 0..2u8 {
                 p.wait_for_space(16, WaitPolicy::PARK, None).unwrap();

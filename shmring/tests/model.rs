@@ -34,12 +34,17 @@ fn payload(seq: u32, len: usize) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 256 }, ..Default::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 256 },
+        // Miri isolates the file system, where failures would be persisted.
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..Default::default()
+    })]
 
     #[test]
     fn ring_behaves_like_a_queue(
         capacity_log2 in 6u32..10,
-        ops in prop::collection::vec(op(200), 1..300),
+        ops in prop::collection::vec(op(200), 1..if cfg!(miri) { 60 } else { 300 }),
     ) {
         let config = RingConfig::new(1 << capacity_log2);
         let max = config.max_frame_bytes;

@@ -13,7 +13,12 @@ fn unique(tag: &str) -> String {
 fn layout(rings: usize) -> SegmentLayout {
     SegmentLayout {
         doorbells: 1,
-        rings: (0..rings).map(|_| RingSpec { config: RingConfig::new(4096), doorbell: 0 }).collect(),
+        rings: (0..rings)
+            .map(|_| RingSpec {
+                config: RingConfig::new(4096),
+                doorbell: 0,
+            })
+            .collect(),
         user_bytes: 256,
     }
 }
@@ -40,7 +45,10 @@ fn create_attach_and_exchange_frames() {
     drop((p, c, other));
     assert!(Segment::owner_alive(&name).unwrap());
     drop(owner);
-    assert!(Segment::attach(&name).is_err(), "the owner unlinks the segment");
+    assert!(
+        Segment::attach(&name).is_err(),
+        "the owner unlinks the segment"
+    );
 }
 
 #[test]
@@ -48,7 +56,13 @@ fn an_endpoint_has_one_live_holder() {
     let name = unique("claim");
     let seg = Segment::create(&name, &layout(1)).unwrap();
     let _p = seg.producer(0).unwrap();
-    assert!(matches!(seg.producer(0), Err(Error::EndpointTaken { side: "producer", .. })));
+    assert!(matches!(
+        seg.producer(0),
+        Err(Error::EndpointTaken {
+            side: "producer",
+            ..
+        })
+    ));
     let _c = seg.consumer(0).unwrap();
     assert!(matches!(seg.consumer(0), Err(Error::EndpointTaken { .. })));
     assert!(matches!(seg.producer(7), Err(Error::InvalidConfig(_))));
@@ -69,17 +83,33 @@ fn bad_layouts_are_refused_before_anything_is_created() {
     let name = unique("badlayout");
     let mut l = layout(1);
     l.rings[0].doorbell = 3;
-    assert!(matches!(Segment::create(&name, &l), Err(Error::InvalidConfig(_))));
-    let l = SegmentLayout { doorbells: 0, rings: vec![], user_bytes: 0 };
-    assert!(matches!(Segment::create(&name, &l), Err(Error::InvalidConfig(_))));
-    assert!(matches!(Segment::create("a/b", &layout(1)), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        Segment::create(&name, &l),
+        Err(Error::InvalidConfig(_))
+    ));
+    let l = SegmentLayout {
+        doorbells: 0,
+        rings: vec![],
+        user_bytes: 0,
+    };
+    assert!(matches!(
+        Segment::create(&name, &l),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Segment::create("a/b", &layout(1)),
+        Err(Error::InvalidConfig(_))
+    ));
     assert!(!std::path::Path::new(&format!("/dev/shm/{name}")).exists());
 }
 
 /// Overwrites `bytes` at `offset` of the named segment's file.
 fn poke(name: &str, offset: u64, bytes: &[u8]) {
     use std::io::{Seek, SeekFrom, Write};
-    let mut f = std::fs::OpenOptions::new().write(true).open(format!("/dev/shm/{name}")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/dev/shm/{name}"))
+        .unwrap();
     f.seek(SeekFrom::Start(offset)).unwrap();
     f.write_all(bytes).unwrap();
 }
@@ -103,9 +133,15 @@ fn a_corrupt_or_mismatched_header_is_refused() {
         poke(&name, *offset, bytes);
         match Segment::attach(&name) {
             Err(Error::SegmentMismatch(m)) => {
-                assert!(m.contains(what), "offset {offset}: {m:?} should mention {what}")
+                assert!(
+                    m.contains(what),
+                    "offset {offset}: {m:?} should mention {what}"
+                )
             }
-            other => panic!("offset {offset}: expected a mismatch, got {:?}", other.map(|_| ())),
+            other => panic!(
+                "offset {offset}: expected a mismatch, got {:?}",
+                other.map(|_| ())
+            ),
         }
         drop(seg);
     }
@@ -118,10 +154,14 @@ fn a_corrupt_ring_descriptor_is_refused() {
     // The descriptor table follows the header (96 bytes, padded to 128) and one doorbell (128).
     let desc1 = 256 + 40;
     poke(&name, desc1 + 16, &3000u64.to_ne_bytes()); // capacity not a power of two
-    assert!(matches!(Segment::attach(&name), Err(Error::SegmentMismatch(m)) if m.contains("ring 1")));
+    assert!(
+        matches!(Segment::attach(&name), Err(Error::SegmentMismatch(m)) if m.contains("ring 1"))
+    );
     poke(&name, desc1 + 16, &4096u64.to_ne_bytes());
     poke(&name, desc1, &0u64.to_ne_bytes()); // control block overlapping the tables
-    assert!(matches!(Segment::attach(&name), Err(Error::SegmentMismatch(m)) if m.contains("ring 1")));
+    assert!(
+        matches!(Segment::attach(&name), Err(Error::SegmentMismatch(m)) if m.contains("ring 1"))
+    );
     drop(seg);
 }
 
@@ -175,14 +215,26 @@ fn a_killed_owners_segment_is_stale_and_cleaned_up() {
     let path = format!("/dev/shm/{name}");
     let start = std::time::Instant::now();
     while !Segment::owner_alive(&name).unwrap_or(false) {
-        assert!(start.elapsed().as_secs() < 60, "the child never created its segment");
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the child never created its segment"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    assert!(matches!(Segment::create(&name, &layout(1)), Err(Error::Exists { .. })));
-    assert!(!Segment::remove_stale(&name).unwrap(), "a live owner's segment is not stale");
+    assert!(matches!(
+        Segment::create(&name, &layout(1)),
+        Err(Error::Exists { .. })
+    ));
+    assert!(
+        !Segment::remove_stale(&name).unwrap(),
+        "a live owner's segment is not stale"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(std::path::Path::new(&path).exists(), "SIGKILL leaves the segment behind");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "SIGKILL leaves the segment behind"
+    );
     assert!(!Segment::owner_alive(&name).unwrap());
     assert!(Segment::remove_stale(&name).unwrap());
     assert!(!std::path::Path::new(&path).exists());
@@ -208,7 +260,9 @@ fn a_killed_owners_segment_is_stale_and_cleaned_up() {
 #[test]
 #[ignore = "helper process for the stale-segment test"]
 fn stale_owner_child() {
-    let Ok(name) = std::env::var("CLASP_STALE_SEGMENT") else { return };
+    let Ok(name) = std::env::var("CLASP_STALE_SEGMENT") else {
+        return;
+    };
     let _seg = Segment::create(&name, &layout(1)).unwrap();
     std::thread::sleep(std::time::Duration::from_secs(120));
 }

@@ -13,7 +13,10 @@ use std::time::Duration;
 const CHILD_ENV: &str = "CLASP_TWO_PROCESS_CHILD";
 
 fn frames() -> u64 {
-    std::env::var("CLASP_TWO_PROCESS_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+    std::env::var("CLASP_TWO_PROCESS_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
 }
 
 /// splitmix64: the frame contents and sizes, identical on both sides.
@@ -25,7 +28,9 @@ fn mix(mut x: u64) -> u64 {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Frame `i`: [seq u64][checksum of the rest u64][body of 0..=300 bytes].
@@ -48,7 +53,10 @@ fn layout() -> SegmentLayout {
     // A small ring, so the run laps it many times and both sides park and wake.
     SegmentLayout {
         doorbells: 1,
-        rings: vec![RingSpec { config: RingConfig::new(16 * 1024), doorbell: 0 }],
+        rings: vec![RingSpec {
+            config: RingConfig::new(16 * 1024),
+            doorbell: 0,
+        }],
         user_bytes: 0,
     }
 }
@@ -78,9 +86,9 @@ fn a_child_process_receives_every_frame_intact() {
         loop {
             match p.push(&buf[..len]) {
                 Ok(()) => break,
-                Err(Error::Full { .. }) => {
-                    p.wait_for_space(len, policy, Some(Duration::from_secs(120))).unwrap()
-                }
+                Err(Error::Full { .. }) => p
+                    .wait_for_space(len, policy, Some(Duration::from_secs(120)))
+                    .unwrap(),
                 Err(e) => panic!("frame {i}: {e}"),
             }
         }
@@ -99,7 +107,8 @@ fn a_consumer_sees_its_producer_process_die() {
     let mut c = seg.consumer(0).unwrap();
     let mut child = spawn_child(&name, "produce-then-hang");
     // The child registers as producer and sends one frame, then hangs until killed.
-    c.wait(WaitPolicy::PARK, Some(Duration::from_secs(60))).unwrap();
+    c.wait(WaitPolicy::PARK, Some(Duration::from_secs(60)))
+        .unwrap();
     assert_eq!(&*c.peek().unwrap().unwrap(), b"one");
     c.peek().unwrap().unwrap().release();
     child.kill().unwrap();
@@ -114,7 +123,9 @@ fn a_consumer_sees_its_producer_process_die() {
 #[test]
 #[ignore = "helper process for the two-process tests"]
 fn child_process() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let (role, name) = spec.split_once(':').unwrap();
     let seg = Segment::attach(name).unwrap();
     match role {

@@ -28,6 +28,13 @@ pub struct RingArgs {
     /// Do not pin the two threads to separate cores (for machines where pinning misbehaves).
     #[arg(long)]
     no_pin: bool,
+    /// Measure only these implementations (comma-separated): floor, shmring, rtrb,
+    /// crossbeam_array_queue, std_mpsc.
+    #[arg(long, value_delimiter = ',')]
+    impls: Vec<String>,
+    /// Measure only these payload sizes in bytes (comma-separated; from 16, 64, 256, 1024).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -37,6 +44,33 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
 }
 
 fn ring(args: RingArgs) -> anyhow::Result<()> {
-    let _ = (args.json, args.repetitions, args.round_trips, args.messages, args.no_pin);
-    anyhow::bail!("not built yet")
+    let cfg = clasp_benches::ring::RingBenchConfig {
+        repetitions: args.repetitions,
+        round_trips: args.round_trips,
+        messages: args.messages,
+        pin: !args.no_pin,
+        impls: args.impls,
+        sizes_bytes: args.sizes,
+    };
+    if cfg.repetitions == 0 || cfg.round_trips == 0 || cfg.messages < 4 {
+        return Err(crate::cmd::usage_error(
+            "--repetitions and --round-trips must be positive and --messages at least 4",
+        ));
+    }
+    let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = clasp_benches::ring::run(&cfg, |rep| {
+        if show_progress {
+            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if show_progress {
+        eprintln!();
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", clasp_benches::ring::table(&report));
+    }
+    Ok(())
 }

@@ -1,6 +1,9 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
 
+pub mod apps;
 pub mod bench;
+pub mod place;
+pub mod sim;
 
 /// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2
 /// rather than 1. Wrap them with [`usage_error`].

@@ -1,0 +1,370 @@
+//! The placement problem as plain data, the load model of DESIGN.md §6 (eq. 5), and the JSON
+//! problem file of `clasp place`.
+//!
+//! Why one module: every policy, the exact reference, the simulator and the tests must agree on
+//! what "the load of worker w" means, so [`worker_loads`] is the single implementation of
+//! `L_w(Φ)` and everything else (including the incremental bookkeeping inside the packing) is
+//! checked against it.
+
+use serde::{Deserialize, Serialize};
+
+/// A share below this fraction of an operator's demand is treated as "not hosted" when counting
+/// distinct remote destinations; it only absorbs floating-point dust.
+pub const SHARE_EPSILON: f64 = 1e-9;
+
+/// The chained-request cost coefficients of eq. 1, in µs of worker time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostModel {
+    /// Cost of dispatching one local chained request (µs).
+    pub alpha_us: f64,
+    /// Cost of dispatching one remote chained request (µs).
+    pub beta_us: f64,
+    /// Cost per second of each distinct remote destination (µs per second).
+    pub gamma_us: f64,
+}
+
+/// The paper's prototype: α = 38.5 µs, β = 275 µs, γ = 51.5 ms per second (§5.3).
+pub const PAPER_COSTS: CostModel = CostModel {
+    alpha_us: 38.5,
+    beta_us: 275.0,
+    gamma_us: 51_500.0,
+};
+/// The paper's smoothed whole-worker capacity W̄ (µs per second, §5.3).
+pub const PAPER_CAPACITY_US_PER_S: f64 = 850_000.0;
+/// The packing headroom h of `B = h·W̄` (DESIGN.md §6).
+pub const DEFAULT_HEADROOM: f64 = 0.9;
+/// Executor slots per worker in the paper's testbed (§5.1.1); the slot-based baselines use it.
+pub const DEFAULT_SLOTS_PER_WORKER: usize = 10;
+
+/// One operator's projected load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperatorLoad {
+    pub name: String,
+    /// Projected execution demand D̃_o (µs of worker time per second).
+    pub demand_us_per_s: f64,
+    /// Projected processed rate (requests per second).
+    pub rate_per_s: f64,
+    /// Mean execution time τ̄_o of one request (µs).
+    pub exec_us: f64,
+}
+
+/// One edge's projected chained-request rate Ẽ^{o→o_s}.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EdgeLoad {
+    pub from: usize,
+    pub to: usize,
+    pub rate_per_s: f64,
+}
+
+/// A placement problem: what every policy and the exact reference take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    /// The whole worker's capacity W̄ (µs per second, all executors together).
+    pub capacity_us_per_s: f64,
+    /// h in `B = h·W̄`.
+    pub headroom: f64,
+    pub costs: CostModel,
+    pub max_workers: usize,
+    pub slots_per_worker: usize,
+    pub operators: Vec<OperatorLoad>,
+    pub edges: Vec<EdgeLoad>,
+}
+
+impl Problem {
+    /// The budget B every worker's load must respect.
+    pub fn budget_us_per_s(&self) -> f64 {
+        self.headroom * self.capacity_us_per_s
+    }
+
+    /// The same problem with every demand and rate multiplied by `s` (the projection of eq. 4).
+    pub fn scaled(&self, s: f64) -> Problem {
+        let mut p = self.clone();
+        for o in &mut p.operators {
+            o.demand_us_per_s *= s;
+            o.rate_per_s *= s;
+        }
+        for e in &mut p.edges {
+            e.rate_per_s *= s;
+        }
+        p
+    }
+
+    /// Outgoing edge indices per operator.
+    pub fn out_edges(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.operators.len()];
+        for (i, e) in self.edges.iter().enumerate() {
+            out[e.from].push(i);
+        }
+        out
+    }
+
+    /// Σ D̃_o: the execution demand alone.
+    pub fn total_demand_us_per_s(&self) -> f64 {
+        self.operators.iter().map(|o| o.demand_us_per_s).sum()
+    }
+
+    /// ⌈ΣD̃/B⌉: the trivial lower bound on the worker count (ignores every chained cost).
+    pub fn lower_bound_workers(&self) -> usize {
+        let b = self.budget_us_per_s();
+        ((self.total_demand_us_per_s() / b).ceil() as usize).max(1)
+    }
+
+    /// Operators in a topological order (sources first); `None` when the graph has a cycle.
+    pub fn topological_order(&self) -> Option<Vec<usize>> {
+        let n = self.operators.len();
+        let mut indeg = vec![0usize; n];
+        for e in &self.edges {
+            indeg[e.to] += 1;
+        }
+        let out = self.out_edges();
+        // Smallest index first, so the order is reproducible.
+        let mut ready: std::collections::BTreeSet<usize> =
+            (0..n).filter(|&o| indeg[o] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(o) = ready.pop_first() {
+            order.push(o);
+            for &ei in &out[o] {
+                let t = self.edges[ei].to;
+                indeg[t] -= 1;
+                if indeg[t] == 0 {
+                    ready.insert(t);
+                }
+            }
+        }
+        (order.len() == n).then_some(order)
+    }
+
+    /// Checks the invariants the algorithms rely on.
+    pub fn validate(&self) -> Result<(), ProblemError> {
+        let finite_nonneg = |what: String, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(ProblemError::Negative(what, v))
+            }
+        };
+        if !(self.capacity_us_per_s.is_finite() && self.capacity_us_per_s > 0.0) {
+            return Err(ProblemError::Invalid(format!(
+                "capacity_us_per_s must be positive, got {}",
+                self.capacity_us_per_s
+            )));
+        }
+        if !(self.headroom > 0.0 && self.headroom <= 1.0) {
+            return Err(ProblemError::Invalid(format!(
+                "headroom must be in (0, 1], got {}",
+                self.headroom
+            )));
+        }
+        finite_nonneg("alpha_us".into(), self.costs.alpha_us)?;
+        finite_nonneg("beta_us".into(), self.costs.beta_us)?;
+        finite_nonneg("gamma_us".into(), self.costs.gamma_us)?;
+        if self.max_workers == 0 || self.slots_per_worker == 0 {
+            return Err(ProblemError::Invalid(
+                "max_workers and slots_per_worker must be at least 1".into(),
+            ));
+        }
+        if self.operators.is_empty() {
+            return Err(ProblemError::Invalid("the problem has no operators".into()));
+        }
+        for o in &self.operators {
+            finite_nonneg(format!("{}.demand_us_per_s", o.name), o.demand_us_per_s)?;
+            finite_nonneg(format!("{}.rate_per_s", o.name), o.rate_per_s)?;
+            finite_nonneg(format!("{}.exec_us", o.name), o.exec_us)?;
+        }
+        for e in &self.edges {
+            let n = self.operators.len();
+            if e.from >= n || e.to >= n {
+                return Err(ProblemError::Invalid(format!(
+                    "edge {} -> {} names no operator",
+                    e.from, e.to
+                )));
+            }
+            finite_nonneg(
+                format!(
+                    "edge {}->{} rate_per_s",
+                    self.operators[e.from].name, self.operators[e.to].name
+                ),
+                e.rate_per_s,
+            )?;
+        }
+        if self.topological_order().is_none() {
+            return Err(ProblemError::Cycle);
+        }
+        Ok(())
+    }
+}
+
+/// Why a problem was rejected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProblemError {
+    #[error("{0} must be a finite non-negative number, got {1}")]
+    Negative(String, f64),
+    #[error("the operator graph has a cycle; an application must be a DAG")]
+    Cycle,
+    #[error("edge {from} -> {to}: unknown operator {unknown:?}")]
+    UnknownOperator {
+        from: String,
+        to: String,
+        unknown: String,
+    },
+    #[error("operator {0:?} is defined twice")]
+    DuplicateOperator(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("malformed problem JSON: {0}")]
+    Json(String),
+}
+
+/// A placement's per-operator shares: `shares[o][w] = σ_o(w)`, the fraction of o's demand on w.
+pub type Shares = Vec<Vec<f64>>;
+
+/// Number of distinct remote workers each worker's chained requests reach (δ_w(Φ)).
+pub fn distinct_destinations(problem: &Problem, shares: &Shares, workers: usize) -> Vec<usize> {
+    let mut reach = vec![vec![false; workers]; workers];
+    for e in &problem.edges {
+        for w in 0..workers {
+            if share(shares, e.from, w) <= SHARE_EPSILON {
+                continue;
+            }
+            for (v, r) in reach[w].iter_mut().enumerate() {
+                if v != w && share(shares, e.to, v) > SHARE_EPSILON {
+                    *r = true;
+                }
+            }
+        }
+    }
+    reach
+        .iter()
+        .map(|r| r.iter().filter(|&&b| b).count())
+        .collect()
+}
+
+fn share(shares: &Shares, o: usize, w: usize) -> f64 {
+    shares[o].get(w).copied().unwrap_or(0.0)
+}
+
+/// L_w(Φ) of eq. 5 for every worker, recomputed from scratch:
+/// `Σ_o σ_o(w)·D̃_o + γ·δ_w + Σ_e Ẽ_e·σ_from(w)·[α·σ_to(w) + β·(1−σ_to(w))]`.
+pub fn worker_loads(problem: &Problem, shares: &Shares, workers: usize) -> Vec<f64> {
+    let c = problem.costs;
+    let delta = distinct_destinations(problem, shares, workers);
+    (0..workers)
+        .map(|w| {
+            let exec: f64 = problem
+                .operators
+                .iter()
+                .enumerate()
+                .map(|(o, op)| share(shares, o, w) * op.demand_us_per_s)
+                .sum();
+            let dispatch: f64 = problem
+                .edges
+                .iter()
+                .map(|e| {
+                    let local = share(shares, e.to, w);
+                    e.rate_per_s
+                        * share(shares, e.from, w)
+                        * (c.alpha_us * local + c.beta_us * (1.0 - local))
+                })
+                .sum();
+            exec + dispatch + c.gamma_us * delta[w] as f64
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The JSON problem file of `clasp place`.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProblemFile {
+    capacity_us_per_s: f64,
+    headroom: f64,
+    alpha_us: f64,
+    beta_us: f64,
+    gamma_us: f64,
+    max_workers: i64,
+    slots_per_worker: i64,
+    operators: Vec<OperatorFile>,
+    edges: Vec<EdgeFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OperatorFile {
+    name: String,
+    demand_us_per_s: f64,
+    rate_per_s: f64,
+    exec_us: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EdgeFile {
+    from: String,
+    to: String,
+    rate_per_s: f64,
+}
+
+/// Parses and validates a `clasp place` problem file.
+pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
+    let f: ProblemFile =
+        serde_json::from_str(json).map_err(|e| ProblemError::Json(e.to_string()))?;
+    for (what, v) in [
+        ("max_workers", f.max_workers),
+        ("slots_per_worker", f.slots_per_worker),
+    ] {
+        if v < 1 {
+            return Err(ProblemError::Invalid(format!(
+                "{what} must be at least 1, got {v}"
+            )));
+        }
+    }
+    let mut index = std::collections::HashMap::new();
+    for (i, o) in f.operators.iter().enumerate() {
+        if index.insert(o.name.clone(), i).is_some() {
+            return Err(ProblemError::DuplicateOperator(o.name.clone()));
+        }
+    }
+    let mut edges = Vec::with_capacity(f.edges.len());
+    for e in &f.edges {
+        let lookup = |n: &String| {
+            index
+                .get(n)
+                .copied()
+                .ok_or_else(|| ProblemError::UnknownOperator {
+                    from: e.from.clone(),
+                    to: e.to.clone(),
+                    unknown: n.clone(),
+                })
+        };
+        edges.push(EdgeLoad {
+            from: lookup(&e.from)?,
+            to: lookup(&e.to)?,
+            rate_per_s: e.rate_per_s,
+        });
+    }
+    let p = Problem {
+        capacity_us_per_s: f.capacity_us_per_s,
+        headroom: f.headroom,
+        costs: CostModel {
+            alpha_us: f.alpha_us,
+            beta_us: f.beta_us,
+            gamma_us: f.gamma_us,
+        },
+        max_workers: f.max_workers as usize,
+        slots_per_worker: f.slots_per_worker as usize,
+        operators: f
+            .operators
+            .into_iter()
+            .map(|o| OperatorLoad {
+                name: o.name,
+                demand_us_per_s: o.demand_us_per_s,
+                rate_per_s: o.rate_per_s,
+                exec_us: o.exec_us,
+            })
+            .collect(),
+        edges,
+    };
+    p.validate()?;
+    Ok(p)
+}

@@ -1,0 +1,359 @@
+//! The paper's §5.4–5.6 experiments on the simulated cluster (and the exact reference's gap).
+//! Each returns a serde_json summary and CSV rows; `sim::run` writes them and draws the plots.
+
+use serde_json::{Value, json};
+
+use super::lab::{Lab, SimSettings};
+use crate::app::AppModel;
+use crate::baselines::faasflow::faasflow_workers;
+use crate::baselines::zhang24::Zhang24;
+use crate::baselines::{Observed, PolicyKind};
+use crate::placement::place;
+
+/// The rate levels of §5.5: 10%..100% of CLASP's maximum on N workers.
+pub const LEVELS: usize = 10;
+/// Above this many workers the observed optimum is found by bisection on n, not by trying all.
+pub const EXHAUSTIVE_WORKERS_MAX: usize = 32;
+
+pub(crate) fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    let v = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / xs.len() as f64;
+    (m, v.sqrt())
+}
+
+/// Runs `f` over every (app, seed) pair on two threads, results in input order.
+pub(crate) fn par_map<T: Send>(
+    apps: &[AppModel],
+    seeds: &[u64],
+    f: impl Fn(&AppModel, u64) -> T + Sync,
+) -> Vec<Vec<T>> {
+    let jobs: Vec<(usize, usize)> = (0..apps.len())
+        .flat_map(|a| (0..seeds.len()).map(move |s| (a, s)))
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 2);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<T>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(a, k)) = jobs.get(i) else { break };
+                    let r = f(&apps[a], seeds[k]);
+                    *results[i].lock().expect("no poisoned job") = Some(r);
+                }
+            });
+        }
+    });
+    let mut flat = results
+        .into_iter()
+        .map(|m| m.into_inner().expect("no poison").expect("job ran"));
+    apps.iter()
+        .map(|_| {
+            (0..seeds.len())
+                .map(|_| flat.next().expect("one per job"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Fig. 10: each policy's throughput on N workers with unthrottled input.
+pub fn placement(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
+    let policies = [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
+    let n = settings.workers;
+    let per = par_map(apps, &settings.seeds, |app, seed| {
+        let mut lab = Lab::new(app, settings, seed);
+        lab.calibrate();
+        policies.map(|k| {
+            let shares = lab.shares_for(k, n);
+            lab.max_throughput(&shares, n, false).0
+        })
+    });
+    let mut results = serde_json::Map::new();
+    let mut csv = vec!["app,policy,throughput_per_s_mean,throughput_per_s_sd".to_string()];
+    for (pi, k) in policies.iter().enumerate() {
+        let mut m = serde_json::Map::new();
+        for (ai, app) in apps.iter().enumerate() {
+            let xs: Vec<f64> = per[ai].iter().map(|r| r[pi]).collect();
+            let (mean, sd) = mean_sd(&xs);
+            m.insert(
+                app.name.clone(),
+                json!({"throughput_per_s": mean, "spread_sd": sd}),
+            );
+            csv.push(format!("{},{},{mean:.1},{sd:.1}", app.name, k.name()));
+        }
+        results.insert(k.name().to_string(), Value::Object(m));
+    }
+    let v = json!({"experiment": "placement", "workers": n, "seeds": settings.seeds, "results": results});
+    (v, csv)
+}
+
+/// One (app, seed) of the worker-count experiment: predictions per policy for every
+/// (source, target) level pair, and the observed optimum per level.
+struct WcRun {
+    oowc: Vec<usize>,
+    /// [policy][source][target] predicted workers (policy order: clasp, faasflow, zhang24, clasp@0.9).
+    pred: Vec<Vec<Vec<usize>>>,
+    /// Observed maximum throughput per worker count (best placement), index n-1.
+    best_throughput: Vec<f64>,
+    wbar: f64,
+    costs: [f64; 3],
+}
+
+fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun {
+    let big_n = settings.workers;
+    let mut lab = Lab::new(app, settings, seed);
+    lab.calibrate();
+    // Observed maximum throughput of each policy's placement on n workers.
+    let kinds = [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
+    let mut cache: std::collections::BTreeMap<(usize, usize), f64> = Default::default();
+    let mut thr = |lab: &mut Lab<'_>, ki: usize, n: usize| -> f64 {
+        if let Some(&t) = cache.get(&(ki, n)) {
+            return t;
+        }
+        let shares = lab.shares_for(kinds[ki], n);
+        let t = lab.max_throughput(&shares, n, false).0;
+        cache.insert((ki, n), t);
+        t
+    };
+    let t_max = thr(&mut lab, 0, big_n);
+    let levels: Vec<f64> = (1..=LEVELS)
+        .map(|i| i as f64 / LEVELS as f64 * t_max)
+        .collect();
+    let mut best = vec![0.0; big_n];
+    let best_at =
+        |lab: &mut Lab<'_>, thr: &mut dyn FnMut(&mut Lab<'_>, usize, usize) -> f64, n: usize| {
+            (0..kinds.len())
+                .map(|k| thr(lab, k, n))
+                .fold(0.0f64, f64::max)
+        };
+    let oowc: Vec<usize> = if big_n <= EXHAUSTIVE_WORKERS_MAX {
+        for n in 1..=big_n {
+            best[n - 1] = best_at(&mut lab, &mut thr, n);
+        }
+        levels
+            .iter()
+            .map(|&r| (1..=big_n).find(|&n| best[n - 1] >= r).unwrap_or(big_n))
+            .collect()
+    } else {
+        levels
+            .iter()
+            .map(|&r| {
+                let (mut lo, mut hi) = (1usize, big_n);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    let b = best_at(&mut lab, &mut thr, mid);
+                    best[mid - 1] = b;
+                    if b >= r { hi = mid } else { lo = mid + 1 }
+                }
+                lo
+            })
+            .collect()
+    };
+    // The planner's view at each source level: the current configuration is the observed
+    // optimum there, with CLASP's placement.
+    let mut zhang = Zhang24::new(false);
+    let mut pred = vec![vec![vec![0usize; LEVELS]; LEVELS]; 4];
+    for (i, &src) in levels.iter().enumerate() {
+        let n_src = oowc[i];
+        let shares = lab.shares_for(PolicyKind::Clasp, n_src);
+        let (agg, lam, big_lambda) = lab.observe_at(src, &shares, n_src);
+        let _ = lam;
+        // Zhang24's online r(p) fit: the observed scheduling fraction at its own parallelism.
+        let p_src = lab.problem_at(src, 1.0);
+        let par = zhang.parallelism(&p_src);
+        let exec: f64 = agg
+            .processed_per_s
+            .iter()
+            .zip(&agg.exec_us)
+            .map(|(n, t)| n * t)
+            .sum();
+        let t = settings.cluster.truth;
+        let sched =
+            lab.profile.edges_per_s.iter().sum::<f64>() * src * (t.alpha_us + t.beta_us) / 2.0;
+        if exec > 0.0 {
+            zhang.model.observe(
+                par.iter().sum::<usize>() as f64 / par.len().max(1) as f64,
+                sched / (sched + exec),
+            );
+        }
+        let ff_sat = thr(&mut lab, 1, n_src);
+        for (j, &dst) in levels.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let s = dst / big_lambda.max(1e-9);
+            // Re-derive from this window's aggregate (the live planner's path).
+            let lab_view = |h: f64| {
+                let ctx = crate::metrics::DerivationContext {
+                    operator_names: &lab.names,
+                    edges: &lab.edges,
+                    capacity_us_per_s: lab.estimator.capacity_us_per_s().unwrap_or(1e6),
+                    headroom: h,
+                    costs: lab.estimator.costs(),
+                    max_workers: big_n,
+                    slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
+                };
+                crate::metrics::derive_problem(&ctx, &agg, s)
+            };
+            let p1 = lab_view(settings.headroom);
+            let clasp = place(&p1);
+            pred[0][i][j] = if clasp.saturated {
+                big_n
+            } else {
+                clasp.workers
+            };
+            let obs = Observed {
+                workers: n_src,
+                saturated_throughput_per_s: ff_sat,
+                target_rate_per_s: dst,
+            };
+            pred[1][i][j] = faasflow_workers(&p1, Some(&obs));
+            pred[2][i][j] = zhang.shares_on(&p1, big_n).1;
+            let p9 = lab_view(crate::model::DEFAULT_HEADROOM);
+            let c9 = place(&p9);
+            pred[3][i][j] = if c9.saturated { big_n } else { c9.workers };
+        }
+    }
+    let c = lab.estimator.costs();
+    WcRun {
+        oowc,
+        pred,
+        best_throughput: best,
+        wbar: lab.estimator.capacity_us_per_s().unwrap_or(0.0),
+        costs: [c.alpha_us, c.beta_us, c.gamma_us],
+    }
+}
+
+/// Fig. 11–13: predicted vs observed optimal worker count for every source → target pair.
+pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
+    let runs = par_map(apps, &settings.seeds, |app, seed| {
+        worker_count_run(settings, app, seed)
+    });
+    let names = ["clasp", "faasflow", "zhang24", "clasp_headroom_0.9"];
+    let mut csv =
+        vec!["app,seed,policy,source_pct,target_pct,predicted,observed_optimal".to_string()];
+    let mut mae = serde_json::Map::new();
+    let mut by_target = serde_json::Map::new();
+    let mut by_gap = serde_json::Map::new();
+    let mut by_dir = serde_json::Map::new();
+    let mut mean_pred = serde_json::Map::new();
+    for (pi, name) in names.iter().enumerate() {
+        let mut per_app = serde_json::Map::new();
+        let mut all_err = Vec::new();
+        let mut t_err = vec![Vec::new(); LEVELS];
+        let mut g_err = vec![Vec::new(); LEVELS];
+        let (mut up, mut down) = (Vec::new(), Vec::new());
+        let (mut up_signed, mut down_signed) = (Vec::new(), Vec::new());
+        let mut t_pred = vec![Vec::new(); LEVELS];
+        for (ai, app) in apps.iter().enumerate() {
+            let mut seed_maes = Vec::new();
+            for (si, r) in runs[ai].iter().enumerate() {
+                let mut errs = Vec::new();
+                for i in 0..LEVELS {
+                    for j in 0..LEVELS {
+                        if i == j {
+                            continue;
+                        }
+                        let p = r.pred[pi][i][j] as f64;
+                        let o = r.oowc[j] as f64;
+                        let e = (p - o).abs();
+                        errs.push(e);
+                        t_err[j].push(e);
+                        t_pred[j].push(p);
+                        g_err[i.abs_diff(j)].push(e);
+                        if j > i {
+                            up.push(e);
+                            up_signed.push(p - o);
+                        } else {
+                            down.push(e);
+                            down_signed.push(p - o);
+                        }
+                        csv.push(format!(
+                            "{},{},{},{},{},{},{}",
+                            app.name,
+                            settings.seeds[si],
+                            name,
+                            (i + 1) * 10,
+                            (j + 1) * 10,
+                            p,
+                            o
+                        ));
+                    }
+                }
+                seed_maes.push(mean_sd(&errs).0);
+                all_err.extend(errs);
+            }
+            let (m, sd) = mean_sd(&seed_maes);
+            per_app.insert(app.name.clone(), json!(m));
+            per_app.insert(format!("{}_spread_sd", app.name), json!(sd));
+        }
+        per_app.insert("all".into(), json!(mean_sd(&all_err).0));
+        mae.insert(name.to_string(), Value::Object(per_app));
+        by_target.insert(
+            name.to_string(),
+            json!(
+                (0..LEVELS)
+                    .map(|j| json!({"target_pct": (j + 1) * 10, "mae": mean_sd(&t_err[j]).0}))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        mean_pred.insert(
+            name.to_string(),
+            json!(
+                (0..LEVELS)
+                    .map(|j| mean_sd(&t_pred[j]).0)
+                    .collect::<Vec<_>>()
+            ),
+        );
+        by_gap.insert(
+            name.to_string(),
+            json!(
+                (1..LEVELS)
+                    .map(|g| json!({"gap_pct": g * 10, "mae": mean_sd(&g_err[g]).0}))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        by_dir.insert(
+            name.to_string(),
+            json!({"up_mae": mean_sd(&up).0, "down_mae": mean_sd(&down).0,
+                   "up_mean_signed_error": mean_sd(&up_signed).0, "down_mean_signed_error": mean_sd(&down_signed).0}),
+        );
+    }
+    let mut oowc_mean = vec![Vec::new(); LEVELS];
+    let mut per_app_detail = serde_json::Map::new();
+    for (ai, app) in apps.iter().enumerate() {
+        for r in &runs[ai] {
+            for j in 0..LEVELS {
+                oowc_mean[j].push(r.oowc[j] as f64);
+            }
+        }
+        let r0 = &runs[ai][0];
+        per_app_detail.insert(
+            app.name.clone(),
+            json!({"observed_optimal_seed0": r0.oowc, "best_throughput_per_s_seed0": r0.best_throughput,
+                   "estimated_wbar_us_per_s": mean_sd(&runs[ai].iter().map(|r| r.wbar).collect::<Vec<_>>()).0,
+                   "estimated_alpha_beta_gamma_us_seed0": r0.costs}),
+        );
+    }
+    let v = json!({
+        "experiment": "worker-count",
+        "workers": settings.workers,
+        "headroom": settings.headroom,
+        "seeds": settings.seeds,
+        "mae": mae,
+        "mae_by_target": by_target,
+        "mae_by_gap": by_gap,
+        "mae_by_direction": by_dir,
+        "mean_predicted_by_target": mean_pred,
+        "mean_observed_optimal_by_target": oowc_mean.iter().map(|x| mean_sd(x).0).collect::<Vec<_>>(),
+        "apps": per_app_detail,
+    });
+    (v, csv)
+}

@@ -1,0 +1,275 @@
+//! The buffer operators emit into.
+//!
+//! One [`Emitter`] belongs to the caller (an executor, the oracle) and is reused for every
+//! request: its byte buffers and entry list grow to the largest fan-out seen and then stay, so
+//! emitting does not allocate on the hot path. After each `process` call the caller walks
+//! [`Emitter::iter`], routes each chained request by `(target operator, key_group(key))`, and
+//! calls [`Emitter::clear`].
+
+use std::ops::Range;
+
+/// Where an emission goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A chained request to the operator with this index in the app spec.
+    Operator(u16),
+    /// A sink output of the emitting operator (leaves the app).
+    Output,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    target: Target,
+    key: Range<u32>,
+    payload: Range<u32>,
+}
+
+/// One emitted request or output, borrowed from the [`Emitter`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Emission<'a> {
+    /// Successor operator, or the app's output.
+    pub target: Target,
+    /// Canonical key: the routing key of the successor (for outputs, what the output is about).
+    pub key: &'a [u8],
+    /// App-encoded payload.
+    pub payload: &'a [u8],
+}
+
+/// Caller-owned, reused buffer of emissions (see the module docs).
+#[derive(Debug, Default)]
+pub struct Emitter {
+    keys: Vec<u8>,
+    payloads: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
+fn offset(len: usize) -> u32 {
+    u32::try_from(len).expect("one request emits less than 4 GiB")
+}
+
+impl Emitter {
+    /// An empty emitter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of emissions since the last [`Emitter::clear`].
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing was emitted since the last clear.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Forgets every emission, keeping the buffers' capacity.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.payloads.clear();
+        self.entries.clear();
+    }
+
+    /// Drops the emissions from index `len` on (used to undo the emissions of a request that
+    /// turned out to be malformed).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.entries.len() {
+            return;
+        }
+        let first = &self.entries[len];
+        let (k, p) = (first.key.start as usize, first.payload.start as usize);
+        self.entries.truncate(len);
+        self.keys.truncate(k);
+        self.payloads.truncate(p);
+    }
+
+    /// The emission at `index`.
+    #[inline]
+    pub fn get(&self, index: usize) -> Emission<'_> {
+        let e = &self.entries[index];
+        Emission {
+            target: e.target,
+            key: &self.keys[e.key.start as usize..e.key.end as usize],
+            payload: &self.payloads[e.payload.start as usize..e.payload.end as usize],
+        }
+    }
+
+    /// Every emission in emission order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Emission<'_>> + '_ {
+        (0..self.entries.len()).map(|i| self.get(i))
+    }
+
+    /// Emissions from index `start` on.
+    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = Emission<'_>> + '_ {
+        (start..self.entries.len()).map(|i| self.get(i))
+    }
+
+    /// Writes a key and a payload with `build` and returns their ranges.
+    #[inline]
+    fn write(
+        &mut self,
+        build: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>),
+    ) -> (Range<u32>, Range<u32>) {
+        let (k0, p0) = (offset(self.keys.len()), offset(self.payloads.len()));
+        build(&mut self.keys, &mut self.payloads);
+        (k0..offset(self.keys.len()), p0..offset(self.payloads.len()))
+    }
+
+    #[inline]
+    fn push(&mut self, target: Target, key: Range<u32>, payload: Range<u32>) {
+        self.entries.push(Entry {
+            target,
+            key,
+            payload,
+        });
+    }
+}
+
+/// Which successors an emission goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// Every successor (one chained request each, sharing the same key and payload bytes).
+    All,
+    /// The successor at this position in the operator's successor list (edge order of the
+    /// app spec). An index past the end emits nothing.
+    Index(usize),
+}
+
+/// What an [`crate::Operator`] sees of the emitter: its successors are named by position (the
+/// operator does not know the app it is placed in), sink outputs by [`Out::output`].
+pub struct Out<'a> {
+    emitter: &'a mut Emitter,
+    successors: &'a [u16],
+}
+
+impl<'a> Out<'a> {
+    /// Wraps `emitter` for an operator whose successors (operator indices) are `successors`.
+    #[inline]
+    pub fn new(emitter: &'a mut Emitter, successors: &'a [u16]) -> Self {
+        Out {
+            emitter,
+            successors,
+        }
+    }
+
+    /// Number of successors of this operator.
+    #[inline]
+    pub fn successors(&self) -> usize {
+        self.successors.len()
+    }
+
+    /// Emits `(key, payload)` to every successor.
+    #[inline]
+    pub fn emit(&mut self, key: &[u8], payload: &[u8]) {
+        self.emit_to_with(Port::All, |k, p| {
+            k.extend_from_slice(key);
+            p.extend_from_slice(payload);
+        });
+    }
+
+    /// Emits `(key, payload)` to the successors selected by `port`.
+    #[inline]
+    pub fn emit_to(&mut self, port: Port, key: &[u8], payload: &[u8]) {
+        self.emit_to_with(port, |k, p| {
+            k.extend_from_slice(key);
+            p.extend_from_slice(payload);
+        });
+    }
+
+    /// Emits to every successor a key and payload that `build` appends to the two buffers it is
+    /// given (written in place: no temporary buffer).
+    #[inline]
+    pub fn emit_with(&mut self, build: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+        self.emit_to_with(Port::All, build);
+    }
+
+    /// Like [`Out::emit_with`], to the successors selected by `port`.
+    #[inline]
+    pub fn emit_to_with(&mut self, port: Port, build: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+        let targets: &[u16] = match port {
+            Port::All => self.successors,
+            Port::Index(i) => self.successors.get(i..=i).unwrap_or(&[]),
+        };
+        if targets.is_empty() {
+            return;
+        }
+        let (k, p) = self.emitter.write(build);
+        for &t in targets {
+            self.emitter.push(Target::Operator(t), k.clone(), p.clone());
+        }
+    }
+
+    /// Emits a sink output `(key, payload)`.
+    #[inline]
+    pub fn output(&mut self, key: &[u8], payload: &[u8]) {
+        self.output_with(|k, p| {
+            k.extend_from_slice(key);
+            p.extend_from_slice(payload);
+        });
+    }
+
+    /// Emits a sink output written in place by `build`.
+    #[inline]
+    pub fn output_with(&mut self, build: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+        let (k, p) = self.emitter.write(build);
+        self.emitter.push(Target::Output, k, p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_shares_bytes_and_truncate_undoes() {
+        let mut e = Emitter::new();
+        let succ = [3u16, 5];
+        let mut out = Out::new(&mut e, &succ);
+        out.emit(b"k", b"p");
+        out.emit_to(Port::Index(1), b"k2", b"p2");
+        out.emit_to(Port::Index(7), b"none", b"none");
+        out.output(b"o", b"out");
+        let v: Vec<_> = e.iter().collect();
+        assert_eq!(v.len(), 4);
+        assert_eq!(
+            v[0],
+            Emission {
+                target: Target::Operator(3),
+                key: b"k",
+                payload: b"p"
+            }
+        );
+        assert_eq!(
+            v[1],
+            Emission {
+                target: Target::Operator(5),
+                key: b"k",
+                payload: b"p"
+            }
+        );
+        assert_eq!(
+            v[2],
+            Emission {
+                target: Target::Operator(5),
+                key: b"k2",
+                payload: b"p2"
+            }
+        );
+        assert_eq!(v[3].target, Target::Output);
+        e.truncate(2);
+        assert_eq!(e.len(), 2);
+        let mut out = Out::new(&mut e, &succ);
+        out.output(b"x", b"y");
+        assert_eq!(
+            e.get(2),
+            Emission {
+                target: Target::Output,
+                key: b"x",
+                payload: b"y"
+            }
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! State export → import, digests across instances, and a simulated distributed run: every
+//! operator split over several instances by key group, requests interleaved at random between
+//! FIFO paths, must pass the oracle comparison.
+
+use std::collections::VecDeque;
+
+use clasp_operators::generate::{RecordRng, chacha_key};
+use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::{
+    Comparable, Digest, Emitter, OperatorInstance, OperatorSummary, Target, apps, oracle,
+};
+use proptest::prelude::*;
+
+#[test]
+fn export_import_round_trip_every_app() {
+    for name in apps::builtin_names() {
+        let spec = apps::builtin(name).unwrap();
+        let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+        for (op, reqs) in inputs.iter().enumerate() {
+            let mut a = spec.instantiate(op);
+            let mut out = Emitter::new();
+            for (k, p) in reqs {
+                let _ = a.process(key_group_of(k), k, p, &mut out);
+                out.clear();
+            }
+            let before = a.state_digest();
+            let keys = a.state_keys();
+            let mut b = spec.instantiate(op);
+            for kg in 0..KEY_GROUPS {
+                let bytes = a.export_group(kg);
+                b.import_group(kg, &bytes).unwrap();
+            }
+            assert_eq!(a.state_keys(), 0, "{name}/{op}: export removes");
+            assert_eq!(b.state_digest(), before, "{name}/{op}");
+            assert_eq!(b.state_keys(), keys);
+            if let Some(&kg) = b.groups_with_state().first() {
+                let bytes = b.export_group(kg);
+                assert!(
+                    b.import_group(kg ^ 1, &bytes).is_err(),
+                    "wrong group refused"
+                );
+                b.import_group(kg, &bytes).unwrap();
+                assert!(
+                    b.import_group(kg, &bytes).is_err(),
+                    "occupied group refused"
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn import_of_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300), kg in 0u16..1024) {
+        let spec = apps::builtin("etl").unwrap();
+        for op in 0..spec.operators.len() {
+            let mut inst = spec.instantiate(op);
+            let _ = inst.import_group(kg, &bytes);
+        }
+    }
+
+    #[test]
+    fn malformed_inputs_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let mut out = Emitter::new();
+        for name in apps::builtin_names() {
+            let spec = apps::builtin(name).unwrap();
+            for op in 0..spec.operators.len() {
+                let mut inst = spec.instantiate(op);
+                let _ = inst.process(key_group_of(&bytes), &bytes, &bytes, &mut out);
+                out.clear();
+            }
+        }
+    }
+
+    #[test]
+    fn digest_is_order_independent(mut items in proptest::collection::vec(any::<u128>(), 0..50), seed in any::<u64>()) {
+        let a = items.iter().fold(Digest::EMPTY, |mut d, &h| { d.add_hash(h); d });
+        let mut rng = RecordRng::new(&chacha_key(seed, "t"), 0);
+        for i in (1..items.len()).rev() {
+            items.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let b = items.iter().fold(Digest::EMPTY, |mut d, &h| { d.add_hash(h); d });
+        prop_assert_eq!(a, b);
+    }
+}
+
+/// A request in flight: target operator, target instance, key, payload.
+type Req = (usize, usize, Vec<u8>, Vec<u8>);
+
+/// Runs `spec` with `executors` instances of every operator; instance of a key = its key group
+/// modulo `executors`. Every (sending instance, receiving instance) pair is one FIFO queue, and
+/// the next queue to serve is chosen at random: the order a distributed run may see.
+fn distributed(
+    name: &str,
+    records: u64,
+    seed: u64,
+    executors: usize,
+    schedule_seed: u64,
+) -> Comparable {
+    let spec = apps::builtin(name).unwrap();
+    let n = spec.operators.len();
+    let mut inst: Vec<Vec<Box<dyn OperatorInstance>>> = (0..n)
+        .map(|op| (0..executors).map(|_| spec.instantiate(op)).collect())
+        .collect();
+    // queues[(from_op, from_inst)][to_global] where to_global = op * executors + inst.
+    let lanes = (n + 1) * executors;
+    let mut queues: Vec<VecDeque<Req>> = (0..lanes * n * executors)
+        .map(|_| VecDeque::new())
+        .collect();
+    let generator = clasp_operators::generate::generator(&spec.generator, seed).unwrap();
+    let owner = |key: &[u8]| usize::from(key_group_of(key)) % executors;
+    // Producers (lane n) feed the source in input order per executor.
+    for i in 0..records {
+        let (k, p) = generator.record(i);
+        let to = owner(&k);
+        queues[(n * executors + to) * n * executors + spec.source * executors + to].push_back((
+            spec.source,
+            to,
+            k,
+            p,
+        ));
+    }
+    let key = chacha_key(schedule_seed, "schedule");
+    let mut step = 0u64;
+    let mut busy: Vec<usize> = Vec::new();
+    let mut out = Emitter::new();
+    let mut run = |queues: &mut Vec<VecDeque<Req>>,
+                   inst: &mut Vec<Vec<Box<dyn OperatorInstance>>>| loop {
+        if step % 64 == 0 || busy.is_empty() {
+            busy = (0..queues.len())
+                .filter(|&q| !queues[q].is_empty())
+                .collect();
+        }
+        if busy.is_empty() {
+            break;
+        }
+        step += 1;
+        let at = RecordRng::new(&key, step).below(busy.len() as u64) as usize;
+        let q = busy[at];
+        let Some((op, e, k, p)) = queues[q].pop_front() else {
+            busy.swap_remove(at);
+            continue;
+        };
+        let _ = inst[op][e].process(key_group_of(&k), &k, &p, &mut out);
+        for em in out.iter() {
+            if let Target::Operator(to) = em.target {
+                let (to, te) = (usize::from(to), owner(em.key));
+                queues[(op * executors + e) * n * executors + to * executors + te].push_back((
+                    to,
+                    te,
+                    em.key.to_vec(),
+                    em.payload.to_vec(),
+                ));
+            }
+        }
+        out.clear();
+    };
+    run(&mut queues, &mut inst);
+    let mut eos_out = Emitter::new();
+    for op in spec.topological_order() {
+        for e in 0..executors {
+            inst[op][e].end_of_stream(&mut eos_out);
+            for em in eos_out.iter() {
+                if let Target::Operator(to) = em.target {
+                    let (to, te) = (usize::from(to), owner(em.key));
+                    queues[(op * executors + e) * n * executors + to * executors + te].push_back((
+                        to,
+                        te,
+                        em.key.to_vec(),
+                        em.payload.to_vec(),
+                    ));
+                }
+            }
+            eos_out.clear();
+        }
+        run(&mut queues, &mut inst);
+    }
+    let summaries: Vec<OperatorSummary> = inst
+        .iter()
+        .map(|v| {
+            v.iter().fold(OperatorSummary::default(), |mut s, i| {
+                s.combine(&i.summary());
+                s
+            })
+        })
+        .collect();
+    Comparable::from_summaries(&spec, &summaries)
+}
+
+#[test]
+fn distributed_runs_match_the_oracle() {
+    for name in apps::builtin_names() {
+        let records = if *name == "nwm" { 4000 } else { 1000 };
+        let expected = oracle::run(&apps::builtin(name).unwrap(), records, 11);
+        for schedule in [1, 2] {
+            let actual = distributed(name, records, 11, 3, schedule);
+            if let Err(m) = expected.compare(&actual) {
+                panic!("{name} (schedule {schedule}): {m}");
+            }
+        }
+    }
+}
+
+#[test]
+fn comparison_reports_where() {
+    let spec = apps::builtin("wc").unwrap();
+    let a = oracle::run(&spec, 50, 1);
+    let b = oracle::run(&spec, 51, 1);
+    let m = a.compare(&b.comparable).unwrap_err();
+    assert!(
+        m.differences
+            .iter()
+            .any(|d| d.starts_with("split: processed 51, oracle 50")),
+        "{m}"
+    );
+    assert!(
+        m.differences
+            .iter()
+            .any(|d| d.starts_with("count: state digest")),
+        "{m}"
+    );
+}

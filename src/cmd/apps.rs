@@ -1,0 +1,288 @@
+//! `clasp apps`, `clasp gen`, `clasp oracle`: the benchmark apps, their input generators and
+//! the single-threaded reference run every distributed run is compared with.
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use clasp_operators::{AppSpec, apps, generate, oracle};
+
+use super::usage_error;
+
+#[derive(Args)]
+pub struct AppsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    command: Option<AppsCommand>,
+}
+
+#[derive(Subcommand)]
+enum AppsCommand {
+    /// One app: operators, kinds, keys, state, determinism and edges.
+    Show {
+        /// App name (see `clasp apps`).
+        name: String,
+        /// Print a Graphviz `dot` graph instead.
+        #[arg(long, conflicts_with = "toml")]
+        dot: bool,
+        /// Print the app in app-file (TOML) form, a template for `--app-file`.
+        #[arg(long)]
+        toml: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct GenArgs {
+    /// App whose generator to run.
+    #[arg(long)]
+    app: String,
+    /// Number of records.
+    #[arg(long)]
+    records: u64,
+    /// Generator seed.
+    #[arg(long)]
+    seed: u64,
+    /// Write to this file instead of stdout.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Prefix each record with its source key in hex and a tab.
+    #[arg(long)]
+    keys: bool,
+}
+
+#[derive(Args)]
+pub struct OracleArgs {
+    /// Built-in app name.
+    #[arg(
+        long,
+        required_unless_present = "app_file",
+        conflicts_with = "app_file"
+    )]
+    app: Option<String>,
+    /// App file (TOML; see the `clasp-operators` crate docs for the format).
+    #[arg(long)]
+    app_file: Option<std::path::PathBuf>,
+    /// Number of input records.
+    #[arg(long)]
+    records: u64,
+    /// Generator seed.
+    #[arg(long)]
+    seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn builtin(name: &str) -> anyhow::Result<AppSpec> {
+    apps::builtin(name).ok_or_else(|| {
+        usage_error(format!(
+            "unknown app `{name}` (known: {})",
+            apps::builtin_names().join(", ")
+        ))
+    })
+}
+
+pub fn run_apps(args: AppsArgs) -> anyhow::Result<()> {
+    match args.command {
+        None => list(args.json),
+        Some(AppsCommand::Show { name, dot, toml }) => show(&name, dot, toml, args.json),
+    }
+}
+
+fn list(json: bool) -> anyhow::Result<()> {
+    let specs: Vec<AppSpec> = apps::builtin_names()
+        .iter()
+        .map(|n| builtin(n))
+        .collect::<Result<_, _>>()?;
+    if json {
+        let v: Vec<serde_json::Value> = specs
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "operators": s.operators.len(),
+                    "stateful": s.operators.iter().filter(|o| o.stateful).count(),
+                    "edges": s.edges.len(),
+                    "description": s.description,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{:<5} {:>9} {:>8} {:>5}  description",
+        "app", "operators", "stateful", "edges"
+    );
+    for s in &specs {
+        println!(
+            "{:<5} {:>9} {:>8} {:>5}  {}",
+            s.name,
+            s.operators.len(),
+            s.operators.iter().filter(|o| o.stateful).count(),
+            s.edges.len(),
+            s.description
+        );
+    }
+    Ok(())
+}
+
+fn show(name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
+    let spec = builtin(name)?;
+    if dot {
+        print!("{}", spec.to_dot());
+        return Ok(());
+    }
+    if toml {
+        print!("{}", spec.to_toml_string());
+        return Ok(());
+    }
+    let succ_names = |i: usize| -> Vec<String> {
+        spec.successors(i)
+            .into_iter()
+            .map(|s| spec.operators[s].name.clone())
+            .collect()
+    };
+    if json {
+        let ops: Vec<serde_json::Value> = spec
+            .operators
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                serde_json::json!({
+                    "name": o.name, "kind": o.kind, "stateful": o.stateful, "keyed_by": o.keyed_by,
+                    "determinism": o.determinism.as_str(), "successors": succ_names(i),
+                    "compare_state": o.compare_state, "compare_outputs": o.compare_outputs,
+                    "compare_inputs": o.compare_inputs,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({"name": spec.name, "description": spec.description,
+            "generator": spec.generator, "source": spec.operators[spec.source].name, "operators": ops});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{} — {} (generator `{}`)",
+        spec.name, spec.description, spec.generator
+    );
+    println!(
+        "{:<16} {:<20} {:<8} {:<22} {:<13} {:<9} successors",
+        "operator", "kind", "state", "keyed/routed by", "determinism", "compared"
+    );
+    for (i, o) in spec.operators.iter().enumerate() {
+        let mut compared = Vec::new();
+        if o.compare_state {
+            compared.push("state");
+        }
+        if o.compare_outputs {
+            compared.push("out");
+        }
+        if o.compare_inputs {
+            compared.push("in");
+        }
+        println!(
+            "{:<16} {:<20} {:<8} {:<22} {:<13} {:<9} {}",
+            o.name,
+            o.kind,
+            if o.stateful { "keyed" } else { "-" },
+            o.keyed_by,
+            o.determinism.as_str(),
+            if compared.is_empty() {
+                "-".to_owned()
+            } else {
+                compared.join("+")
+            },
+            succ_names(i).join(", ")
+        );
+    }
+    Ok(())
+}
+
+pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
+    let spec = builtin(&args.app)?;
+    let generator = generate::generator(&spec.generator, args.seed).expect("built-in generator");
+    let sink: Box<dyn std::io::Write> = match &args.out {
+        None => Box::new(std::io::stdout().lock()),
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .map_err(|e| usage_error(format!("cannot create {}: {e}", path.display())))?,
+        ),
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, sink);
+    let (mut key, mut payload) = (Vec::new(), Vec::new());
+    for i in 0..args.records {
+        generator.record_into(i, &mut key, &mut payload);
+        if args.keys {
+            for b in &key {
+                write!(w, "{b:02x}")?;
+            }
+            w.write_all(b"\t")?;
+        }
+        w.write_all(&payload)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush().context("writing records")?;
+    Ok(())
+}
+
+pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {
+    let spec = match (&args.app, &args.app_file) {
+        (_, Some(path)) => AppSpec::from_toml_file(path).map_err(|e| usage_error(e.to_string()))?,
+        (Some(name), None) => builtin(name)?,
+        (None, None) => return Err(usage_error("give --app NAME or --app-file FILE")),
+    };
+    let report = oracle::run(&spec, args.records, args.seed);
+    if args.json {
+        let state_digests: serde_json::Map<String, serde_json::Value> = report
+            .operators
+            .iter()
+            .map(|(n, s)| (n.clone(), serde_json::Value::String(s.state.to_hex())))
+            .collect();
+        let v = serde_json::json!({
+            "app": report.app,
+            "records": report.records,
+            "seed": report.seed,
+            "state_digest": report.state_digest().to_hex(),
+            "output_digest": report.output_digest().to_hex(),
+            "processed": report.processed,
+            "state_digests": state_digests,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "app {}  records {}  seed {}",
+        report.app, report.records, report.seed
+    );
+    println!("state_digest  {}", report.state_digest());
+    println!("output_digest {}", report.output_digest());
+    println!(
+        "{:<16} {:>10} {:>10} {:>9} {:>10}  state digest",
+        "operator", "processed", "outputs", "malformed", "state keys"
+    );
+    for o in &spec.operators {
+        let s = &report.operators[&o.name];
+        println!(
+            "{:<16} {:>10} {:>10} {:>9} {:>10}  {}",
+            o.name,
+            s.processed,
+            report.outputs_emitted[&o.name],
+            s.malformed,
+            report.state_keys[&o.name],
+            s.state
+        );
+    }
+    for ((from, to), n) in &report.emitted {
+        let ratio = *n as f64 / report.processed[from].max(1) as f64;
+        println!("edge {from} → {to}: {n} chained requests ({ratio:.3} per request)");
+    }
+    for (op, reasons) in &report.malformed {
+        for (reason, n) in reasons {
+            println!("malformed at {op}: {n} × {reason}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `clasp sim`: the cluster simulator and the paper's experiments (DESIGN.md §8).
+
+use clap::Args;
+use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US};
+use clasp_controlplane::sim::e2e::Pattern;
+use clasp_controlplane::sim::engine::ClusterConfig;
+use clasp_controlplane::sim::{
+    DEFAULT_SEEDS, DEFAULT_WORKERS, Experiment, MAX_WORKERS, SimSettings, run,
+};
+
+use super::usage_error;
+
+/// Headroom of the worker-count experiment: 1.0, because its observed optimum is defined at
+/// maximum throughput; the JSON also reports CLASP at the planner's default 0.9.
+const WORKER_COUNT_HEADROOM: f64 = 1.0;
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// placement | worker-count | e2e | gap
+    #[arg(long)]
+    experiment: String,
+    /// burst | gradual (e2e only)
+    #[arg(long, default_value = "burst")]
+    pattern: String,
+    /// Workers in the cluster (1..=1000).
+    #[arg(long, default_value_t = DEFAULT_WORKERS)]
+    workers: usize,
+    /// A built-in app (wc, sd, aa, pl, nwm, etl, syn) or "all".
+    #[arg(long, default_value = "all")]
+    app: String,
+    /// An app model as JSON: {"name", "operators": [{"name", "exec_us", "keys"?, "zipf"?}],
+    /// "edges": [{"from", "to", "fanout"}]}. Overrides --app.
+    #[arg(long)]
+    app_file: Option<std::path::PathBuf>,
+    /// First seed; `--seeds` consecutive seeds are averaged.
+    #[arg(long, default_value_t = DEFAULT_SEEDS[0])]
+    seed: u64,
+    /// How many seeds to average.
+    #[arg(long, default_value_t = DEFAULT_SEEDS.len())]
+    seeds: usize,
+    /// Mean execution time τ of every operator of a built-in app (µs).
+    #[arg(long, default_value_t = DEFAULT_EXEC_US)]
+    exec_us: f64,
+    /// Executor threads per simulated worker.
+    #[arg(long, default_value_t = ClusterConfig::default().executors)]
+    executors: usize,
+    /// Packing headroom h (default: 1.0 for worker-count, 0.9 otherwise).
+    #[arg(long)]
+    headroom: Option<f64>,
+    /// Directory for CSV, JSON and SVG output.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Print the summary JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    let exp = match args.experiment.as_str() {
+        "placement" => Experiment::Placement,
+        "worker-count" => Experiment::WorkerCount,
+        "gap" => Experiment::Gap,
+        "e2e" => Experiment::E2e(match args.pattern.as_str() {
+            "burst" => Pattern::Burst,
+            "gradual" => Pattern::Gradual,
+            p => {
+                return Err(usage_error(format!(
+                    "unknown pattern {p:?}; expected burst or gradual"
+                )));
+            }
+        }),
+        e => {
+            return Err(usage_error(format!(
+                "unknown experiment {e:?}; expected placement, worker-count, e2e or gap"
+            )));
+        }
+    };
+    if args.workers == 0 || args.workers > MAX_WORKERS {
+        return Err(usage_error(format!(
+            "--workers must be in 1..={MAX_WORKERS}"
+        )));
+    }
+    if args.seeds == 0 || args.executors == 0 || !(args.exec_us > 0.0) {
+        return Err(usage_error(
+            "--seeds, --executors and --exec-us must be positive",
+        ));
+    }
+    let apps: Vec<AppModel> = if let Some(path) = &args.app_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
+        let app: AppModel = serde_json::from_str(&text)
+            .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
+        app.resolve()
+            .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
+        vec![app]
+    } else if args.app == "all" {
+        BUILTIN_APPS
+            .iter()
+            .filter_map(|n| AppModel::builtin(n, args.exec_us))
+            .collect()
+    } else {
+        vec![AppModel::builtin(&args.app, args.exec_us).ok_or_else(|| {
+            usage_error(format!(
+                "unknown app {:?}; expected one of {} or all",
+                args.app,
+                BUILTIN_APPS.join(", ")
+            ))
+        })?]
+    };
+    let headroom = args.headroom.unwrap_or(match exp {
+        Experiment::WorkerCount => WORKER_COUNT_HEADROOM,
+        _ => clasp_controlplane::model::DEFAULT_HEADROOM,
+    });
+    if !(headroom > 0.0 && headroom <= 1.0) {
+        return Err(usage_error("--headroom must be in (0, 1]"));
+    }
+    let settings = SimSettings {
+        cluster: ClusterConfig {
+            executors: args.executors,
+            ..ClusterConfig::default()
+        },
+        workers: args.workers,
+        headroom,
+        seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
+    };
+    let v = run(exp, &settings, &apps, args.out.as_deref())?;
+    if args.json {
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
