@@ -43,6 +43,12 @@ enum Command {
     Oracle(cmd::apps::OracleArgs),
     /// One placement decision on a problem file, for any policy (CLASP, the baselines, exact).
     Place(cmd::place::PlaceArgs),
+    /// Run one worker process and a separate ingress process on this machine over generated
+    /// input; print throughput, latency, metrics and the digests `clasp oracle` prints.
+    Local(cmd::local::LocalArgs),
+    /// A local ingress: attach to a running worker's shared-memory segment by name and feed
+    /// it an app's generated input.
+    Ingress(cmd::local::IngressArgs),
     /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
@@ -51,6 +57,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Local(a) => cmd::local::run_local(a),
+        Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Apps(a) => cmd::apps::run_apps(a),

@@ -2,4 +2,5 @@
 //! `benches/benches/`. Each harness checks that what it measures works before timing it.
 
 pub mod affinity;
+pub mod place;
 pub mod ring;

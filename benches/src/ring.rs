@@ -20,7 +20,7 @@ use clasp_shmring::{
 use serde::Serialize;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Payload sizes measured.
 pub const SIZES_BYTES: [usize; 4] = [16, 64, 256, 1024];
@@ -417,6 +417,32 @@ fn measure_size(
     }
 }
 
+/// The pair of CPUs a benchmark pins its two threads to (the first two this process may use),
+/// or `None` when fewer than two are allowed.
+pub fn default_cpus() -> Option<(usize, usize)> {
+    let allowed = affinity::allowed_cpus();
+    (allowed.len() >= 2).then(|| (allowed[0], allowed[1]))
+}
+
+/// One cell, for the criterion benchmark: (one-way latency ns, throughput msgs/s).
+pub fn measure_cell(
+    implementation: &str,
+    bytes: usize,
+    cpus: Option<(usize, usize)>,
+    round_trips: u64,
+    messages: u64,
+) -> Result<(f64, Option<f64>), String> {
+    let cfg = RingBenchConfig {
+        repetitions: 1,
+        round_trips,
+        messages,
+        pin: cpus.is_some(),
+        impls: vec![],
+        sizes_bytes: vec![],
+    };
+    measure_size(implementation, bytes, cpus, &cfg)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -434,13 +460,12 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
         return Err("repetitions, round trips and messages must be positive (messages ≥ 4)".into());
     }
     let cpus = if cfg.pin {
-        let allowed = affinity::allowed_cpus();
-        if allowed.len() < 2 {
-            return Err(format!(
-                "pinning needs two CPUs, this process may use {allowed:?}; pass --no-pin"
-            ));
-        }
-        Some((allowed[0], allowed[1]))
+        Some(default_cpus().ok_or_else(|| {
+            format!(
+                "pinning needs two CPUs, this process may use {:?}; pass --no-pin",
+                affinity::allowed_cpus()
+            )
+        })?)
     } else {
         None
     };
@@ -554,10 +579,4 @@ pub fn table(report: &RingReport) -> String {
         );
     }
     out
-}
-
-/// Keeps `Duration` in the public signature list honest for callers that time the run.
-pub fn estimated_duration(cfg: &RingBenchConfig) -> Duration {
-    let cells = (IMPLS.len() * SIZES_BYTES.len()) as u64 * cfg.repetitions as u64;
-    Duration::from_nanos(cells * (cfg.round_trips * 300 + cfg.messages * 40))
 }

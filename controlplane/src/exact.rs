@@ -143,8 +143,8 @@ impl Search<'_> {
                 let to = p.edges[e].to;
                 let local = shares[to][w];
                 add += x * p.edges[e].rate_per_s * (c.alpha_us * local + c.beta_us * (1.0 - local));
-                for v in 0..self.k {
-                    if v != w && shares[to][v] > 0.0 {
+                for (v, &s) in shares[to].iter().enumerate() {
+                    if v != w && s > 0.0 && p.edges[e].rate_per_s > 0.0 {
                         new_reaches[w] |= 1 << v;
                     }
                 }

@@ -221,15 +221,17 @@ pub type Shares = Vec<Vec<f64>>;
 /// Number of distinct remote workers each worker's chained requests reach (δ_w(Φ)).
 pub fn distinct_destinations(problem: &Problem, shares: &Shares, workers: usize) -> Vec<usize> {
     let mut reach = vec![vec![false; workers]; workers];
-    for e in &problem.edges {
-        for w in 0..workers {
+    // An edge that carries nothing opens no connection.
+    for e in problem.edges.iter().filter(|e| e.rate_per_s > 0.0) {
+        let to_hosts: Vec<usize> = (0..workers)
+            .filter(|&v| share(shares, e.to, v) > SHARE_EPSILON)
+            .collect();
+        for (w, row) in reach.iter_mut().enumerate() {
             if share(shares, e.from, w) <= SHARE_EPSILON {
                 continue;
             }
-            for (v, r) in reach[w].iter_mut().enumerate() {
-                if v != w && share(shares, e.to, v) > SHARE_EPSILON {
-                    *r = true;
-                }
+            for &v in to_hosts.iter().filter(|&&v| v != w) {
+                row[v] = true;
             }
         }
     }

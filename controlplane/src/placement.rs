@@ -17,6 +17,8 @@ use crate::model::{Problem, SHARE_EPSILON, Shares};
 const DONE_EPSILON: f64 = 1e-9;
 /// A share smaller than this (that would not finish the operator) is not worth a γ: skip it.
 const MIN_SHARE: f64 = 1e-6;
+/// Relative margin kept below B so floating-point dust never lands a load above it.
+const BUDGET_MARGIN: f64 = 1e-7;
 /// Bisection steps on the sustainable fraction s (2^-30 ≈ 1e-9 resolution).
 const BISECTION_STEPS: usize = 30;
 
@@ -104,13 +106,18 @@ pub fn pack(
     let mut is_succ_host = vec![false; max_workers];
     let mut affinity = vec![0.0f64; max_workers];
     let mut candidates: Vec<usize> = Vec::with_capacity(max_workers);
+    // A hair of margin absorbs the rounding dust added below when a share is completed.
+    let budget_us_per_s = budget_us_per_s * (1.0 - BUDGET_MARGIN);
     let budget_eps = budget_us_per_s * 1e-12;
 
     for o in visit_order(problem) {
         let demand = problem.operators[o].demand_us_per_s;
         // Workers hosting any successor: the possible remote destinations of o.
         let mut succ_hosts: Vec<usize> = Vec::new();
-        for &e in &out[o] {
+        for &e in out[o]
+            .iter()
+            .filter(|&&e| problem.edges[e].rate_per_s > 0.0)
+        {
             for &v in &hosts[problem.edges[e].to] {
                 if !is_succ_host[v] {
                     is_succ_host[v] = true;

@@ -153,9 +153,14 @@ proptest! {
                 prop_assert!(wp.markers_to.contains(&t.to));
             }
         }
-        let changed: std::collections::BTreeSet<(usize, usize)> = (0..3)
-            .flat_map(|o| (0..KEY_GROUPS_PER_OPERATOR).filter(move |&g| old[o][g] != new[o][g]).map(move |g| (o, g)))
-            .collect();
+        let mut changed = std::collections::BTreeSet::new();
+        for o in 0..3 {
+            for g in 0..KEY_GROUPS_PER_OPERATOR {
+                if old[o][g] != new[o][g] {
+                    changed.insert((o, g));
+                }
+            }
+        }
         prop_assert_eq!(&sent, &changed);
         prop_assert_eq!(pl.key_groups_moved, changed.len());
         // Each worker's expected senders are exactly the workers that send it a marker.

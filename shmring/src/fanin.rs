@@ -16,6 +16,8 @@ use std::time::Duration;
 /// A consumer of several rings that share one doorbell.
 pub struct FanIn<M: RingMemory> {
     inputs: Vec<Consumer<M>>,
+    /// Inputs no longer polled or waited on (their producer died, or the ring is corrupt).
+    retired: Vec<bool>,
     /// Input the next poll starts at. In `0..inputs.len()`.
     next: usize,
 }
@@ -35,7 +37,12 @@ impl<M: RingMemory> FanIn<M> {
                 ));
             }
         }
-        Ok(FanIn { inputs, next: 0 })
+        let retired = vec![false; inputs.len()];
+        Ok(FanIn {
+            inputs,
+            retired,
+            next: 0,
+        })
     }
 
     /// Number of inputs.
@@ -60,7 +67,9 @@ impl<M: RingMemory> FanIn<M> {
         let mut total = 0;
         for k in 0..n {
             let i = (self.next + k) % n;
-            total += self.inputs[i].pop_batch(max_per_input, |p| f(i, p))?;
+            if !self.retired[i] {
+                total += self.inputs[i].pop_batch(max_per_input, |p| f(i, p))?;
+            }
         }
         if n > 0 {
             self.next = (self.next + 1) % n;
@@ -105,6 +114,31 @@ impl<M: RingMemory> FanIn<M> {
 
     /// Checks that no input's producer process died; the first dead one is the error.
     pub fn check_peers(&self) -> Result<()> {
-        self.inputs.iter().try_for_each(|c| c.check_peer())
+        self.live().try_for_each(|(_, c)| c.check_peer())
+    }
+
+    /// The index of the first live input whose producer process died.
+    pub fn dead_input(&self) -> Option<usize> {
+        self.live()
+            .find(|(_, c)| c.check_peer().is_err())
+            .map(|(i, _)| i)
+    }
+
+    /// Stops polling and waiting on input `i` (its producer died, or it is corrupt). Frames
+    /// left in it are not read.
+    pub fn retire(&mut self, i: usize) {
+        self.retired[i] = true;
+    }
+
+    /// Whether input `i` is retired.
+    pub fn is_retired(&self, i: usize) -> bool {
+        self.retired[i]
+    }
+
+    fn live(&self) -> impl Iterator<Item = (usize, &Consumer<M>)> {
+        self.inputs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.retired[*i])
     }
 }

@@ -73,11 +73,12 @@ pub struct HeapRing {
     inner: Arc<Inner>,
 }
 
-// SAFETY: the shared state is atomics and a byte buffer whose accesses the ring protocol
-// orders (one producer, one consumer); the raw pointer is only an address into it.
-unsafe impl Send for HeapRing {}
+// SAFETY: `Data` is a byte buffer whose accesses the ring protocol orders (one producer, one
+// consumer, synchronised through the control block's atomics); the raw pointer is only its
+// address.
+unsafe impl Send for Data {}
 // SAFETY: as above.
-unsafe impl Sync for HeapRing {}
+unsafe impl Sync for Data {}
 
 // SAFETY: `Data::new` allocates `capacity_bytes` 128-aligned zeroed bytes used by this ring
 // only; `header` returns the word at `data + offset` (or its loom model); the config was

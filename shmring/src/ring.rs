@@ -291,8 +291,12 @@ pub(crate) fn park_until(
     }
 }
 
-/// Whether the registered process (pid, start ticks) is alive; `Ok` when none is registered.
-fn check_alive(pid: &AtomicU32, start_ticks: &AtomicU64) -> Result<()> {
+/// Whether the registered process (pid, start ticks) is alive; `Ok` when none is registered,
+/// or when it closed its end before going away (a clean exit, not a death).
+fn check_alive(pid: &AtomicU32, start_ticks: &AtomicU64, closed: &AtomicU32) -> Result<()> {
+    if closed.load(Ordering::Acquire) != 0 {
+        return Ok(());
+    }
     let pid = pid.load(Ordering::Acquire);
     if pid == 0 {
         return Ok(());
@@ -517,8 +521,12 @@ impl<M: RingMemory> Producer<M> {
         let control = unsafe { &*control };
         park_until(&control.space, policy, timeout, |probe| {
             if probe == Probe::Liveness {
-                return check_alive(&control.consumer.pid, &control.consumer.start_ticks)
-                    .map(|()| false);
+                return check_alive(
+                    &control.consumer.pid,
+                    &control.consumer.start_ticks,
+                    &control.consumer.closed,
+                )
+                .map(|()| false);
             }
             if self.is_closed() {
                 return Err(Error::Closed);
@@ -538,7 +546,7 @@ impl<M: RingMemory> Producer<M> {
     /// Whether the consumer's process is alive (always, when none registered).
     pub fn check_peer(&self) -> Result<()> {
         let line = &self.mem.control().consumer;
-        check_alive(&line.pid, &line.start_ticks)
+        check_alive(&line.pid, &line.start_ticks, &line.closed)
     }
 }
 
@@ -782,8 +790,12 @@ impl<M: RingMemory> Consumer<M> {
         let control = mem.control();
         park_until(mem.doorbell(), policy, timeout, |probe| {
             if probe == Probe::Liveness {
-                return check_alive(&control.producer.pid, &control.producer.start_ticks)
-                    .map(|()| false);
+                return check_alive(
+                    &control.producer.pid,
+                    &control.producer.start_ticks,
+                    &control.producer.closed,
+                )
+                .map(|()| false);
             }
             self.readable_or_closed()
         })
@@ -809,7 +821,7 @@ impl<M: RingMemory> Consumer<M> {
     /// Whether the producer's process is alive (always, when none registered).
     pub fn check_peer(&self) -> Result<()> {
         let line = &self.mem.control().producer;
-        check_alive(&line.pid, &line.start_ticks)
+        check_alive(&line.pid, &line.start_ticks, &line.closed)
     }
 }
 

@@ -600,6 +600,20 @@ impl Segment {
         })
     }
 
+    /// Bytes published and not yet released in ring `ring` (for inspectors and metrics).
+    pub fn queued_bytes(&self, ring: usize) -> Result<u64> {
+        let d = *self.desc(ring)?;
+        // SAFETY: the control block offset was validated in bounds and aligned.
+        let control = unsafe {
+            &*self
+                .map
+                .base
+                .add(d.control_offset as usize)
+                .cast::<RingControl>()
+        };
+        Ok(control.queued_bytes())
+    }
+
     fn desc(&self, ring: usize) -> Result<&RingDesc> {
         self.descs.get(ring).ok_or_else(|| {
             Error::InvalidConfig(format!(

@@ -133,7 +133,9 @@ fn deferred_frames_appear_together_on_publish() {
 #[test]
 fn an_uncommitted_grant_is_abandoned() {
     let (mut p, mut c) = ring(1024);
-    drop(p.reserve(10).unwrap());
+    {
+        let _abandoned = p.reserve(10).unwrap();
+    }
     assert!(pop(&mut c).is_none());
     p.push(b"x").unwrap();
     assert_eq!(pop(&mut c).unwrap(), b"x");

@@ -184,7 +184,7 @@ fn a_corrupt_frame_header_is_an_error_not_a_crash() {
     let mut b = [0u8; 8];
     f.read_exact(&mut b).unwrap();
     let data = u64::from_ne_bytes(b);
-    poke(&name, data, &((1u64 << 32) | 0xFFFF_FF).to_ne_bytes());
+    poke(&name, data, &((1u64 << 32) | 0x00FF_FFFF).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
     poke(&name, data, &(7u64 << 40).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));

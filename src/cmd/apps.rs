@@ -75,6 +75,18 @@ pub struct OracleArgs {
     json: bool,
 }
 
+/// The app of `--app NAME` or `--app-file FILE` (exactly one), with a usage error otherwise.
+pub fn load_app(
+    app: Option<&str>,
+    app_file: Option<&std::path::Path>,
+) -> anyhow::Result<AppSpec> {
+    match (app, app_file) {
+        (_, Some(path)) => AppSpec::from_toml_file(path).map_err(|e| usage_error(e.to_string())),
+        (Some(name), None) => builtin(name),
+        (None, None) => Err(usage_error("give --app NAME or --app-file FILE")),
+    }
+}
+
 fn builtin(name: &str) -> anyhow::Result<AppSpec> {
     apps::builtin(name).ok_or_else(|| {
         usage_error(format!(
@@ -229,11 +241,7 @@ pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {
-    let spec = match (&args.app, &args.app_file) {
-        (_, Some(path)) => AppSpec::from_toml_file(path).map_err(|e| usage_error(e.to_string()))?,
-        (Some(name), None) => builtin(name)?,
-        (None, None) => return Err(usage_error("give --app NAME or --app-file FILE")),
-    };
+    let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     let report = oracle::run(&spec, args.records, args.seed);
     if args.json {
         let state_digests: serde_json::Map<String, serde_json::Value> = report

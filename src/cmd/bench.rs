@@ -9,6 +9,18 @@ pub enum BenchCommand {
     /// the hardware floor (a cache-line ping-pong), shmring, rtrb, crossbeam's ArrayQueue and
     /// std's mpsc, side by side in one run.
     Ring(RingArgs),
+    /// CLASP placement time for 10 operators × 100 workers and 100 × 1000 (median, ms).
+    Place(PlaceBenchArgs),
+}
+
+#[derive(Args)]
+pub struct PlaceBenchArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Timed repetitions of the 10 × 100 case (a tenth of them for 100 × 1000).
+    #[arg(long, default_value_t = clasp_benches::place::DEFAULT_REPETITIONS)]
+    repetitions: usize,
 }
 
 #[derive(Args)]
@@ -40,6 +52,22 @@ pub struct RingArgs {
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Ring(args) => ring(args),
+        BenchCommand::Place(args) => {
+            let v = clasp_benches::place::run(args.repetitions);
+            if args.json {
+                println!("{v}");
+            } else {
+                println!(
+                    "placement, 10 operators x 100 workers:   {:.3} ms",
+                    v["ops_10_workers_100_ms"].as_f64().unwrap_or(f64::NAN)
+                );
+                println!(
+                    "placement, 100 operators x 1000 workers: {:.3} ms",
+                    v["ops_100_workers_1000_ms"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+            Ok(())
+        }
     }
 }
 

@@ -46,7 +46,7 @@ impl Pattern {
 /// Stages as (fraction of the maximum rate, duration µs). Gradual: 10%→100%→10% in 10% steps;
 /// Burst: alternating low (10–30%) and high (70–100%) stages until the same volume.
 pub fn stages(pattern: Pattern, seed: u64) -> Vec<(f64, f64)> {
-    let mut rng = SimRng::new(seed ^ 0x5EED_0F_5EED);
+    let mut rng = SimRng::new(seed ^ 0x005E_ED0F_5EED);
     let dur = |rng: &mut SimRng| STAGE_MIN_US + rng.uniform() * (STAGE_MAX_US - STAGE_MIN_US);
     let mut gradual = Vec::new();
     for i in (1..=10).chain((1..10).rev()) {
@@ -242,12 +242,15 @@ fn run_policy(
     res
 }
 
+/// One app's e2e runs, one per compared policy (seed of the first run).
+pub type AppRuns = (String, Vec<E2eResult>);
+
 /// The e2e experiment for one pattern: every compared policy, every app, every seed.
 pub fn e2e(
     settings: &SimSettings,
     apps: &[AppModel],
     pattern: Pattern,
-) -> (Value, Vec<String>, Vec<(String, Vec<E2eResult>)>) {
+) -> (Value, Vec<String>, Vec<AppRuns>) {
     let kinds = PolicyKind::COMPARED;
     let per = par_map(apps, &settings.seeds, |app, seed| {
         let mut base = Lab::new(app, settings, seed);

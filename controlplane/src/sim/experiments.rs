@@ -330,8 +330,8 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let mut per_app_detail = serde_json::Map::new();
     for (ai, app) in apps.iter().enumerate() {
         for r in &runs[ai] {
-            for j in 0..LEVELS {
-                oowc_mean[j].push(r.oowc[j] as f64);
+            for (m, &o) in oowc_mean.iter_mut().zip(&r.oowc) {
+                m.push(o as f64);
             }
         }
         let r0 = &runs[ai][0];

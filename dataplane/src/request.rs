@@ -1,0 +1,264 @@
+//! The request frame: one encoding from emission to execution, on every hop.
+//!
+//! A request is written once, when it is emitted, as one frame: a fixed 48-byte header, the
+//! routing key padded to 16 bytes, then the payload. The same bytes go into a local ring or
+//! are appended to a network batch; routing reads the header only, and nothing is decoded and
+//! re-encoded on the way (DESIGN.md §4). All integers are little-endian, so a frame means the
+//! same on every host. The payload starts 16-byte aligned (frames start 16-aligned in rings and
+//! batches, the header is 48 bytes and the key is padded), so it may hold an rkyv archive.
+//!
+//! ```text
+//! offset  size  field
+//!      0     2  operator      target operator index in the app spec
+//!      2     2  key_group     key_hash % KEY_GROUPS
+//!      4     2  key_len       bytes of canonical key (≤ MAX_KEY_BYTES)
+//!      6     2  flags         FLAG_* bits; unknown bits are an error
+//!      8     4  epoch         routing epoch the sender routed it under
+//!     12     4  root_home     worker that admitted the root (its latency ledger lives there)
+//!     16     8  key_hash      xxh3 of the key (clasp_operators::key::key_hash)
+//!     24     8  request_id    deterministic id of this request (hash of root, parent, index)
+//!     32     8  root_id       id of the root request of its tree
+//!     40     8  admitted_ns   root's admission time on root_home's clock
+//!     48     …  key, zero-padded to a multiple of 16, then the payload
+//! ```
+
+/// Bytes of the fixed header.
+pub const REQUEST_HEADER_BYTES: usize = 48;
+/// Longest canonical key.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// The request's tree is tracked for end-to-end latency (1-in-N sampling clears it).
+pub const FLAG_TRACKED: u16 = 1;
+/// Every flag this version knows.
+pub const FLAGS_KNOWN: u16 = FLAG_TRACKED;
+
+const _: () = assert!(REQUEST_HEADER_BYTES % 16 == 0);
+
+/// The fixed header of a request frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RequestHeader {
+    /// Target operator index.
+    pub operator: u16,
+    /// Key group of the key, in `0..KEY_GROUPS`.
+    pub key_group: u16,
+    /// `FLAG_*` bits.
+    pub flags: u16,
+    /// Routing epoch.
+    pub epoch: u32,
+    /// Worker holding the root's latency ledger.
+    pub root_home: u32,
+    /// xxh3 of the canonical key.
+    pub key_hash: u64,
+    /// This request's id.
+    pub request_id: u64,
+    /// Its root's id.
+    pub root_id: u64,
+    /// Admission time of the root, ns on `root_home`'s clock.
+    pub admitted_ns: u64,
+}
+
+/// A frame that is not a well-formed request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// Shorter than the header.
+    #[error("request frame of {0} bytes is shorter than its {REQUEST_HEADER_BYTES}-byte header")]
+    Short(usize),
+    /// The key length exceeds the limit or the frame.
+    #[error("key of {key_len} bytes does not fit a {frame_len}-byte frame (limit {MAX_KEY_BYTES})")]
+    KeyLength {
+        /// Declared key length.
+        key_len: usize,
+        /// Frame length.
+        frame_len: usize,
+    },
+    /// Flags this version does not know.
+    #[error("unknown request flags {0:#06x}")]
+    Flags(u16),
+    /// The key group is out of range.
+    #[error("key group {0} out of range")]
+    KeyGroup(u16),
+}
+
+/// A request read in place from a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The header.
+    pub header: RequestHeader,
+    /// Canonical key bytes.
+    pub key: &'a [u8],
+    /// Payload bytes.
+    pub payload: &'a [u8],
+}
+
+/// Bytes a request with this key and payload occupies.
+#[inline]
+pub const fn frame_len(key_len: usize, payload_len: usize) -> usize {
+    REQUEST_HEADER_BYTES + key_len.next_multiple_of(16) + payload_len
+}
+
+impl RequestHeader {
+    /// Writes the header, `key` and `payload` into `out`, which must be exactly
+    /// [`frame_len`]`(key.len(), payload.len())` bytes (a reserved ring slot or batch space).
+    #[inline]
+    pub fn write(&self, key: &[u8], payload: &[u8], out: &mut [u8]) {
+        debug_assert!(key.len() <= MAX_KEY_BYTES);
+        debug_assert_eq!(out.len(), frame_len(key.len(), payload.len()));
+        out[0..2].copy_from_slice(&self.operator.to_le_bytes());
+        out[2..4].copy_from_slice(&self.key_group.to_le_bytes());
+        out[4..6].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        out[6..8].copy_from_slice(&self.flags.to_le_bytes());
+        out[8..12].copy_from_slice(&self.epoch.to_le_bytes());
+        out[12..16].copy_from_slice(&self.root_home.to_le_bytes());
+        out[16..24].copy_from_slice(&self.key_hash.to_le_bytes());
+        out[24..32].copy_from_slice(&self.request_id.to_le_bytes());
+        out[32..40].copy_from_slice(&self.root_id.to_le_bytes());
+        out[40..48].copy_from_slice(&self.admitted_ns.to_le_bytes());
+        let key_end = REQUEST_HEADER_BYTES + key.len();
+        out[REQUEST_HEADER_BYTES..key_end].copy_from_slice(key);
+        let padded = REQUEST_HEADER_BYTES + key.len().next_multiple_of(16);
+        out[key_end..padded].fill(0);
+        out[padded..].copy_from_slice(payload);
+    }
+
+    /// Reads only the header (routing needs nothing else). Does not validate the key length.
+    #[inline]
+    pub fn peek(frame: &[u8]) -> Result<RequestHeader, FrameError> {
+        let h: &[u8; REQUEST_HEADER_BYTES] = frame
+            .get(..REQUEST_HEADER_BYTES)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(FrameError::Short(frame.len()))?;
+        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+        let header = RequestHeader {
+            operator: u16_at(0),
+            key_group: u16_at(2),
+            flags: u16_at(6),
+            epoch: u32_at(8),
+            root_home: u32_at(12),
+            key_hash: u64_at(16),
+            request_id: u64_at(24),
+            root_id: u64_at(32),
+            admitted_ns: u64_at(40),
+        };
+        if header.flags & !FLAGS_KNOWN != 0 {
+            return Err(FrameError::Flags(header.flags));
+        }
+        if header.key_group >= clasp_operators::key::KEY_GROUPS {
+            return Err(FrameError::KeyGroup(header.key_group));
+        }
+        Ok(header)
+    }
+
+    /// Overwrites the epoch of an encoded frame in place (forwarding during a migration).
+    #[inline]
+    pub fn set_epoch(frame: &mut [u8], epoch: u32) {
+        frame[8..12].copy_from_slice(&epoch.to_le_bytes());
+    }
+}
+
+impl<'a> Request<'a> {
+    /// Parses and bounds-checks a frame. Never panics, whatever the bytes.
+    #[inline]
+    pub fn parse(frame: &'a [u8]) -> Result<Request<'a>, FrameError> {
+        let header = RequestHeader::peek(frame)?;
+        let key_len = u16::from_le_bytes([frame[4], frame[5]]) as usize;
+        let padded = REQUEST_HEADER_BYTES + key_len.next_multiple_of(16);
+        if key_len > MAX_KEY_BYTES || padded > frame.len() {
+            return Err(FrameError::KeyLength {
+                key_len,
+                frame_len: frame.len(),
+            });
+        }
+        Ok(Request {
+            header,
+            key: &frame[REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + key_len],
+            payload: &frame[padded..],
+        })
+    }
+}
+
+/// The deterministic id of the `index`-th child of `parent` in the tree of root `root`: the
+/// same in every run, so two runs can be compared, and random-looking, so XOR ledgers work.
+#[inline]
+pub fn child_id(root: u64, parent: u64, index: u32) -> u64 {
+    let mut buf = [0u8; 20];
+    buf[..8].copy_from_slice(&root.to_le_bytes());
+    buf[8..16].copy_from_slice(&parent.to_le_bytes());
+    buf[16..].copy_from_slice(&index.to_le_bytes());
+    // Never 0: 0 marks "no request" in ledgers.
+    xxhash_rust::xxh3::xxh3_64_with_seed(&buf, 0x434C_4153_5049_4453).max(1)
+}
+
+/// The id of root number `root_seq` (admission order at the ingress).
+#[inline]
+pub fn root_id(root_seq: u64) -> u64 {
+    child_id(root_seq, 0, u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_request_round_trips_and_its_payload_is_aligned() {
+        let h = RequestHeader {
+            operator: 3,
+            key_group: 1023,
+            flags: FLAG_TRACKED,
+            epoch: 7,
+            root_home: 2,
+            key_hash: 0xDEAD_BEEF,
+            request_id: 11,
+            root_id: 12,
+            admitted_ns: 13,
+        };
+        let (key, payload) = (b"hello", b"world!!");
+        let mut buf = vec![0xAA; frame_len(key.len(), payload.len())];
+        h.write(key, payload, &mut buf);
+        let r = Request::parse(&buf).unwrap();
+        assert_eq!(r.header, h);
+        assert_eq!(r.key, key);
+        assert_eq!(r.payload, payload);
+        assert_eq!(
+            (r.payload.as_ptr() as usize - buf.as_ptr() as usize) % 16,
+            0
+        );
+        // The layout is pinned: a test vector.
+        assert_eq!(&buf[..8], &[3, 0, 0xFF, 3, 5, 0, 1, 0]);
+    }
+
+    #[test]
+    fn malformed_frames_are_named() {
+        assert_eq!(Request::parse(&[0; 10]), Err(FrameError::Short(10)));
+        let mut f = vec![0u8; 64];
+        f[6] = 0x80;
+        assert_eq!(Request::parse(&f), Err(FrameError::Flags(0x80)));
+        f[6] = 0;
+        f[2..4].copy_from_slice(&5000u16.to_le_bytes());
+        assert_eq!(Request::parse(&f), Err(FrameError::KeyGroup(5000)));
+        f[2..4].fill(0);
+        f[4..6].copy_from_slice(&40u16.to_le_bytes());
+        assert!(matches!(
+            Request::parse(&f),
+            Err(FrameError::KeyLength { .. })
+        ));
+    }
+
+    #[test]
+    fn ids_are_deterministic_and_distinct() {
+        assert_eq!(child_id(1, 2, 3), child_id(1, 2, 3));
+        assert_ne!(child_id(1, 2, 3), child_id(1, 2, 4));
+        assert_ne!(root_id(1), root_id(2));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic_the_parser(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(r) = Request::parse(&bytes) {
+                prop_assert!(r.key.len() <= MAX_KEY_BYTES);
+                prop_assert!(REQUEST_HEADER_BYTES + r.key.len() + r.payload.len() <= bytes.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The transport between workers: batched ring-format frames over TCP, driven by io_uring.
+//!
+//! A remote chained request is the expensive hop of the data plane (the paper's prototype paid
+//! 275 µs for one), and what makes it cheap is batching: requests for the same destination are
+//! appended to one outbound batch, the batch crosses the kernel once, and on arrival each
+//! request is validated and copied once, from the receive buffer into the destination ring
+//! ([`wire`] has the format). The network thread owns a [`Transport`] and calls
+//! [`Transport::poll`] in its loop: one `io_uring_enter` per turn submits every send and
+//! re-arm of the turn and, when there is nothing to do, parks until a completion, a
+//! [`Waker`], or the next batch's age limit.
+//!
+//! # Connections
+//! One TCP connection per ordered pair of peers: A's requests to B travel on the connection A
+//! opened to B (its *outbound* link), and B sends back on it only credit. Each connection
+//! starts with a mutual challenge–response on the cluster secret ([`auth`]), run on a helper
+//! thread with a timeout, so a garbage or unauthenticated client costs the event loop nothing.
+//!
+//! # Flow control
+//! Credit, in bytes of frames, per connection and per class (as in Flink): the receiver grants
+//! a window in its Welcome and returns credit for a data frame only once every request of it
+//! has been accepted by the [`Inbound`] (its rings had room). A sender never has more bytes in
+//! flight than its credit, so a slow worker slows its senders instead of growing memory.
+//! Control and state messages have their own window and are handed to the `Inbound` at once,
+//! even while data frames before them wait for ring space: held data can never block the
+//! control traffic that would release it (DESIGN.md §4, the two deadlocks).
+//!
+//! # Faults
+//! A bad frame (truncated, oversized, corrupt header, failed validation, credit or sequence
+//! violation) closes *that* connection with a logged reason and an [`Event::PeerLost`]; every
+//! other connection is served on. Nothing is resent (later work). [`Faults`] injects batch
+//! delay and connection cuts, because the test machine's kernel has no `netem`.
+//!
+//! # Example
+//! ```no_run
+//! use clasp_dataplane::transport::{
+//!     ClusterSecret, Delivered, Event, Inbound, Transport, TransportConfig,
+//! };
+//! use std::time::Duration;
+//!
+//! struct Sink;
+//! impl Inbound for Sink {
+//!     fn deliver(&mut self, from: u32, frame: &[u8]) -> Delivered {
+//!         // copy `frame` into the destination ring; `Delivered::Full` if it has no room
+//!         Delivered::Accepted
+//!     }
+//!     fn control(&mut self, from: u32, kind: u16, body: &[u8]) {}
+//!     fn event(&mut self, event: Event) { eprintln!("{event:?}") }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let secret = ClusterSecret::new(std::fs::read("/etc/clasp/secret")?)?;
+//! let mut cfg = TransportConfig::new(1, "0.0.0.0:7001".parse()?, secret, 0xC1A5);
+//! cfg.peers.push((2, "10.0.0.2:7001".parse()?));
+//! let mut t = Transport::start(cfg)?;
+//! let waker = t.waker(); // other threads: waker.wake() to end a parked poll
+//! # let frame: Vec<u8> = Vec::new();
+//! loop {
+//!     // frame: one request frame (dataplane::request), written once at emission
+//!     while !t.try_append(2, &frame)? {
+//!         t.poll(Duration::from_millis(1), &mut Sink)?; // no credit or space yet
+//!     }
+//!     t.poll(Duration::from_millis(10), &mut Sink)?;
+//! #   break;
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+mod bufring;
+mod uring;
+pub mod wire;
+
+pub use auth::{AuthError, ClusterSecret};
+pub use uring::Transport;
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A worker's id.
+pub type PeerId = u32;
+
+/// Highest peer id (ids index per-peer tables).
+pub const MAX_PEER_ID: PeerId = 4095;
+/// Most handshakes in progress at once; more connections are closed at accept.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// Most control messages queued for one peer.
+pub const CONTROL_QUEUE_MAX: usize = 1024;
+/// io_uring submission queue entries (the completion queue is 4× larger).
+pub const RING_ENTRIES: u32 = 256;
+/// Most provided receive buffers (the kernel's limit on a buffer ring is 32768).
+pub const MAX_RECV_BUFFERS: usize = 4096;
+
+const _: () = assert!(MAX_RECV_BUFFERS <= 32768 && MAX_RECV_BUFFERS.is_power_of_two());
+
+/// What happened to a request frame handed to [`Inbound::deliver`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    /// Copied into its ring: the transport moves on.
+    Accepted,
+    /// No room now: the transport keeps this frame and the rest of its batch, returns no
+    /// credit for it, and offers it again on a later `poll`. Nothing is dropped.
+    Full,
+}
+
+/// Which way a connection carries requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// We opened it and send requests on it.
+    Outbound,
+    /// The peer opened it and sends requests on it.
+    Inbound,
+}
+
+/// Something the worker should know about (it surfaces faults to the planner).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An authenticated connection to or from `peer` is up.
+    PeerUp {
+        /// The peer.
+        peer: PeerId,
+        /// Which connection.
+        direction: Direction,
+    },
+    /// An authenticated connection was lost; what was in flight on it is lost too.
+    PeerLost {
+        /// The peer.
+        peer: PeerId,
+        /// Which connection.
+        direction: Direction,
+        /// Why (also logged).
+        reason: String,
+    },
+    /// A connection was refused before it authenticated (logged; the cluster is unaffected).
+    Refused {
+        /// Where it came from.
+        addr: Option<SocketAddr>,
+        /// Why.
+        reason: String,
+    },
+    /// Connecting to a peer failed for good (it never answered, or failed authentication).
+    ConnectFailed {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The worker's side of the receive path.
+pub trait Inbound {
+    /// One validated request frame from `from`, in the order it was sent. Copy it into its
+    /// ring, or say [`Delivered::Full`].
+    fn deliver(&mut self, from: PeerId, frame: &[u8]) -> Delivered;
+    /// One validated control or state message.
+    fn control(&mut self, from: PeerId, kind: u16, body: &[u8]);
+    /// A connection event. Default: ignored (it is logged anyway).
+    fn event(&mut self, event: Event) {
+        let _ = event;
+    }
+}
+
+/// Limits and timings. Every limit of the transport is here or a named constant.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// A batch is flushed when it reaches this many bytes (frame header included).
+    pub batch_bytes_max: usize,
+    /// ... or when its first request is this old.
+    pub batch_age_max_us: u64,
+    /// Longest frame accepted from a peer (checked on the header, before buffering).
+    pub frame_bytes_max: usize,
+    /// Data credit granted to each sender: bytes of batch frames it may have in flight.
+    pub data_credit_bytes: u32,
+    /// Control credit granted to each sender.
+    pub control_credit_bytes: u32,
+    /// Bytes of one receive buffer.
+    pub recv_buffer_bytes: usize,
+    /// Provided receive buffers (a power of two ≤ [`MAX_RECV_BUFFERS`]).
+    pub recv_buffers: usize,
+    /// Use plain `recv` into per-connection buffers even where multishot receive into a
+    /// provided-buffer ring is available (the fallback path, selectable for tests).
+    pub force_plain_recv: bool,
+    /// A handshake not finished in this time is refused.
+    pub handshake_timeout_ms: u64,
+    /// Connecting to a peer is retried for this long.
+    pub connect_timeout_ms: u64,
+}
+
+/// Default batch limit: 32 KiB (DESIGN.md §4: one send of a 16–64 KiB batch).
+pub const DEFAULT_BATCH_BYTES_MAX: usize = 32 << 10;
+/// Default batch age limit (Flink's buffer timeout, scaled to this data plane).
+pub const DEFAULT_BATCH_AGE_MAX_US: u64 = 50;
+/// Default frame limit.
+pub const DEFAULT_FRAME_BYTES_MAX: usize = 256 << 10;
+/// Default data window per sender.
+pub const DEFAULT_DATA_CREDIT_BYTES: u32 = 512 << 10;
+/// Default control window per sender.
+pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 256 << 10;
+
+const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_FRAME_BYTES_MAX);
+const _: () = assert!(DEFAULT_FRAME_BYTES_MAX <= wire::MAX_FRAME_BYTES);
+const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_DATA_CREDIT_BYTES as usize);
+// The largest control frame fits the control window, or control could never be sent.
+const _: () = assert!(
+    wire::NET_HEADER_BYTES + wire::CONTROL_PREFIX_BYTES + wire::MAX_CONTROL_BODY_BYTES + 256
+        <= DEFAULT_CONTROL_CREDIT_BYTES as usize
+);
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            batch_bytes_max: DEFAULT_BATCH_BYTES_MAX,
+            batch_age_max_us: DEFAULT_BATCH_AGE_MAX_US,
+            frame_bytes_max: DEFAULT_FRAME_BYTES_MAX,
+            data_credit_bytes: DEFAULT_DATA_CREDIT_BYTES,
+            control_credit_bytes: DEFAULT_CONTROL_CREDIT_BYTES,
+            recv_buffer_bytes: 64 << 10,
+            recv_buffers: 64,
+            force_plain_recv: false,
+            handshake_timeout_ms: 2_000,
+            connect_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks the relations between the settings.
+    pub fn validate(&self) -> Result<(), TransportError> {
+        let bad = |m: String| Err(TransportError::Config(m));
+        let min_batch = wire::NET_HEADER_BYTES + wire::entry_bytes(wire::MIN_REQUEST_FRAME_BYTES);
+        if self.batch_bytes_max < min_batch || self.batch_bytes_max > self.frame_bytes_max {
+            return bad(format!(
+                "batch_bytes_max {} must be in {min_batch}..=frame_bytes_max ({})",
+                self.batch_bytes_max, self.frame_bytes_max
+            ));
+        }
+        if self.frame_bytes_max > wire::MAX_FRAME_BYTES || self.frame_bytes_max % wire::WIRE_ALIGN != 0 {
+            return bad(format!(
+                "frame_bytes_max {} must be a multiple of 16 and ≤ {}",
+                self.frame_bytes_max,
+                wire::MAX_FRAME_BYTES
+            ));
+        }
+        if (self.data_credit_bytes as usize) < self.batch_bytes_max {
+            return bad(format!(
+                "data_credit_bytes {} is below batch_bytes_max {}: a full batch could never be sent",
+                self.data_credit_bytes, self.batch_bytes_max
+            ));
+        }
+        if (self.control_credit_bytes as usize) < 1024 {
+            return bad("control_credit_bytes must be at least 1024".into());
+        }
+        if !self.recv_buffers.is_power_of_two() || self.recv_buffers > MAX_RECV_BUFFERS {
+            return bad(format!("recv_buffers {} must be a power of two ≤ {MAX_RECV_BUFFERS}", self.recv_buffers));
+        }
+        if self.recv_buffer_bytes < 4096 || self.recv_buffer_bytes > (1 << 24) {
+            return bad(format!("recv_buffer_bytes {} must be in 4096..=16 MiB", self.recv_buffer_bytes));
+        }
+        Ok(())
+    }
+}
+
+/// Cut one peer's outbound connection after a number of batches or bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The peer whose connection (the one we opened) is cut.
+    pub peer: PeerId,
+    /// After this many batches have been sent on it.
+    pub after_batches: Option<u64>,
+    /// After this many bytes have been sent on it.
+    pub after_bytes: Option<u64>,
+}
+
+/// Fault injection (this kernel has no `netem`). Off by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Hold every outbound batch until its first request is at least this old.
+    pub delay_batches_us: u64,
+    /// Cut connections.
+    pub cuts: Vec<Cut>,
+}
+
+/// Everything [`Transport::start`] needs.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// This worker's id.
+    pub id: PeerId,
+    /// Where to listen (port 0: an ephemeral port, see [`Transport::local_addr`]).
+    pub listen: SocketAddr,
+    /// Peers to connect to at start; more with [`Transport::connect`].
+    pub peers: Vec<(PeerId, SocketAddr)>,
+    /// The cluster secret.
+    pub secret: ClusterSecret,
+    /// The cluster id both proofs are bound to.
+    pub cluster_id: u64,
+    /// The routing epoch stamped on frames.
+    pub epoch: u32,
+    /// Limits.
+    pub limits: Limits,
+    /// Fault injection.
+    pub faults: Faults,
+}
+
+impl TransportConfig {
+    /// A configuration with default limits, no peers and no faults.
+    pub fn new(id: PeerId, listen: SocketAddr, secret: ClusterSecret, cluster_id: u64) -> Self {
+        TransportConfig {
+            id,
+            listen,
+            peers: Vec::new(),
+            secret,
+            cluster_id,
+            epoch: 0,
+            limits: Limits::default(),
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// Per-peer counters, both directions, for the metrics monitor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerCounters {
+    /// Bytes of frames sent (all kinds).
+    pub bytes_sent: u64,
+    /// Request frames sent.
+    pub frames_sent: u64,
+    /// Batches sent.
+    pub batches_sent: u64,
+    /// Control messages sent.
+    pub control_sent: u64,
+    /// Bytes of frames received (all kinds).
+    pub bytes_received: u64,
+    /// Request frames received (validated).
+    pub frames_received: u64,
+    /// Batches received.
+    pub batches_received: u64,
+    /// Control messages received.
+    pub control_received: u64,
+    /// Batches flushed because they reached `batch_bytes_max`.
+    pub flushes_by_size: u64,
+    /// Batches flushed because they reached `batch_age_max_us` (or credit ran out).
+    pub flushes_by_age: u64,
+    /// `try_append` answers "not now" for lack of credit or space.
+    pub append_refusals: u64,
+    /// `Inbound::deliver` answers `Full`.
+    pub deliveries_full: u64,
+}
+
+/// Transport-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportCounters {
+    /// Connections refused before authentication.
+    pub refused: u64,
+    /// Connections closed for a bad frame.
+    pub bad_frames: u64,
+    /// Times the completion queue overflowed (completions were kept by the kernel and
+    /// flushed; a sign the queue is too small).
+    pub cq_overflows: u64,
+    /// `io_uring_enter` calls.
+    pub enters: u64,
+    /// Turns of `poll`.
+    pub turns: u64,
+    /// Whether receive uses multishot into provided buffers (false: plain recv).
+    pub multishot: bool,
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// Inconsistent settings.
+    #[error("transport configuration: {0}")]
+    Config(String),
+    /// A system call failed.
+    #[error("transport i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// Never connected to, and not configured.
+    #[error("unknown peer {0}")]
+    UnknownPeer(PeerId),
+    /// The connection to this peer was lost.
+    #[error("connection to peer {peer} lost: {reason}")]
+    PeerLost {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
+    /// A request frame larger than a batch, or a control body larger than allowed.
+    #[error("frame of {frame_bytes} bytes exceeds the limit of {limit_bytes}")]
+    TooLarge {
+        /// Its length.
+        frame_bytes: usize,
+        /// The limit.
+        limit_bytes: usize,
+    },
+    /// A request frame that is not well-formed (the receiver would refuse it).
+    #[error("malformed request frame: {0}")]
+    Frame(#[from] crate::request::FrameError),
+}
+
+/// Wakes a parked [`Transport::poll`] from any thread (an eventfd the ring reads).
+#[derive(Clone, Debug)]
+pub struct Waker {
+    fd: Arc<OwnedFd>,
+}
+
+impl Waker {
+    /// Ends the current or next park of the transport's `poll`. One write to an eventfd.
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: `fd` is an open eventfd for as long as this Arc lives; the buffer is 8
+        // valid bytes. A full counter (EAGAIN) already means "woken".
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+}
+
+/// Lets the transport's helper threads wait a bounded time.
+pub(crate) fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}

@@ -1,0 +1,433 @@
+//! An executor: one thread that owns the state of its key groups and runs operators on the
+//! requests in its inbound rings.
+//!
+//! Per request: parse the header in place, run the operator (the instance owns the key
+//! group's state; no lock), then route each emission by (operator, key group) and write it
+//! once, as a request frame, straight into the target executor's ring (reserve → write →
+//! commit, published once per batch). Tracked requests add one ledger delta for their root.
+//!
+//! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
+//! overflow queue (kept in FIFO order with what follows it), and while any overflow is
+//! pending the executor stops reading new input from the ingress — but keeps serving the other
+//! executors, so a pipeline crossing back and forth between executors (o1 on A → o2 on B → o3
+//! on A) cannot deadlock on full rings. With the ingress admitting a bounded number of roots,
+//! the overflow is bounded too.
+
+use super::layout::{MetricsView, WorkerSegment, scalar};
+use super::ledger::{DELTA_BYTES, Delta};
+use super::{ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED};
+use crate::request::{FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
+use crate::routing::RoutingTable;
+use clasp_operators::key::{key_group, key_hash};
+use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
+use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Frames read from one ring before the executor looks at the others.
+const BATCH_FRAMES: usize = 32;
+/// Ledger deltas per report frame (the report rings hold 64 KiB).
+const DELTAS_PER_REPORT: usize = 1024;
+/// How long an executor with pending overflow sleeps before retrying.
+const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
+
+/// Input order of an executor's fan-in.
+const INPUT_CONTROL: usize = 0;
+const INPUT_INGRESS: usize = 1;
+const INPUT_EXEC0: usize = 2;
+
+/// What an executor hands back when it stops.
+pub struct ExecutorResult {
+    /// Per operator.
+    pub summaries: Vec<OperatorSummary>,
+    /// Per operator: malformed requests by reason.
+    pub malformed: Vec<Vec<(&'static str, u64)>>,
+    /// Per operator: keys holding state.
+    pub state_keys: Vec<usize>,
+    /// The instances themselves (for key-group export by tests and migrations).
+    pub instances: Vec<Box<dyn OperatorInstance>>,
+}
+
+pub(crate) struct Engine {
+    me: usize,
+    worker: u32,
+    table: Arc<RoutingTable>,
+    instances: Vec<Box<dyn OperatorInstance>>,
+    outs: Vec<Producer<ShmRing>>,
+    dirty: Vec<bool>,
+    overflow: Vec<VecDeque<Box<[u8]>>>,
+    overflow_bytes: usize,
+    report: Producer<ShmRing>,
+    /// Deltas not yet reported.
+    deltas: Vec<Delta>,
+    /// Report frames (other than deltas) waiting for room.
+    pending_reports: VecDeque<Vec<u8>>,
+    emitter: Emitter,
+    metrics: MetricsView,
+    clock: quanta::Clock,
+    max_frame_bytes: usize,
+    scratch: Vec<u8>,
+}
+
+pub(crate) struct Executor {
+    inputs: FanIn<ShmRing>,
+    engine: Engine,
+    policy: WaitPolicy,
+}
+
+impl Executor {
+    pub(crate) fn new(
+        me: usize,
+        worker: u32,
+        spec: &AppSpec,
+        table: Arc<RoutingTable>,
+        seg: &WorkerSegment,
+        policy: WaitPolicy,
+    ) -> Result<Executor, String> {
+        let idx = seg.index;
+        let s = &seg.segment;
+        let e = |r: RingError| format!("executor {me}: {r}");
+        let mut consumers = vec![
+            s.consumer(idx.control(me)).map_err(e)?,
+            s.consumer(idx.ingress(me)).map_err(e)?,
+        ];
+        for a in 0..idx.executors {
+            consumers.push(s.consumer(idx.exec(a, me)).map_err(e)?);
+        }
+        let outs = (0..idx.executors)
+            .map(|b| s.producer(idx.exec(me, b)).map_err(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_frame_bytes = s.ring_config(idx.exec(me, me)).map_err(e)?.max_frame_bytes;
+        Ok(Executor {
+            inputs: FanIn::new(consumers).map_err(e)?,
+            engine: Engine {
+                me,
+                worker,
+                table,
+                instances: (0..spec.operators.len())
+                    .map(|op| spec.instantiate(op))
+                    .collect(),
+                dirty: vec![false; outs.len()],
+                overflow: (0..outs.len()).map(|_| VecDeque::new()).collect(),
+                outs,
+                overflow_bytes: 0,
+                report: s.producer(idx.report(me)).map_err(e)?,
+                deltas: Vec::new(),
+                pending_reports: VecDeque::new(),
+                emitter: Emitter::new(),
+                metrics: seg.metrics(me),
+                clock: quanta::Clock::new(),
+                max_frame_bytes,
+                scratch: Vec::new(),
+            },
+            policy,
+        })
+    }
+
+    /// Runs until the coordinator says stop.
+    pub(crate) fn run(mut self) -> ExecutorResult {
+        let executors = self.engine.outs.len();
+        let mut stop = false;
+        while !stop {
+            let mut work = self.engine.drain_overflow();
+            // Control first: it is rare and tells us to flush or stop.
+            let mut controls = Vec::new();
+            work += self.poll_input(INPUT_CONTROL, 16, |_, f| {
+                controls.push(ControlMsg::decode(f))
+            });
+            for msg in controls {
+                match msg {
+                    Some(ControlMsg::EndOfStream { operator }) => {
+                        self.engine.end_of_stream(operator)
+                    }
+                    Some(ControlMsg::Stop) => stop = true,
+                    None => self
+                        .engine
+                        .report_error("undecodable control message".into()),
+                }
+            }
+            for a in 0..executors {
+                work += self.poll_input(INPUT_EXEC0 + a, BATCH_FRAMES, |eng, f| eng.handle(f));
+            }
+            if self.engine.overflow_bytes == 0 {
+                work += self.poll_input(INPUT_INGRESS, BATCH_FRAMES, |eng, f| eng.handle(f));
+            }
+            self.engine.publish();
+            self.engine.flush_reports();
+            self.engine
+                .metrics
+                .set(scalar::OVERFLOW_BYTES, self.engine.overflow_bytes as u64);
+            if work == 0 && !stop {
+                self.idle();
+            }
+        }
+        self.engine.publish();
+        self.engine.flush_reports();
+        let instances = std::mem::take(&mut self.engine.instances);
+        ExecutorResult {
+            summaries: instances.iter().map(|i| i.summary()).collect(),
+            malformed: instances.iter().map(|i| i.malformed_reasons()).collect(),
+            state_keys: instances.iter().map(|i| i.state_keys()).collect(),
+            instances,
+        }
+    }
+
+    /// Reads up to `max` frames of input `i`; a corrupt ring is reported and retired.
+    fn poll_input(&mut self, i: usize, max: usize, mut f: impl FnMut(&mut Engine, &[u8])) -> usize {
+        if self.inputs.is_retired(i) {
+            return 0;
+        }
+        let engine = &mut self.engine;
+        match self
+            .inputs
+            .input(i)
+            .pop_batch(max, |frame| f(engine, frame))
+        {
+            Ok(n) => n,
+            Err(e) => {
+                self.engine.report_error(format!(
+                    "executor {} input {i}: {e}; input retired",
+                    self.engine.me
+                ));
+                self.inputs.retire(i);
+                1
+            }
+        }
+    }
+
+    fn idle(&mut self) {
+        let m = &self.engine.metrics;
+        let busy = self.engine.overflow_bytes > 0
+            || !self.engine.deltas.is_empty()
+            || !self.engine.pending_reports.is_empty();
+        let timeout = busy.then_some(OVERFLOW_RETRY);
+        m.add(scalar::PARKS, 1);
+        m.set(scalar::PARKED, 1);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        let result = self.inputs.wait(self.policy, timeout);
+        m.set(scalar::PARKED, 0);
+        m.add(scalar::WAKEUPS, 1);
+        match result {
+            Ok(()) | Err(RingError::TimedOut { .. }) | Err(RingError::Closed) => {}
+            Err(RingError::PeerDead { pid }) => {
+                if let Some(i) = self.inputs.dead_input() {
+                    self.inputs.retire(i);
+                }
+                let mut f = REPORT_PRODUCER_DIED.to_le_bytes().to_vec();
+                f.extend_from_slice(&u64::from(pid).to_le_bytes());
+                self.engine.pending_reports.push_back(f);
+            }
+            Err(e) => self
+                .engine
+                .report_error(format!("executor {}: {e}", self.engine.me)),
+        }
+    }
+}
+
+impl Engine {
+    /// Handles one request frame.
+    #[inline]
+    fn handle(&mut self, frame: &[u8]) {
+        self.metrics.add(scalar::FRAMES_IN, 1);
+        let req = match Request::parse(frame) {
+            Ok(r) if (r.header.operator as usize) < self.instances.len() => r,
+            _ => {
+                self.metrics.add(scalar::BAD_FRAMES, 1);
+                return;
+            }
+        };
+        let op = req.header.operator as usize;
+        let t0 = self.clock.raw();
+        // A malformed request is counted by the instance under its reason and dropped.
+        let _ = self.instances[op].process(
+            req.header.key_group,
+            req.key,
+            req.payload,
+            &mut self.emitter,
+        );
+        let ns = self.clock.delta_as_nanos(t0, self.clock.raw());
+        self.metrics.add(self.metrics.processed(op), 1);
+        self.metrics.add(self.metrics.exec_ns(op), ns);
+        self.metrics.add(scalar::BUSY_NS, ns);
+        self.route(op, &req.header);
+    }
+
+    /// Routes what operator `from` emitted while handling `parent`.
+    #[inline]
+    fn route(&mut self, from: usize, parent: &RequestHeader) {
+        let tracked = parent.flags & FLAG_TRACKED != 0;
+        // A root's own creation is never reported, so it does not report its id either.
+        let mut xor = if parent.request_id == parent.root_id {
+            0
+        } else {
+            parent.request_id
+        };
+        let emitter = std::mem::take(&mut self.emitter);
+        for (i, e) in emitter.iter().enumerate() {
+            match e.target {
+                Target::Operator(to) => {
+                    let hash = key_hash(e.key);
+                    let kg = key_group(hash);
+                    let owner = self.table.owner(to, kg);
+                    let id = if tracked {
+                        child_id(parent.root_id, parent.request_id, i as u32)
+                    } else {
+                        0
+                    };
+                    xor ^= id;
+                    let header = RequestHeader {
+                        operator: to,
+                        key_group: kg,
+                        flags: parent.flags & FLAG_TRACKED,
+                        epoch: self.table.epoch,
+                        root_home: parent.root_home,
+                        key_hash: hash,
+                        request_id: id,
+                        root_id: parent.root_id,
+                        admitted_ns: parent.admitted_ns,
+                    };
+                    if owner.worker != self.worker {
+                        // Remote dispatch arrives with the transport; a single worker owns all.
+                        self.report_error(format!(
+                            "operator {to} key group {kg} is owned by worker {}",
+                            owner.worker
+                        ));
+                        continue;
+                    }
+                    self.send_local(owner.executor as usize, &header, e.key, e.payload);
+                    self.metrics
+                        .add(self.metrics.edge_local(from, to as usize), 1);
+                    self.metrics.add(scalar::LOCAL_SENT, 1);
+                }
+                Target::Output => self.metrics.add(scalar::OUTPUTS, 1),
+            }
+        }
+        self.emitter = emitter;
+        self.emitter.clear();
+        if tracked {
+            self.deltas.push(Delta {
+                root_id: parent.root_id,
+                xor,
+                admitted_ns: parent.admitted_ns,
+            });
+        }
+    }
+
+    /// Writes a request frame into executor `b`'s ring, or its overflow.
+    #[inline]
+    fn send_local(&mut self, b: usize, header: &RequestHeader, key: &[u8], payload: &[u8]) {
+        let len = frame_len(key.len(), payload.len());
+        if len > self.max_frame_bytes {
+            self.report_error(format!(
+                "a request of {len} bytes exceeds the ring's maximum frame of {} bytes; dropped",
+                self.max_frame_bytes
+            ));
+            return;
+        }
+        if self.overflow[b].is_empty() {
+            match self.outs[b].reserve(len) {
+                Ok(mut g) => {
+                    header.write(key, payload, &mut g);
+                    g.commit_deferred();
+                    self.dirty[b] = true;
+                    return;
+                }
+                Err(RingError::Full { .. }) => {}
+                Err(e) => {
+                    self.report_error(format!("ring to executor {b}: {e}"));
+                    return;
+                }
+            }
+        }
+        let mut frame = vec![0u8; len].into_boxed_slice();
+        header.write(key, payload, &mut frame);
+        self.overflow[b].push_back(frame);
+        self.overflow_bytes += len;
+        self.metrics.add(scalar::OVERFLOWED, 1);
+    }
+
+    /// Moves overflowed frames into their rings, in order. Returns how many moved.
+    fn drain_overflow(&mut self) -> usize {
+        if self.overflow_bytes == 0 {
+            return 0;
+        }
+        let mut moved = 0;
+        for b in 0..self.outs.len() {
+            while let Some(f) = self.overflow[b].front() {
+                let Ok(mut g) = self.outs[b].reserve(f.len()) else {
+                    break;
+                };
+                g.copy_from_slice(f);
+                g.commit_deferred();
+                self.dirty[b] = true;
+                self.overflow_bytes -= f.len();
+                self.overflow[b].pop_front();
+                moved += 1;
+            }
+        }
+        self.publish();
+        moved
+    }
+
+    /// Publishes every ring written since the last call.
+    #[inline]
+    fn publish(&mut self) {
+        for (b, dirty) in self.dirty.iter_mut().enumerate() {
+            if std::mem::take(dirty) {
+                self.outs[b].publish();
+            }
+        }
+    }
+
+    /// Runs `operator`'s end-of-stream flush and routes what it emits (untracked).
+    fn end_of_stream(&mut self, operator: u16) {
+        let op = operator as usize;
+        if op < self.instances.len() {
+            self.instances[op].end_of_stream(&mut self.emitter);
+            let parent = RequestHeader {
+                root_home: self.worker,
+                ..RequestHeader::default()
+            };
+            self.route(op, &parent);
+            self.publish();
+        }
+        let mut f = REPORT_EOS_DONE.to_le_bytes().to_vec();
+        f.extend_from_slice(&u64::from(operator).to_le_bytes());
+        self.pending_reports.push_back(f);
+    }
+
+    fn report_error(&mut self, message: String) {
+        let mut f = REPORT_ERROR.to_le_bytes().to_vec();
+        f.extend_from_slice(message.as_bytes());
+        f.truncate(4096);
+        self.pending_reports.push_back(f);
+    }
+
+    /// Sends ledger deltas, then other reports, as room allows (deltas first: a report that
+    /// follows them, such as end-of-stream done, must not overtake them).
+    fn flush_reports(&mut self) {
+        while !self.deltas.is_empty() {
+            let n = self.deltas.len().min(DELTAS_PER_REPORT);
+            let len = 8 + n * DELTA_BYTES;
+            let Ok(mut g) = self.report.reserve(len) else {
+                return;
+            };
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&REPORT_DELTAS.to_le_bytes());
+            for d in self.deltas.drain(..n) {
+                d.write(&mut self.scratch);
+            }
+            g.copy_from_slice(&self.scratch);
+            g.commit();
+        }
+        while let Some(f) = self.pending_reports.front() {
+            match self.report.push(f) {
+                Ok(()) => {
+                    self.pending_reports.pop_front();
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Exact end-to-end latency of request trees (DESIGN.md §5), Storm's acker in spirit.
+//!
+//! Every request has a 64-bit id that looks random (a hash of its root, its parent and its
+//! index among the parent's emissions). When an executor processes a tracked request it reports
+//! one delta for the root: `request_id ^ child_1 ^ … ^ child_n`; the root's ledger is the XOR of
+//! all deltas, and it is zero exactly when every request of the tree was processed (up to the
+//! 2^-64 chance that a subset of random ids XORs to zero). A root itself reports
+//! `root_id ^ root_id ^ children` = `children`, because its creation is never reported
+//! separately. Deltas arrive in any order from any executor; an entry is ~24 bytes per root in
+//! flight, whatever the tree's size. The ledger lives with the coordinator of the root's home
+//! worker, where the admission time was taken, so no two clocks are compared.
+
+use hdrhistogram::Histogram;
+use std::collections::HashMap;
+
+/// One delta as it travels in a report frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delta {
+    /// The root's id.
+    pub root_id: u64,
+    /// XOR of the processed request's id and its children's ids.
+    pub xor: u64,
+    /// The root's admission time (ns, CLOCK_MONOTONIC); 0 for roots that are not inputs (the
+    /// end-of-stream flushes), which are not recorded in the histogram.
+    pub admitted_ns: u64,
+}
+
+/// Bytes of one delta in a report frame.
+pub const DELTA_BYTES: usize = 24;
+
+impl Delta {
+    /// Appends the wire form.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.root_id.to_le_bytes());
+        out.extend_from_slice(&self.xor.to_le_bytes());
+        out.extend_from_slice(&self.admitted_ns.to_le_bytes());
+    }
+
+    /// Reads one from exactly [`DELTA_BYTES`] bytes.
+    pub fn read(b: &[u8; DELTA_BYTES]) -> Delta {
+        let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        Delta {
+            root_id: u(0),
+            xor: u(8),
+            admitted_ns: u(16),
+        }
+    }
+}
+
+/// The open ledgers of one home, and the latency of the completed trees.
+pub struct Ledger {
+    open: HashMap<u64, (u64, u64)>,
+    latency_ns: Histogram<u64>,
+    completed_inputs: u64,
+    completed_other: Vec<u64>,
+}
+
+/// Latency percentiles in µs.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, PartialEq)]
+pub struct LatencySummary {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Trees measured.
+    pub count: u64,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ledger {
+    /// An empty ledger; latencies from 1 ns to 1 hour at 3 significant digits.
+    pub fn new() -> Self {
+        Ledger {
+            open: HashMap::new(),
+            latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("static histogram bounds"),
+            completed_inputs: 0,
+            completed_other: Vec::new(),
+        }
+    }
+
+    /// Applies a delta; returns true when it completed its tree.
+    pub fn apply(&mut self, d: Delta, now_ns: u64) -> bool {
+        let entry = self.open.entry(d.root_id).or_insert((0, d.admitted_ns));
+        entry.0 ^= d.xor;
+        if entry.0 != 0 {
+            return false;
+        }
+        let (_, admitted) = self.open.remove(&d.root_id).expect("entry just used");
+        if admitted != 0 {
+            self.completed_inputs += 1;
+            let _ = self
+                .latency_ns
+                .record(now_ns.saturating_sub(admitted).max(1));
+        } else {
+            self.completed_other.push(d.root_id);
+        }
+        true
+    }
+
+    /// Input trees completed.
+    pub fn completed_inputs(&self) -> u64 {
+        self.completed_inputs
+    }
+
+    /// Whether the non-input root `root_id` (an end-of-stream flush) completed.
+    pub fn other_completed(&self, root_id: u64) -> bool {
+        self.completed_other.contains(&root_id)
+    }
+
+    /// Trees still open.
+    pub fn open(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Percentiles so far.
+    pub fn summary(&self) -> LatencySummary {
+        let h = &self.latency_ns;
+        let us = |v: u64| v as f64 / 1000.0;
+        LatencySummary {
+            p50: us(h.value_at_quantile(0.50)),
+            p95: us(h.value_at_quantile(0.95)),
+            p99: us(h.value_at_quantile(0.99)),
+            max: us(h.max()),
+            count: h.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{child_id, root_id};
+
+    #[test]
+    fn a_tree_completes_whatever_order_its_deltas_arrive_in() {
+        let r = root_id(7);
+        let (c1, c2) = (child_id(r, r, 0), child_id(r, r, 1));
+        let g = child_id(r, c1, 0);
+        // root emits c1, c2; c1 emits g; c2 and g emit nothing.
+        let deltas = [
+            Delta {
+                root_id: r,
+                xor: c1 ^ c2,
+                admitted_ns: 100,
+            },
+            Delta {
+                root_id: r,
+                xor: c1 ^ g,
+                admitted_ns: 100,
+            },
+            Delta {
+                root_id: r,
+                xor: c2,
+                admitted_ns: 100,
+            },
+            Delta {
+                root_id: r,
+                xor: g,
+                admitted_ns: 100,
+            },
+        ];
+        for perm in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
+            let mut l = Ledger::new();
+            let done: Vec<bool> = perm.iter().map(|&i| l.apply(deltas[i], 1100)).collect();
+            assert_eq!(done, [false, false, false, true], "order {perm:?}");
+            assert_eq!(l.open(), 0);
+            assert_eq!(l.completed_inputs(), 1);
+            assert!((l.summary().p50 - 1.0).abs() < 0.01);
+        }
+    }
+
+    #[test]
+    fn a_root_without_children_completes_at_once_and_flushes_are_not_latency() {
+        let mut l = Ledger::new();
+        assert!(l.apply(
+            Delta {
+                root_id: 5,
+                xor: 0,
+                admitted_ns: 1
+            },
+            2
+        ));
+        assert!(l.apply(
+            Delta {
+                root_id: 9,
+                xor: 0,
+                admitted_ns: 0
+            },
+            2
+        ));
+        assert_eq!(l.completed_inputs(), 1);
+        assert!(l.other_completed(9));
+        assert_eq!(l.summary().count, 1);
+    }
+}

@@ -1,0 +1,303 @@
+//! `clasp local`: one worker process and a separate ingress process on this machine, running
+//! an app over generated input and printing what `clasp oracle` prints (same digests and
+//! counts) plus throughput, latency and per-operator metrics. `clasp ingress` is that second
+//! process, usable on its own against a running worker's segment.
+
+use crate::cmd::apps::load_app;
+use crate::cmd::usage_error;
+use clap::{Args, ValueEnum};
+use clasp_dataplane::routing::Spread;
+use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
+use clasp_operators::{AppSpec, Comparable};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How key groups are spread over executors.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SpreadArg {
+    /// Equal ranges of key groups on every executor; same-key operators together.
+    Even,
+    /// Operator i wholly on executor i mod E: every chained request crosses executors.
+    Alternate,
+}
+
+#[derive(Args, Debug)]
+pub struct LocalArgs {
+    /// Built-in app name (see `clasp apps`).
+    #[arg(
+        long,
+        required_unless_present = "app_file",
+        conflicts_with = "app_file"
+    )]
+    app: Option<String>,
+    /// App file (TOML; see the `clasp-operators` crate docs).
+    #[arg(long)]
+    app_file: Option<PathBuf>,
+    /// Input records to admit.
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Generator seed (the same as for `clasp oracle`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Executor threads of the worker.
+    #[arg(long, default_value_t = 1)]
+    executors: usize,
+    /// Input rate in records per second (default: as fast as the worker takes them).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Print one JSON object (the oracle's keys plus throughput, latency and metrics).
+    #[arg(long)]
+    json: bool,
+    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    #[arg(long, default_value_t = 1 << 20)]
+    ring_bytes: usize,
+    /// Roots admitted and not yet completed, at most.
+    #[arg(long, default_value_t = 4096)]
+    max_in_flight: u64,
+    /// Track 1 in N roots for latency (and the in-flight bound).
+    #[arg(long, default_value_t = 1)]
+    sample_every: u64,
+    /// How key groups are spread over executors.
+    #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
+    spread: SpreadArg,
+    /// Pin executors to cores (verified with sched_getcpu) when there are enough cores.
+    #[arg(long)]
+    pin: bool,
+    /// Metrics sampling interval in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    interval_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct IngressArgs {
+    /// The worker's shared-memory segment name.
+    #[arg(long)]
+    segment: String,
+    /// Built-in app name (must be what the worker runs).
+    #[arg(
+        long,
+        required_unless_present = "app_file",
+        conflicts_with = "app_file"
+    )]
+    app: Option<String>,
+    /// App file (TOML).
+    #[arg(long)]
+    app_file: Option<PathBuf>,
+    /// Records to admit.
+    #[arg(long)]
+    records: u64,
+    /// Generator seed.
+    #[arg(long)]
+    seed: u64,
+    /// Records per second (default: as fast as the worker takes them).
+    #[arg(long)]
+    rate: Option<f64>,
+}
+
+pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
+    let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
+    check_rate(args.rate)?;
+    let cfg = IngressConfig {
+        segment_name: args.segment,
+        records: args.records,
+        seed: args.seed,
+        rate_per_s: args.rate,
+    };
+    let report = run_ingress(&spec, &cfg).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "ingress: admitted {} records in {:.3} s",
+        report.admitted,
+        report.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn check_rate(rate: Option<f64>) -> anyhow::Result<()> {
+    match rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => Err(usage_error(format!(
+            "--rate {r}: must be a positive number"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
+    let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
+    check_rate(args.rate)?;
+    if args.executors == 0 || args.executors > 64 {
+        return Err(usage_error(format!(
+            "--executors {}: must be 1..=64",
+            args.executors
+        )));
+    }
+    if !args.ring_bytes.is_power_of_two() || args.ring_bytes < 4096 {
+        return Err(usage_error(format!(
+            "--ring-bytes {}: must be a power of two ≥ 4096",
+            args.ring_bytes
+        )));
+    }
+    if args.max_in_flight == 0 || args.sample_every == 0 || args.interval_ms == 0 {
+        return Err(usage_error(
+            "--max-in-flight, --sample-every and --interval-ms must be positive",
+        ));
+    }
+    let cfg = WorkerConfig {
+        segment_name: format!("clasp-local-{}", std::process::id()),
+        executors: args.executors,
+        spread: match args.spread {
+            SpreadArg::Even => Spread::Even,
+            SpreadArg::Alternate => Spread::Alternate,
+        },
+        ring_bytes: args.ring_bytes,
+        max_in_flight: args.max_in_flight,
+        sample_every: args.sample_every,
+        pin: args.pin,
+        interval: Duration::from_millis(args.interval_ms),
+        ..WorkerConfig::default()
+    };
+    let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
+    let spawn_child = child.clone();
+    let watch_child = child.clone();
+    let report = run_worker(
+        spec.clone(),
+        &cfg,
+        |seg| {
+            let exe = std::env::current_exe().map_err(|e| format!("locating clasp: {e}"))?;
+            let mut cmd = Command::new(exe);
+            cmd.arg("ingress")
+                .args(["--segment", seg.segment.name().unwrap_or_default()])
+                .args([
+                    "--records",
+                    &args.records.to_string(),
+                    "--seed",
+                    &args.seed.to_string(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            match (&args.app, &args.app_file) {
+                (_, Some(f)) => cmd.arg("--app-file").arg(f),
+                (Some(a), None) => cmd.args(["--app", a]),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            if let Some(r) = args.rate {
+                cmd.args(["--rate", &r.to_string()]);
+            }
+            let c = cmd
+                .spawn()
+                .map_err(|e| format!("starting the ingress process: {e}"))?;
+            *spawn_child.lock().unwrap() = Some(c);
+            Ok(())
+        },
+        || {
+            let mut guard = watch_child.lock().unwrap();
+            let c = guard.as_mut()?;
+            match c.try_wait() {
+                Ok(Some(status)) if !status.success() => Some(format!(
+                    "the ingress process (pid {}) exited with {status}",
+                    c.id()
+                )),
+                _ => None,
+            }
+        },
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some(mut c) = child.lock().unwrap().take() {
+        let _ = c.wait();
+    }
+    print_report(&spec, &args, &report)?;
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}
+
+fn print_report(spec: &AppSpec, args: &LocalArgs, r: &WorkerReport) -> anyhow::Result<()> {
+    let comparable = Comparable::from_summaries(spec, &r.summaries);
+    let names: Vec<&str> = spec.operators.iter().map(|o| o.name.as_str()).collect();
+    let throughput = r.admitted as f64 / r.elapsed.as_secs_f64().max(1e-9);
+    if args.json {
+        let processed: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(&r.summaries)
+            .map(|(n, s)| (n.to_string(), s.processed.into()))
+            .collect();
+        let state_digests: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(&r.summaries)
+            .map(|(n, s)| (n.to_string(), s.state.to_hex().into()))
+            .collect();
+        let operators: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(&r.operator_metrics)
+            .map(|(n, m)| (n.to_string(), serde_json::to_value(m).unwrap_or_default()))
+            .collect();
+        let v = serde_json::json!({
+            "app": spec.name,
+            "records": args.records,
+            "seed": args.seed,
+            "state_digest": comparable.state_digest().to_hex(),
+            "output_digest": comparable.output_digest().to_hex(),
+            "processed": processed,
+            "state_digests": state_digests,
+            "throughput_per_s": throughput,
+            "latency_us": {"p50": r.latency.p50, "p95": r.latency.p95, "p99": r.latency.p99, "max": r.latency.max},
+            "executors": args.executors,
+            "elapsed_s": r.elapsed.as_secs_f64(),
+            "operators": operators,
+            "totals": r.totals,
+            "intervals": r.intervals,
+            "errors": r.errors,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "app {}  records {}  seed {}  executors {}",
+        spec.name, args.records, args.seed, args.executors
+    );
+    println!("state_digest  {}", comparable.state_digest());
+    println!("output_digest {}", comparable.output_digest());
+    println!(
+        "throughput {:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} p99 {:.1} max {:.1} ({} trees)",
+        throughput,
+        r.elapsed.as_secs_f64(),
+        r.latency.p50,
+        r.latency.p95,
+        r.latency.p99,
+        r.latency.max,
+        r.latency.count
+    );
+    println!(
+        "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
+        "operator", "processed", "malformed", "state keys", "exec ns/req"
+    );
+    for (i, n) in names.iter().enumerate() {
+        let s = &r.summaries[i];
+        println!(
+            "{:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
+            n,
+            s.processed,
+            s.malformed,
+            r.state_keys[i],
+            r.operator_metrics[i].exec_ns_mean,
+            s.state
+        );
+    }
+    let t = &r.totals;
+    println!(
+        "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, {} parks",
+        t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
+    );
+    for (op, reasons) in names.iter().zip(&r.malformed) {
+        for (reason, n) in reasons {
+            println!("malformed at {op}: {n} × {reason}");
+        }
+    }
+    for e in &r.errors {
+        println!("fault: {e}");
+    }
+    Ok(())
+}

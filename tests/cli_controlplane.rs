@@ -1,0 +1,111 @@
+//! `clasp place` and `clasp sim` through the binary.
+
+use std::process::Command;
+
+const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
+ "alpha_us": 38.5, "beta_us": 275, "gamma_us": 51500,
+ "max_workers": 10, "slots_per_worker": 10,
+ "operators": [{"name": "split", "demand_us_per_s": 400000, "rate_per_s": 1000, "exec_us": 400},
+               {"name": "count", "demand_us_per_s": 1200000, "rate_per_s": 10000, "exec_us": 120}],
+ "edges": [{"from": "split", "to": "count", "rate_per_s": 10000}]}"#;
+
+fn write(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("clasp-cli-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn clasp(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(args)
+        .output()
+        .expect("run clasp")
+}
+
+#[test]
+fn place_answers_every_policy_and_clasp_is_feasible() {
+    let file = write("problem.json", PROBLEM);
+    // The exact reference searches at most 3 workers: give it a quarter of the load.
+    let small = write(
+        "small.json",
+        &PROBLEM
+            .replace("400000", "100000")
+            .replace("1200000", "300000"),
+    );
+    for policy in ["clasp", "faasflow", "zhang24", "exact"] {
+        let file = if policy == "exact" { &small } else { &file };
+        let out = clasp(&[
+            "place",
+            "--problem",
+            file.to_str().expect("utf8"),
+            "--policy",
+            policy,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{policy}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["policy"], policy);
+        let workers = v["workers"].as_u64().expect("workers") as usize;
+        assert_eq!(
+            v["loads_us_per_s"].as_array().expect("loads").len(),
+            workers
+        );
+        assert_eq!(
+            v["shares"]["split"].as_array().expect("split").len(),
+            workers
+        );
+        assert!(v["saturated"].is_boolean() && v["fraction_placed"].is_number());
+        if policy == "clasp" || policy == "exact" {
+            for l in v["loads_us_per_s"].as_array().expect("loads") {
+                assert!(l.as_f64().expect("f64") <= 0.9 * 850000.0 * (1.0 + 1e-9));
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_problems_exit_2_with_a_clear_error() {
+    let cycle = PROBLEM.replace(
+        r#""edges": [{"from": "split", "to": "count", "rate_per_s": 10000}]"#,
+        r#""edges": [{"from": "split", "to": "count", "rate_per_s": 1}, {"from": "count", "to": "split", "rate_per_s": 1}]"#,
+    );
+    let unknown = PROBLEM.replace(r#""to": "count""#, r#""to": "nowhere""#);
+    let negative = PROBLEM.replace(r#""demand_us_per_s": 400000"#, r#""demand_us_per_s": -4"#);
+    for (name, text, needle) in [
+        ("c.json", cycle, "cycle"),
+        ("u.json", unknown, "nowhere"),
+        ("n.json", negative, "non-negative"),
+    ] {
+        let f = write(name, &text);
+        let out = clasp(&["place", "--problem", f.to_str().expect("utf8")]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let f = write("ok.json", PROBLEM);
+    let out = clasp(&[
+        "place",
+        "--problem",
+        f.to_str().expect("utf8"),
+        "--policy",
+        "magic",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sim_rejects_bad_arguments() {
+    let out = clasp(&["sim", "--experiment", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = clasp(&["sim", "--experiment", "placement", "--workers", "5000"]);
+    assert_eq!(out.status.code(), Some(2));
+}
