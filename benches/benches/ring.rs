@@ -9,15 +9,17 @@ use std::time::Duration;
 fn one_way_latency(c: &mut Criterion) {
     let cpus = default_cpus();
     let mut group = c.benchmark_group("ring_one_way_64B");
-    group.measurement_time(Duration::from_secs(3)).sample_size(20);
+    group
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(20);
     for implementation in IMPLS {
         group.bench_function(implementation, |b| {
             b.iter_custom(|iters| {
                 // Each sample is one ping-pong run of `iters` round trips; the harness checks
                 // the echoed bytes before it times anything.
                 let rt = iters.max(1000);
-                let (one_way_ns, _) = measure_cell(implementation, 64, cpus, rt, 4)
-                    .expect("ring benchmark cell");
+                let (one_way_ns, _) =
+                    measure_cell(implementation, 64, cpus, rt, 4).expect("ring benchmark cell");
                 Duration::from_nanos((one_way_ns * iters as f64) as u64)
             })
         });

@@ -76,10 +76,7 @@ pub struct OracleArgs {
 }
 
 /// The app of `--app NAME` or `--app-file FILE` (exactly one), with a usage error otherwise.
-pub fn load_app(
-    app: Option<&str>,
-    app_file: Option<&std::path::Path>,
-) -> anyhow::Result<AppSpec> {
+pub fn load_app(app: Option<&str>, app_file: Option<&std::path::Path>) -> anyhow::Result<AppSpec> {
     match (app, app_file) {
         (_, Some(path)) => AppSpec::from_toml_file(path).map_err(|e| usage_error(e.to_string())),
         (Some(name), None) => builtin(name),

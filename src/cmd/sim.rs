@@ -80,7 +80,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             "--workers must be in 1..={MAX_WORKERS}"
         )));
     }
-    if args.seeds == 0 || args.executors == 0 || !(args.exec_us > 0.0) {
+    if args.seeds == 0 || args.executors == 0 || args.exec_us.is_nan() || args.exec_us <= 0.0 {
         return Err(usage_error(
             "--seeds, --executors and --exec-us must be positive",
         ));

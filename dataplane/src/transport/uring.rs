@@ -656,8 +656,14 @@ impl Transport {
             credit_blocked: false,
             data_credit_bytes: w.data_credit_bytes as u64,
             control_credit_bytes: w.control_credit_bytes as u64,
-            data_window_bytes: w.data_credit_bytes as u64,
-            control_window_bytes: w.control_credit_bytes as u64,
+            data_window_bytes: match direction {
+                Direction::Outbound => w.data_credit_bytes as u64,
+                Direction::Inbound => limits.data_credit_bytes as u64,
+            },
+            control_window_bytes: match direction {
+                Direction::Outbound => w.control_credit_bytes as u64,
+                Direction::Inbound => limits.control_credit_bytes as u64,
+            },
             control_q: VecDeque::new(),
             sent_bytes: 0,
             sent_batches: 0,

@@ -7,9 +7,8 @@
 //! executor to flush operator after operator in topological order, waiting for the system to
 //! be quiescent after each, exactly as the oracle drains between flushes.
 //!
-//! Quiescence is read from the executors' own counters: every request frame pushed
-//! (`admitted` by the ingress plus every executor's `LOCAL_SENT`) has been read
-//! (`FRAMES_IN`), every executor is parked, and two consecutive reads agree.
+//! Quiescence is read from the segment: every executor parked with nothing in overflow, every
+//! request ring empty, and the executors' counters unchanged between two reads.
 
 pub mod executor;
 pub mod ingress;
@@ -345,7 +344,7 @@ pub fn run_worker(
         // 3. Phases.
         let ingress = control.ingress_state.load(Ordering::Acquire);
         let input_over = ingress != layout::INGRESS_RUNNING || producer_dead || ready_failed;
-        let quiet = input_over && quiescent(&seg, admitted);
+        let quiet = input_over && quiescent(&seg);
         match phase {
             Phase::Running if quiet => {
                 control
@@ -440,19 +439,32 @@ fn send(controls: &mut [Producer<ShmRing>], msg: ControlMsg) {
     }
 }
 
-/// Every pushed frame read, every executor parked, twice in a row.
-fn quiescent(seg: &WorkerSegment, admitted: u64) -> bool {
+/// Nothing left to do: every executor parked with no overflow, every request ring empty, and
+/// the executors' counters unchanged between two reads. Needs no count from the ingress, so it
+/// holds even when the ingress died between writing frames and counting them.
+fn quiescent(seg: &WorkerSegment) -> bool {
+    let idx = seg.index;
     let read = || {
-        let mut parked = true;
-        let (mut pushed, mut read) = (admitted, 0u64);
+        let mut idle = true;
+        let mut counters = (0u64, 0u64);
         for e in 0..seg.executors() {
             let m = seg.metrics(e);
-            parked &= m.get(scalar::PARKED) == 1;
+            idle &= m.get(scalar::PARKED) == 1 && m.get(scalar::OVERFLOW_BYTES) == 0;
             std::sync::atomic::fence(Ordering::Acquire);
-            pushed += m.get(scalar::LOCAL_SENT);
-            read += m.get(scalar::FRAMES_IN);
+            counters.0 += m.get(scalar::LOCAL_SENT);
+            counters.1 += m.get(scalar::FRAMES_IN);
         }
-        (parked && pushed == read, pushed, read)
+        let empty = (0..idx.executors).all(|b| {
+            seg.segment
+                .queued_bytes(idx.ingress(b))
+                .is_ok_and(|q| q == 0)
+                && (0..idx.executors).all(|a| {
+                    seg.segment
+                        .queued_bytes(idx.exec(a, b))
+                        .is_ok_and(|q| q == 0)
+                })
+        });
+        (idle && empty, counters)
     };
     let a = read();
     let b = read();
