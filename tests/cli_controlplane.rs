@@ -109,3 +109,80 @@ fn sim_rejects_bad_arguments() {
     let out = clasp(&["sim", "--experiment", "placement", "--workers", "5000"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A SYN-like 3-stage app file with a shortcut (s1 feeds s2 and s3, s2 feeds s3).
+const DIAMOND_TOML: &str = r#"
+name = "diamond3"
+generator = "syn"
+
+[[operator]]
+name = "s1"
+kind = "forward"
+successors = ["s2", "s3"]
+
+[[operator]]
+name = "s2"
+kind = "forward"
+successors = ["s3"]
+
+[[operator]]
+name = "s3"
+kind = "forward"
+"#;
+
+#[test]
+fn sim_takes_an_app_file_and_rejects_a_bad_one() {
+    let f = write("diamond3.toml", DIAMOND_TOML);
+    let out = clasp(&[
+        "sim",
+        "--experiment",
+        "placement",
+        "--app-file",
+        f.to_str().expect("utf8"),
+        "--workers",
+        "3",
+        "--seeds",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["experiment"], "placement");
+    for policy in ["clasp", "faasflow", "zhang24"] {
+        let t = v["results"][policy]["diamond3"]["throughput_per_s"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{policy}: no result for diamond3 in {v}"));
+        assert!(t > 0.0, "{policy}: {t}");
+    }
+
+    let bad = write(
+        "bad.toml",
+        &DIAMOND_TOML.replace(r#"successors = ["s3"]"#, r#"successors = ["s9"]"#),
+    );
+    let missing = std::env::temp_dir().join("clasp-cli-cp-no-such-app.toml");
+    for (f, needle) in [(&bad, "s9"), (&missing, "no-such-app")] {
+        let out = clasp(&[
+            "sim",
+            "--experiment",
+            "placement",
+            "--app-file",
+            f.to_str().expect("utf8"),
+            "--workers",
+            "3",
+            "--seeds",
+            "1",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", f.display());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = clasp(&["sim", "--experiment", "placement", "--app", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+}

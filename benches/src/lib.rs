@@ -2,5 +2,7 @@
 //! `benches/benches/`. Each harness checks that what it measures works before timing it.
 
 pub mod affinity;
+pub mod dispatch;
 pub mod place;
 pub mod ring;
+pub mod dispatch_local;

@@ -9,6 +9,9 @@ pub enum BenchCommand {
     /// the hardware floor (a cache-line ping-pong), shmring, rtrb, crossbeam's ArrayQueue and
     /// std's mpsc, side by side in one run.
     Ring(RingArgs),
+    /// What a chained request costs through the real worker path: CPU ns per local chained
+    /// request (α) on SYN, across cores, the cost of latency tracking, one-way hop latency.
+    Dispatch(DispatchArgs),
     /// CLASP placement time for 10 operators × 100 workers and 100 × 1000 (median, ms).
     Place(PlaceBenchArgs),
 }
@@ -21,6 +24,22 @@ pub struct PlaceBenchArgs {
     /// Timed repetitions of the 10 × 100 case (a tenth of them for 100 × 1000).
     #[arg(long, default_value_t = clasp_benches::place::DEFAULT_REPETITIONS)]
     repetitions: usize,
+}
+
+#[derive(Args)]
+pub struct DispatchArgs {
+    /// Only the local half (shared-memory rings inside one worker).
+    #[arg(long)]
+    local: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// SYN records per throughput run.
+    #[arg(long, default_value_t = 200_000)]
+    records: u64,
+    /// Interleaved repetitions; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repetitions: u32,
 }
 
 #[derive(Args)]
@@ -52,6 +71,7 @@ pub struct RingArgs {
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Ring(args) => ring(args),
+        BenchCommand::Dispatch(args) => dispatch(args),
         BenchCommand::Place(args) => {
             let v = clasp_benches::place::run(args.repetitions);
             if args.json {
@@ -99,6 +119,37 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         print!("{}", clasp_benches::ring::table(&report));
+    }
+    Ok(())
+}
+
+fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
+    if args.records == 0 || args.repetitions == 0 {
+        return Err(crate::cmd::usage_error(
+            "--records and --repetitions must be positive",
+        ));
+    }
+    if !args.local {
+        eprintln!("clasp: note: remote dispatch is not measured yet; showing the local half");
+    }
+    let cfg = clasp_benches::dispatch_local::LocalDispatchConfig {
+        records: args.records,
+        repetitions: args.repetitions,
+    };
+    let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = clasp_benches::dispatch_local::run(&cfg, |rep| {
+        if show_progress {
+            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if show_progress {
+        eprintln!();
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", clasp_benches::dispatch_local::table(&report));
     }
     Ok(())
 }

@@ -1,13 +1,14 @@
 //! `clasp sim`: the cluster simulator and the paper's experiments (DESIGN.md §8).
 
 use clap::Args;
-use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US};
+use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
 use clasp_controlplane::sim::{
     DEFAULT_SEEDS, DEFAULT_WORKERS, Experiment, MAX_WORKERS, SimSettings, run,
 };
 
+use super::apps::load_app;
 use super::usage_error;
 
 /// Headroom of the worker-count experiment: 1.0, because its observed optimum is defined at
@@ -28,17 +29,21 @@ pub struct SimArgs {
     /// A built-in app (wc, sd, aa, pl, nwm, etl, syn) or "all".
     #[arg(long, default_value = "all")]
     app: String,
-    /// An app model as JSON: {"name", "operators": [{"name", "exec_us", "keys"?, "zipf"?}],
-    /// "edges": [{"from", "to", "fanout"}]}. Overrides --app.
+    /// An app file (TOML, as `clasp oracle --app-file`; fan-outs measured by an oracle run).
+    /// A `.json` file is a plain simulator model instead: {"name", "operators": [{"name",
+    /// "exec_us", "keys"?, "zipf"?}], "edges": [{"from", "to", "fanout"}]}. Overrides --app.
     #[arg(long)]
     app_file: Option<std::path::PathBuf>,
+    /// Input records of the oracle run that measures an app spec's fan-outs.
+    #[arg(long, default_value_t = SPEC_RECORDS)]
+    spec_records: u64,
     /// First seed; `--seeds` consecutive seeds are averaged.
     #[arg(long, default_value_t = DEFAULT_SEEDS[0])]
     seed: u64,
     /// How many seeds to average.
     #[arg(long, default_value_t = DEFAULT_SEEDS.len())]
     seeds: usize,
-    /// Mean execution time τ of every operator of a built-in app (µs).
+    /// Mean execution time τ of every operator of an app spec (built-in or TOML; µs).
     #[arg(long, default_value_t = DEFAULT_EXEC_US)]
     exec_us: f64,
     /// Executor threads per simulated worker.
@@ -85,27 +90,35 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             "--seeds, --executors and --exec-us must be positive",
         ));
     }
-    let apps: Vec<AppModel> = if let Some(path) = &args.app_file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
-        let app: AppModel = serde_json::from_str(&text)
-            .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
-        app.resolve()
-            .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
-        vec![app]
-    } else if args.app == "all" {
-        BUILTIN_APPS
+    if args.spec_records == 0 {
+        return Err(usage_error("--spec-records must be positive"));
+    }
+    let from_spec = |spec: &clasp_operators::AppSpec| {
+        AppModel::from_spec(spec, args.spec_records, SPEC_SEED, args.exec_us)
+    };
+    let apps: Vec<AppModel> = match &args.app_file {
+        Some(path) if path.extension().is_some_and(|e| e == "json") => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
+            let app: AppModel = serde_json::from_str(&text)
+                .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
+            app.resolve()
+                .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
+            vec![app]
+        }
+        Some(path) => vec![from_spec(&load_app(None, Some(path))?)],
+        None if args.app == "all" => BUILTIN_APPS
             .iter()
-            .filter_map(|n| AppModel::builtin(n, args.exec_us))
-            .collect()
-    } else {
-        vec![AppModel::builtin(&args.app, args.exec_us).ok_or_else(|| {
-            usage_error(format!(
-                "unknown app {:?}; expected one of {} or all",
+            .map(|n| load_app(Some(n), None).map(|spec| from_spec(&spec)))
+            .collect::<anyhow::Result<_>>()?,
+        None if !BUILTIN_APPS.contains(&args.app.as_str()) => {
+            return Err(usage_error(format!(
+                "unknown app {:?}; expected one of {} or all (or --app-file FILE)",
                 args.app,
                 BUILTIN_APPS.join(", ")
-            ))
-        })?]
+            )));
+        }
+        None => vec![from_spec(&load_app(Some(&args.app), None)?)],
     };
     let headroom = args.headroom.unwrap_or(match exp {
         Experiment::WorkerCount => WORKER_COUNT_HEADROOM,

@@ -164,6 +164,11 @@ impl Executor {
         }
         self.engine.publish();
         self.engine.flush_reports();
+        let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        self.engine.metrics.set(
+            scalar::CPU_NS,
+            cpu.tv_sec as u64 * 1_000_000_000 + cpu.tv_nsec as u64,
+        );
         let instances = std::mem::take(&mut self.engine.instances);
         ExecutorResult {
             summaries: instances.iter().map(|i| i.summary()).collect(),

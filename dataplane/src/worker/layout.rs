@@ -100,6 +100,8 @@ pub mod scalar {
     pub const OVERFLOW_BYTES: usize = 10;
     /// Sink outputs emitted.
     pub const OUTPUTS: usize = 11;
+    /// CPU time of the executor thread (user + system), set when it stops.
+    pub const CPU_NS: usize = 12;
     /// Number of scalar slots.
     pub const COUNT: usize = 16;
 }

@@ -147,7 +147,8 @@ pub struct WorkerReport {
     pub elapsed: Duration,
     /// Per-interval samples.
     pub intervals: Vec<IntervalSample>,
-    /// Counters over the run: parks, wake-ups, overflowed frames, bad frames, outputs.
+    /// Counters over the run: parks, wake-ups, frames in, local chained requests, overflowed and
+    /// bad frames, outputs, operator execution ns (`busy_ns`) and executor thread CPU ns.
     pub totals: std::collections::BTreeMap<&'static str, u64>,
     /// Faults seen (the producer died, a corrupt ring...). Empty on a clean run.
     pub errors: Vec<String>,
@@ -559,6 +560,7 @@ fn build_report(
         ("bad_frames", scalar::BAD_FRAMES),
         ("outputs", scalar::OUTPUTS),
         ("busy_ns", scalar::BUSY_NS),
+        ("cpu_ns", scalar::CPU_NS),
     ];
     let mut exec_ns = vec![0u64; ops];
     for e in 0..seg.executors() {

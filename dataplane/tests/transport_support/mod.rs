@@ -51,7 +51,7 @@ pub struct Recorder {
     pub events: Vec<Event>,
     pub full_every: u64,
     pub full_budget: u64,
-    offers: u64,
+    pub offers: u64,
 }
 
 impl Inbound for Recorder {

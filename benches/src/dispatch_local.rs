@@ -1,0 +1,238 @@
+//! `clasp bench dispatch --local`: what a local chained request costs on this machine,
+//! measured through the real worker path on SYN (ten no-op operators in a line, so dispatch
+//! is nearly all there is).
+//!
+//! - `local_ns_per_request` (α): executor CPU time (user + system of the executor threads,
+//!   `CLOCK_THREAD_CPUTIME_ID`) minus the operators' measured execution time, divided by the
+//!   local chained requests. It covers route + write into the ring + publish at the sender,
+//!   and pop + parse at the receiver, plus the per-request metrics and latency tracking. One
+//!   executor: every hop goes through its own shared-memory ring, the cost without cross-core
+//!   traffic (the ingress and the coordinator have the other core).
+//! - `cross_core_ns_per_request`: the same with two executors and operators alternating
+//!   between them, so every hop crosses cores (on a 2-core machine the ingress then shares a
+//!   core: expect noise).
+//! - `tracking_ns_per_request`: α with every root tracked minus α with 1 in 2^20 tracked — what
+//!   exact end-to-end latency tracking costs per request.
+//! - `local_one_way_ns`: median end-to-end latency of a SYN tree at a low rate on two
+//!   alternating executors, divided by its ten hops (ingress → op1 → … → op10).
+//!
+//! Medians of interleaved repetitions, with the spread.
+
+use clasp_dataplane::routing::Spread;
+use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
+use clasp_operators::{AppSpec, apps};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Settings.
+#[derive(Debug, Clone)]
+pub struct LocalDispatchConfig {
+    /// SYN records per throughput run.
+    pub records: u64,
+    /// Interleaved repetitions.
+    pub repetitions: u32,
+}
+
+/// A median with its spread.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread3 {
+    /// Median.
+    pub median: f64,
+    /// Lowest.
+    pub min: f64,
+    /// Highest.
+    pub max: f64,
+}
+
+impl Spread3 {
+    fn of(mut v: Vec<f64>) -> Spread3 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread3 {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        }
+    }
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocalDispatchReport {
+    /// CPU, cores, kernel.
+    pub machine: String,
+    /// α: CPU ns per local chained request, one executor (median).
+    pub local_ns_per_request: f64,
+    /// Its spread.
+    pub local_ns_per_request_spread: Spread3,
+    /// CPU ns per local chained request, two executors, every hop across cores.
+    pub cross_core_ns_per_request: Spread3,
+    /// What exact latency tracking adds per request.
+    pub tracking_ns_per_request: f64,
+    /// One-way latency of a hop at low load.
+    pub local_one_way_ns: f64,
+    /// SYN records per second on one worker with one executor.
+    pub syn_throughput_per_s: Spread3,
+    /// SYN records per second on one worker with two executors (alternating).
+    pub syn_throughput_two_executors_per_s: Spread3,
+    /// Records per throughput run.
+    pub records: u64,
+    /// Repetitions.
+    pub repetitions: u32,
+}
+
+fn segment_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "clasp-bench-dispatch-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// Runs SYN on an in-process worker with the ingress on a thread.
+fn run_syn(
+    spec: &Arc<AppSpec>,
+    executors: usize,
+    spread: Spread,
+    records: u64,
+    sample_every: u64,
+    rate: Option<f64>,
+) -> Result<WorkerReport, String> {
+    let cfg = WorkerConfig {
+        segment_name: segment_name(),
+        executors,
+        spread,
+        sample_every,
+        max_in_flight: 4096,
+        ..WorkerConfig::default()
+    };
+    let ingress = std::sync::Mutex::new(None);
+    let report = run_worker(
+        spec.clone(),
+        &cfg,
+        |seg| {
+            let name = seg.segment.name().unwrap_or_default().to_string();
+            let spec = spec.clone();
+            *ingress.lock().unwrap() = Some(std::thread::spawn(move || {
+                run_ingress(
+                    &spec,
+                    &IngressConfig {
+                        segment_name: name,
+                        records,
+                        seed: 1,
+                        rate_per_s: rate,
+                    },
+                )
+            }));
+            Ok(())
+        },
+        || None,
+    )?;
+    if let Some(h) = ingress.lock().unwrap().take() {
+        h.join()
+            .map_err(|_| "the ingress thread panicked".to_string())??;
+    }
+    if !report.errors.is_empty() {
+        return Err(report.errors.join("; "));
+    }
+    let expected = records * 10;
+    if report.totals["frames_in"] != expected {
+        return Err(format!(
+            "SYN processed {} requests, expected {expected}",
+            report.totals["frames_in"]
+        ));
+    }
+    Ok(report)
+}
+
+/// (CPU ns per local chained request excluding operator execution, records per second).
+fn alpha(r: &WorkerReport) -> (f64, f64) {
+    let cpu = r.totals["cpu_ns"] as f64;
+    let exec = r.totals["busy_ns"] as f64;
+    let chained = r.totals["local_sent"].max(1) as f64;
+    (
+        (cpu - exec) / chained,
+        r.admitted as f64 / r.elapsed.as_secs_f64().max(1e-9),
+    )
+}
+
+/// Runs the local dispatch benchmark.
+pub fn run(
+    cfg: &LocalDispatchConfig,
+    mut progress: impl FnMut(u32),
+) -> Result<LocalDispatchReport, String> {
+    if cfg.repetitions == 0 || cfg.records == 0 {
+        return Err("repetitions and records must be positive".into());
+    }
+    let machine = crate::ring::machine_description();
+    let spec = Arc::new(apps::builtin("syn").ok_or("the syn app is missing")?);
+    let (mut one, mut cross, mut untracked, mut thr1, mut thr2, mut lat) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for rep in 0..cfg.repetitions {
+        let (a, t) = alpha(&run_syn(&spec, 1, Spread::Even, cfg.records, 1, None)?);
+        one.push(a);
+        thr1.push(t);
+        let (a, t) = alpha(&run_syn(&spec, 2, Spread::Alternate, cfg.records, 1, None)?);
+        cross.push(a);
+        thr2.push(t);
+        untracked.push(
+            alpha(&run_syn(
+                &spec,
+                1,
+                Spread::Even,
+                cfg.records,
+                1 << 20,
+                None,
+            )?)
+            .0,
+        );
+        let low = run_syn(&spec, 2, Spread::Alternate, 2000, 1, Some(2000.0))?;
+        lat.push(low.latency.p50 * 1000.0 / 10.0);
+        progress(rep + 1);
+    }
+    let one = Spread3::of(one);
+    let untracked = Spread3::of(untracked);
+    Ok(LocalDispatchReport {
+        machine,
+        local_ns_per_request: one.median,
+        local_ns_per_request_spread: one,
+        cross_core_ns_per_request: Spread3::of(cross),
+        tracking_ns_per_request: one.median - untracked.median,
+        local_one_way_ns: Spread3::of(lat).median,
+        syn_throughput_per_s: Spread3::of(thr1),
+        syn_throughput_two_executors_per_s: Spread3::of(thr2),
+        records: cfg.records,
+        repetitions: cfg.repetitions,
+    })
+}
+
+/// The report as text.
+pub fn table(r: &LocalDispatchReport) -> String {
+    format!(
+        "machine: {}\nlocal chained request (α), one executor: {:.1} ns CPU [{:.1}..{:.1}]\n\
+         local chained request across cores, two executors: {:.1} ns CPU [{:.1}..{:.1}]\n\
+         of which exact latency tracking: {:.1} ns\nlocal one-way hop latency at low load: {:.0} ns\n\
+         SYN throughput, one executor: {:.0} records/s; two executors: {:.0} records/s\n\
+         ({} records, median of {} repetitions)\n",
+        r.machine,
+        r.local_ns_per_request,
+        r.local_ns_per_request_spread.min,
+        r.local_ns_per_request_spread.max,
+        r.cross_core_ns_per_request.median,
+        r.cross_core_ns_per_request.min,
+        r.cross_core_ns_per_request.max,
+        r.tracking_ns_per_request,
+        r.local_one_way_ns,
+        r.syn_throughput_per_s.median,
+        r.syn_throughput_two_executors_per_s.median,
+        r.records,
+        r.repetitions
+    )
+}
