@@ -99,11 +99,16 @@ inferno-flamegraph --colors rust --title "$title" --countname "ns of CPU" \
 
 say "writing report.txt (perf report)"
 report_args=(-i "$out/perf.data" --stdio "${inline_arg[@]}")
-clean() { grep -v '^#' | grep -v '^$' | cut -c1-"${1:-200}" | sed 's/ *$//'; }
-nsamples=$("$PERF" report "${report_args[@]}" --no-children -g none 2>/dev/null \
-    | awk '/^# Samples:/ { print $3; exit }')
+# Drop perf's comments and blank lines, shorten the very long generic names. Never fails (a
+# report section that is empty must not stop the script under set -e/pipefail).
+clean() { { grep -v '^#' | grep -v '^$' | cut -c1-"${1:-200}" | sed 's/ *$//'; } || true; }
+nsamples=$("$PERF" report -i "$out/perf.data" --stats 2>/dev/null \
+    | awk '/SAMPLE events:/ { print $3; exit }' || true)
 # Frames every thread has (thread start-up, closures, panic guards): left out of the inclusive list.
 boilerplate='clone3|start_thread|thread_start|call_once|catch_unwind|do_call|__rust_begin_short_backtrace|lang_start|__libc_start|_start$|^ *[0-9.]+% +[0-9.]+% +\[.\] main$|0xffffffffffffffff|\{closure#1\}<clasp_dataplane::worker::run_worker'
+# The report is best effort: a section perf cannot produce (or a `head` closing a pipe early)
+# must not lose the profile, so errexit and pipefail are off while it is written.
+set +e +o pipefail
 {
     echo "clasp flame graph report"
     echo "command:   clasp $*"
@@ -122,13 +127,14 @@ boilerplate='clone3|start_thread|thread_start|call_once|catch_unwind|do_call|__r
     echo
     echo "== Inclusive time, top-down (perf report --children; thread start-up frames left out) =="
     echo "   children   self"
-    "$PERF" report "${report_args[@]}" --children -F children,overhead,sym -g none --percent-limit 2 2>/dev/null \
-        | clean 180 | grep -Ev "$boilerplate" | head -n 40
+    "$PERF" report "${report_args[@]}" --children --sort sym -g none --percent-limit 2 2>/dev/null \
+        | clean 180 | { grep -Ev "$boilerplate" || true; } | head -n 40
     echo
     echo "== Hottest source lines, self time (perf report --sort sym,srcline; innermost inlined line) =="
     "$PERF" report "${report_args[@]}" --no-children -F overhead,sym,srcline -g none --percent-limit 1 2>/dev/null \
         | clean 220 | head -n 25
 } >"$out/report.txt"
+set -e -o pipefail
 
 say "done: $out"
 for f in flamegraph.svg perf.data stacks.folded report.txt; do

@@ -255,7 +255,7 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
                 }
                 seq += 1;
             }
-            // The last partial batch leaves by age; keep polling until the receiver is done.
+            a.flush_now();
             while !done.load(Ordering::Acquire) {
                 a.poll(Duration::from_micros(100), &mut sink).expect("poll");
             }
@@ -409,6 +409,7 @@ fn remote_latency_us(round_trips: usize) -> f64 {
         while !a.try_append(2, &frame).expect("append") {
             a.poll(Duration::ZERO, &mut sink).expect("poll");
         }
+        a.flush_now();
         let want = sink.received + 1;
         while sink.received < want {
             assert!(t0.elapsed() < RUN_DEADLINE, "echo lost");

@@ -77,6 +77,9 @@ pub struct LocalDispatchReport {
     pub tracking_ns_per_request: f64,
     /// One-way latency of a hop at low load.
     pub local_one_way_ns: f64,
+    /// What the per-request metrics cost: the counter updates and clock reads an executor
+    /// makes for one request, timed alone in a loop.
+    pub metrics_ns_per_request: f64,
     /// SYN records per second on one worker with one executor.
     pub syn_throughput_per_s: Spread3,
     /// SYN records per second on one worker with two executors (alternating).
@@ -163,6 +166,43 @@ fn alpha(r: &WorkerReport) -> (f64, f64) {
     )
 }
 
+/// Times the per-request metric updates of an executor (see `Engine::handle` and `route`) on
+/// a real worker segment's counters.
+fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
+    use clasp_dataplane::routing::RoutingTable;
+    use clasp_dataplane::worker::layout::{SegmentSizes, WorkerSegment, scalar};
+    let ops = spec.operators.len();
+    let sizes = SegmentSizes {
+        executors: 1,
+        operators: ops,
+        ring_bytes: 4096,
+        max_frame_bytes: 1024,
+    };
+    let table = RoutingTable::spread(ops, &[0], 1, Spread::Even);
+    let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)?;
+    let m = seg.metrics(0);
+    let clock = quanta::Clock::new();
+    const N: u64 = 5_000_000;
+    let start = std::time::Instant::now();
+    let sample = u64::from(clasp_dataplane::worker::executor::EXEC_TIMING_SAMPLE);
+    for i in 0..N {
+        let op = (i % ops as u64) as usize;
+        m.add(scalar::FRAMES_IN, 1);
+        if i % sample == 0 {
+            let t0 = clock.raw();
+            let ns = clock.delta_as_nanos(t0, clock.raw()) * sample;
+            m.add(m.exec_ns(op), ns);
+            m.add(scalar::BUSY_NS, ns);
+        }
+        m.add(m.processed(op), 1);
+        m.add(m.edge_local(op, (op + 1) % ops), 1);
+        m.add(scalar::LOCAL_SENT, 1);
+    }
+    let per = start.elapsed().as_nanos() as f64 / N as f64;
+    std::hint::black_box(m.get(scalar::FRAMES_IN));
+    Ok(per)
+}
+
 /// Runs the local dispatch benchmark.
 pub fn run(
     cfg: &LocalDispatchConfig,
@@ -206,6 +246,7 @@ pub fn run(
         cross_core_ns_per_request: Spread3::of(cross),
         tracking_ns_per_request: one.median - untracked.median,
         local_one_way_ns: Spread3::of(lat).median,
+        metrics_ns_per_request: metrics_cost(&spec)?,
         syn_throughput_per_s: Spread3::of(thr1),
         syn_throughput_two_executors_per_s: Spread3::of(thr2),
         records: cfg.records,
@@ -218,7 +259,8 @@ pub fn table(r: &LocalDispatchReport) -> String {
     format!(
         "machine: {}\nlocal chained request (α), one executor: {:.1} ns CPU [{:.1}..{:.1}]\n\
          local chained request across cores, two executors: {:.1} ns CPU [{:.1}..{:.1}]\n\
-         of which exact latency tracking: {:.1} ns\nlocal one-way hop latency at low load: {:.0} ns\n\
+         of which exact latency tracking: {:.1} ns, per-request metrics: {:.1} ns\n\
+         local one-way hop latency at low load: {:.0} ns\n\
          SYN throughput, one executor: {:.0} records/s; two executors: {:.0} records/s\n\
          ({} records, median of {} repetitions)\n",
         r.machine,
@@ -229,6 +271,7 @@ pub fn table(r: &LocalDispatchReport) -> String {
         r.cross_core_ns_per_request.min,
         r.cross_core_ns_per_request.max,
         r.tracking_ns_per_request,
+        r.metrics_ns_per_request,
         r.local_one_way_ns,
         r.syn_throughput_per_s.median,
         r.syn_throughput_two_executors_per_s.median,

@@ -136,6 +136,8 @@ struct Conn {
     batch_started: Instant,
     batch_limit_bytes: usize,
     credit_blocked: bool,
+    /// `flush_now` was called: send the batch at the next chance, whatever its size or age.
+    flush_requested: bool,
     data_credit_bytes: u64,
     control_credit_bytes: u64,
     data_window_bytes: u64,
@@ -157,7 +159,7 @@ impl Conn {
             return false;
         }
         let age = now.saturating_duration_since(self.batch_started);
-        let full = self.batch.len() >= self.batch_limit_bytes || self.credit_blocked;
+        let full = self.batch.len() >= self.batch_limit_bytes || self.credit_blocked || self.flush_requested;
         (full || age >= age_max) && age >= delay
     }
 }
@@ -402,6 +404,16 @@ impl Transport {
         wire::push_entry(&mut conn.batch, frame);
         conn.batch_requests += 1;
         Ok(true)
+    }
+
+    /// Sends every non-empty outbound batch at the next `poll`, whatever its size or age (end
+    /// of input, or a caller that knows no more requests are coming for a while).
+    pub fn flush_now(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            if c.direction == Direction::Outbound && c.batch_requests > 0 {
+                c.flush_requested = true;
+            }
+        }
     }
 
     /// Queues a control or state message for `peer`; sent ahead of data, in its own credit
@@ -654,6 +666,7 @@ impl Transport {
             batch_started: self.now,
             batch_limit_bytes,
             credit_blocked: false,
+            flush_requested: false,
             data_credit_bytes: w.data_credit_bytes as u64,
             control_credit_bytes: w.control_credit_bytes as u64,
             data_window_bytes: match direction {
@@ -1208,6 +1221,7 @@ fn start_batch_send(conn: &mut Conn, slot: usize, id: PeerId, epoch: u32) -> squ
     conn.send_requests = conn.batch_requests;
     conn.batch_requests = 0;
     conn.credit_blocked = false;
+    conn.flush_requested = false;
     conn.send_off = 0;
     send_entry(conn, slot)
 }

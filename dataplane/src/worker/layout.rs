@@ -102,6 +102,8 @@ pub mod scalar {
     pub const OUTPUTS: usize = 11;
     /// CPU time of the executor thread (user + system), set when it stops.
     pub const CPU_NS: usize = 12;
+    /// Sampled execution times left out as preemptions (see `EXEC_TIMING_OUTLIER_NS`).
+    pub const TIMING_OUTLIERS: usize = 13;
     /// Number of scalar slots.
     pub const COUNT: usize = 16;
 }

@@ -561,6 +561,7 @@ fn build_report(
         ("outputs", scalar::OUTPUTS),
         ("busy_ns", scalar::BUSY_NS),
         ("cpu_ns", scalar::CPU_NS),
+        ("timing_outliers", scalar::TIMING_OUTLIERS),
     ];
     let mut exec_ns = vec![0u64; ops];
     for e in 0..seg.executors() {
