@@ -34,8 +34,9 @@ ensure_perf() {
                 || die "apt-get install linux-perf failed; install perf for kernel $(uname -r) by hand"
             hash -r
         fi
-        command -v "$PERF" >/dev/null 2>&1 && "$PERF" --version >/dev/null 2>&1 || die \
+        if ! command -v "$PERF" >/dev/null 2>&1 || ! "$PERF" --version >/dev/null 2>&1; then die \
             "perf is not installed. On Debian: sudo apt-get install linux-perf (Ubuntu: linux-tools-\$(uname -r)), or set PERF=/path/to/perf"
+        fi
     fi
 }
 

@@ -108,9 +108,8 @@ if [[ -n "$pid" ]]; then
     say "perf stat --per-thread -p $pid for $seconds s"
     "$PERF" stat --per-thread -e "$event_list" -p "$pid" -o "$out/perf-stat.txt" -- sleep "$seconds" || status=$?
     echo "== perf stat --per-thread -e $event_list -p $pid -- sleep $seconds ==" >>"$out/stat.txt"
-    # One block per event; keep the rows with counts, busiest threads first.
-    sort -t' ' -k1,1 "$out/perf-stat.txt" | grep -v '^#' | grep -v '^$' | grep -v ' 0 ' \
-        >>"$out/stat.txt" || true
+    # perf prints one row per thread and event (thread name-tid); rows that stayed 0 are left out.
+    grep -v '^#' "$out/perf-stat.txt" | grep -Ev '^ +[^ ]+ +0 ' | sed '/^$/d' >>"$out/stat.txt" || true
 else
     say "perf stat -e $event_list -r $repeat -- clasp $*"
     "$PERF" stat -e "$event_list" -r "$repeat" -o "$out/perf-stat.txt" \

@@ -3,31 +3,30 @@
 //! # Layout
 //! The ring is a power-of-two byte buffer plus a [`RingControl`] block. A frame is a 16-byte
 //! header followed by its payload, padded so the next frame starts 16-byte aligned (rkyv
-//! archives can be read in place). The first 8 header bytes are one atomic word:
-//! `VALID | len` for a frame, `WRAP` for "the rest of this lap is unused, continue at offset 0",
-//! and `0` for "nothing here yet". The other 8 bytes are reserved (zero).
+//! archives can be read in place). The first 8 header bytes are one word: `VALID | len` for a
+//! frame, `WRAP` for "the rest of this lap is unused, continue at offset 0". The other 8 bytes
+//! are reserved (zero). A frame never straddles the end of the buffer, so it can be read and
+//! written in place as one slice.
 //!
-//! # Why the consumer polls frame headers, not a tail index
-//! With a tail index, a hand-off costs two dependent cache-line transfers: the index line, then
-//! the data line. Here the consumer polls the header of the next frame, which sits on the line
-//! it will read anyway (the FastForward idea), so a small frame costs one transfer. The classic
-//! hazard — stale bytes of an earlier lap looking like a header — is closed by the producer, not
-//! the consumer: before publishing a frame the producer zeroes the header word that follows it
-//! (SYNC: frame-publish orders that store before the publication). The consumer therefore never
-//! writes into the data region, so producer and consumer do not fight over data lines, and the
-//! ring always keeps 16 bytes of slack for that next header.
-//!
-//! # Indices
+//! # Indices, and why the consumer reads a tail index rather than polling frame headers
 //! Positions are absolute byte counts (`u64`, never wrapping in practice); `pos & mask` is the
-//! offset. The producer owns `tail` (published for parking and inspection), the consumer owns
-//! `head` (published so the producer can reuse space). Each side keeps a private copy of the
-//! other's index and refreshes it only when the ring looks full (producer). Producer- and
-//! consumer-written fields sit on separate 128-byte lines.
+//! offset. The producer owns `tail` (SYNC: tail-publish — one release store publishes every
+//! frame before it), the consumer owns `head` (SYNC: head-publish — hands space back). Each
+//! side keeps a private copy of the other's index and re-reads it only when the ring looks
+//! full (producer) or empty (consumer), so a consumer that is behind reads many frames per
+//! transfer of the tail's line. Producer- and consumer-written fields sit on separate 128-byte
+//! lines.
+//!
+//! The first version of this ring had the consumer poll the next frame's header instead (the
+//! FastForward idea: one cache-line transfer per hand-off instead of two). Measured side by
+//! side (`benches/README.md`), it matched the index at 64 bytes one-way and lost a third of
+//! the throughput: a consumer that has caught up polls the very line the producer is filling,
+//! so the line bounces between the cores while a frame is being written. The index keeps the
+//! consumer on the producer's index line, which the producer writes once per publish.
 //!
 //! # Batches
 //! [`WriteGrant::commit_deferred`] writes a frame without publishing it; [`Producer::publish`]
-//! then publishes every deferred frame with one release store (of the first frame's header —
-//! the later headers were stored before it and become visible with it). On the consumer side,
+//! then publishes every deferred frame with one store of `tail`. On the consumer side,
 //! [`ReadFrame::release_deferred`] and [`Consumer::publish_release`] do the same for `head`.
 
 use crate::doorbell::Doorbell;
@@ -259,6 +258,7 @@ pub(crate) fn park_until(
         spin_loop();
     }
     let start = Instant::now();
+    let mut last_liveness_check = start;
     loop {
         if probe(Probe::Poll)? {
             return Ok(());
@@ -287,7 +287,11 @@ pub(crate) fn park_until(
         };
         bell.park(token, Some(slice));
         bell.finish_park(token);
-        probe(Probe::Liveness)?;
+        // Reading /proc costs microseconds: at most once per LIVENESS_POLL, not per wake-up.
+        if last_liveness_check.elapsed() >= LIVENESS_POLL {
+            probe(Probe::Liveness)?;
+            last_liveness_check = Instant::now();
+        }
     }
 }
 
@@ -317,8 +321,8 @@ pub struct Producer<M: RingMemory> {
     tail: u64,
     /// The consumer's `head` when last read.
     cached_head: u64,
-    /// The first staged-but-unpublished header word: (offset, value).
-    pending: Option<(usize, u64)>,
+    /// `tail` as last published. `published_tail <= tail`.
+    published_tail: u64,
     mask: u64,
     config: RingConfig,
     /// Producers are not `Sync`: one thread writes at a time.
@@ -347,7 +351,7 @@ impl<M: RingMemory> Producer<M> {
         Ok(Producer {
             tail,
             cached_head: head,
-            pending: None,
+            published_tail: tail,
             mask: config.capacity_bytes as u64 - 1,
             config,
             mem,
@@ -377,19 +381,19 @@ impl<M: RingMemory> Producer<M> {
     }
 
     /// Where a frame of `len_bytes` would go: (frame position, wrap marker position, bytes
-    /// needed including the slack for the next header).
+    /// needed including any gap left at the end of the lap).
     #[inline]
     fn placement(&self, len_bytes: usize) -> (u64, Option<u64>, usize) {
         let size = frame_bytes(len_bytes);
         let off = (self.tail & self.mask) as usize;
         let to_end = self.config.capacity_bytes - off;
         if size <= to_end {
-            (self.tail, None, size + FRAME_HEADER_BYTES)
+            (self.tail, None, size)
         } else {
             (
                 self.tail + to_end as u64,
                 Some(self.tail),
-                to_end + size + FRAME_HEADER_BYTES,
+                to_end + size,
             )
         }
     }
@@ -453,44 +457,29 @@ impl<M: RingMemory> Producer<M> {
         Ok(())
     }
 
-    /// Stages a header word: the first staged word of a batch is held back for `publish`.
-    #[inline]
-    fn stage(&mut self, offset: usize, value: u64) {
-        if self.pending.is_none() {
-            self.pending = Some((offset, value));
-        } else {
-            self.mem.header(offset).store(value, Ordering::Relaxed);
-        }
-    }
-
     #[inline]
     fn commit_frame(&mut self, start: u64, wrap_from: Option<u64>, len_bytes: usize) {
-        let next = start + frame_bytes(len_bytes) as u64;
-        // Whatever an earlier lap left where the next header goes must not read as a frame.
-        self.mem
-            .header((next & self.mask) as usize)
-            .store(0, Ordering::Relaxed);
-        let word = HDR_VALID | len_bytes as u64;
         let off = (start & self.mask) as usize;
-        match wrap_from {
-            Some(w) => {
-                self.mem.header(off).store(word, Ordering::Relaxed);
-                self.stage((w & self.mask) as usize, HDR_WRAP);
-            }
-            None => self.stage(off, word),
+        self.mem
+            .header(off)
+            .store(HDR_VALID | len_bytes as u64, Ordering::Relaxed);
+        if let Some(w) = wrap_from {
+            self.mem
+                .header((w & self.mask) as usize)
+                .store(HDR_WRAP, Ordering::Relaxed);
         }
-        self.tail = next;
+        self.tail = start + frame_bytes(len_bytes) as u64;
     }
 
     /// Publishes every frame committed with [`WriteGrant::commit_deferred`] with one release
     /// store, and wakes the consumer if it sleeps.
     #[inline]
     pub fn publish(&mut self) {
-        if let Some((offset, value)) = self.pending.take() {
-            // SYNC: frame-publish — pairs with the Acquire load in `Consumer::next_frame`.
-            self.mem.header(offset).store(value, Ordering::Release);
-            // For inspectors and `pending_bytes`; `ring` fences after the header store above
-            // (SYNC: park).
+        if self.tail != self.published_tail {
+            self.published_tail = self.tail;
+            // SYNC: tail-publish — pairs with the Acquire load in `Consumer::next_frame`; the
+            // headers and payloads written before it become visible with it. `ring` fences
+            // after it (SYNC: park).
             self.mem
                 .control()
                 .producer
@@ -614,6 +603,8 @@ pub struct Consumer<M: RingMemory> {
     head: u64,
     /// `head` as last published to the producer.
     released_head: u64,
+    /// The producer's `tail` when last read. `head <= cached_tail`.
+    cached_tail: u64,
     mask: u64,
     config: RingConfig,
     _not_sync: PhantomData<std::cell::Cell<()>>,
@@ -642,6 +633,7 @@ impl<M: RingMemory> Consumer<M> {
         Ok(Consumer {
             head,
             released_head: head,
+            cached_tail: head,
             mask: config.capacity_bytes as u64 - 1,
             config,
             mem,
@@ -663,19 +655,32 @@ impl<M: RingMemory> Consumer<M> {
     /// memory is checked before it is used.
     #[inline]
     fn next_frame(&mut self) -> Result<Option<Found>> {
+        if self.head == self.cached_tail {
+            // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
+            let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
+            if tail < self.head || tail - self.head > self.config.capacity_bytes as u64 {
+                return Err(Error::Corrupt(format!(
+                    "producer tail {tail} with consumer head {}",
+                    self.head
+                )));
+            }
+            if tail == self.head {
+                return Ok(None);
+            }
+            self.cached_tail = tail;
+        }
         let mut off = (self.head & self.mask) as usize;
-        // SYNC: frame-publish — pairs with the Release store in `Producer::publish`.
-        let mut word = self.mem.header(off).load(Ordering::Acquire);
+        let mut word = self.mem.header(off).load(Ordering::Relaxed);
         if word == HDR_WRAP {
             if off == 0 {
                 return Err(Error::Corrupt("wrap marker at offset 0".into()));
             }
             self.head += (self.config.capacity_bytes - off) as u64;
             off = 0;
-            word = self.mem.header(0).load(Ordering::Acquire);
-        }
-        if word == 0 {
-            return Ok(None);
+            if self.head >= self.cached_tail {
+                return Err(Error::Corrupt("wrap marker at the end of the published frames".into()));
+            }
+            word = self.mem.header(0).load(Ordering::Relaxed);
         }
         if word & !(HDR_VALID | HDR_LEN_MASK) != 0 || word & HDR_VALID == 0 {
             return Err(Error::Corrupt(format!(
@@ -684,7 +689,9 @@ impl<M: RingMemory> Consumer<M> {
         }
         let len_bytes = (word & HDR_LEN_MASK) as usize;
         let size_bytes = frame_bytes(len_bytes);
-        if len_bytes > self.config.max_frame_bytes || off + size_bytes > self.config.capacity_bytes
+        if len_bytes > self.config.max_frame_bytes
+            || off + size_bytes > self.config.capacity_bytes
+            || self.head + size_bytes as u64 > self.cached_tail
         {
             return Err(Error::Corrupt(format!(
                 "frame of {len_bytes} bytes at offset {off} overruns the ring"

@@ -489,7 +489,9 @@ impl Transport {
     fn enter(&mut self, wait: Option<Duration>) -> Result<()> {
         self.counters.enters += 1;
         let r = match wait {
+            // A zero wait must not enter the kernel's wait path (timer set-up and cancel).
             None => self.ring.submit(),
+            Some(w) if w.is_zero() => self.ring.submit(),
             Some(w) => {
                 let ts = types::Timespec::new().sec(w.as_secs()).nsec(w.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
