@@ -128,6 +128,7 @@ impl<const N: usize> Channel<N> for ShmringChannel {
                 doorbell: 0,
             }],
             user_bytes: 0,
+            park_mode: Default::default(),
         };
         let seg = Segment::create_anonymous(&layout).expect("memfd segment for the benchmark");
         (seg.producer(0).unwrap(), seg.consumer(0).unwrap())

@@ -20,7 +20,8 @@ fn exchange(n: u32, count: u32, limits: Limits) -> Vec<Transport> {
         for (t, o) in ts.iter_mut().zip(outs.iter_mut()) {
             o.push(t);
         }
-        rs.iter().all(|r| r.frames.len() == (count * (n - 1)) as usize)
+        rs.iter()
+            .all(|r| r.frames.len() == (count * (n - 1)) as usize)
     });
     for (i, r) in rs.iter().enumerate() {
         for from in (1..=n).filter(|&p| p != i as u32 + 1) {
@@ -34,7 +35,10 @@ fn exchange(n: u32, count: u32, limits: Limits) -> Vec<Transport> {
 #[test]
 fn two_transports_exchange_in_order_multishot() {
     let ts = exchange(2, 20_000, Limits::default());
-    assert!(ts[0].counters().multishot, "this kernel has provided-buffer rings");
+    assert!(
+        ts[0].counters().multishot,
+        "this kernel has provided-buffer rings"
+    );
     let c = ts[0].peer_counters(2);
     assert_eq!(c.frames_sent, 20_000);
     assert_eq!(c.frames_received, 20_000);
@@ -43,7 +47,10 @@ fn two_transports_exchange_in_order_multishot() {
 
 #[test]
 fn two_transports_exchange_in_order_plain_recv() {
-    let limits = Limits { force_plain_recv: true, ..Limits::default() };
+    let limits = Limits {
+        force_plain_recv: true,
+        ..Limits::default()
+    };
     let ts = exchange(2, 20_000, limits);
     assert!(!ts[0].counters().multishot);
 }
@@ -56,9 +63,21 @@ fn three_transports_exchange_in_order() {
 #[test]
 fn small_receive_buffers_split_frames_across_receives() {
     // 4 KiB buffers and 16 KiB batches: most frames arrive in pieces and are reassembled.
-    let limits = Limits { recv_buffer_bytes: 4096, recv_buffers: 8, batch_bytes_max: 16 << 10, ..Limits::default() };
+    let limits = Limits {
+        recv_buffer_bytes: 4096,
+        recv_buffers: 8,
+        batch_bytes_max: 16 << 10,
+        ..Limits::default()
+    };
     exchange(2, 10_000, limits.clone());
-    exchange(2, 10_000, Limits { force_plain_recv: true, ..limits });
+    exchange(
+        2,
+        10_000,
+        Limits {
+            force_plain_recv: true,
+            ..limits
+        },
+    );
 }
 
 #[test]
@@ -68,7 +87,11 @@ fn control_messages_arrive_validated() {
     let mut rs = vec![Recorder::default(), Recorder::default()];
     wait_connected(&mut ts, &mut rs);
     for i in 0..100u16 {
-        assert!(ts[0].send_control(2, i, &vec![i as u8; i as usize * 10]).unwrap());
+        assert!(
+            ts[0]
+                .send_control(2, i, &vec![i as u8; i as usize * 10])
+                .unwrap()
+        );
     }
     pump(&mut ts, &mut rs, |_, rs| rs[1].controls.len() == 100);
     for (i, (from, kind, body)) in rs[1].controls.iter().enumerate() {

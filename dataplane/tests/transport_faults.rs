@@ -4,7 +4,9 @@
 
 mod transport_support;
 use clasp_dataplane::transport::wire::{self, Kind, NET_HEADER_BYTES, NetHeader};
-use clasp_dataplane::transport::{ClusterSecret, Cut, Direction, Event, Limits, Transport, TransportError, auth};
+use clasp_dataplane::transport::{
+    ClusterSecret, Cut, Direction, Event, Limits, Transport, TransportError, auth,
+};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -69,9 +71,16 @@ fn refused_and_others_served(bytes: Vec<u8>, then_close: bool, expect: &str) {
     pump(&mut ts, &mut rs, |_, rs| !rs[0].lost().is_empty());
     let lost = rs[0].lost();
     match lost[0] {
-        Event::PeerLost { peer, direction, reason } => {
+        Event::PeerLost {
+            peer,
+            direction,
+            reason,
+        } => {
             assert_eq!((*peer, *direction), (RAW_ID, Direction::Inbound));
-            assert!(reason.contains(expect), "reason {reason:?} lacks {expect:?}");
+            assert!(
+                reason.contains(expect),
+                "reason {reason:?} lacks {expect:?}"
+            );
         }
         _ => unreachable!(),
     }
@@ -138,13 +147,20 @@ fn exceeding_the_credit_closes_the_connection() {
 
 #[test]
 fn a_credit_frame_from_a_sender_closes_the_connection() {
-    refused_and_others_served(header(Kind::Credit, 0, 0), false, "Credit frame on an Inbound connection");
+    refused_and_others_served(
+        header(Kind::Credit, 0, 0),
+        false,
+        "Credit frame on an Inbound connection",
+    );
 }
 
 #[test]
 fn wrong_secret_garbage_and_silent_clients_are_refused() {
     init_logs();
-    let limits = Limits { handshake_timeout_ms: 300, ..Limits::default() };
+    let limits = Limits {
+        handshake_timeout_ms: 300,
+        ..Limits::default()
+    };
     let b = Transport::start(config(2, limits.clone())).unwrap();
     let mut bad = config(5, limits);
     bad.secret = ClusterSecret::new(b"another secret, another cluster".to_vec()).unwrap();
@@ -165,14 +181,28 @@ fn wrong_secret_garbage_and_silent_clients_are_refused() {
     let mut rs = vec![Recorder::default(), Recorder::default()];
     let mut ts = vec![b, x];
     pump(&mut ts, &mut rs, |_, rs| {
-        rs[0].refused() >= 3 && rs[1].events.iter().any(|e| matches!(e, Event::ConnectFailed { .. }))
+        rs[0].refused() >= 3
+            && rs[1]
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::ConnectFailed { .. }))
     });
     garbage.join().unwrap();
     drop(silent);
     assert!(!ts[1].is_connected(2));
-    assert!(matches!(ts[1].try_append(2, &request(5, 0, 0)), Err(TransportError::PeerLost { .. })));
+    assert!(matches!(
+        ts[1].try_append(2, &request(5, 0, 0)),
+        Err(TransportError::PeerLost { .. })
+    ));
     assert_eq!(ts[0].counters().refused, 3);
-    assert!(rs[0].events.iter().all(|e| matches!(e, Event::Refused { .. })), "{:?}", rs[0].events);
+    assert!(
+        rs[0]
+            .events
+            .iter()
+            .all(|e| matches!(e, Event::Refused { .. })),
+        "{:?}",
+        rs[0].events
+    );
 }
 
 #[test]
@@ -184,7 +214,10 @@ fn delayed_batches_still_arrive_in_order() {
     drop(ts);
     let mut a = config(1, Limits::default());
     a.faults.delay_batches_us = 2_000;
-    let mut ts = vec![Transport::start(a).unwrap(), Transport::start(config(2, Limits::default())).unwrap()];
+    let mut ts = vec![
+        Transport::start(a).unwrap(),
+        Transport::start(config(2, Limits::default())).unwrap(),
+    ];
     let b_addr = ts[1].local_addr();
     ts[0].connect(2, b_addr).unwrap();
     pump(&mut ts, &mut rs, |ts, _| ts[0].is_connected(2));
@@ -199,10 +232,20 @@ fn delayed_batches_still_arrive_in_order() {
 #[test]
 fn a_cut_connection_is_reported_and_the_other_direction_survives() {
     init_logs();
-    let limits = Limits { batch_bytes_max: 1024, ..Limits::default() };
+    let limits = Limits {
+        batch_bytes_max: 1024,
+        ..Limits::default()
+    };
     let mut a = config(1, limits.clone());
-    a.faults.cuts.push(Cut { peer: 2, after_batches: Some(3), after_bytes: None });
-    let mut ts = vec![Transport::start(a).unwrap(), Transport::start(config(2, limits)).unwrap()];
+    a.faults.cuts.push(Cut {
+        peer: 2,
+        after_batches: Some(3),
+        after_bytes: None,
+    });
+    let mut ts = vec![
+        Transport::start(a).unwrap(),
+        Transport::start(config(2, limits)).unwrap(),
+    ];
     let (a_addr, b_addr) = (ts[0].local_addr(), ts[1].local_addr());
     ts[0].connect(2, b_addr).unwrap();
     ts[1].connect(1, a_addr).unwrap();
@@ -216,9 +259,21 @@ fn a_cut_connection_is_reported_and_the_other_direction_survives() {
         !rs[0].lost().is_empty() && !rs[1].lost().is_empty()
     });
     let a_lost = rs[0].lost();
-    assert!(matches!(a_lost[0], Event::PeerLost { peer: 2, direction: Direction::Outbound, reason } if reason.contains("fault injection")));
-    assert!(matches!(rs[1].lost()[0], Event::PeerLost { peer: 1, direction: Direction::Inbound, .. }));
-    assert!(matches!(ts[0].try_append(2, &request(1, 0, 0)), Err(TransportError::PeerLost { .. })));
+    assert!(
+        matches!(a_lost[0], Event::PeerLost { peer: 2, direction: Direction::Outbound, reason } if reason.contains("fault injection"))
+    );
+    assert!(matches!(
+        rs[1].lost()[0],
+        Event::PeerLost {
+            peer: 1,
+            direction: Direction::Inbound,
+            ..
+        }
+    ));
+    assert!(matches!(
+        ts[0].try_append(2, &request(1, 0, 0)),
+        Err(TransportError::PeerLost { .. })
+    ));
     // What arrived before the cut arrived in order (a prefix).
     let got = rs[1].from(1);
     assert!(got.len() < 1_000);

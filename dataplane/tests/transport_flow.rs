@@ -7,7 +7,12 @@ use std::collections::VecDeque;
 use transport_support::*;
 
 fn tiny() -> Limits {
-    Limits { batch_bytes_max: 512, data_credit_bytes: 1024, control_credit_bytes: 1024, ..Limits::default() }
+    Limits {
+        batch_bytes_max: 512,
+        data_credit_bytes: 1024,
+        control_credit_bytes: 1024,
+        ..Limits::default()
+    }
 }
 
 #[test]
@@ -24,14 +29,24 @@ fn tiny_credits_force_flow_control_without_loss() {
     });
     assert_in_order(&rs[1].from(1), 1, count);
     let c = ts[0].peer_counters(2);
-    assert!(c.append_refusals > 0, "the window was exhausted at some point: {c:?}");
+    assert!(
+        c.append_refusals > 0,
+        "the window was exhausted at some point: {c:?}"
+    );
 }
 
 #[test]
 fn a_full_inbound_holds_frames_without_loss_or_reorder() {
     init_logs();
     let mut ts = mesh(2, &tiny());
-    let mut rs = vec![Recorder::default(), Recorder { full_every: 3, full_budget: 2_000, ..Default::default() }];
+    let mut rs = vec![
+        Recorder::default(),
+        Recorder {
+            full_every: 3,
+            full_budget: 2_000,
+            ..Default::default()
+        },
+    ];
     wait_connected(&mut ts, &mut rs);
     let count = 2_000;
     let mut out = Outbox::new(1, &[2], count, 8, 2);
@@ -48,7 +63,14 @@ fn control_passes_while_data_is_held() {
     init_logs();
     let mut ts = mesh(2, &tiny());
     // B refuses every data frame until told otherwise by a control message.
-    let mut rs = vec![Recorder::default(), Recorder { full_every: 1, full_budget: u64::MAX, ..Default::default() }];
+    let mut rs = vec![
+        Recorder::default(),
+        Recorder {
+            full_every: 1,
+            full_budget: u64::MAX,
+            ..Default::default()
+        },
+    ];
     wait_connected(&mut ts, &mut rs);
     let mut out = Outbox::new(1, &[2], 200, 8, 2);
     // Fill the data window: nothing is delivered, so the sender runs out of credit.
@@ -98,14 +120,25 @@ fn a_crossed_exchange_with_tiny_credits_does_not_deadlock() {
     // transport takes it (never blocking), A's o3 consumes. A's o1 also keeps sending to B.
     init_logs();
     let mut ts = mesh(2, &tiny());
-    let mut st: Vec<Stage> = (0..2).map(|_| Stage { queue: VecDeque::new(), capacity: 4, consumed: vec![], lost: vec![] }).collect();
+    let mut st: Vec<Stage> = (0..2)
+        .map(|_| Stage {
+            queue: VecDeque::new(),
+            capacity: 4,
+            consumed: vec![],
+            lost: vec![],
+        })
+        .collect();
     let mut rs = vec![Recorder::default(), Recorder::default()];
     wait_connected(&mut ts, &mut rs);
     let count = 3_000u32;
     let mut o1 = Outbox::new(1, &[2], count, 24, 2);
     let start = std::time::Instant::now();
     while st[0].consumed.len() < count as usize {
-        assert!(start.elapsed() < TEST_DEADLINE, "deadlock: {} of {count} arrived", st[0].consumed.len());
+        assert!(
+            start.elapsed() < TEST_DEADLINE,
+            "deadlock: {} of {count} arrived",
+            st[0].consumed.len()
+        );
         o1.push(&mut ts[0]);
         // o2 on B: forward, never block; what the transport does not take stays queued.
         while let Some(f) = st[1].queue.front() {

@@ -61,8 +61,8 @@ pub(crate) mod barrier {
 
     /// The waker's side: after publishing, before loading `sleepers`.
     #[inline]
-    pub(crate) fn waker() {
-        if REGISTERED.load(Ordering::Relaxed) {
+    pub(crate) fn waker(asymmetric: bool) {
+        if asymmetric && REGISTERED.load(Ordering::Relaxed) {
             compiler_fence(Ordering::SeqCst);
         } else {
             fence(Ordering::SeqCst);
@@ -70,9 +70,9 @@ pub(crate) mod barrier {
     }
 
     /// The parker's side: after announcing itself, before re-checking.
-    pub(crate) fn parker() {
+    pub(crate) fn parker(asymmetric: bool) {
         fence(Ordering::SeqCst);
-        if init() {
+        if asymmetric && init() {
             // Cannot fail once the query said the command exists; if it did, the waker side
             // would still be a full fence in every process that failed to register.
             let _ = rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited);
@@ -89,11 +89,11 @@ pub(crate) mod barrier {
     }
 
     #[inline]
-    pub(crate) fn waker() {
+    pub(crate) fn waker(_asymmetric: bool) {
         fence(Ordering::SeqCst);
     }
 
-    pub(crate) fn parker() {
+    pub(crate) fn parker(_asymmetric: bool) {
         fence(Ordering::SeqCst);
     }
 }
@@ -107,10 +107,37 @@ pub struct Doorbell {
     seq: AtomicU32,
     /// Threads between `prepare_park` and `finish_park`. In 0..=number of parkers.
     sleepers: AtomicU32,
+    /// 1: asymmetric fences ([`ParkMode::Asymmetric`]); 0: a fence on each side. Fixed when
+    /// the doorbell is made, so wakers and parkers always agree.
+    asymmetric: AtomicU32,
     #[cfg(loom)]
     lock: loom::sync::Mutex<()>,
     #[cfg(loom)]
     cond: loom::sync::Condvar,
+}
+
+/// Which side of the park protocol pays for the fence (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParkMode {
+    /// Wakers use a compiler fence, parkers `membarrier` (where the kernel has it): for
+    /// threads that mostly run and rarely park — every core has one.
+    #[default]
+    Asymmetric,
+    /// A full fence on both sides: for threads that park often — more runnable threads than
+    /// cores — where a `membarrier` per park costs more than a fence per publish.
+    Symmetric,
+}
+
+impl ParkMode {
+    /// The mode for a process running `runnable_threads` busy threads on this machine.
+    pub fn for_runnable_threads(runnable_threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if runnable_threads > cores {
+            ParkMode::Symmetric
+        } else {
+            ParkMode::Asymmetric
+        }
+    }
 }
 
 /// What a parker got from [`Doorbell::prepare_park`]: the `seq` value to wait on.
@@ -125,11 +152,17 @@ impl Default for Doorbell {
 }
 
 impl Doorbell {
-    /// A doorbell with nobody parked.
+    /// A doorbell with nobody parked, in the default mode.
     pub fn new() -> Self {
+        Self::with_mode(ParkMode::default())
+    }
+
+    /// A doorbell with nobody parked.
+    pub fn with_mode(mode: ParkMode) -> Self {
         Doorbell {
             seq: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
+            asymmetric: AtomicU32::new(u32::from(mode == ParkMode::Asymmetric)),
             #[cfg(loom)]
             lock: loom::sync::Mutex::new(()),
             #[cfg(loom)]
@@ -146,7 +179,7 @@ impl Doorbell {
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         // SYNC: park — pairs with the fence in `ring`: either the waker sees this sleeper or
         // the re-check that follows sees the waker's change.
-        barrier::parker();
+        barrier::parker(self.asymmetric.load(Ordering::Relaxed) == 1);
         ParkToken(token)
     }
 
@@ -192,7 +225,7 @@ impl Doorbell {
     #[inline]
     pub fn ring(&self) {
         // SYNC: park — pairs with the fence in `prepare_park`.
-        barrier::waker();
+        barrier::waker(self.asymmetric.load(Ordering::Relaxed) == 1);
         if self.sleepers.load(Ordering::Relaxed) != 0 {
             self.wake_all();
         }

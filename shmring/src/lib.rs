@@ -29,7 +29,7 @@ pub mod ring;
 mod segment;
 mod sync;
 
-pub use doorbell::{Doorbell, ParkToken};
+pub use doorbell::{Doorbell, ParkMode, ParkToken};
 pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{

@@ -390,11 +390,7 @@ impl<M: RingMemory> Producer<M> {
         if size <= to_end {
             (self.tail, None, size)
         } else {
-            (
-                self.tail + to_end as u64,
-                Some(self.tail),
-                to_end + size,
-            )
+            (self.tail + to_end as u64, Some(self.tail), to_end + size)
         }
     }
 
@@ -678,7 +674,9 @@ impl<M: RingMemory> Consumer<M> {
             self.head += (self.config.capacity_bytes - off) as u64;
             off = 0;
             if self.head >= self.cached_tail {
-                return Err(Error::Corrupt("wrap marker at the end of the published frames".into()));
+                return Err(Error::Corrupt(
+                    "wrap marker at the end of the published frames".into(),
+                ));
             }
             word = self.mem.header(0).load(Ordering::Relaxed);
         }

@@ -19,7 +19,7 @@
 //! Why not the `shared_memory` crate: it leaks the segment when its owner crashes, does not
 //! reserve space, and has had no release since 2022. This is a thin layer over `rustix`.
 
-use crate::doorbell::Doorbell;
+use crate::doorbell::{Doorbell, ParkMode};
 use crate::error::{Error, Result};
 use crate::liveness;
 use crate::ring::{Consumer, Producer, RingConfig, RingControl, RingMemory};
@@ -102,6 +102,8 @@ pub struct SegmentLayout {
     pub rings: Vec<RingSpec>,
     /// Bytes of a free area for the user (counters for an inspector, say), 128-aligned.
     pub user_bytes: usize,
+    /// Which side of the park protocol pays for the fence, for every doorbell.
+    pub park_mode: ParkMode,
 }
 
 struct Offsets {
@@ -323,7 +325,7 @@ impl Segment {
             for i in 0..layout.doorbells {
                 base.add(off.doorbells + i * size_of::<Doorbell>())
                     .cast::<Doorbell>()
-                    .write(Doorbell::new());
+                    .write(Doorbell::with_mode(layout.park_mode));
             }
             for (i, (spec, &(control, data))) in layout.rings.iter().zip(&off.rings).enumerate() {
                 base.add(control)

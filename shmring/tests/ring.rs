@@ -277,3 +277,27 @@ fn threads_exchange_many_frames_without_loss() {
     }
     writer.join().unwrap();
 }
+
+#[test]
+fn both_park_modes_wake_a_parked_consumer() {
+    for mode in [
+        clasp_shmring::ParkMode::Asymmetric,
+        clasp_shmring::ParkMode::Symmetric,
+    ] {
+        let bell = Arc::new(clasp_shmring::Doorbell::with_mode(mode));
+        let (mut p, mut c) = heap::channel_with_doorbell(RingConfig::new(256), bell).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut n = 0u32;
+            while c.wait(WaitPolicy::PARK, None).is_ok() {
+                n += c.pop_batch(8, |_| {}).unwrap() as u32;
+            }
+            n
+        });
+        for i in 0..300u32 {
+            p.wait_for_space(4, WaitPolicy::PARK, None).unwrap();
+            p.push(&i.to_le_bytes()).unwrap();
+        }
+        drop(p);
+        assert_eq!(reader.join().unwrap(), 300, "{mode:?}");
+    }
+}

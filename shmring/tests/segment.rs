@@ -20,6 +20,7 @@ fn layout(rings: usize) -> SegmentLayout {
             })
             .collect(),
         user_bytes: 256,
+        park_mode: Default::default(),
     }
 }
 
@@ -91,6 +92,7 @@ fn bad_layouts_are_refused_before_anything_is_created() {
         doorbells: 0,
         rings: vec![],
         user_bytes: 0,
+        park_mode: Default::default(),
     };
     assert!(matches!(
         Segment::create(&name, &l),

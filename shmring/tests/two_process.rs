@@ -58,6 +58,7 @@ fn layout() -> SegmentLayout {
             doorbell: 0,
         }],
         user_bytes: 0,
+        park_mode: Default::default(),
     }
 }
 

@@ -206,7 +206,14 @@ pub fn client_hello(
     m[8..12].copy_from_slice(&client_id.to_le_bytes());
     m[16..24].copy_from_slice(&cluster_id.to_le_bytes());
     m[24..24 + NONCE_BYTES].copy_from_slice(&client_nonce);
-    Ok((m, ClientState { cluster_id, client_id, client_nonce }))
+    Ok((
+        m,
+        ClientState {
+            cluster_id,
+            client_id,
+            client_nonce,
+        },
+    ))
 }
 
 /// Server step: reads a Hello, checks it, and answers with a Challenge. `accept_id` says
@@ -225,14 +232,23 @@ pub fn server_challenge(
     let client_id = u32_at(hello, 8);
     let theirs = u64_at(hello, 16);
     if theirs != cluster_id {
-        return Err(AuthError::Cluster { theirs, ours: cluster_id });
+        return Err(AuthError::Cluster {
+            theirs,
+            ours: cluster_id,
+        });
     }
     if !accept_id(client_id) {
         return Err(AuthError::PeerId(client_id));
     }
     let mut client_nonce = [0u8; NONCE_BYTES];
     client_nonce.copy_from_slice(&hello[24..24 + NONCE_BYTES]);
-    let t = Transcript { cluster_id, client_id, server_id, client_nonce, server_nonce: nonce()? };
+    let t = Transcript {
+        cluster_id,
+        client_id,
+        server_id,
+        client_nonce,
+        server_nonce: nonce()?,
+    };
     let mut m = [0u8; CHALLENGE_BYTES];
     m[..8].copy_from_slice(&head(T_CHALLENGE));
     m[8..12].copy_from_slice(&server_id.to_le_bytes());
@@ -288,7 +304,11 @@ pub fn client_respond(
 }
 
 /// Server step 2: verifies the client's proof.
-pub fn server_verify(secret: &ClusterSecret, state: &ServerState, response: &[u8]) -> Result<(), AuthError> {
+pub fn server_verify(
+    secret: &ClusterSecret,
+    state: &ServerState,
+    response: &[u8],
+) -> Result<(), AuthError> {
     if response.len() != RESPONSE_BYTES {
         return Err(AuthError::Malformed);
     }
@@ -379,7 +399,12 @@ mod tests {
         ClusterSecret::new(vec![b; 32]).unwrap()
     }
 
-    fn run(client: &ClusterSecret, server: &ClusterSecret, c_cluster: u64, s_cluster: u64) -> Result<(), AuthError> {
+    fn run(
+        client: &ClusterSecret,
+        server: &ClusterSecret,
+        c_cluster: u64,
+        s_cluster: u64,
+    ) -> Result<(), AuthError> {
         let (hello, cs) = client_hello(c_cluster, 1)?;
         let (challenge, ss) = server_challenge(server, s_cluster, 2, &hello, |id| id == 1)?;
         let (response, sid) = client_respond(client, &cs, Some(2), &challenge)?;
@@ -394,7 +419,10 @@ mod tests {
 
     #[test]
     fn a_wrong_secret_fails_on_both_sides() {
-        assert!(matches!(run(&secret(1), &secret(2), 5, 5), Err(AuthError::BadProof)));
+        assert!(matches!(
+            run(&secret(1), &secret(2), 5, 5),
+            Err(AuthError::BadProof)
+        ));
     }
 
     #[test]

@@ -38,7 +38,8 @@ impl BufRing {
         let oom = || std::io::Error::other("cannot allocate receive buffers");
         let entries_layout = Layout::from_size_align(count * size_of::<BufRingEntry>(), PAGE_BYTES)
             .map_err(|_| oom())?;
-        let data_layout = Layout::from_size_align(count * buf_bytes, PAGE_BYTES).map_err(|_| oom())?;
+        let data_layout =
+            Layout::from_size_align(count * buf_bytes, PAGE_BYTES).map_err(|_| oom())?;
         // SAFETY: both layouts have a non-zero size (count ≥ 1, buf_bytes ≥ 4096 by
         // `Limits::validate`).
         let entries = unsafe { alloc_zeroed(entries_layout) }.cast::<BufRingEntry>();
@@ -72,7 +73,9 @@ impl BufRing {
         // SAFETY: `entries` points to `count` entries that stay allocated until this BufRing
         // is dropped, which the owner does only after the io_uring is gone or the group is
         // unregistered.
-        unsafe { submitter.register_buf_ring_with_flags(self.entries as u64, self.count, BGID, 0)? };
+        unsafe {
+            submitter.register_buf_ring_with_flags(self.entries as u64, self.count, BGID, 0)?
+        };
         for bid in 0..self.count {
             self.push(bid);
         }
@@ -96,7 +99,11 @@ impl BufRing {
     fn publish(&self) {
         // SAFETY: the tail field of the ring's first entry is a u16 the kernel reads with
         // acquire semantics; it is naturally aligned within the page-aligned allocation.
-        let tail = unsafe { &*(BufRingEntry::tail(self.entries).cast_mut().cast::<AtomicU16>()) };
+        let tail = unsafe {
+            &*(BufRingEntry::tail(self.entries)
+                .cast_mut()
+                .cast::<AtomicU16>())
+        };
         // SYNC: pbuf-tail — the entry writes above become visible to the kernel with this.
         tail.store(self.tail, Ordering::Release);
     }

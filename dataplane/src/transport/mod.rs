@@ -235,7 +235,9 @@ impl Limits {
                 self.batch_bytes_max, self.frame_bytes_max
             ));
         }
-        if self.frame_bytes_max > wire::MAX_FRAME_BYTES || self.frame_bytes_max % wire::WIRE_ALIGN != 0 {
+        if self.frame_bytes_max > wire::MAX_FRAME_BYTES
+            || self.frame_bytes_max % wire::WIRE_ALIGN != 0
+        {
             return bad(format!(
                 "frame_bytes_max {} must be a multiple of 16 and ≤ {}",
                 self.frame_bytes_max,
@@ -252,10 +254,16 @@ impl Limits {
             return bad("control_credit_bytes must be at least 1024".into());
         }
         if !self.recv_buffers.is_power_of_two() || self.recv_buffers > MAX_RECV_BUFFERS {
-            return bad(format!("recv_buffers {} must be a power of two ≤ {MAX_RECV_BUFFERS}", self.recv_buffers));
+            return bad(format!(
+                "recv_buffers {} must be a power of two ≤ {MAX_RECV_BUFFERS}",
+                self.recv_buffers
+            ));
         }
         if self.recv_buffer_bytes < 4096 || self.recv_buffer_bytes > (1 << 24) {
-            return bad(format!("recv_buffer_bytes {} must be in 4096..=16 MiB", self.recv_buffer_bytes));
+            return bad(format!(
+                "recv_buffer_bytes {} must be in 4096..=16 MiB",
+                self.recv_buffer_bytes
+            ));
         }
         Ok(())
     }

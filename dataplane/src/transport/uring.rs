@@ -53,7 +53,11 @@ fn user_data(op: u64, gen_: u32, slot: usize) -> u64 {
 }
 
 fn split_user_data(u: u64) -> (u64, u32, usize) {
-    (u >> 56, ((u >> 32) as u32) & GEN_MASK, (u & 0xFFFF_FFFF) as usize)
+    (
+        u >> 56,
+        ((u >> 32) as u32) & GEN_MASK,
+        (u & 0xFFFF_FFFF) as usize,
+    )
 }
 
 /// Most control frames coalesced into one send.
@@ -159,7 +163,9 @@ impl Conn {
             return false;
         }
         let age = now.saturating_duration_since(self.batch_started);
-        let full = self.batch.len() >= self.batch_limit_bytes || self.credit_blocked || self.flush_requested;
+        let full = self.batch.len() >= self.batch_limit_bytes
+            || self.credit_blocked
+            || self.flush_requested;
         (full || age >= age_max) && age >= delay
     }
 }
@@ -195,7 +201,10 @@ impl Transport {
     pub fn start(cfg: TransportConfig) -> Result<Transport> {
         cfg.limits.validate()?;
         if cfg.id > MAX_PEER_ID {
-            return Err(TransportError::Config(format!("id {} > {MAX_PEER_ID}", cfg.id)));
+            return Err(TransportError::Config(format!(
+                "id {} > {MAX_PEER_ID}",
+                cfg.id
+            )));
         }
         let listener = TcpListener::bind(cfg.listen)?;
         let local_addr = listener.local_addr()?;
@@ -225,7 +234,10 @@ impl Transport {
         let wake_fd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let (setup_tx, setup_rx) = mpsc::channel();
         let now = Instant::now();
-        let counters = TransportCounters { multishot: bufs.is_some(), ..Default::default() };
+        let counters = TransportCounters {
+            multishot: bufs.is_some(),
+            ..Default::default()
+        };
         let peers_cfg = cfg.peers.clone();
         let mut t = Transport {
             ring,
@@ -270,7 +282,9 @@ impl Transport {
 
     /// A handle other threads use to wake a parked `poll`.
     pub fn waker(&self) -> Waker {
-        Waker { fd: self.wake_fd.clone() }
+        Waker {
+            fd: self.wake_fd.clone(),
+        }
     }
 
     /// Transport-wide counters.
@@ -280,12 +294,18 @@ impl Transport {
 
     /// One peer's counters (zero for a peer never seen).
     pub fn peer_counters(&self, peer: PeerId) -> PeerCounters {
-        self.peers.get(peer as usize).map(|p| p.counters).unwrap_or_default()
+        self.peers
+            .get(peer as usize)
+            .map(|p| p.counters)
+            .unwrap_or_default()
     }
 
     /// Whether our connection to `peer` (the one we send on) is up.
     pub fn is_connected(&self, peer: PeerId) -> bool {
-        matches!(self.peers.get(peer as usize).map(|p| &p.out), Some(Link::Up { .. }))
+        matches!(
+            self.peers.get(peer as usize).map(|p| &p.out),
+            Some(Link::Up { .. })
+        )
     }
 
     /// Sets the routing epoch stamped on frames from now on.
@@ -308,7 +328,9 @@ impl Transport {
     /// authenticated on a helper thread). Progress arrives as [`Event`]s.
     pub fn connect(&mut self, peer: PeerId, addr: SocketAddr) -> Result<()> {
         if peer == self.cfg.id {
-            return Err(TransportError::Config(format!("peer {peer} is this transport")));
+            return Err(TransportError::Config(format!(
+                "peer {peer} is this transport"
+            )));
         }
         let slot = self.peer_slot(peer)?;
         if matches!(slot.out, Link::Up { .. } | Link::Connecting) {
@@ -321,35 +343,50 @@ impl Transport {
         let (cluster, own) = (self.cfg.cluster_id, self.cfg.id);
         let connect_timeout = ms(self.cfg.limits.connect_timeout_ms);
         let hs_timeout = ms(self.cfg.limits.handshake_timeout_ms);
-        std::thread::Builder::new().name(format!("clasp-connect-{peer}")).spawn(move || {
-            let deadline = Instant::now() + connect_timeout;
-            let mut backoff = CONNECT_BACKOFF_MIN_MS;
-            let setup = loop {
-                match TcpStream::connect_timeout(&addr, hs_timeout) {
-                    Ok(mut s) => {
-                        let _ = s.set_nodelay(true);
-                        break match auth::client_handshake(&mut s, &secret, cluster, own, Some(peer), hs_timeout) {
-                            Ok((_, welcome)) => Setup::Connected {
+        std::thread::Builder::new()
+            .name(format!("clasp-connect-{peer}"))
+            .spawn(move || {
+                let deadline = Instant::now() + connect_timeout;
+                let mut backoff = CONNECT_BACKOFF_MIN_MS;
+                let setup = loop {
+                    match TcpStream::connect_timeout(&addr, hs_timeout) {
+                        Ok(mut s) => {
+                            let _ = s.set_nodelay(true);
+                            break match auth::client_handshake(
+                                &mut s,
+                                &secret,
+                                cluster,
+                                own,
+                                Some(peer),
+                                hs_timeout,
+                            ) {
+                                Ok((_, welcome)) => Setup::Connected {
+                                    peer,
+                                    stream: s,
+                                    direction: Direction::Outbound,
+                                    welcome: Some(welcome),
+                                },
+                                Err(e) => Setup::ConnectFailed {
+                                    peer,
+                                    reason: format!("handshake with {addr}: {e}"),
+                                },
+                            };
+                        }
+                        Err(e) if Instant::now() >= deadline => {
+                            break Setup::ConnectFailed {
                                 peer,
-                                stream: s,
-                                direction: Direction::Outbound,
-                                welcome: Some(welcome),
-                            },
-                            Err(e) => Setup::ConnectFailed { peer, reason: format!("handshake with {addr}: {e}") },
-                        };
+                                reason: format!("connect to {addr}: {e}"),
+                            };
+                        }
+                        Err(_) => {
+                            std::thread::sleep(ms(backoff));
+                            backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
+                        }
                     }
-                    Err(e) if Instant::now() >= deadline => {
-                        break Setup::ConnectFailed { peer, reason: format!("connect to {addr}: {e}") };
-                    }
-                    Err(_) => {
-                        std::thread::sleep(ms(backoff));
-                        backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
-                    }
-                }
-            };
-            let _ = tx.send(setup);
-            waker.wake();
-        })?;
+                };
+                let _ = tx.send(setup);
+                waker.wake();
+            })?;
         Ok(())
     }
 
@@ -365,7 +402,12 @@ impl Transport {
             Link::Up { slot, gen_ } => (*slot, *gen_),
             Link::Connecting => return Ok(false),
             Link::None => return Err(TransportError::UnknownPeer(peer)),
-            Link::Lost(reason) => return Err(TransportError::PeerLost { peer, reason: reason.clone() }),
+            Link::Lost(reason) => {
+                return Err(TransportError::PeerLost {
+                    peer,
+                    reason: reason.clone(),
+                });
+            }
         };
         let entry = wire::entry_bytes(frame.len());
         let Some(Some(conn)) = self.conns.get_mut(slot) else {
@@ -433,7 +475,12 @@ impl Transport {
             Link::Up { slot, .. } => *slot,
             Link::Connecting => return Ok(false),
             Link::None => return Err(TransportError::UnknownPeer(peer)),
-            Link::Lost(reason) => return Err(TransportError::PeerLost { peer, reason: reason.clone() }),
+            Link::Lost(reason) => {
+                return Err(TransportError::PeerLost {
+                    peer,
+                    reason: reason.clone(),
+                });
+            }
         };
         let Some(Some(conn)) = self.conns.get_mut(slot) else {
             return Ok(false);
@@ -442,7 +489,8 @@ impl Transport {
             return Ok(false);
         }
         let mut frame = Vec::new();
-        wire::encode_control(id, epoch, kind, body, &mut frame).map_err(|e| TransportError::Config(e.to_string()))?;
+        wire::encode_control(id, epoch, kind, body, &mut frame)
+            .map_err(|e| TransportError::Config(e.to_string()))?;
         if frame.len() as u64 > conn.control_window_bytes {
             return Err(TransportError::TooLarge {
                 frame_bytes: frame.len(),
@@ -493,14 +541,23 @@ impl Transport {
             None => self.ring.submit(),
             Some(w) if w.is_zero() => self.ring.submit(),
             Some(w) => {
-                let ts = types::Timespec::new().sec(w.as_secs()).nsec(w.subsec_nanos());
+                let ts = types::Timespec::new()
+                    .sec(w.as_secs())
+                    .nsec(w.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(1, &args)
             }
         };
         match r {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -532,25 +589,35 @@ impl Transport {
     }
 
     fn arm_wake(&mut self) -> Result<()> {
-        let e = opcode::Read::new(types::Fd(self.wake_fd.as_raw_fd()), self.wake_buf.as_mut_ptr(), 8)
-            .build()
-            .user_data(user_data(OP_WAKE, 0, 0));
+        let e = opcode::Read::new(
+            types::Fd(self.wake_fd.as_raw_fd()),
+            self.wake_buf.as_mut_ptr(),
+            8,
+        )
+        .build()
+        .user_data(user_data(OP_WAKE, 0, 0));
         // SAFETY: `wake_buf` is a boxed 8-byte buffer owned by the transport, not touched
         // until this read's completion (OP_WAKE) and kept alive by Drop until then.
         push_sqe(&mut self.ring, &mut self.inflight, &e)
     }
 
     fn arm_accept(&mut self) -> Result<()> {
-        let e = opcode::Accept::new(types::Fd(self.listener.as_raw_fd()), std::ptr::null_mut(), std::ptr::null_mut())
-            .flags(libc::SOCK_CLOEXEC)
-            .build()
-            .user_data(user_data(OP_ACCEPT, 0, 0));
+        let e = opcode::Accept::new(
+            types::Fd(self.listener.as_raw_fd()),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+        .flags(libc::SOCK_CLOEXEC)
+        .build()
+        .user_data(user_data(OP_ACCEPT, 0, 0));
         // No buffer: the address arguments are null.
         push_sqe(&mut self.ring, &mut self.inflight, &e)
     }
 
     fn arm_recv(&mut self, slot: usize) -> Result<()> {
-        let Some(Some(conn)) = self.conns.get_mut(slot) else { return Ok(()) };
+        let Some(Some(conn)) = self.conns.get_mut(slot) else {
+            return Ok(());
+        };
         if conn.recv_armed || conn.closing {
             return Ok(());
         }
@@ -587,7 +654,12 @@ impl Transport {
                     }
                     self.events.push_back(Event::ConnectFailed { peer, reason });
                 }
-                Setup::Connected { peer, stream, direction, welcome } => {
+                Setup::Connected {
+                    peer,
+                    stream,
+                    direction,
+                    welcome,
+                } => {
                     self.add_conn(peer, stream, direction, welcome)?;
                 }
             }
@@ -615,7 +687,10 @@ impl Transport {
             let reason = format!("peer {peer} already has an {direction:?} connection");
             warn!(peer, %reason, "refusing duplicate connection");
             self.counters.refused += 1;
-            self.events.push_back(Event::Refused { addr: stream.peer_addr().ok(), reason });
+            self.events.push_back(Event::Refused {
+                addr: stream.peer_addr().ok(),
+                reason,
+            });
             return Ok(());
         }
         stream.set_nonblocking(true)?;
@@ -629,7 +704,10 @@ impl Transport {
             .batch_bytes_max
             .min(w.frame_bytes_max as usize)
             .min(w.data_credit_bytes as usize);
-        if direction == Direction::Outbound && batch_limit_bytes < NET_HEADER_BYTES + wire::entry_bytes(wire::MIN_REQUEST_FRAME_BYTES) {
+        if direction == Direction::Outbound
+            && batch_limit_bytes
+                < NET_HEADER_BYTES + wire::entry_bytes(wire::MIN_REQUEST_FRAME_BYTES)
+        {
             let reason = format!("peer {peer} grants too little credit ({w:?}) for one request");
             warn!(peer, %reason, "closing connection");
             self.events.push_back(Event::ConnectFailed { peer, reason });
@@ -735,7 +813,13 @@ impl Transport {
         Ok(any)
     }
 
-    fn complete(&mut self, ud: u64, res: i32, flags: u32, inbound: &mut impl Inbound) -> Result<()> {
+    fn complete(
+        &mut self,
+        ud: u64,
+        res: i32,
+        flags: u32,
+        inbound: &mut impl Inbound,
+    ) -> Result<()> {
         let (op, gen_, slot) = split_user_data(ud);
         match op {
             OP_WAKE => {
@@ -828,7 +912,10 @@ impl Transport {
         } else if -res == libc::ECANCELED {
             close_reason = Some("receive cancelled".into());
         } else {
-            close_reason = Some(format!("receive failed: {}", std::io::Error::from_raw_os_error(-res)));
+            close_reason = Some(format!(
+                "receive failed: {}",
+                std::io::Error::from_raw_os_error(-res)
+            ));
         }
         if let Some(reason) = close_reason {
             self.close_conn(slot, reason);
@@ -852,7 +939,10 @@ impl Transport {
         conn.send_busy = false;
         let mut close_reason = None;
         if res < 0 {
-            close_reason = Some(format!("send failed: {}", std::io::Error::from_raw_os_error(-res)));
+            close_reason = Some(format!(
+                "send failed: {}",
+                std::io::Error::from_raw_os_error(-res)
+            ));
         } else if !conn.closing {
             conn.send_off += res as usize;
             if conn.send_off < conn.send_buf.len() {
@@ -870,7 +960,10 @@ impl Transport {
                 c.batches_sent += 1;
                 c.frames_sent += conn.send_requests as u64;
             }
-            for cut in cuts.iter().filter(|c| c.peer == conn.peer && conn.direction == Direction::Outbound) {
+            for cut in cuts
+                .iter()
+                .filter(|c| c.peer == conn.peer && conn.direction == Direction::Outbound)
+            {
                 let by_batches = cut.after_batches.is_some_and(|n| conn.sent_batches >= n);
                 let by_bytes = cut.after_bytes.is_some_and(|n| conn.sent_bytes >= n);
                 if by_batches || by_bytes {
@@ -910,22 +1003,40 @@ impl Transport {
             control_credit_bytes: l.control_credit_bytes,
             frame_bytes_max: l.frame_bytes_max as u32,
         };
-        let spawned = std::thread::Builder::new().name("clasp-handshake".into()).spawn(move || {
-            let r = stream.set_nonblocking(false).map_err(auth::AuthError::from).and_then(|()| {
-                auth::server_handshake(&mut stream, &secret, cluster, own, |id| id != own && id <= MAX_PEER_ID, grant, timeout)
+        let spawned = std::thread::Builder::new()
+            .name("clasp-handshake".into())
+            .spawn(move || {
+                let r = stream
+                    .set_nonblocking(false)
+                    .map_err(auth::AuthError::from)
+                    .and_then(|()| {
+                        auth::server_handshake(
+                            &mut stream,
+                            &secret,
+                            cluster,
+                            own,
+                            |id| id != own && id <= MAX_PEER_ID,
+                            grant,
+                            timeout,
+                        )
+                    });
+                let setup = match r {
+                    Ok(peer) => Setup::Connected {
+                        peer,
+                        stream,
+                        direction: Direction::Inbound,
+                        welcome: None,
+                    },
+                    Err(e) => {
+                        let reason = format!("authentication failed: {e}");
+                        warn!(?addr, %reason, "refusing connection");
+                        Setup::Refused { addr, reason }
+                    }
+                };
+                let _ = tx.send(setup);
+                pending.fetch_sub(1, Ordering::Relaxed);
+                waker.wake();
             });
-            let setup = match r {
-                Ok(peer) => Setup::Connected { peer, stream, direction: Direction::Inbound, welcome: None },
-                Err(e) => {
-                    let reason = format!("authentication failed: {e}");
-                    warn!(?addr, %reason, "refusing connection");
-                    Setup::Refused { addr, reason }
-                }
-            };
-            let _ = tx.send(setup);
-            pending.fetch_sub(1, Ordering::Relaxed);
-            waker.wake();
-        });
         if let Err(e) = spawned {
             self.handshakes.fetch_sub(1, Ordering::Relaxed);
             warn!(error = %e, "cannot spawn a handshake thread; connection dropped");
@@ -936,13 +1047,21 @@ impl Transport {
     fn retry_held(&mut self, inbound: &mut impl Inbound) -> bool {
         let mut any = false;
         for slot in 0..self.conns.len() {
-            let Some(Some(conn)) = self.conns.get_mut(slot) else { continue };
+            let Some(Some(conn)) = self.conns.get_mut(slot) else {
+                continue;
+            };
             if conn.held.is_empty() || conn.closing {
                 continue;
             }
             let p = &mut self.peers[conn.peer as usize];
             let before = self.delivered_this_turn;
-            deliver_held(conn, &mut p.counters, &mut self.delivered_this_turn, self.now, inbound);
+            deliver_held(
+                conn,
+                &mut p.counters,
+                &mut self.delivered_this_turn,
+                self.now,
+                inbound,
+            );
             any |= self.delivered_this_turn != before;
         }
         any
@@ -955,7 +1074,9 @@ impl Transport {
         let (id, epoch, now) = (self.cfg.id, self.cfg.epoch, self.now);
         let mut any = false;
         for slot in 0..self.conns.len() {
-            let Some(Some(conn)) = self.conns.get_mut(slot) else { continue };
+            let Some(Some(conn)) = self.conns.get_mut(slot) else {
+                continue;
+            };
             if conn.send_busy || conn.closing {
                 continue;
             }
@@ -981,7 +1102,11 @@ impl Transport {
                             || conn.grant_data_bytes * 4 >= conn.data_window_bytes
                             || conn.grant_control_bytes * 4 >= conn.control_window_bytes
                     });
-                    if due { Some(start_credit_send(conn, slot, id, epoch)) } else { None }
+                    if due {
+                        Some(start_credit_send(conn, slot, id, epoch))
+                    } else {
+                        None
+                    }
                 }
             };
             if let Some(e) = entry {
@@ -995,7 +1120,9 @@ impl Transport {
     /// Closes a connection: logs, reports, shuts the socket down and cancels its
     /// operations. Its buffers live until its last completion (`free_if_done`).
     fn close_conn(&mut self, slot: usize, reason: String) {
-        let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
+        let Some(Some(conn)) = self.conns.get_mut(slot) else {
+            return;
+        };
         if conn.closing {
             return;
         }
@@ -1021,7 +1148,11 @@ impl Transport {
             Direction::Inbound => &mut p.inn,
         };
         *link = Link::Lost(reason.clone());
-        self.events.push_back(Event::PeerLost { peer, direction, reason });
+        self.events.push_back(Event::PeerLost {
+            peer,
+            direction,
+            reason,
+        });
     }
 
     fn free_if_done(&mut self, slot: usize) {
@@ -1047,7 +1178,12 @@ struct Cx<'a> {
 /// Feeds received bytes through the frame parser. Whole frames are handled in place in the
 /// receive buffer; only a frame split across receives is copied (into `partial`), and only a
 /// batch that meets a full ring is copied (into `held`). Errors are close reasons.
-fn on_bytes(conn: &mut Conn, mut input: &[u8], cx: &mut Cx<'_>, inbound: &mut impl Inbound) -> std::result::Result<(), String> {
+fn on_bytes(
+    conn: &mut Conn,
+    mut input: &[u8],
+    cx: &mut Cx<'_>,
+    inbound: &mut impl Inbound,
+) -> std::result::Result<(), String> {
     while !input.is_empty() {
         if !conn.partial.is_empty() || input.len() < NET_HEADER_BYTES {
             // Reassembly: first the header, then (its length checked) the rest.
@@ -1063,7 +1199,10 @@ fn on_bytes(conn: &mut Conn, mut input: &[u8], cx: &mut Cx<'_>, inbound: &mut im
                 let total = frame_len_checked(&conn.partial, cx.limits_frame_bytes_max)?;
                 conn.partial.reserve(total - NET_HEADER_BYTES);
             }
-            if conn.partial.len() >= NET_HEADER_BYTES && conn.partial.len() == frame_len_checked(&conn.partial, cx.limits_frame_bytes_max)? {
+            if conn.partial.len() >= NET_HEADER_BYTES
+                && conn.partial.len()
+                    == frame_len_checked(&conn.partial, cx.limits_frame_bytes_max)?
+            {
                 let frame = std::mem::take(&mut conn.partial);
                 let r = on_frame(conn, &frame, cx, inbound);
                 conn.partial = frame;
@@ -1091,13 +1230,25 @@ fn frame_len_checked(bytes: &[u8], limit: usize) -> std::result::Result<usize, S
 }
 
 /// One whole frame.
-fn on_frame(conn: &mut Conn, frame: &[u8], cx: &mut Cx<'_>, inbound: &mut impl Inbound) -> std::result::Result<(), String> {
-    let h = NetHeader::decode(frame, cx.limits_frame_bytes_max).map_err(|e| format!("bad frame: {e}"))?;
+fn on_frame(
+    conn: &mut Conn,
+    frame: &[u8],
+    cx: &mut Cx<'_>,
+    inbound: &mut impl Inbound,
+) -> std::result::Result<(), String> {
+    let h = NetHeader::decode(frame, cx.limits_frame_bytes_max)
+        .map_err(|e| format!("bad frame: {e}"))?;
     if h.sender != conn.peer {
-        return Err(format!("bad frame: sender {} on peer {}'s connection", h.sender, conn.peer));
+        return Err(format!(
+            "bad frame: sender {} on peer {}'s connection",
+            h.sender, conn.peer
+        ));
     }
     if h.seq != conn.expect_seq {
-        return Err(format!("bad frame: sequence {} where {} was due", h.seq, conn.expect_seq));
+        return Err(format!(
+            "bad frame: sequence {} where {} was due",
+            h.seq, conn.expect_seq
+        ));
     }
     conn.expect_seq = conn.expect_seq.wrapping_add(1);
     let total = frame.len() as u64;
@@ -1106,7 +1257,9 @@ fn on_frame(conn: &mut Conn, frame: &[u8], cx: &mut Cx<'_>, inbound: &mut impl I
     match (h.kind, conn.direction) {
         (Kind::Credit, Direction::Outbound) => {
             let (d, c) = (h.data_credit_bytes as u64, h.control_credit_bytes as u64);
-            if conn.data_credit_bytes + d > conn.data_window_bytes || conn.control_credit_bytes + c > conn.control_window_bytes {
+            if conn.data_credit_bytes + d > conn.data_window_bytes
+                || conn.control_credit_bytes + c > conn.control_window_bytes
+            {
                 return Err("bad frame: credit beyond the window".into());
             }
             conn.data_credit_bytes += d;
@@ -1152,7 +1305,8 @@ fn on_frame(conn: &mut Conn, frame: &[u8], cx: &mut Cx<'_>, inbound: &mut impl I
             if conn.control_in_use_bytes + total > conn.control_window_bytes {
                 return Err("bad frame: control bytes beyond the credit".into());
             }
-            let (kind, body) = wire::decode_control(payload, cx.scratch).map_err(|e| format!("bad frame: {e}"))?;
+            let (kind, body) =
+                wire::decode_control(payload, cx.scratch).map_err(|e| format!("bad frame: {e}"))?;
             cx.counters.control_received += 1;
             inbound.control(conn.peer, kind, body);
             *cx.delivered += 1;
@@ -1160,7 +1314,11 @@ fn on_frame(conn: &mut Conn, frame: &[u8], cx: &mut Cx<'_>, inbound: &mut impl I
             conn.grant_since.get_or_insert(cx.now);
             conn.control_in_use_bytes += total;
         }
-        (kind, dir) => return Err(format!("bad frame: {kind:?} frame on an {dir:?} connection")),
+        (kind, dir) => {
+            return Err(format!(
+                "bad frame: {kind:?} frame on an {dir:?} connection"
+            ));
+        }
     }
     Ok(())
 }
@@ -1171,7 +1329,13 @@ fn grant_data(conn: &mut Conn, bytes: u64, now: Instant) {
 }
 
 /// Delivers held frames in order until one meets a full ring again.
-fn deliver_held(conn: &mut Conn, counters: &mut PeerCounters, delivered: &mut usize, now: Instant, inbound: &mut impl Inbound) {
+fn deliver_held(
+    conn: &mut Conn,
+    counters: &mut PeerCounters,
+    delivered: &mut usize,
+    now: Instant,
+    inbound: &mut impl Inbound,
+) {
     while conn.held_off < conn.held.len() {
         let frame_start = conn.held_off;
         // Our own copy of a frame that passed validation: its header decodes.
@@ -1180,7 +1344,10 @@ fn deliver_held(conn: &mut Conn, counters: &mut PeerCounters, delivered: &mut us
             break;
         };
         let end = frame_start + h.frame_bytes();
-        let mut it = wire::Entries::new(&conn.held[frame_start + NET_HEADER_BYTES..end], conn.held_entry);
+        let mut it = wire::Entries::new(
+            &conn.held[frame_start + NET_HEADER_BYTES..end],
+            conn.held_entry,
+        );
         loop {
             let at = it.offset();
             let Some(req) = it.next() else { break };
@@ -1232,7 +1399,9 @@ fn start_control_send(conn: &mut Conn, counters: &mut PeerCounters) -> bool {
     let mut started = false;
     while let Some(f) = conn.control_q.front() {
         let len = f.len() as u64;
-        if len > conn.control_credit_bytes || (started && conn.send_buf.len() + f.len() > CONTROL_SEND_BYTES_MAX) {
+        if len > conn.control_credit_bytes
+            || (started && conn.send_buf.len() + f.len() > CONTROL_SEND_BYTES_MAX)
+        {
             break;
         }
         if !started {
@@ -1265,7 +1434,14 @@ fn start_credit_send(conn: &mut Conn, slot: usize, id: PeerId, epoch: u32) -> sq
     conn.grant_since = None;
     conn.send_buf.clear();
     conn.send_buf.resize(NET_HEADER_BYTES, 0);
-    wire::write_credit(&mut conn.send_buf, id, epoch, conn.next_seq, d as u32, c as u32);
+    wire::write_credit(
+        &mut conn.send_buf,
+        id,
+        epoch,
+        conn.next_seq,
+        d as u32,
+        c as u32,
+    );
     conn.next_seq = conn.next_seq.wrapping_add(1);
     conn.send_off = 0;
     conn.send_is_batch = false;
@@ -1278,10 +1454,14 @@ fn send_entry(conn: &mut Conn, slot: usize) -> squeue::Entry {
     conn.send_busy = true;
     conn.ops += 1;
     let rest = &conn.send_buf[conn.send_off..];
-    opcode::Send::new(types::Fd(conn.fd.as_raw_fd()), rest.as_ptr(), rest.len() as u32)
-        .flags(libc::MSG_NOSIGNAL)
-        .build()
-        .user_data(user_data(OP_SEND, conn.gen_, slot))
+    opcode::Send::new(
+        types::Fd(conn.fd.as_raw_fd()),
+        rest.as_ptr(),
+        rest.len() as u32,
+    )
+    .flags(libc::MSG_NOSIGNAL)
+    .build()
+    .user_data(user_data(OP_SEND, conn.gen_, slot))
 }
 
 /// Pushes one submission, making room first if the queue is full.
@@ -1291,7 +1471,8 @@ fn push_sqe(ring: &mut IoUring, inflight: &mut usize, e: &squeue::Entry) -> Resu
     if unsafe { ring.submission().push(e) }.is_err() {
         ring.submit()?;
         // SAFETY: as above.
-        unsafe { ring.submission().push(e) }.map_err(|_| std::io::Error::other("submission queue full"))?;
+        unsafe { ring.submission().push(e) }
+            .map_err(|_| std::io::Error::other("submission queue full"))?;
     }
     *inflight += 1;
     Ok(())
@@ -1324,7 +1505,10 @@ impl Drop for Transport {
             }
         }
         if self.inflight > 0 {
-            warn!(ops = self.inflight, "io_uring operations still in flight at drop; leaking their buffers");
+            warn!(
+                ops = self.inflight,
+                "io_uring operations still in flight at drop; leaking their buffers"
+            );
             std::mem::forget(self.bufs.take());
             std::mem::forget(std::mem::take(&mut self.conns));
             let b = std::mem::replace(&mut self.wake_buf, Box::new([0; 8]));

@@ -69,7 +69,9 @@ const _: () = assert!(NET_HEADER_BYTES % WIRE_ALIGN == 0);
 const _: () = assert!(MAX_FRAME_BYTES % WIRE_ALIGN == 0);
 const _: () = assert!(MAX_FRAME_BYTES <= u32::MAX as usize);
 // A control message with its archive overhead fits in one frame.
-const _: () = assert!(NET_HEADER_BYTES + CONTROL_PREFIX_BYTES + MAX_CONTROL_BODY_BYTES + 256 <= MAX_FRAME_BYTES);
+const _: () = assert!(
+    NET_HEADER_BYTES + CONTROL_PREFIX_BYTES + MAX_CONTROL_BODY_BYTES + 256 <= MAX_FRAME_BYTES
+);
 
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +233,10 @@ impl NetHeader {
     /// the payload shape each kind allows.
     pub fn decode(bytes: &[u8], limit_bytes: usize) -> Result<NetHeader, WireError> {
         if bytes.len() < NET_HEADER_BYTES {
-            return Err(WireError::Truncated { need: NET_HEADER_BYTES, have: bytes.len() });
+            return Err(WireError::Truncated {
+                need: NET_HEADER_BYTES,
+                have: bytes.len(),
+            });
         }
         let magic = u32_at(bytes, 0);
         if magic != MAGIC {
@@ -251,7 +256,10 @@ impl NetHeader {
         let frame_bytes = NET_HEADER_BYTES + payload;
         let limit_bytes = limit_bytes.min(MAX_FRAME_BYTES);
         if frame_bytes > limit_bytes {
-            return Err(WireError::Oversized { frame_bytes, limit_bytes });
+            return Err(WireError::Oversized {
+                frame_bytes,
+                limit_bytes,
+            });
         }
         let shape_ok = match kind {
             Kind::Credit => payload == 0,
@@ -259,7 +267,10 @@ impl NetHeader {
             Kind::Control => payload > CONTROL_PREFIX_BYTES,
         };
         if !shape_ok {
-            return Err(WireError::PayloadShape { kind, payload_bytes: payload });
+            return Err(WireError::PayloadShape {
+                kind,
+                payload_bytes: payload,
+            });
         }
         Ok(NetHeader {
             kind,
@@ -290,7 +301,10 @@ pub fn push_entry(batch: &mut Vec<u8>, frame: &[u8]) {
 pub fn read_entry(payload: &[u8], offset: usize) -> Result<(&[u8], usize), WireError> {
     let rest = payload.get(offset..).unwrap_or(&[]);
     if rest.len() < ENTRY_HEADER_BYTES {
-        return Err(WireError::Truncated { need: ENTRY_HEADER_BYTES, have: rest.len() });
+        return Err(WireError::Truncated {
+            need: ENTRY_HEADER_BYTES,
+            have: rest.len(),
+        });
     }
     let frame_bytes = u64_at(rest, 0);
     if u64_at(rest, 8) != 0 {
@@ -299,12 +313,18 @@ pub fn read_entry(payload: &[u8], offset: usize) -> Result<(&[u8], usize), WireE
     let body = &rest[ENTRY_HEADER_BYTES..];
     // Compare in u64 first: a huge length must not overflow `pad16`.
     if frame_bytes == 0 || frame_bytes > body.len() as u64 {
-        return Err(WireError::EntryBounds { offset, frame_bytes });
+        return Err(WireError::EntryBounds {
+            offset,
+            frame_bytes,
+        });
     }
     let len = frame_bytes as usize;
     let padded = pad16(len);
     if padded > body.len() {
-        return Err(WireError::EntryBounds { offset, frame_bytes });
+        return Err(WireError::EntryBounds {
+            offset,
+            frame_bytes,
+        });
     }
     if body[len..padded].iter().any(|&b| b != 0) {
         return Err(WireError::Padding);
@@ -384,7 +404,10 @@ pub fn encode_control(
             limit_bytes: MAX_CONTROL_BODY_BYTES,
         });
     }
-    let msg = ControlMessage { kind, body: body.to_vec() };
+    let msg = ControlMessage {
+        kind,
+        body: body.to_vec(),
+    };
     let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&msg)
         .map_err(|e| WireError::Archive(e.to_string()))?;
     let payload = CONTROL_PREFIX_BYTES + pad16(archive.len());
@@ -402,7 +425,8 @@ pub fn encode_control(
     .write(out);
     let p = NET_HEADER_BYTES;
     out[p..p + 4].copy_from_slice(&(archive.len() as u32).to_le_bytes());
-    out[p + CONTROL_PREFIX_BYTES..p + CONTROL_PREFIX_BYTES + archive.len()].copy_from_slice(&archive);
+    out[p + CONTROL_PREFIX_BYTES..p + CONTROL_PREFIX_BYTES + archive.len()]
+        .copy_from_slice(&archive);
     Ok(())
 }
 
@@ -413,7 +437,10 @@ pub fn decode_control<'s>(
     scratch: &'s mut rkyv::util::AlignedVec<16>,
 ) -> Result<(u16, &'s [u8]), WireError> {
     if payload.len() < CONTROL_PREFIX_BYTES {
-        return Err(WireError::Truncated { need: CONTROL_PREFIX_BYTES, have: payload.len() });
+        return Err(WireError::Truncated {
+            need: CONTROL_PREFIX_BYTES,
+            have: payload.len(),
+        });
     }
     let archive_bytes = u32_at(payload, 0) as usize;
     if payload[4..CONTROL_PREFIX_BYTES].iter().any(|&b| b != 0) {
@@ -462,7 +489,10 @@ pub fn decode_frame(bytes: &[u8], limit_bytes: usize) -> Result<NetHeader, WireE
     let header = NetHeader::decode(bytes, limit_bytes)?;
     let total = header.frame_bytes();
     if bytes.len() < total {
-        return Err(WireError::Truncated { need: total, have: bytes.len() });
+        return Err(WireError::Truncated {
+            need: total,
+            have: bytes.len(),
+        });
     }
     let payload = &bytes[NET_HEADER_BYTES..total];
     match header.kind {
@@ -487,7 +517,11 @@ mod tests {
     fn request(seq: u64, payload: &[u8]) -> Vec<u8> {
         let key = seq.to_le_bytes();
         let mut out = vec![0; frame_len(key.len(), payload.len())];
-        RequestHeader { request_id: seq, ..Default::default() }.write(&key, payload, &mut out);
+        RequestHeader {
+            request_id: seq,
+            ..Default::default()
+        }
+        .write(&key, payload, &mut out);
         out
     }
 
@@ -512,7 +546,9 @@ mod tests {
 
     #[test]
     fn a_batch_round_trips_entry_by_entry() {
-        let frames: Vec<_> = (0..5).map(|i| request(i, &vec![i as u8; i as usize * 7])).collect();
+        let frames: Vec<_> = (0..5)
+            .map(|i| request(i, &vec![i as u8; i as usize * 7]))
+            .collect();
         let f = batch_frame(&frames);
         let h = decode_frame(&f, MAX_FRAME_BYTES).unwrap();
         assert_eq!((h.kind, h.sender), (Kind::Batch, 7));
@@ -539,28 +575,46 @@ mod tests {
         let good = batch_frame(&[request(1, b"x")]);
         let mut f = good.clone();
         f[0] ^= 1;
-        assert!(matches!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Magic(_))));
+        assert!(matches!(
+            decode_frame(&f, MAX_FRAME_BYTES),
+            Err(WireError::Magic(_))
+        ));
         let mut f = good.clone();
         f[4] = 9;
-        assert_eq!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Version(9)));
+        assert_eq!(
+            decode_frame(&f, MAX_FRAME_BYTES),
+            Err(WireError::Version(9))
+        );
         let mut f = good.clone();
         f[5] = 77;
         assert_eq!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Kind(77)));
-        assert!(matches!(decode_frame(&good, 64), Err(WireError::Oversized { .. })));
+        assert!(matches!(
+            decode_frame(&good, 64),
+            Err(WireError::Oversized { .. })
+        ));
         assert!(matches!(
             decode_frame(&good[..good.len() - 16], MAX_FRAME_BYTES),
             Err(WireError::Truncated { .. })
         ));
         let mut f = good.clone();
         f[NET_HEADER_BYTES..NET_HEADER_BYTES + 8].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(matches!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::EntryBounds { .. })));
+        assert!(matches!(
+            decode_frame(&f, MAX_FRAME_BYTES),
+            Err(WireError::EntryBounds { .. })
+        ));
         let mut f = good.clone();
         // The request's flags: an unknown bit.
         f[NET_HEADER_BYTES + ENTRY_HEADER_BYTES + 6] = 0x80;
-        assert!(matches!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Request { .. })));
+        assert!(matches!(
+            decode_frame(&f, MAX_FRAME_BYTES),
+            Err(WireError::Request { .. })
+        ));
         let mut f = good.clone();
         f[8] = 3;
-        assert!(matches!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Misaligned(_))));
+        assert!(matches!(
+            decode_frame(&f, MAX_FRAME_BYTES),
+            Err(WireError::Misaligned(_))
+        ));
         let mut ctl = Vec::new();
         encode_control(3, 9, 42, b"state", &mut ctl).unwrap();
         let last = ctl.len() - 20;

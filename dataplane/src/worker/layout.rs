@@ -18,7 +18,7 @@
 
 use crate::routing::RoutingTable;
 use clasp_operators::key::KEY_GROUPS;
-use clasp_shmring::{RingConfig, RingSpec, Segment, SegmentLayout};
+use clasp_shmring::{ParkMode, RingConfig, RingSpec, Segment, SegmentLayout};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"CLASPWKR");
@@ -289,6 +289,9 @@ pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, String> {
         doorbells: s.executors + 2,
         rings,
         user_bytes: control_bytes() + table_bytes(s.operators) + metrics,
+        // Executors, the coordinator and the ingress: on a machine with fewer cores they
+        // park often, and a fence per publish is then cheaper than a membarrier per park.
+        park_mode: ParkMode::for_runnable_threads(s.executors + 2),
     })
 }
 

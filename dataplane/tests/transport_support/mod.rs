@@ -15,7 +15,10 @@ pub const TEST_DEADLINE: Duration = Duration::from_secs(30);
 pub const CLUSTER: u64 = 0xC1A5_7E57;
 
 pub fn init_logs() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_max_level(tracing::Level::WARN).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
 }
 
 pub fn secret() -> ClusterSecret {
@@ -34,8 +37,12 @@ pub fn request(sender: PeerId, seq: u32, extra: usize) -> Vec<u8> {
     let key = seq.to_le_bytes();
     let payload = vec![(seq % 251) as u8; extra];
     let mut out = vec![0; frame_len(key.len(), payload.len())];
-    RequestHeader { request_id: ((sender as u64) << 32) | seq as u64, key_group: (seq % 1024) as u16, ..Default::default() }
-        .write(&key, &payload, &mut out);
+    RequestHeader {
+        request_id: ((sender as u64) << 32) | seq as u64,
+        key_group: (seq % 1024) as u16,
+        ..Default::default()
+    }
+    .write(&key, &payload, &mut out);
     out
 }
 
@@ -74,19 +81,31 @@ impl Inbound for Recorder {
 
 impl Recorder {
     pub fn from(&self, peer: PeerId) -> Vec<u64> {
-        self.frames.iter().filter(|(p, _)| *p == peer).map(|(_, id)| *id).collect()
+        self.frames
+            .iter()
+            .filter(|(p, _)| *p == peer)
+            .map(|(_, id)| *id)
+            .collect()
     }
     pub fn lost(&self) -> Vec<&Event> {
-        self.events.iter().filter(|e| matches!(e, Event::PeerLost { .. })).collect()
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::PeerLost { .. }))
+            .collect()
     }
     pub fn refused(&self) -> usize {
-        self.events.iter().filter(|e| matches!(e, Event::Refused { .. })).count()
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Refused { .. }))
+            .count()
     }
 }
 
 /// Starts transports with ids 1..=n and connects every ordered pair.
 pub fn mesh(n: u32, limits: &Limits) -> Vec<Transport> {
-    let mut ts: Vec<Transport> = (1..=n).map(|id| Transport::start(config(id, limits.clone())).unwrap()).collect();
+    let mut ts: Vec<Transport> = (1..=n)
+        .map(|id| Transport::start(config(id, limits.clone())).unwrap())
+        .collect();
     let addrs: Vec<_> = ts.iter().map(|t| t.local_addr()).collect();
     for (i, t) in ts.iter_mut().enumerate() {
         for (j, a) in addrs.iter().enumerate() {
@@ -99,7 +118,11 @@ pub fn mesh(n: u32, limits: &Limits) -> Vec<Transport> {
 }
 
 /// Polls every transport (each with its recorder) until `done` or the deadline.
-pub fn pump(ts: &mut [Transport], rs: &mut [Recorder], mut done: impl FnMut(&mut [Transport], &mut [Recorder]) -> bool) {
+pub fn pump(
+    ts: &mut [Transport],
+    rs: &mut [Recorder],
+    mut done: impl FnMut(&mut [Transport], &mut [Recorder]) -> bool,
+) {
     let start = Instant::now();
     while !done(ts, rs) {
         assert!(start.elapsed() < TEST_DEADLINE, "test deadline passed");
@@ -112,7 +135,11 @@ pub fn pump(ts: &mut [Transport], rs: &mut [Recorder], mut done: impl FnMut(&mut
 /// Waits until every ordered pair is connected.
 pub fn wait_connected(ts: &mut [Transport], rs: &mut [Recorder]) {
     let n = ts.len() as u32;
-    pump(ts, rs, |ts, _| ts.iter().enumerate().all(|(i, t)| (1..=n).all(|p| p == i as u32 + 1 || t.is_connected(p))));
+    pump(ts, rs, |ts, _| {
+        ts.iter()
+            .enumerate()
+            .all(|(i, t)| (1..=n).all(|p| p == i as u32 + 1 || t.is_connected(p)))
+    });
 }
 
 /// Per-destination queues of frames to send, with their sequence numbers.
@@ -125,7 +152,9 @@ impl Outbox {
     pub fn new(from: PeerId, to: &[PeerId], count: u32, extra: usize, peers: usize) -> Self {
         let mut queues = vec![VecDeque::new(); peers + 1];
         for &d in to {
-            queues[d as usize] = (0..count).map(|s| request(from, s, extra + (s as usize % 7) * 3)).collect();
+            queues[d as usize] = (0..count)
+                .map(|s| request(from, s, extra + (s as usize % 7) * 3))
+                .collect();
         }
         Outbox { queues }
     }
@@ -148,8 +177,16 @@ impl Outbox {
 
 /// Asserts that `got` is exactly `from`'s frames 0..count, in order.
 pub fn assert_in_order(got: &[u64], from: PeerId, count: u32) {
-    assert_eq!(got.len(), count as usize, "frames from {from}: lost or duplicated");
+    assert_eq!(
+        got.len(),
+        count as usize,
+        "frames from {from}: lost or duplicated"
+    );
     for (i, id) in got.iter().enumerate() {
-        assert_eq!(*id, ((from as u64) << 32) | i as u64, "frame {i} from {from} out of order");
+        assert_eq!(
+            *id,
+            ((from as u64) << 32) | i as u64,
+            "frame {i} from {from} out of order"
+        );
     }
 }
