@@ -88,6 +88,27 @@ fn wrap_markers_are_followed() {
     });
 }
 
+/// Frames longer than a cache line start on a line boundary: the second frame is preceded by
+/// a skip marker over the padding, and the third wraps.
+#[test]
+fn line_padding_is_skipped() {
+    model(|| {
+        let (mut p, mut c) = heap::channel(RingConfig {
+            capacity_bytes: 256,
+            max_frame_bytes: 112,
+        })
+        .unwrap();
+        let lens = [8usize, 60, 100];
+        let writer = thread::spawn(move || {
+            for (i, &len) in lens.iter().enumerate() {
+                push_spinning(&mut p, &frame(i as u8, len));
+            }
+        });
+        pop_spinning(&mut c, &lens);
+        writer.join().unwrap();
+    });
+}
+
 /// A batch published with one store is seen whole and in order.
 #[test]
 fn a_deferred_batch_is_published_at_once() {

@@ -29,8 +29,15 @@ pub struct PlaceBenchArgs {
 #[derive(Args)]
 pub struct DispatchArgs {
     /// Only the local half (shared-memory rings inside one worker).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "remote")]
     local: bool,
+    /// Only the remote half (io_uring TCP between two transports on loopback, and the tokio
+    /// baseline).
+    #[arg(long)]
+    remote: bool,
+    /// Requests per remote run at batch ≥ 32.
+    #[arg(long, default_value_t = 1_000_000)]
+    remote_requests: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -124,32 +131,74 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
 }
 
 fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
-    if args.records == 0 || args.repetitions == 0 {
+    if args.records == 0 || args.repetitions == 0 || args.remote_requests == 0 {
         return Err(crate::cmd::usage_error(
-            "--records and --repetitions must be positive",
+            "--records, --repetitions and --remote-requests must be positive",
         ));
     }
-    if !args.local {
-        eprintln!("clasp: note: remote dispatch is not measured yet; showing the local half");
-    }
-    let cfg = clasp_benches::dispatch_local::LocalDispatchConfig {
-        records: args.records,
-        repetitions: args.repetitions,
-    };
     let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let report = clasp_benches::dispatch_local::run(&cfg, |rep| {
-        if show_progress {
-            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
-        }
-    })
-    .map_err(anyhow::Error::msg)?;
-    if show_progress {
-        eprintln!();
-    }
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+    let local = if args.remote {
+        None
     } else {
-        print!("{}", clasp_benches::dispatch_local::table(&report));
+        let cfg = clasp_benches::dispatch_local::LocalDispatchConfig {
+            records: args.records,
+            repetitions: args.repetitions,
+        };
+        let report = clasp_benches::dispatch_local::run(&cfg, |rep| {
+            if show_progress {
+                eprint!("\rlocal: repetition {rep}/{}", cfg.repetitions);
+            }
+        })
+        .map_err(anyhow::Error::msg)?;
+        if show_progress {
+            eprintln!();
+        }
+        Some(report)
+    };
+    let remote = if args.local {
+        None
+    } else {
+        if show_progress {
+            eprintln!("remote: {} repetitions ...", args.repetitions);
+        }
+        let opts = clasp_benches::dispatch::DispatchOpts {
+            requests: args.remote_requests,
+            repetitions: args.repetitions as usize,
+            ..Default::default()
+        };
+        Some(clasp_benches::dispatch::run(&opts))
+    };
+    if args.json {
+        let mut v = serde_json::Map::new();
+        if let Some(l) = &local {
+            if let serde_json::Value::Object(m) = serde_json::to_value(l)? {
+                v.extend(m);
+            }
+        }
+        if let Some(r) = &remote {
+            if let serde_json::Value::Object(m) = serde_json::to_value(r)? {
+                v.extend(m);
+            }
+        }
+        println!("{}", serde_json::Value::Object(v));
+    } else {
+        if let Some(l) = &local {
+            print!("{}", clasp_benches::dispatch_local::table(l));
+        }
+        if let Some(r) = &remote {
+            println!("remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:");
+            for (batch, ns) in &r.remote_ns_per_request {
+                println!("  batch {batch:>4}: {ns:8.1} ns");
+            }
+            for (batch, ns) in &r.baseline_remote_ns_per_request {
+                println!("  tokio + postcard baseline, batch {batch}: {ns:.1} ns");
+            }
+            println!(
+                "  each extra destination: {:.1} ns per request",
+                r.per_destination_ns
+            );
+            println!("  one-way latency: {:.1} µs", r.remote_one_way_us);
+        }
     }
     Ok(())
 }
