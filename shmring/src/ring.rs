@@ -23,11 +23,11 @@
 //! lines.
 //!
 //! The first version of this ring had the consumer poll the next frame's header instead (the
-//! FastForward idea: one cache-line transfer per hand-off instead of two). Measured side by
-//! side (`benches/README.md`), it matched the index at 64 bytes one-way and lost a third of
-//! the throughput: a consumer that has caught up polls the very line the producer is filling,
-//! so the line bounces between the cores while a frame is being written. The index keeps the
-//! consumer on the producer's index line, which the producer writes once per publish.
+//! FastForward idea: one cache-line transfer per hand-off instead of two), with the producer
+//! zeroing the header after each frame so stale bytes could not pass for one. Measured side by
+//! side (`benches/README.md`), the two shapes were a wash at 64 bytes (header polling won at 16
+//! bytes one-way, lost a little throughput); the index needs neither the zeroing store nor the
+//! slack it reserves, so it stayed. What did matter is line sharing (see Layout above).
 //!
 //! # Batches
 //! [`WriteGrant::commit_deferred`] writes a frame without publishing it; [`Producer::publish`]
