@@ -3,6 +3,6 @@
 
 pub mod affinity;
 pub mod dispatch;
+pub mod dispatch_local;
 pub mod place;
 pub mod ring;
-pub mod dispatch_local;

@@ -3,5 +3,5 @@
 
 pub mod request;
 pub mod routing;
-pub mod worker;
 pub mod transport;
+pub mod worker;

@@ -8,10 +8,20 @@
 //! - `exec(a, b)`: executor a → executor b (a == b included: a chained request to a key group
 //!   the same executor owns takes the same path, so every local hop costs the same);
 //! - `control(e)`: coordinator → executor e (end of stream, stop);
-//! - `report(e)`: executor e → coordinator (ledger deltas, acknowledgements).
+//! - `report(e)`: executor e → coordinator (ledger deltas, acknowledgements);
+//! - `net_out(e)`: executor e → network thread (remote chained requests, in emission order);
+//! - `net_in(e)`: network thread → executor e (chained requests from other workers).
 //!
-//! Doorbells: executor e parks on doorbell e (all its input rings ring it), the coordinator on
-//! doorbell E, the ingress (waiting for completions, its in-flight bound) on doorbell E + 1.
+//! The network rings exist in every segment (a single worker simply never writes them), so the
+//! layout does not depend on whether the worker has peers. In a cluster the network thread is
+//! also the producer of the `ingress(e)` rings: roots from the driver go there, so an executor
+//! with pending overflow stops taking new roots but keeps serving its peers (DESIGN.md §4).
+//!
+//! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), the
+//! coordinator on doorbell E, the ingress (waiting for completions, its in-flight bound) on
+//! doorbell E + 1, the network thread on doorbell E + 2. The network thread parks in io_uring,
+//! not on a futex, so executors also wake it through its transport's eventfd
+//! (`crate::worker::executor::NetLink`) when it announced that it parks.
 //!
 //! The user area starts with [`SharedControl`], then the routing table (`u16` executor per
 //! operator and key group), then one block of counters per executor ([`MetricsView`]).
@@ -22,7 +32,7 @@ use clasp_shmring::{ParkMode, RingConfig, RingSpec, Segment, SegmentLayout};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"CLASPWKR");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Most executors a worker runs.
 pub const MAX_EXECUTORS: usize = 64;
 /// Most operators in an app the worker runs.
@@ -197,9 +207,17 @@ impl RingIndex {
     pub fn report(&self, e: usize) -> usize {
         2 * self.executors + self.executors * self.executors + e
     }
+    /// Executor `e` → network thread.
+    pub fn net_out(&self, e: usize) -> usize {
+        3 * self.executors + self.executors * self.executors + e
+    }
+    /// Network thread → executor `e`.
+    pub fn net_in(&self, e: usize) -> usize {
+        4 * self.executors + self.executors * self.executors + e
+    }
     /// Number of rings.
     pub fn rings(&self) -> usize {
-        3 * self.executors + self.executors * self.executors
+        5 * self.executors + self.executors * self.executors
     }
     /// The coordinator's doorbell.
     pub fn coordinator_bell(&self) -> usize {
@@ -208,6 +226,14 @@ impl RingIndex {
     /// The ingress's doorbell.
     pub fn ingress_bell(&self) -> usize {
         self.executors + 1
+    }
+    /// The network thread's doorbell.
+    pub fn net_bell(&self) -> usize {
+        self.executors + 2
+    }
+    /// Number of doorbells.
+    pub fn doorbells(&self) -> usize {
+        self.executors + 3
     }
 }
 
@@ -284,9 +310,21 @@ pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, String> {
             doorbell: idx.coordinator_bell(),
         }); // report(e)
     }
+    for _e in 0..s.executors {
+        rings.push(RingSpec {
+            config: request,
+            doorbell: idx.net_bell(),
+        }); // net_out(e)
+    }
+    for e in 0..s.executors {
+        rings.push(RingSpec {
+            config: request,
+            doorbell: e,
+        }); // net_in(e)
+    }
     let metrics = MetricsView::slots(s.operators) * 8 * s.executors;
     Ok(SegmentLayout {
-        doorbells: s.executors + 2,
+        doorbells: idx.doorbells(),
         rings,
         user_bytes: control_bytes() + table_bytes(s.operators) + metrics,
         // Executors, the coordinator and the ingress: on a machine with fewer cores they
