@@ -4,8 +4,9 @@
 //! to cost what the hardware allows: a frame is written in place ([`Producer::reserve`] →
 //! fill → [`WriteGrant::commit`]) and read in place ([`Consumer::peek`] → read →
 //! [`ReadFrame::release`]), never copied in between; batches publish or release many frames with
-//! one store; the consumer finds new frames by polling the next frame's header, so a small
-//! frame costs one cache-line transfer (see [`ring`] for the protocol).
+//! one store; each side re-reads the other's index only when the ring looks full or empty, and
+//! frames longer than a cache line never share one (see [`ring`] for the protocol and for what
+//! was measured).
 //!
 //! The crate knows nothing of requests or operators. Its parts:
 //! - [`ring`]: the ring protocol, generic over [`RingMemory`] so one implementation runs on
