@@ -251,6 +251,7 @@ fn a_dead_producer_is_reported_and_the_worker_finishes_what_it_admitted() {
     let spec = Arc::new(apps::builtin("wc").unwrap());
     let cfg = config("dead", 2, 1 << 16, Spread::Even);
     let child = std::sync::Mutex::new(None);
+    let segment = std::sync::Mutex::new(None);
     let report = run_worker(
         spec.clone(),
         &cfg,
@@ -263,14 +264,22 @@ fn a_dead_producer_is_reported_and_the_worker_finishes_what_it_admitted() {
                 .spawn()
                 .unwrap();
             *child.lock().unwrap() = Some(c);
+            *segment.lock().unwrap() = Some(seg.clone());
             Ok(())
         },
         || {
-            // Kill the child once it admitted something (it is slow: 2000 records/s).
+            // Kill the child once it has admitted something (it is slow: 2000 records/s),
+            // however long it took to start on a loaded machine.
+            let admitted = segment
+                .lock()
+                .unwrap()
+                .as_ref()?
+                .control()
+                .admitted
+                .load(Ordering::Acquire);
             let mut guard = child.lock().unwrap();
             let c = guard.as_mut()?;
-            if c.try_wait().ok().flatten().is_none() {
-                std::thread::sleep(Duration::from_millis(300));
+            if admitted > 0 && c.try_wait().ok().flatten().is_none() {
                 let _ = c.kill();
                 let _ = c.wait();
             }
