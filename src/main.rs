@@ -49,6 +49,12 @@ enum Command {
     /// A local ingress: attach to a running worker's shared-memory segment by name and feed
     /// it an app's generated input.
     Ingress(cmd::local::IngressArgs),
+    /// One worker of a static cluster: listens, authenticates its peers with the cluster
+    /// secret, and runs the job a driver sends it (docs/cluster.md).
+    Worker(cmd::cluster::WorkerArgs),
+    /// Run an app on a static cluster (`--static`): start N workers on this machine (or use a
+    /// cluster file's) and drive them; prints what `clasp local` prints.
+    Run(cmd::cluster::RunArgs),
     /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
@@ -59,6 +65,8 @@ fn main() -> std::process::ExitCode {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Local(a) => cmd::local::run_local(a),
         Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
+        Command::Worker(a) => cmd::cluster::run_worker_cmd(a),
+        Command::Run(a) => cmd::cluster::run_static(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Apps(a) => cmd::apps::run_apps(a),

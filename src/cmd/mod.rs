@@ -2,6 +2,7 @@
 
 pub mod apps;
 pub mod bench;
+pub mod cluster;
 pub mod local;
 pub mod place;
 pub mod sim;

@@ -12,6 +12,12 @@
 //! executors, so a pipeline crossing back and forth between executors (o1 on A → o2 on B → o3
 //! on A) cannot deadlock on full rings. With the ingress admitting a bounded number of roots,
 //! the overflow is bounded too.
+//!
+//! In a cluster, an emission whose key group another worker owns is written the same way into
+//! `net_out(e)`, the ring to the worker's network thread (which finds the destination from the
+//! frame's header and appends it to that worker's batch), with its own overflow queue; requests
+//! from other workers arrive on `net_in(e)`, which is served like the other executors' rings
+//! (never gated: refusing it could block a peer that waits for us).
 
 use super::layout::{MetricsView, WorkerSegment, scalar};
 use super::ledger::{DELTA_BYTES, Delta};
@@ -23,6 +29,7 @@ use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Targe
 use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Frames read from one ring before the executor looks at the others.
@@ -45,6 +52,29 @@ const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
 const INPUT_CONTROL: usize = 0;
 const INPUT_INGRESS: usize = 1;
 const INPUT_EXEC0: usize = 2;
+
+/// How an executor reaches its worker's network thread (cluster mode only): the network thread
+/// parks in io_uring, not on its doorbell, so after publishing to `net_out` or a report the
+/// executor writes its transport's eventfd — only when the thread announced that it parks.
+#[derive(Clone, Debug)]
+pub struct NetLink {
+    /// Set by the network thread just before it parks (SeqCst), cleared when it wakes.
+    pub parked: Arc<AtomicBool>,
+    /// Ends the network thread's park.
+    pub waker: crate::transport::Waker,
+}
+
+impl NetLink {
+    /// Wakes the network thread if it parks (after a publish: the fence orders the publish
+    /// before the read of `parked`, pairing with the network thread's fence after its store).
+    #[inline]
+    pub fn nudge(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::AcqRel) {
+            self.waker.wake();
+        }
+    }
+}
 
 /// What an executor hands back when it stops.
 pub struct ExecutorResult {
@@ -79,6 +109,11 @@ pub(crate) struct Engine {
     scratch: Vec<u8>,
     /// Requests handled, for sampling execution time.
     tick: u32,
+    /// Executors of this worker: `outs[executors]` is `net_out` (cluster mode).
+    executors: usize,
+    net: Option<NetLink>,
+    /// Remote workers reached (bit `worker % 64`), mirrored in `REMOTE_DESTINATIONS`.
+    remote_mask: u64,
 }
 
 pub(crate) struct Executor {
@@ -95,6 +130,7 @@ impl Executor {
         table: Arc<RoutingTable>,
         seg: &WorkerSegment,
         policy: WaitPolicy,
+        net: Option<NetLink>,
     ) -> Result<Executor, String> {
         let idx = seg.index;
         let s = &seg.segment;
@@ -106,9 +142,13 @@ impl Executor {
         for a in 0..idx.executors {
             consumers.push(s.consumer(idx.exec(a, me)).map_err(e)?);
         }
-        let outs = (0..idx.executors)
+        consumers.push(s.consumer(idx.net_in(me)).map_err(e)?);
+        let mut outs = (0..idx.executors)
             .map(|b| s.producer(idx.exec(me, b)).map_err(e))
             .collect::<Result<Vec<_>, _>>()?;
+        if net.is_some() {
+            outs.push(s.producer(idx.net_out(me)).map_err(e)?);
+        }
         let max_frame_bytes = s.ring_config(idx.exec(me, me)).map_err(e)?.max_frame_bytes;
         Ok(Executor {
             inputs: FanIn::new(consumers).map_err(e)?,
@@ -132,6 +172,9 @@ impl Executor {
                 max_frame_bytes,
                 scratch: Vec::new(),
                 tick: 0,
+                executors: idx.executors,
+                net,
+                remote_mask: 0,
             },
             policy,
         })
@@ -139,7 +182,7 @@ impl Executor {
 
     /// Runs until the coordinator says stop.
     pub(crate) fn run(mut self) -> ExecutorResult {
-        let executors = self.engine.outs.len();
+        let executors = self.engine.executors;
         let mut stop = false;
         while !stop {
             let mut work = self.engine.drain_overflow();
@@ -162,6 +205,9 @@ impl Executor {
             for a in 0..executors {
                 work += self.poll_input(INPUT_EXEC0 + a, BATCH_FRAMES, |eng, f| eng.handle(f));
             }
+            work += self.poll_input(INPUT_EXEC0 + executors, BATCH_FRAMES, |eng, f| {
+                eng.handle(f)
+            });
             if self.engine.overflow_bytes == 0 {
                 work += self.poll_input(INPUT_INGRESS, BATCH_FRAMES, |eng, f| eng.handle(f));
             }
@@ -307,11 +353,24 @@ impl Engine {
                         admitted_ns: parent.admitted_ns,
                     };
                     if owner.worker != self.worker {
-                        // Remote dispatch arrives with the transport; a single worker owns all.
-                        self.report_error(format!(
-                            "operator {to} key group {kg} is owned by worker {}",
-                            owner.worker
-                        ));
+                        if self.net.is_none() {
+                            // A worker without peers owns every key group.
+                            self.report_error(format!(
+                                "operator {to} key group {kg} is owned by worker {}",
+                                owner.worker
+                            ));
+                            continue;
+                        }
+                        self.send_local(self.executors, &header, e.key, e.payload);
+                        self.metrics
+                            .add(self.metrics.edge_remote(from, to as usize), 1);
+                        self.metrics.add(scalar::REMOTE_SENT, 1);
+                        let bit = 1u64 << (owner.worker % 64);
+                        if self.remote_mask & bit == 0 {
+                            self.remote_mask |= bit;
+                            self.metrics
+                                .set(scalar::REMOTE_DESTINATIONS, self.remote_mask);
+                        }
                         continue;
                     }
                     self.send_local(owner.executor as usize, &header, e.key, e.payload);
@@ -333,7 +392,8 @@ impl Engine {
         }
     }
 
-    /// Writes a request frame into executor `b`'s ring, or its overflow.
+    /// Writes a request frame into executor `b`'s ring (`b == executors`: the network
+    /// thread's), or its overflow.
     #[inline]
     fn send_local(&mut self, b: usize, header: &RequestHeader, key: &[u8], payload: &[u8]) {
         let len = frame_len(key.len(), payload.len());
@@ -395,6 +455,11 @@ impl Engine {
         for (b, dirty) in self.dirty.iter_mut().enumerate() {
             if std::mem::take(dirty) {
                 self.outs[b].publish();
+                if b == self.executors
+                    && let Some(n) = &self.net
+                {
+                    n.nudge();
+                }
             }
         }
     }
@@ -426,6 +491,16 @@ impl Engine {
     /// Sends ledger deltas, then other reports, as room allows (deltas first: a report that
     /// follows them, such as end-of-stream done, must not overtake them).
     fn flush_reports(&mut self) {
+        let before = (self.deltas.len(), self.pending_reports.len());
+        self.push_reports();
+        if before != (self.deltas.len(), self.pending_reports.len())
+            && let Some(n) = &self.net
+        {
+            n.nudge();
+        }
+    }
+
+    fn push_reports(&mut self) {
         while !self.deltas.is_empty() {
             let n = self.deltas.len().min(DELTAS_PER_REPORT);
             let len = 8 + n * DELTA_BYTES;

@@ -37,7 +37,7 @@ pub(crate) enum ControlMsg {
 }
 
 impl ControlMsg {
-    fn encode(&self) -> [u8; 8] {
+    pub(crate) fn encode(&self) -> [u8; 8] {
         match *self {
             ControlMsg::EndOfStream { operator } => {
                 let mut b = [1, 0, 0, 0, 0, 0, 0, 0];
@@ -156,7 +156,7 @@ pub struct WorkerReport {
     pub instances: Vec<Vec<Box<dyn clasp_operators::OperatorInstance>>>,
 }
 
-fn pin_thread(cpu: usize) -> Result<(), String> {
+pub(crate) fn pin_thread(cpu: usize) -> Result<(), String> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin to CPU {cpu}: {e}"))?;
@@ -221,7 +221,8 @@ pub fn run_worker(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
     for e in 0..cfg.executors {
-        let exec = executor::Executor::new(e, cfg.worker_id, &spec, table.clone(), &seg, policy)?;
+        let exec =
+            executor::Executor::new(e, cfg.worker_id, &spec, table.clone(), &seg, policy, None)?;
         let pin = cfg.pin && cfg.executors < cores;
         handles.push(
             std::thread::Builder::new()
@@ -431,7 +432,7 @@ enum Phase {
     Flushing(usize),
 }
 
-fn send(controls: &mut [Producer<ShmRing>], msg: ControlMsg) {
+pub(crate) fn send(controls: &mut [Producer<ShmRing>], msg: ControlMsg) {
     for c in controls.iter_mut() {
         // 64 KiB control rings hold thousands of 8-byte messages; waiting here is a bug.
         while c.push(&msg.encode()).is_err() {
@@ -443,7 +444,7 @@ fn send(controls: &mut [Producer<ShmRing>], msg: ControlMsg) {
 /// Nothing left to do: every executor parked with no overflow, every request ring empty, and
 /// the executors' counters unchanged between two reads. Needs no count from the ingress, so it
 /// holds even when the ingress died between writing frames and counting them.
-fn quiescent(seg: &WorkerSegment) -> bool {
+pub(crate) fn quiescent(seg: &WorkerSegment) -> bool {
     let idx = seg.index;
     let read = || {
         let mut idle = true;
@@ -459,6 +460,9 @@ fn quiescent(seg: &WorkerSegment) -> bool {
             seg.segment
                 .queued_bytes(idx.ingress(b))
                 .is_ok_and(|q| q == 0)
+                && [idx.net_in(b), idx.net_out(b)]
+                    .iter()
+                    .all(|&r| seg.segment.queued_bytes(r).is_ok_and(|q| q == 0))
                 && (0..idx.executors).all(|a| {
                     seg.segment
                         .queued_bytes(idx.exec(a, b))

@@ -1,0 +1,597 @@
+//! The driver of a static cluster: the ingress and the latency-ledger home of every root, and
+//! the one that runs the end of the stream (see the module docs of [`super`]).
+
+use super::{DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
+use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
+use crate::routing::{RoutingTable, Spread};
+use crate::transport::{
+    ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
+};
+use crate::worker::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
+use clasp_operators::key::{key_group, key_hash};
+use clasp_operators::{AppSpec, OperatorSummary};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Records admitted between two turns of the transport while feeding.
+const POLL_EVERY_RECORDS: u64 = 64;
+/// How long one wait of the driver parks in the transport at most.
+const DRIVER_PARK: Duration = Duration::from_millis(2);
+/// Quiescence probes: consecutive clean rounds with unchanged counters required.
+const QUIET_ROUNDS: u32 = 2;
+
+/// One worker's per-peer counts in a probe round: (worker, [(peer, sent, received)]).
+type PeerCounts = (PeerId, Vec<(PeerId, u64, u64)>);
+
+/// Settings of a driver.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Where the driver listens (workers connect back to send deltas and summaries).
+    pub listen: SocketAddr,
+    /// The address workers use to reach `listen` (default: the bound address).
+    pub advertise: Option<SocketAddr>,
+    /// The cluster id.
+    pub cluster_id: u64,
+    /// The workers, in cluster-file order (the routing table spreads over them in this order).
+    pub workers: Vec<(PeerId, SocketAddr)>,
+    /// The cluster secret.
+    pub secret: ClusterSecret,
+    /// Transport limits.
+    pub limits: Limits,
+    /// The app's name.
+    pub app_name: String,
+    /// The app's TOML (empty: built-in).
+    pub app_toml: String,
+    /// Executors per worker.
+    pub executors: u16,
+    /// How key groups are spread over all workers' executors.
+    pub spread: Spread,
+    /// Capacity of each request ring on the workers.
+    pub ring_bytes: usize,
+    /// Pin the workers' executors.
+    pub pin: bool,
+    /// Records to admit.
+    pub records: u64,
+    /// Generator seed.
+    pub seed: u64,
+    /// Records per second (default: as fast as the cluster takes them).
+    pub rate_per_s: Option<f64>,
+    /// Tracked roots admitted and not completed, at most.
+    pub max_in_flight: u64,
+    /// Track 1 in N roots.
+    pub sample_every: u64,
+    /// How long workers may take to connect and be ready.
+    pub ready_timeout: Duration,
+    /// Give up when nothing progresses for this long with work outstanding.
+    pub stall_timeout: Duration,
+}
+
+/// Per operator metrics over the cluster.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ClusterOperatorMetrics {
+    /// Requests processed.
+    pub processed: u64,
+    /// Mean execution time.
+    pub exec_ns_mean: f64,
+    /// Local chained requests to each successor.
+    pub chained_local: BTreeMap<String, u64>,
+    /// Remote chained requests to each successor.
+    pub chained_remote: BTreeMap<String, u64>,
+}
+
+/// What a cluster run produced.
+#[derive(Debug)]
+pub struct ClusterReport {
+    /// Per operator, summed over all workers.
+    pub summaries: Vec<OperatorSummary>,
+    /// Per operator: keys with state.
+    pub state_keys: Vec<u64>,
+    /// Per operator: malformed counts by reason.
+    pub malformed: Vec<Vec<(String, u64)>>,
+    /// Per operator metrics.
+    pub operator_metrics: Vec<ClusterOperatorMetrics>,
+    /// Roots admitted.
+    pub admitted: u64,
+    /// Latency of tracked trees.
+    pub latency: LatencySummary,
+    /// From the first admitted root to the last completion.
+    pub elapsed: Duration,
+    /// Counters summed over workers, plus the driver's.
+    pub totals: BTreeMap<String, u64>,
+    /// Faults (empty on a clean run).
+    pub errors: Vec<String>,
+    /// Each worker's summary.
+    pub workers: Vec<WorkerSummary>,
+}
+
+struct DriverInbox {
+    ledger: Ledger,
+    last_completion: Instant,
+    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
+    events: Vec<Event>,
+}
+
+impl Inbound for DriverInbox {
+    fn deliver(&mut self, from: PeerId, _frame: &[u8]) -> Delivered {
+        self.msgs.push_back((
+            from,
+            kind::ERROR,
+            format!("worker {from} sent the driver a request frame; dropped").into_bytes(),
+        ));
+        Delivered::Accepted
+    }
+
+    fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
+        if k == kind::DELTAS {
+            let now = now_ns();
+            let mut done = false;
+            for c in body.chunks_exact(DELTA_BYTES) {
+                let mut d = [0u8; DELTA_BYTES];
+                d.copy_from_slice(c);
+                done |= self.ledger.apply(Delta::read(&d), now);
+            }
+            if done {
+                self.last_completion = Instant::now();
+            }
+        } else {
+            self.msgs.push_back((from, k, body.to_vec()));
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        self.events.push(e);
+    }
+}
+
+struct Driver<'a> {
+    cfg: &'a DriverConfig,
+    t: Transport,
+    rx: DriverInbox,
+    ids: Vec<PeerId>,
+    sent: BTreeMap<PeerId, u64>,
+    errors: Vec<String>,
+    acks: BTreeMap<(u16, u16), usize>,
+    statuses: BTreeMap<u64, Vec<(PeerId, Status)>>,
+    summaries: Vec<WorkerSummary>,
+    last_progress: Instant,
+}
+
+impl Driver<'_> {
+    fn addr_of(&self, peer: PeerId) -> String {
+        self.cfg
+            .workers
+            .iter()
+            .find(|w| w.0 == peer)
+            .map_or_else(|| "?".into(), |w| w.1.to_string())
+    }
+
+    /// One turn: poll, then handle events and messages. A worker lost is fatal.
+    fn turn(&mut self, timeout: Duration) -> Result<(), String> {
+        let completed = self.rx.ledger.completed_inputs();
+        self.t
+            .poll(timeout, &mut self.rx)
+            .map_err(|e| format!("driver transport: {e}"))?;
+        if self.rx.ledger.completed_inputs() != completed {
+            self.last_progress = Instant::now();
+        }
+        for ev in std::mem::take(&mut self.rx.events) {
+            match ev {
+                Event::ConnectFailed { peer, reason } => {
+                    return Err(format!(
+                        "worker {peer} at {} cannot be used: {reason}",
+                        self.addr_of(peer)
+                    ));
+                }
+                Event::PeerLost { peer, reason, .. } => {
+                    return Err(format!(
+                        "lost worker {peer} at {}: {reason}",
+                        self.addr_of(peer)
+                    ));
+                }
+                Event::Refused { addr, reason } => {
+                    let e = format!("refused a connection from {addr:?}: {reason}");
+                    eprintln!("clasp run: {e}");
+                    if !self.errors.contains(&e) {
+                        self.errors.push(e);
+                    }
+                }
+                Event::PeerUp { .. } => {}
+            }
+        }
+        while let Some((from, k, body)) = self.rx.msgs.pop_front() {
+            self.last_progress = Instant::now();
+            match k {
+                kind::READY => {
+                    *self.acks.entry((u16::MAX, 0)).or_default() += 1;
+                }
+                kind::EOS_ACK => {
+                    let op = read_u16(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    *self.acks.entry((op, 1)).or_default() += 1;
+                }
+                kind::STATUS => {
+                    let st = Status::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    self.statuses.entry(st.round).or_default().push((from, st));
+                }
+                kind::SUMMARY => {
+                    let s =
+                        WorkerSummary::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    self.summaries.push(s);
+                }
+                kind::ERROR => {
+                    let e = format!("worker {from}: {}", String::from_utf8_lossy(&body));
+                    eprintln!("clasp run: {e}");
+                    if !self.errors.contains(&e) {
+                        self.errors.push(e);
+                    }
+                }
+                other => self
+                    .errors
+                    .push(format!("worker {from} sent unknown message {other}")),
+            }
+        }
+        if self.last_progress.elapsed() > self.cfg.stall_timeout {
+            return Err(format!(
+                "no progress for {:?} ({} of {} tracked roots open); giving up{}",
+                self.cfg.stall_timeout,
+                self.rx.ledger.open(),
+                self.rx.ledger.completed_inputs() + self.rx.ledger.open() as u64,
+                if self.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (faults: {})", self.errors.join("; "))
+                }
+            ));
+        }
+        Ok(())
+    }
+
+    fn broadcast(&mut self, k: u16, body: &[u8]) -> Result<(), String> {
+        for i in 0..self.ids.len() {
+            let p = self.ids[i];
+            loop {
+                match self.t.send_control(p, k, body) {
+                    Ok(true) => break,
+                    Ok(false) => self.turn(Duration::from_micros(200))?,
+                    Err(e) => return Err(format!("to worker {p}: {e}")),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_acks(&mut self, key: (u16, u16), what: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while self.acks.get(&key).copied().unwrap_or(0) < self.ids.len() {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{what}: {} of {} workers answered within {timeout:?}",
+                    self.acks.get(&key).copied().unwrap_or(0),
+                    self.ids.len()
+                ));
+            }
+            self.turn(DRIVER_PARK)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the cluster is quiescent (module docs).
+    fn quiesce(&mut self, round: &mut u64) -> Result<(), String> {
+        let mut clean = 0u32;
+        let mut prev: Option<Vec<PeerCounts>> = None;
+        loop {
+            *round += 1;
+            let r = *round;
+            self.broadcast(kind::PROBE, &r.to_le_bytes())?;
+            while self.statuses.get(&r).map_or(0, |v| v.len()) < self.ids.len() {
+                self.turn(DRIVER_PARK)?;
+            }
+            let mut sts = self.statuses.remove(&r).unwrap_or_default();
+            sts.sort_by_key(|s| s.0);
+            let all_idle = sts.iter().all(|(_, s)| s.idle);
+            let sent = |a: PeerId, b: PeerId| -> u64 {
+                if a == DRIVER_ID {
+                    return self.sent.get(&b).copied().unwrap_or(0);
+                }
+                sts.iter()
+                    .find(|s| s.0 == a)
+                    .and_then(|s| s.1.counts.iter().find(|c| c.0 == b))
+                    .map_or(0, |c| c.1)
+            };
+            let received = |b: PeerId, a: PeerId| -> u64 {
+                sts.iter()
+                    .find(|s| s.0 == b)
+                    .and_then(|s| s.1.counts.iter().find(|c| c.0 == a))
+                    .map_or(0, |c| c.2)
+            };
+            let mut balanced = true;
+            for &b in &self.ids {
+                for a in std::iter::once(DRIVER_ID).chain(self.ids.iter().copied()) {
+                    if a != b && sent(a, b) != received(b, a) {
+                        balanced = false;
+                    }
+                }
+            }
+            let counts: Vec<_> = sts.iter().map(|(p, s)| (*p, s.counts.clone())).collect();
+            if all_idle && balanced && prev.as_ref() == Some(&counts) {
+                clean += 1;
+                if clean + 1 >= QUIET_ROUNDS {
+                    return Ok(());
+                }
+            } else {
+                clean = 0;
+            }
+            prev = Some(counts);
+            if !(all_idle && balanced) {
+                self.turn(Duration::from_micros(500))?;
+            }
+        }
+    }
+}
+
+/// Runs a static cluster job: connects to the workers (already started), feeds the input,
+/// completes the end of stream and collects every worker's summary. `Err` is a fault that
+/// stopped the run (a worker unreachable, refused, lost, or no progress).
+pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, String> {
+    let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
+    if ids.is_empty() || ids.contains(&DRIVER_ID) {
+        return Err(format!(
+            "worker ids {ids:?}: need at least one, and {DRIVER_ID} is the driver's"
+        ));
+    }
+    let mut tcfg = TransportConfig::new(DRIVER_ID, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
+    tcfg.limits = cfg.limits.clone();
+    tcfg.peers = cfg.workers.clone();
+    let t = Transport::start(tcfg).map_err(|e| format!("driver: {e}"))?;
+    let advertise = cfg.advertise.unwrap_or(t.local_addr());
+    let mut d = Driver {
+        cfg,
+        t,
+        rx: DriverInbox {
+            ledger: Ledger::new(),
+            last_completion: Instant::now(),
+            msgs: VecDeque::new(),
+            events: Vec::new(),
+        },
+        ids: ids.clone(),
+        sent: BTreeMap::new(),
+        errors: Vec::new(),
+        acks: BTreeMap::new(),
+        statuses: BTreeMap::new(),
+        summaries: Vec::new(),
+        last_progress: Instant::now(),
+    };
+    // 1. Connect, send the job, wait until every worker is ready.
+    let deadline = Instant::now() + cfg.ready_timeout;
+    while !ids.iter().all(|&p| d.t.is_connected(p)) {
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = ids
+                .iter()
+                .filter(|&&p| !d.t.is_connected(p))
+                .map(|&p| format!("worker {p} at {}", d.addr_of(p)))
+                .collect();
+            return Err(format!(
+                "not connected within {:?}: {}",
+                cfg.ready_timeout,
+                missing.join(", ")
+            ));
+        }
+        d.last_progress = Instant::now();
+        d.turn(Duration::from_millis(20))?;
+    }
+    let job = Job {
+        app_name: cfg.app_name.clone(),
+        app_toml: cfg.app_toml.clone(),
+        executors: cfg.executors,
+        spread: cfg.spread,
+        ring_bytes: cfg.ring_bytes as u64,
+        pin: cfg.pin,
+        workers: ids.clone(),
+        driver: DRIVER_ID,
+        driver_addr: advertise.to_string(),
+    };
+    d.broadcast(kind::JOB, &job.encode())?;
+    {
+        let deadline = Instant::now() + cfg.ready_timeout;
+        while d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0) < ids.len() {
+            if !d.errors.is_empty() {
+                return Err(format!("workers failed to start: {}", d.errors.join("; ")));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{} of {} workers ready within {:?}",
+                    d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0),
+                    ids.len(),
+                    cfg.ready_timeout
+                ));
+            }
+            d.last_progress = Instant::now();
+            d.turn(DRIVER_PARK)?;
+        }
+    }
+    // 2. Feed.
+    let table = RoutingTable::spread(spec.operators.len(), &ids, cfg.executors, cfg.spread);
+    let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
+        .ok_or_else(|| format!("app {} has no generator {}", spec.name, spec.generator))?;
+    let sample = cfg.sample_every.max(1);
+    let max_in_flight = cfg.max_in_flight.max(1);
+    let (mut key, mut payload, mut frame) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tracked = 0u64;
+    let start = Instant::now();
+    let mut first_admit: Option<Instant> = None;
+    d.last_progress = Instant::now();
+    for i in 0..cfg.records {
+        if let Some(rate) = cfg.rate_per_s {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            while Instant::now() < due {
+                d.t.flush_now();
+                d.last_progress = Instant::now();
+                d.turn(
+                    due.saturating_duration_since(Instant::now())
+                        .min(DRIVER_PARK),
+                )?;
+            }
+        }
+        let is_tracked = i % sample == 0;
+        if is_tracked {
+            while tracked - d.rx.ledger.completed_inputs() >= max_in_flight {
+                d.t.flush_now();
+                d.turn(DRIVER_PARK)?;
+            }
+            tracked += 1;
+        }
+        generator.record_into(i, &mut key, &mut payload);
+        let hash = key_hash(&key);
+        let kg = key_group(hash);
+        let owner = table.owner(spec.source as u16, kg).worker;
+        let id = root_id(i);
+        let header = RequestHeader {
+            operator: spec.source as u16,
+            key_group: kg,
+            flags: if is_tracked { FLAG_TRACKED } else { 0 },
+            epoch: 0,
+            root_home: DRIVER_ID,
+            key_hash: hash,
+            request_id: id,
+            root_id: id,
+            admitted_ns: now_ns(),
+        };
+        frame.resize(frame_len(key.len(), payload.len()), 0);
+        header.write(&key, &payload, &mut frame);
+        loop {
+            match d.t.try_append(owner, &frame) {
+                Ok(true) => break,
+                Ok(false) => d.turn(Duration::from_micros(200))?,
+                Err(e) => return Err(format!("record {i} to worker {owner}: {e}")),
+            }
+        }
+        first_admit.get_or_insert_with(Instant::now);
+        *d.sent.entry(owner).or_default() += 1;
+        if (i + 1) % POLL_EVERY_RECORDS == 0 {
+            d.turn(Duration::ZERO)?;
+        }
+    }
+    d.t.flush_now();
+    // 3. Every tracked root completes.
+    while d.rx.ledger.completed_inputs() < tracked {
+        d.turn(DRIVER_PARK)?;
+    }
+    let last_completion = d.rx.last_completion;
+    // 4. End of stream, operator by operator.
+    let mut round = 0u64;
+    d.quiesce(&mut round)?;
+    for op in spec.topological_order() {
+        let op = op as u16;
+        d.broadcast(kind::EOS, &op.to_le_bytes())?;
+        d.wait_acks((op, 1), "end of stream", cfg.stall_timeout)?;
+        d.quiesce(&mut round)?;
+    }
+    // 5. Summaries.
+    d.broadcast(kind::FINISH, &[])?;
+    let deadline = Instant::now() + cfg.stall_timeout;
+    while d.summaries.len() < ids.len() {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{} of {} worker summaries within {:?}",
+                d.summaries.len(),
+                ids.len(),
+                cfg.stall_timeout
+            ));
+        }
+        d.turn(DRIVER_PARK)?;
+    }
+    d.broadcast(kind::BYE, &[])?;
+    // Let the byes leave (the workers close their connections when they exit).
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        let _ = d.t.poll(Duration::from_millis(10), &mut d.rx);
+    }
+    let elapsed = first_admit.map_or(Duration::ZERO, |t| {
+        last_completion.saturating_duration_since(t)
+    });
+    Ok(build(spec, d, cfg.records, elapsed))
+}
+
+fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> ClusterReport {
+    let ops = spec.operators.len();
+    let mut summaries = vec![OperatorSummary::default(); ops];
+    let mut state_keys = vec![0u64; ops];
+    let mut malformed: Vec<BTreeMap<String, u64>> = vec![Default::default(); ops];
+    let mut metrics = vec![ClusterOperatorMetrics::default(); ops];
+    let mut exec_ns = vec![0u64; ops];
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors = d.errors;
+    let mut workers = d.summaries;
+    workers.sort_by_key(|w| w.worker);
+    for w in &workers {
+        let ok = w.summaries.len() == ops
+            && w.state_keys.len() == ops
+            && w.malformed.len() == ops
+            && w.processed.len() == ops
+            && w.exec_ns.len() == ops
+            && w.edges_local.len() == ops * ops
+            && w.edges_remote.len() == ops * ops;
+        if !ok {
+            errors.push(format!(
+                "worker {} sent a summary of another shape",
+                w.worker
+            ));
+            continue;
+        }
+        for op in 0..ops {
+            summaries[op].combine(&w.summaries[op]);
+            state_keys[op] += w.state_keys[op];
+            for (r, n) in &w.malformed[op] {
+                *malformed[op].entry(r.clone()).or_default() += n;
+            }
+            metrics[op].processed += w.processed[op];
+            exec_ns[op] += w.exec_ns[op];
+            for to in 0..ops {
+                let name = &spec.operators[to].name;
+                let m = &mut metrics[op];
+                for (edges, map) in [
+                    (&w.edges_local, &mut m.chained_local),
+                    (&w.edges_remote, &mut m.chained_remote),
+                ] {
+                    let n = edges[op * ops + to];
+                    if n > 0 {
+                        *map.entry(name.clone()).or_default() += n;
+                    }
+                }
+            }
+        }
+        for (k, v) in &w.totals {
+            if k == "remote_destinations" {
+                let e = totals.entry(k.clone()).or_default();
+                *e = (*e).max(*v);
+            } else {
+                *totals.entry(k.clone()).or_default() += v;
+            }
+        }
+        for e in &w.errors {
+            let e = format!("worker {}: {e}", w.worker);
+            if !errors.contains(&e) {
+                errors.push(e);
+            }
+        }
+    }
+    for op in 0..ops {
+        metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
+    }
+    totals.insert("driver_sent".into(), d.sent.values().sum());
+    ClusterReport {
+        summaries,
+        state_keys,
+        malformed: malformed
+            .into_iter()
+            .map(|m| m.into_iter().collect())
+            .collect(),
+        operator_metrics: metrics,
+        admitted,
+        latency: d.rx.ledger.summary(),
+        elapsed,
+        totals,
+        errors,
+        workers,
+    }
+}

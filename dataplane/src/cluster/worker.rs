@@ -1,0 +1,850 @@
+//! A cluster worker: the executors of one worker segment plus the network thread (the calling
+//! thread), which owns the transport and coordinates the executors for the driver.
+//!
+//! The network thread's turn: move frames from the executors' `net_out` rings into the
+//! destination workers' batches (peeked and released only once the transport took them, so a
+//! refused append leaves the frame where it is and nothing is dropped), forward the executors'
+//! reports (ledger deltas to the driver, batched per turn; end-of-stream acknowledgements;
+//! faults), then one `Transport::poll`, which delivers received frames into the owning
+//! executor's ring (`ingress(e)` for roots from the driver, `net_in(e)` for chained requests
+//! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
+//! there is nothing to do. Executors wake it through the transport's eventfd ([`NetLink`]).
+
+use super::{DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
+use crate::request::RequestHeader;
+use crate::routing::RoutingTable;
+use crate::transport::{
+    ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
+};
+use crate::worker::executor::{Executor, ExecutorResult, NetLink};
+use crate::worker::layout::{SegmentSizes, WorkerSegment, scalar};
+use crate::worker::ledger::DELTA_BYTES;
+use crate::worker::{
+    ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED, pin_thread,
+    quiescent, send,
+};
+use clasp_operators::AppSpec;
+use clasp_shmring::{Consumer, FanIn, Producer, ShmRing, WaitPolicy};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Frames moved from one `net_out` ring per turn (then the other rings get a turn).
+const NET_OUT_FRAMES_PER_TURN: usize = 1024;
+/// Report frames read per turn.
+const REPORT_FRAMES_PER_TURN: usize = 256;
+/// Messages queued for the driver beyond which the executors' reports are left in their rings
+/// (they keep their deltas; the report rings and then the executors' own queues hold them).
+const OUTBOX_MAX_MESSAGES: usize = 256;
+/// Longest park while nothing is pending (a worker with no input uses ~0% CPU).
+const IDLE_PARK: Duration = Duration::from_millis(20);
+/// Park while the transport holds frames our rings had no room for (nobody wakes us when an
+/// executor frees room, so look again soon).
+const HELD_PARK: Duration = Duration::from_micros(200);
+/// Longest wait for the driver's `BYE` after the summary was sent.
+const BYE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most faults a worker reports (a fault storm must not flood the driver).
+const MAX_ERRORS: usize = 64;
+
+/// Settings of a cluster worker.
+#[derive(Clone, Debug)]
+pub struct ClusterWorkerConfig {
+    /// This worker's id (1..=`MAX_PEER_ID`).
+    pub id: PeerId,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The cluster id (bound into the handshake).
+    pub cluster_id: u64,
+    /// Every worker of the cluster, this one included, in cluster-file order.
+    pub workers: Vec<(PeerId, SocketAddr)>,
+    /// The cluster secret.
+    pub secret: ClusterSecret,
+    /// Transport limits (batch size and age, credits).
+    pub limits: Limits,
+    /// How long to wait for the driver's job before giving up.
+    pub job_timeout: Duration,
+}
+
+/// How a cluster worker's run ended (it had a job; errors before that are `Err`).
+#[derive(Debug)]
+pub struct WorkerExit {
+    /// The app it ran.
+    pub app: String,
+    /// Faults it saw (also sent to the driver where possible).
+    pub errors: Vec<String>,
+}
+
+struct Rings {
+    table: Arc<RoutingTable>,
+    me: PeerId,
+    driver: PeerId,
+    operators: usize,
+    ingress: Vec<Producer<ShmRing>>,
+    net_in: Vec<Producer<ShmRing>>,
+    dirty_ingress: Vec<bool>,
+    dirty_net_in: Vec<bool>,
+}
+
+/// The network thread's receive side.
+struct Receiver {
+    rings: Option<Rings>,
+    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
+    events: Vec<Event>,
+    /// Frames delivered into our rings, per sender.
+    received: Vec<u64>,
+    /// A delivery found its ring full this turn.
+    held: bool,
+    faults: Vec<String>,
+}
+
+impl Receiver {
+    fn count(&mut self, from: PeerId) {
+        let i = from as usize;
+        if self.received.len() <= i {
+            self.received.resize(i + 1, 0);
+        }
+        self.received[i] += 1;
+    }
+
+    fn publish(&mut self) {
+        if let Some(r) = &mut self.rings {
+            for (p, d) in r.ingress.iter_mut().zip(r.dirty_ingress.iter_mut()) {
+                if std::mem::take(d) {
+                    p.publish();
+                }
+            }
+            for (p, d) in r.net_in.iter_mut().zip(r.dirty_net_in.iter_mut()) {
+                if std::mem::take(d) {
+                    p.publish();
+                }
+            }
+        }
+    }
+}
+
+impl Inbound for Receiver {
+    fn deliver(&mut self, from: PeerId, frame: &[u8]) -> Delivered {
+        let Some(r) = &mut self.rings else {
+            // Requests before the job: a peer that does not follow the protocol.
+            self.faults.push(format!(
+                "worker received a request from {from} before its job"
+            ));
+            return Delivered::Accepted;
+        };
+        let owner = match RequestHeader::peek(frame) {
+            Ok(h) if (h.operator as usize) < r.operators => r.table.owner(h.operator, h.key_group),
+            Ok(h) => {
+                self.faults.push(format!(
+                    "request from {from} for operator {} of an app with {} operators; dropped",
+                    h.operator, r.operators
+                ));
+                return Delivered::Accepted;
+            }
+            Err(e) => {
+                self.faults
+                    .push(format!("bad request frame from {from}: {e}; dropped"));
+                return Delivered::Accepted;
+            }
+        };
+        if owner.worker != r.me {
+            self.faults.push(format!(
+                "request from {from} for a key group worker {} owns; dropped",
+                owner.worker
+            ));
+            return Delivered::Accepted;
+        }
+        let e = owner.executor as usize;
+        let (ring, dirty) = if from == r.driver {
+            (&mut r.ingress[e], &mut r.dirty_ingress[e])
+        } else {
+            (&mut r.net_in[e], &mut r.dirty_net_in[e])
+        };
+        match ring.reserve(frame.len()) {
+            Ok(mut g) => {
+                g.copy_from_slice(frame);
+                g.commit_deferred();
+                *dirty = true;
+                self.count(from);
+                Delivered::Accepted
+            }
+            Err(clasp_shmring::Error::Full { .. }) => {
+                // Publish what is there so the executor can make room.
+                ring.publish();
+                *dirty = false;
+                self.held = true;
+                Delivered::Full
+            }
+            Err(err) => {
+                self.faults
+                    .push(format!("ring to executor {e}: {err}; request dropped"));
+                Delivered::Accepted
+            }
+        }
+    }
+
+    fn control(&mut self, from: PeerId, kind: u16, body: &[u8]) {
+        self.msgs.push_back((from, kind, body.to_vec()));
+    }
+
+    fn event(&mut self, event: Event) {
+        self.events.push(event);
+    }
+}
+
+/// The executors and the segment of a running job.
+struct Running {
+    spec: Arc<AppSpec>,
+    seg: WorkerSegment,
+    executors: usize,
+    handles: Vec<std::thread::JoinHandle<(ExecutorResult, Option<String>)>>,
+    controls: Vec<Producer<ShmRing>>,
+    reports: FanIn<ShmRing>,
+    net_out: Vec<Consumer<ShmRing>>,
+    table: Arc<RoutingTable>,
+    parked: Arc<AtomicBool>,
+    eos_done: Vec<usize>,
+    eos_acked: Vec<bool>,
+}
+
+/// The network thread's state.
+struct Node {
+    t: Transport,
+    rx: Receiver,
+    id: PeerId,
+    driver: Option<PeerId>,
+    /// Control messages for the driver, in order (deltas before the acknowledgements after
+    /// them).
+    outbox: VecDeque<(u16, Vec<u8>)>,
+    deltas: Vec<u8>,
+    /// Request frames handed to the transport, per destination.
+    sent: Vec<u64>,
+    /// A `net_out` frame was refused this turn.
+    blocked: bool,
+    errors: Vec<String>,
+}
+
+impl Node {
+    fn fault(&mut self, e: String) {
+        eprintln!("clasp worker {}: {e}", self.id);
+        if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
+            self.errors.push(e.clone());
+            self.outbox.push_back((kind::ERROR, e.into_bytes()));
+        }
+    }
+
+    fn flush_outbox(&mut self) -> Result<(), String> {
+        let Some(driver) = self.driver else {
+            return Ok(());
+        };
+        while let Some((k, body)) = self.outbox.front() {
+            match self.t.send_control(driver, *k, body) {
+                Ok(true) => {
+                    self.outbox.pop_front();
+                }
+                Ok(false) => break,
+                Err(e) => return Err(format!("sending to the driver: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, timeout: Duration, run: Option<&Running>) -> Result<(), String> {
+        self.rx.held = false;
+        let mut timeout = timeout;
+        if let Some(r) = run {
+            r.parked.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let pending = r.net_out.iter().any(|c| c.pending_bytes() > 0)
+                || (0..r.executors).any(|e| {
+                    r.seg
+                        .segment
+                        .queued_bytes(r.seg.index.report(e))
+                        .unwrap_or(0)
+                        > 0
+                });
+            if pending {
+                timeout = Duration::ZERO;
+            }
+        }
+        let res = self.t.poll(timeout, &mut self.rx);
+        if let Some(r) = run {
+            r.parked.store(false, Ordering::Relaxed);
+        }
+        self.rx.publish();
+        res.map(|_| ()).map_err(|e| format!("transport: {e}"))
+    }
+
+    /// Moves frames from the executors' `net_out` rings into batches. Returns frames moved.
+    fn pump_out(&mut self, run: &mut Running) -> usize {
+        let mut moved = 0;
+        self.blocked = false;
+        let mut faults = Vec::new();
+        for c in run.net_out.iter_mut() {
+            for _ in 0..NET_OUT_FRAMES_PER_TURN {
+                let frame = match c.peek() {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => {
+                        faults.push(format!("net_out ring: {e}"));
+                        break;
+                    }
+                };
+                let dest = match RequestHeader::peek(&frame) {
+                    Ok(h) if (h.operator as usize) < run.table.operators() => {
+                        run.table.owner(h.operator, h.key_group).worker
+                    }
+                    _ => {
+                        faults.push("an executor wrote a bad request frame; dropped".into());
+                        frame.release_deferred();
+                        continue;
+                    }
+                };
+                match self.t.try_append(dest, &frame) {
+                    Ok(true) => {
+                        frame.release_deferred();
+                        let i = dest as usize;
+                        if self.sent.len() <= i {
+                            self.sent.resize(i + 1, 0);
+                        }
+                        self.sent[i] += 1;
+                        moved += 1;
+                    }
+                    Ok(false) => {
+                        // No credit or batch space: the frame stays in the ring (peeked, not
+                        // released) and is offered again next turn.
+                        self.blocked = true;
+                        break;
+                    }
+                    Err(e) => {
+                        faults.push(format!("request to worker {dest}: {e}; dropped"));
+                        frame.release_deferred();
+                    }
+                }
+            }
+            c.publish_release();
+        }
+        for f in faults {
+            self.fault(f);
+        }
+        moved
+    }
+
+    /// Reads executors' reports. Returns whether any was read.
+    fn read_reports(&mut self, run: &mut Running) -> bool {
+        if self.outbox.len() >= OUTBOX_MAX_MESSAGES {
+            return false;
+        }
+        let mut faults = Vec::new();
+        let deltas = &mut self.deltas;
+        let eos_done = &mut run.eos_done;
+        let n = run.reports.poll(REPORT_FRAMES_PER_TURN, |e, f| {
+            let k = f
+                .get(..8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+            let body = f.get(8..).unwrap_or(&[]);
+            match k {
+                REPORT_DELTAS => {
+                    let whole = body.len() / DELTA_BYTES * DELTA_BYTES;
+                    deltas.extend_from_slice(&body[..whole]);
+                }
+                REPORT_EOS_DONE => {
+                    let op = body.get(..8).map_or(u64::MAX, |b| {
+                        u64::from_le_bytes(b.try_into().unwrap_or([0xFF; 8]))
+                    });
+                    if let Some(c) = eos_done.get_mut(op as usize) {
+                        *c += 1;
+                    }
+                }
+                REPORT_PRODUCER_DIED => {}
+                REPORT_ERROR => faults.push(String::from_utf8_lossy(body).into_owned()),
+                other => faults.push(format!("executor {e} sent an unknown report kind {other}")),
+            }
+        });
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                faults.push(format!("report rings: {e}"));
+                0
+            }
+        };
+        // Deltas go out before anything read after them.
+        for chunk in self.deltas.chunks(DELTAS_PER_MESSAGE * DELTA_BYTES) {
+            self.outbox.push_back((kind::DELTAS, chunk.to_vec()));
+        }
+        self.deltas.clear();
+        for f in faults {
+            self.fault(f);
+        }
+        for op in 0..run.eos_done.len() {
+            if !run.eos_acked[op] && run.eos_done[op] >= run.executors {
+                run.eos_acked[op] = true;
+                self.outbox
+                    .push_back((kind::EOS_ACK, (op as u16).to_le_bytes().to_vec()));
+            }
+        }
+        n > 0
+    }
+
+    fn status(&self, round: u64, run: &Running) -> Status {
+        let idle = !self.rx.held && !self.blocked && quiescent(&run.seg);
+        let n = self.sent.len().max(self.rx.received.len());
+        let counts = (0..n)
+            .map(|p| {
+                (
+                    p as PeerId,
+                    self.sent.get(p).copied().unwrap_or(0),
+                    self.rx.received.get(p).copied().unwrap_or(0),
+                )
+            })
+            .filter(|&(_, s, r)| s > 0 || r > 0)
+            .collect();
+        Status {
+            round,
+            idle,
+            counts,
+        }
+    }
+}
+
+/// Runs one cluster worker until the driver says `BYE`. `listening` is called with the bound
+/// address. An `Err` is a fault that ended the worker (also printed to stderr).
+pub fn run_cluster_worker(
+    cfg: &ClusterWorkerConfig,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<WorkerExit, String> {
+    let mut tcfg = TransportConfig::new(cfg.id, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
+    tcfg.limits = cfg.limits.clone();
+    tcfg.peers = cfg
+        .workers
+        .iter()
+        .filter(|(p, _)| *p != cfg.id)
+        .copied()
+        .collect();
+    if !cfg.workers.iter().any(|(p, _)| *p == cfg.id) {
+        return Err(format!("worker {} is not in the cluster file", cfg.id));
+    }
+    let t = Transport::start(tcfg).map_err(|e| format!("worker {}: {e}", cfg.id))?;
+    listening(t.local_addr());
+    let mut node = Node {
+        t,
+        rx: Receiver {
+            rings: None,
+            msgs: VecDeque::new(),
+            events: Vec::new(),
+            received: Vec::new(),
+            held: false,
+            faults: Vec::new(),
+        },
+        id: cfg.id,
+        driver: None,
+        outbox: VecDeque::new(),
+        deltas: Vec::new(),
+        sent: Vec::new(),
+        blocked: false,
+        errors: Vec::new(),
+    };
+    // 1. The job.
+    let deadline = Instant::now() + cfg.job_timeout;
+    let job = loop {
+        node.poll(Duration::from_millis(50), None)?;
+        for ev in std::mem::take(&mut node.rx.events) {
+            match ev {
+                Event::Refused { addr, reason } => {
+                    eprintln!(
+                        "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                        cfg.id
+                    )
+                }
+                Event::ConnectFailed { peer, reason } => {
+                    node.fault(format!("cannot reach worker {peer}: {reason}"))
+                }
+                _ => {}
+            }
+        }
+        if let Some((from, _, body)) = node.rx.msgs.iter().find(|m| m.1 == kind::JOB).cloned() {
+            node.rx.msgs.clear();
+            let job = Job::decode(&body).map_err(|e| format!("job from {from}: {e}"))?;
+            break job;
+        }
+        node.rx.msgs.clear();
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "worker {}: no job from a driver within {:?}",
+                cfg.id, cfg.job_timeout
+            ));
+        }
+    };
+    let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
+    let driver_addr: SocketAddr = job
+        .driver_addr
+        .parse()
+        .map_err(|e| format!("driver address {:?}: {e}", job.driver_addr))?;
+    node.t
+        .connect(job.driver, driver_addr)
+        .map_err(|e| format!("connecting to the driver: {e}"))?;
+    node.driver = Some(job.driver);
+    let setup = (|| -> Result<Running, String> {
+        if job.workers != ids {
+            return Err(format!(
+                "the driver's workers {:?} are not this cluster file's {:?}",
+                job.workers, ids
+            ));
+        }
+        let spec = if job.app_toml.is_empty() {
+            clasp_operators::apps::builtin(&job.app_name)
+                .ok_or_else(|| format!("no built-in app {:?}", job.app_name))?
+        } else {
+            AppSpec::from_toml_str(&job.app_toml).map_err(|e| format!("the job's app: {e}"))?
+        };
+        start_executors(cfg, &job, Arc::new(spec), &node.t)
+    })();
+    let mut run = match setup {
+        Ok(r) => r,
+        Err(e) => {
+            node.fault(e.clone());
+            // Tell the driver, then give up.
+            let until = Instant::now() + Duration::from_secs(5);
+            while !node.outbox.is_empty() && Instant::now() < until {
+                let _ = node.flush_outbox();
+                node.poll(Duration::from_millis(10), None)?;
+            }
+            return Err(e);
+        }
+    };
+    node.rx.rings = Some(Rings {
+        table: run.table.clone(),
+        me: cfg.id,
+        driver: job.driver,
+        operators: run.spec.operators.len(),
+        ingress: (0..run.executors)
+            .map(|e| run.seg.segment.producer(run.seg.index.ingress(e)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?,
+        net_in: (0..run.executors)
+            .map(|e| run.seg.segment.producer(run.seg.index.net_in(e)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?,
+        dirty_ingress: vec![false; run.executors],
+        dirty_net_in: vec![false; run.executors],
+    });
+    let result = serve(cfg, &mut node, &mut run);
+    // Stop the executors whatever happened (idempotent).
+    send(&mut run.controls, ControlMsg::Stop);
+    let mut results = Vec::new();
+    for (e, h) in std::mem::take(&mut run.handles).into_iter().enumerate() {
+        match h.join() {
+            Ok((r, pin)) => {
+                if let Some(p) = pin {
+                    node.errors
+                        .push(format!("executor {e}: {p} (ran unpinned)"));
+                }
+                results.push(r)
+            }
+            Err(_) => node.errors.push(format!("executor {e} panicked")),
+        }
+    }
+    match result {
+        Err(e) => Err(e),
+        Ok(()) => {
+            finish(&mut node, &run, results)?;
+            Ok(WorkerExit {
+                app: run.spec.name.clone(),
+                errors: node.errors,
+            })
+        }
+    }
+}
+
+fn start_executors(
+    cfg: &ClusterWorkerConfig,
+    job: &Job,
+    spec: Arc<AppSpec>,
+    t: &Transport,
+) -> Result<Running, String> {
+    let ops = spec.operators.len();
+    let executors = job.executors as usize;
+    if executors == 0 || executors > crate::worker::layout::MAX_EXECUTORS {
+        return Err(format!("{executors} executors per worker"));
+    }
+    let ring_bytes = job.ring_bytes as usize;
+    if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
+        return Err(format!("ring of {ring_bytes} bytes"));
+    }
+    let table = Arc::new(RoutingTable::spread(
+        ops,
+        &job.workers,
+        job.executors,
+        job.spread,
+    ));
+    let sizes = SegmentSizes {
+        executors,
+        operators: ops,
+        ring_bytes,
+        max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
+    };
+    // Unique per process and per run (tests run several clusters in one process).
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "clasp-cw-{:x}-{}-{}-{}",
+        cfg.cluster_id,
+        cfg.id,
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    );
+    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)?;
+    let idx = seg.index;
+    let controls = (0..executors)
+        .map(|e| seg.segment.producer(idx.control(e)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let reports = FanIn::new(
+        (0..executors)
+            .map(|e| seg.segment.consumer(idx.report(e)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let net_out = (0..executors)
+        .map(|e| seg.segment.consumer(idx.net_out(e)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let parked = Arc::new(AtomicBool::new(false));
+    // Every worker of the cluster may share this machine: spin only if every thread of every
+    // worker has a core.
+    let policy = WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut handles = Vec::new();
+    for e in 0..executors {
+        let link = NetLink {
+            parked: parked.clone(),
+            waker: t.waker(),
+        };
+        let exec = Executor::new(e, cfg.id, &spec, table.clone(), &seg, policy, Some(link))?;
+        let pin = job.pin && executors < cores;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("clasp-exec-{e}"))
+                .spawn(move || {
+                    let pinned = if pin { pin_thread(e + 1).err() } else { None };
+                    (exec.run(), pinned)
+                })
+                .map_err(|err| format!("spawn executor {e}: {err}"))?,
+        );
+    }
+    Ok(Running {
+        spec,
+        seg,
+        executors,
+        handles,
+        controls,
+        reports,
+        net_out,
+        table,
+        parked,
+        eos_done: vec![0; ops],
+        eos_acked: vec![false; ops],
+    })
+}
+
+/// The run: until the driver says `FINISH`.
+fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Result<(), String> {
+    let driver = node.driver.unwrap_or(super::DRIVER_ID);
+    let peers: Vec<PeerId> = cfg
+        .workers
+        .iter()
+        .map(|w| w.0)
+        .filter(|&p| p != cfg.id)
+        .collect();
+    let mut ready_sent = false;
+    loop {
+        let moved = node.pump_out(run);
+        let reported = node.read_reports(run);
+        for f in std::mem::take(&mut node.rx.faults) {
+            node.fault(f);
+        }
+        if !ready_sent
+            && node.t.is_connected(driver)
+            && peers.iter().all(|&p| node.t.is_connected(p))
+        {
+            node.outbox.push_back((kind::READY, Vec::new()));
+            ready_sent = true;
+        }
+        node.flush_outbox()?;
+        let timeout = if moved > 0 || reported {
+            Duration::ZERO
+        } else if node.rx.held || node.blocked || !node.outbox.is_empty() {
+            HELD_PARK
+        } else {
+            IDLE_PARK
+        };
+        node.poll(timeout, Some(run))?;
+        for ev in std::mem::take(&mut node.rx.events) {
+            match ev {
+                Event::PeerLost { peer, reason, .. } if peer == driver => {
+                    return Err(format!("lost the driver's connection: {reason}"));
+                }
+                Event::ConnectFailed { peer, reason } if peer == driver => {
+                    return Err(format!("cannot reach the driver: {reason}"));
+                }
+                Event::PeerLost { peer, reason, .. } => {
+                    node.fault(format!("lost the connection to worker {peer}: {reason}"))
+                }
+                Event::ConnectFailed { peer, reason } => {
+                    node.fault(format!("cannot reach worker {peer}: {reason}"))
+                }
+                Event::Refused { addr, reason } => eprintln!(
+                    "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                    cfg.id
+                ),
+                Event::PeerUp { .. } => {}
+            }
+        }
+        while let Some((from, k, body)) = node.rx.msgs.pop_front() {
+            if from != driver {
+                node.fault(format!(
+                    "control message {k} from {from}, not the driver; ignored"
+                ));
+                continue;
+            }
+            match k {
+                kind::EOS => match read_u16(&body) {
+                    Ok(op) if (op as usize) < run.eos_done.len() => {
+                        run.eos_done[op as usize] = 0;
+                        run.eos_acked[op as usize] = false;
+                        send(&mut run.controls, ControlMsg::EndOfStream { operator: op });
+                    }
+                    _ => node.fault("bad end-of-stream message from the driver".into()),
+                },
+                kind::PROBE => match read_u64(&body) {
+                    Ok(round) => {
+                        // Answer only once every frame and report before the probe is out.
+                        node.pump_out(run);
+                        node.read_reports(run);
+                        let st = node.status(round, run);
+                        node.outbox.push_back((kind::STATUS, st.encode()));
+                    }
+                    Err(e) => node.fault(format!("bad probe: {e}")),
+                },
+                kind::FINISH => return Ok(()),
+                kind::BYE => return Err("the driver said bye before finish".into()),
+                kind::JOB => node.fault("a second job; ignored".into()),
+                other => node.fault(format!("unknown control message {other} from the driver")),
+            }
+        }
+    }
+}
+
+/// Sends the summary and waits for `BYE` (or the driver's disconnection).
+fn finish(node: &mut Node, run: &Running, results: Vec<ExecutorResult>) -> Result<(), String> {
+    let ops = run.spec.operators.len();
+    let mut s = WorkerSummary {
+        worker: node.id,
+        summaries: vec![Default::default(); ops],
+        state_keys: vec![0; ops],
+        malformed: vec![Vec::new(); ops],
+        processed: vec![0; ops],
+        exec_ns: vec![0; ops],
+        edges_local: vec![0; ops * ops],
+        edges_remote: vec![0; ops * ops],
+        totals: Vec::new(),
+        errors: node.errors.clone(),
+    };
+    let mut malformed: Vec<std::collections::BTreeMap<String, u64>> = vec![Default::default(); ops];
+    for r in &results {
+        for (op, m) in malformed.iter_mut().enumerate() {
+            s.summaries[op].combine(&r.summaries[op]);
+            s.state_keys[op] += r.state_keys[op] as u64;
+            for (reason, n) in &r.malformed[op] {
+                *m.entry((*reason).to_owned()).or_default() += n;
+            }
+        }
+    }
+    s.malformed = malformed
+        .into_iter()
+        .map(|m| m.into_iter().collect())
+        .collect();
+    let names = [
+        ("parks", scalar::PARKS),
+        ("wakeups", scalar::WAKEUPS),
+        ("frames_in", scalar::FRAMES_IN),
+        ("local_sent", scalar::LOCAL_SENT),
+        ("remote_sent", scalar::REMOTE_SENT),
+        ("overflowed", scalar::OVERFLOWED),
+        ("bad_frames", scalar::BAD_FRAMES),
+        ("outputs", scalar::OUTPUTS),
+        ("busy_ns", scalar::BUSY_NS),
+        ("cpu_ns", scalar::CPU_NS),
+        ("timing_outliers", scalar::TIMING_OUTLIERS),
+    ];
+    let mut totals: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut mask = 0u64;
+    for e in 0..run.executors {
+        let m = run.seg.metrics(e);
+        for (name, slot) in names {
+            *totals.entry(name.into()).or_default() += m.get(slot);
+        }
+        mask |= m.get(scalar::REMOTE_DESTINATIONS);
+        for op in 0..ops {
+            s.processed[op] += m.get(m.processed(op));
+            s.exec_ns[op] += m.get(m.exec_ns(op));
+            for to in 0..ops {
+                s.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
+                s.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
+            }
+        }
+    }
+    totals.insert("remote_destinations".into(), u64::from(mask.count_ones()));
+    let tc = node.t.counters();
+    totals.insert("net_enters".into(), tc.enters);
+    totals.insert("net_turns".into(), tc.turns);
+    let (mut batches, mut refusals, mut full) = (0, 0, 0);
+    for p in 0..node.sent.len().max(node.rx.received.len()) {
+        let c = node.t.peer_counters(p as PeerId);
+        batches += c.batches_sent;
+        refusals += c.append_refusals;
+        full += c.deliveries_full;
+    }
+    totals.insert("net_batches_sent".into(), batches);
+    totals.insert("net_append_refusals".into(), refusals);
+    totals.insert("net_deliveries_full".into(), full);
+    s.totals = totals.into_iter().collect();
+    let mut body = s.encode();
+    if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+        s.errors.truncate(1);
+        body = s.encode();
+    }
+    node.outbox.push_back((kind::SUMMARY, body));
+    let driver = node.driver.unwrap_or(super::DRIVER_ID);
+    let deadline = Instant::now() + BYE_TIMEOUT;
+    loop {
+        node.flush_outbox()?;
+        node.poll(Duration::from_millis(10), None)?;
+        for ev in std::mem::take(&mut node.rx.events) {
+            if let Event::PeerLost { peer, reason, .. } = ev
+                && peer == driver
+            {
+                return if node.outbox.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "lost the driver before the summary was sent: {reason}"
+                    ))
+                };
+            }
+        }
+        if node
+            .rx
+            .msgs
+            .iter()
+            .any(|m| m.0 == driver && m.1 == kind::BYE)
+        {
+            return Ok(());
+        }
+        node.rx.msgs.clear();
+        if Instant::now() >= deadline {
+            return Err(format!("no bye from the driver within {BYE_TIMEOUT:?}"));
+        }
+    }
+}

@@ -1,0 +1,603 @@
+//! `clasp worker` and `clasp run --static`: a static cluster of worker processes and a driver
+//! (docs/cluster.md). `clasp run --static --workers N` starts N `clasp worker` processes on
+//! 127.0.0.1 and drives them; `clasp run --static --cluster FILE` drives workers that are
+//! already running (on this host or others). Either way it prints what `clasp local` prints.
+
+use crate::cmd::apps::load_app;
+use crate::cmd::local::SpreadArg;
+use crate::cmd::usage_error;
+use anyhow::Context;
+use clap::Args;
+use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver};
+use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::routing::Spread;
+use clasp_dataplane::transport::{ClusterSecret, Limits, MAX_PEER_ID, PeerId};
+use clasp_operators::{AppSpec, Comparable};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment variable holding the cluster secret (when no `--secret-file`).
+pub const SECRET_ENV: &str = "CLASP_CLUSTER_SECRET";
+/// Most workers `clasp run --static --workers N` starts on this machine.
+const MAX_LOCAL_WORKERS: usize = 64;
+/// How long spawned workers have to exit after the run.
+const WORKER_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of the random secret `clasp run` makes for the workers it starts.
+const GENERATED_SECRET_BYTES: usize = 32;
+
+/// The cluster file (TOML; docs/cluster.md).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Bound into every handshake: workers of another cluster are refused.
+    pub cluster_id: u64,
+    /// The workers, in the order key groups are spread over.
+    #[serde(rename = "worker")]
+    pub workers: Vec<WorkerEntry>,
+}
+
+/// One worker of a cluster file.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerEntry {
+    /// 1..=4095 (0 is the driver).
+    pub id: u32,
+    /// `host:port` other workers and the driver connect to.
+    pub address: String,
+}
+
+impl ClusterFile {
+    fn load(path: &Path) -> anyhow::Result<ClusterFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the cluster file {}", path.display()))?;
+        let f: ClusterFile = toml::from_str(&text)
+            .map_err(|e| usage_error(format!("cluster file {}: {e}", path.display())))?;
+        f.check()
+            .map_err(|e| usage_error(format!("cluster file {}: {e}", path.display())))?;
+        Ok(f)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.workers.is_empty() {
+            return Err("no [[worker]]".into());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for w in &self.workers {
+            if w.id == 0 || w.id > MAX_PEER_ID {
+                return Err(format!("worker id {} is not in 1..={MAX_PEER_ID}", w.id));
+            }
+            if !seen.insert(w.id) {
+                return Err(format!("worker id {} appears twice", w.id));
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve(&self) -> anyhow::Result<Vec<(PeerId, SocketAddr)>> {
+        self.workers
+            .iter()
+            .map(|w| {
+                use std::net::ToSocketAddrs;
+                let a = w
+                    .address
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut i| i.next())
+                    .ok_or_else(|| {
+                        usage_error(format!("worker {}: cannot resolve {:?}", w.id, w.address))
+                    })?;
+                Ok((w.id, a))
+            })
+            .collect()
+    }
+
+    fn to_toml(&self) -> String {
+        let mut s = format!(
+            "# written by clasp run --static\ncluster_id = {}\n",
+            self.cluster_id
+        );
+        for w in &self.workers {
+            s.push_str(&format!(
+                "\n[[worker]]\nid = {}\naddress = \"{}\"\n",
+                w.id, w.address
+            ));
+        }
+        s
+    }
+}
+
+fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
+    let bytes = match file {
+        Some(p) => {
+            let mut b = std::fs::read(p)
+                .with_context(|| format!("reading the secret file {}", p.display()))?;
+            while b.last().is_some_and(|c| c.is_ascii_whitespace()) {
+                b.pop();
+            }
+            b
+        }
+        None => std::env::var(SECRET_ENV)
+            .map_err(|_| {
+                usage_error(format!(
+                    "no cluster secret: give --secret-file PATH or set {SECRET_ENV}"
+                ))
+            })?
+            .into_bytes(),
+    };
+    ClusterSecret::new(bytes).map_err(|e| usage_error(e.to_string()))
+}
+
+/// Transport settings shared by `worker` and `run`.
+#[derive(Args, Debug, Clone)]
+pub struct NetArgs {
+    /// Flush a batch at this many bytes.
+    #[arg(long, default_value_t = clasp_dataplane::transport::DEFAULT_BATCH_BYTES_MAX)]
+    batch_bytes: usize,
+    /// ... or when its first request is this old (µs).
+    #[arg(long, default_value_t = clasp_dataplane::transport::DEFAULT_BATCH_AGE_MAX_US)]
+    batch_age_us: u64,
+    /// Data credit granted to each sender (bytes in flight).
+    #[arg(long, default_value_t = clasp_dataplane::transport::DEFAULT_DATA_CREDIT_BYTES)]
+    data_credit_bytes: u32,
+}
+
+impl NetArgs {
+    fn limits(&self) -> anyhow::Result<Limits> {
+        let l = Limits {
+            batch_bytes_max: self.batch_bytes,
+            batch_age_max_us: self.batch_age_us,
+            data_credit_bytes: self.data_credit_bytes,
+            ..Limits::default()
+        };
+        l.validate().map_err(|e| usage_error(e.to_string()))?;
+        Ok(l)
+    }
+
+    fn to_args(&self) -> Vec<String> {
+        vec![
+            "--batch-bytes".into(),
+            self.batch_bytes.to_string(),
+            "--batch-age-us".into(),
+            self.batch_age_us.to_string(),
+            "--data-credit-bytes".into(),
+            self.data_credit_bytes.to_string(),
+        ]
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// This worker's id in the cluster file.
+    #[arg(long)]
+    id: u32,
+    /// Address to listen on (default: this worker's address in the cluster file).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// The cluster file (TOML; docs/cluster.md).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// File holding the cluster secret (default: the CLASP_CLUSTER_SECRET variable). Never
+    /// on the command line.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Give up when no driver sent a job within this many seconds.
+    #[arg(long, default_value_t = 300)]
+    job_timeout_s: u64,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
+    let file = ClusterFile::load(&args.cluster)?;
+    let workers = file.resolve()?;
+    let me = workers
+        .iter()
+        .find(|w| w.0 == args.id)
+        .ok_or_else(|| usage_error(format!("worker {} is not in the cluster file", args.id)))?;
+    let cfg = ClusterWorkerConfig {
+        id: args.id,
+        listen: args.listen.unwrap_or(me.1),
+        cluster_id: file.cluster_id,
+        workers: workers.clone(),
+        secret: read_secret(args.secret_file.as_deref())?,
+        limits: args.net.limits()?,
+        job_timeout: Duration::from_secs(args.job_timeout_s),
+    };
+    let exit = run_cluster_worker(&cfg, |addr| {
+        eprintln!("clasp worker {}: listening on {addr}", args.id)
+    })
+    .map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "clasp worker {}: ran {} to the end{}",
+        args.id,
+        exit.app,
+        if exit.errors.is_empty() {
+            String::new()
+        } else {
+            format!(" with faults: {}", exit.errors.join("; "))
+        }
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A static cluster (the only kind so far): workers and placement fixed for the run.
+    #[arg(long = "static", required = true)]
+    static_: bool,
+    /// Start this many `clasp worker` processes on 127.0.0.1.
+    #[arg(long, required_unless_present = "cluster", conflicts_with = "cluster")]
+    workers: Option<usize>,
+    /// Use the (already running) workers of this cluster file instead.
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Secret file for --cluster (default: CLASP_CLUSTER_SECRET). Workers started by
+    /// --workers get a fresh random secret.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Built-in app name (see `clasp apps`).
+    #[arg(
+        long,
+        required_unless_present = "app_file",
+        conflicts_with = "app_file"
+    )]
+    app: Option<String>,
+    /// App file (TOML).
+    #[arg(long)]
+    app_file: Option<PathBuf>,
+    /// Input records to admit.
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Generator seed (the same as for `clasp oracle`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Input rate in records per second (default: as fast as the cluster takes them).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Print one JSON object (the keys of `clasp local --json`).
+    #[arg(long)]
+    json: bool,
+    /// Executor threads per worker.
+    #[arg(long, default_value_t = 1)]
+    executors: u16,
+    /// How key groups are spread over all workers' executors.
+    #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
+    spread: SpreadArg,
+    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    #[arg(long, default_value_t = 1 << 20)]
+    ring_bytes: usize,
+    /// Roots admitted and not yet completed, at most.
+    #[arg(long, default_value_t = 4096)]
+    max_in_flight: u64,
+    /// Track 1 in N roots for latency (and the in-flight bound).
+    #[arg(long, default_value_t = 1)]
+    sample_every: u64,
+    /// Pin executors to cores when there are enough.
+    #[arg(long)]
+    pin: bool,
+    /// The driver's listen address (workers connect back to it).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    driver_listen: SocketAddr,
+    /// The address workers use to reach the driver (default: the bound listen address).
+    #[arg(long)]
+    driver_advertise: Option<SocketAddr>,
+    /// Fail when nothing progresses for this many seconds.
+    #[arg(long, default_value_t = 60)]
+    stall_timeout_s: u64,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+fn random_secret() -> anyhow::Result<String> {
+    let mut b = [0u8; GENERATED_SECRET_BYTES];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom for a cluster secret")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Worker processes this run started; killed (by their own pids) if the run fails.
+struct Spawned {
+    children: Vec<(PeerId, Child)>,
+    dir: Option<PathBuf>,
+}
+
+impl Spawned {
+    fn failures(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (id, c) in &mut self.children {
+            if let Ok(Some(st)) = c.try_wait()
+                && !st.success()
+            {
+                out.push(format!("worker {id} (pid {}) exited with {st}", c.id()));
+            }
+        }
+        out
+    }
+
+    /// Waits for the workers to exit (they do after the driver's bye); kills stragglers.
+    fn finish(&mut self, kill_now: bool) -> Vec<String> {
+        let deadline = Instant::now()
+            + if kill_now {
+                Duration::ZERO
+            } else {
+                WORKER_EXIT_TIMEOUT
+            };
+        let mut out = Vec::new();
+        for (id, c) in &mut self.children {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(st)) => {
+                        if !st.success() && !kill_now {
+                            out.push(format!("worker {id} exited with {st}"));
+                        }
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        if !kill_now {
+                            out.push(format!("worker {id} did not exit; killed"));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        self.children.clear();
+        out
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.finish(true);
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn spawn_workers(
+    n: usize,
+    args: &RunArgs,
+) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
+    if n == 0 || n > MAX_LOCAL_WORKERS {
+        return Err(usage_error(format!(
+            "--workers {n}: must be 1..={MAX_LOCAL_WORKERS}"
+        )));
+    }
+    let secret_text = random_secret()?;
+    let secret =
+        ClusterSecret::new(secret_text.clone().into_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut file = ClusterFile {
+        cluster_id: u64::from(std::process::id()) << 16 | u64::from(free_port()?),
+        workers: Vec::new(),
+    };
+    for id in 1..=n as u32 {
+        file.workers.push(WorkerEntry {
+            id,
+            address: format!("127.0.0.1:{}", free_port()?),
+        });
+    }
+    let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
+    let mut spawned = Spawned {
+        children: Vec::new(),
+        dir: Some(dir),
+    };
+    let exe = std::env::current_exe().context("locating clasp")?;
+    for w in &file.workers {
+        let child = Command::new(&exe)
+            .arg("worker")
+            .args(["--id", &w.id.to_string()])
+            .arg("--cluster")
+            .arg(&path)
+            .args(["--job-timeout-s", "60"])
+            .args(args.net.to_args())
+            .env(SECRET_ENV, &secret_text)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting a clasp worker")?;
+        spawned.children.push((w.id, child));
+    }
+    Ok((file, secret, spawned))
+}
+
+pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
+    let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(usage_error(format!(
+            "--rate {r}: must be a positive number"
+        )));
+    }
+    if !args.ring_bytes.is_power_of_two() || args.ring_bytes < 4096 {
+        return Err(usage_error(format!(
+            "--ring-bytes {}: must be a power of two ≥ 4096",
+            args.ring_bytes
+        )));
+    }
+    if args.executors == 0 || args.executors > 64 {
+        return Err(usage_error(format!(
+            "--executors {}: must be 1..=64",
+            args.executors
+        )));
+    }
+    if args.max_in_flight == 0 || args.sample_every == 0 {
+        return Err(usage_error(
+            "--max-in-flight and --sample-every must be positive",
+        ));
+    }
+    let limits = args.net.limits()?;
+    let (file, secret, mut spawned) = match (args.workers, &args.cluster) {
+        (Some(n), _) => spawn_workers(n, &args)?,
+        (None, Some(path)) => (
+            ClusterFile::load(path)?,
+            read_secret(args.secret_file.as_deref())?,
+            Spawned {
+                children: Vec::new(),
+                dir: None,
+            },
+        ),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let app_toml = if args.app_file.is_some() {
+        spec.to_toml_string()
+    } else {
+        String::new()
+    };
+    let cfg = DriverConfig {
+        listen: args.driver_listen,
+        advertise: args.driver_advertise,
+        cluster_id: file.cluster_id,
+        workers: file.resolve()?,
+        secret,
+        limits,
+        app_name: spec.name.clone(),
+        app_toml,
+        executors: args.executors,
+        spread: match args.spread {
+            SpreadArg::Even => Spread::Even,
+            SpreadArg::Alternate => Spread::Alternate,
+        },
+        ring_bytes: args.ring_bytes,
+        pin: args.pin,
+        records: args.records,
+        seed: args.seed,
+        rate_per_s: args.rate,
+        max_in_flight: args.max_in_flight,
+        sample_every: args.sample_every,
+        ready_timeout: Duration::from_secs(30),
+        stall_timeout: Duration::from_secs(args.stall_timeout_s),
+    };
+    let result = run_driver(&spec, &cfg);
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // Give the workers a moment to print their side, then stop them.
+            std::thread::sleep(Duration::from_millis(100));
+            let exits = spawned.failures();
+            spawned.finish(true);
+            let mut msg = format!("the cluster run failed: {e}");
+            if !exits.is_empty() {
+                msg.push_str(&format!(" ({})", exits.join("; ")));
+            }
+            anyhow::bail!(msg);
+        }
+    };
+    let mut report = report;
+    report.errors.extend(spawned.finish(false));
+    print_report(&spec, &args, file.workers.len(), &report)?;
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}
+
+fn print_report(
+    spec: &AppSpec,
+    args: &RunArgs,
+    workers: usize,
+    r: &ClusterReport,
+) -> anyhow::Result<()> {
+    let comparable = Comparable::from_summaries(spec, &r.summaries);
+    let names: Vec<&str> = spec.operators.iter().map(|o| o.name.as_str()).collect();
+    let throughput = r.admitted as f64 / r.elapsed.as_secs_f64().max(1e-9);
+    if args.json {
+        let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), f(i)))
+                .collect()
+        };
+        let v = serde_json::json!({
+            "app": spec.name,
+            "records": args.records,
+            "seed": args.seed,
+            "state_digest": comparable.state_digest().to_hex(),
+            "output_digest": comparable.output_digest().to_hex(),
+            "processed": by_name(&|i| r.summaries[i].processed.into()),
+            "state_digests": by_name(&|i| r.summaries[i].state.to_hex().into()),
+            "throughput_per_s": throughput,
+            "latency_us": {"p50": r.latency.p50, "p95": r.latency.p95, "p99": r.latency.p99, "max": r.latency.max},
+            "executors": args.executors,
+            "workers": workers,
+            "elapsed_s": r.elapsed.as_secs_f64(),
+            "operators": by_name(&|i| serde_json::to_value(&r.operator_metrics[i]).unwrap_or_default()),
+            "totals": r.totals,
+            "intervals": serde_json::Value::Array(Vec::new()),
+            "errors": r.errors,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "app {}  records {}  seed {}  workers {}  executors {}",
+        spec.name, args.records, args.seed, workers, args.executors
+    );
+    println!("state_digest  {}", comparable.state_digest());
+    println!("output_digest {}", comparable.output_digest());
+    println!(
+        "throughput {:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} p99 {:.1} max {:.1} ({} trees)",
+        throughput,
+        r.elapsed.as_secs_f64(),
+        r.latency.p50,
+        r.latency.p95,
+        r.latency.p99,
+        r.latency.max,
+        r.latency.count
+    );
+    println!(
+        "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
+        "operator", "processed", "malformed", "state keys", "exec ns/req"
+    );
+    for (i, n) in names.iter().enumerate() {
+        let s = &r.summaries[i];
+        println!(
+            "{:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
+            n,
+            s.processed,
+            s.malformed,
+            r.state_keys[i],
+            r.operator_metrics[i].exec_ns_mean,
+            s.state
+        );
+    }
+    let t = |k: &str| r.totals.get(k).copied().unwrap_or(0);
+    println!(
+        "executors: {} frames in, {} local and {} remote chained requests, {} overflowed, {} bad frames, {} parks; {} batches sent",
+        t("frames_in"),
+        t("local_sent"),
+        t("remote_sent"),
+        t("overflowed"),
+        t("bad_frames"),
+        t("parks"),
+        t("net_batches_sent")
+    );
+    for (op, reasons) in names.iter().zip(&r.malformed) {
+        for (reason, n) in reasons {
+            println!("malformed at {op}: {n} × {reason}");
+        }
+    }
+    for e in &r.errors {
+        println!("fault: {e}");
+    }
+    Ok(())
+}
