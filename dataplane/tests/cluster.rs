@@ -9,19 +9,47 @@ use clasp_operators::{Comparable, apps, oracle};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+/// A free port below the kernel's ephemeral range (so no `bind(0)` or outgoing connection of
+/// another test can take it), held by a bound socket that never listens (so an early connect
+/// is refused and retried, not accepted by us) until the worker is about to bind it.
+fn free_addr() -> (SocketAddr, rustix::fd::OwnedFd) {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, bind, ipproto, socket_with};
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let span = 12_000u16;
+    let start = (std::process::id() as u16).wrapping_mul(7919) % span;
+    loop {
+        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % span;
+        let port = 20_000 + (start + i) % span;
+        let fd = socket_with(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            Some(ipproto::TCP),
+        )
+        .unwrap();
+        let addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+        if bind(&fd, &addr).is_ok() {
+            return (addr.into(), fd);
+        }
+    }
 }
 
 fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limits, records: u64) {
     let spec = apps::builtin(app).unwrap();
     let secret = ClusterSecret::new(b"a test secret of enough bytes".to_vec()).unwrap();
-    let addrs: Vec<(u32, SocketAddr)> = (1..=workers).map(|i| (i, free_addr())).collect();
+    let (addrs, mut held): (Vec<(u32, SocketAddr)>, Vec<_>) = (1..=workers)
+        .map(|i| {
+            let (addr, fd) = free_addr();
+            ((i, addr), Some(fd))
+        })
+        .unzip();
     let (tx, rx) = std::sync::mpsc::channel();
     let handles: Vec<_> = addrs
         .iter()
-        .map(|&(id, listen)| {
+        .zip(held.iter_mut())
+        .map(|(&(id, listen), fd)| {
+            // Free the port for the worker about to bind it.
+            drop(fd.take());
             let cfg = ClusterWorkerConfig {
                 id,
                 listen,

@@ -299,9 +299,39 @@ fn random_secret() -> anyhow::Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?.port())
+/// Ports for local workers come from below the kernel's ephemeral range, so no `bind(0)` or
+/// outgoing connection of any process can take one between the moment we pick it and the
+/// moment the worker binds it.
+const LOCAL_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A free port on 127.0.0.1, outside the ephemeral range, held by the returned socket until
+/// the caller drops it (just before the worker that will bind it starts), so two concurrent
+/// runs cannot pick the same one. The socket is bound but never listens: a worker that
+/// connects to the port early is refused (and retries) instead of reaching us.
+fn free_port() -> anyhow::Result<(u16, rustix::fd::OwnedFd)> {
+    let mut seed = [0u8; 2];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .context("reading /dev/urandom")?;
+    let span = LOCAL_PORTS.end - LOCAL_PORTS.start;
+    let start = u16::from_le_bytes(seed) % span;
+    for i in 0..span {
+        let port = LOCAL_PORTS.start + (start + i) % span;
+        use rustix::net::{AddressFamily, SocketFlags, SocketType, bind, ipproto, socket_with};
+        // Close-on-exec: the workers we start must not inherit the ports held for the others.
+        let fd = socket_with(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            Some(ipproto::TCP),
+        )
+        .context("creating a socket")?;
+        let addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+        if bind(&fd, &addr).is_ok() {
+            return Ok((port, fd));
+        }
+    }
+    anyhow::bail!("no free port on 127.0.0.1 in {LOCAL_PORTS:?}")
 }
 
 /// Worker processes this run started; killed (by their own pids) if the run fails.
@@ -382,13 +412,17 @@ fn spawn_workers(
     let secret =
         ClusterSecret::new(secret_text.clone().into_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut file = ClusterFile {
-        cluster_id: u64::from(std::process::id()) << 16 | u64::from(free_port()?),
+        // Random per run (the secret is random hex), so two runs never mistake each other.
+        cluster_id: u64::from_str_radix(&secret_text[..16], 16).context("cluster id")?,
         workers: Vec::new(),
     };
+    let mut held = Vec::new();
     for id in 1..=n as u32 {
+        let (port, listener) = free_port()?;
+        held.push(listener);
         file.workers.push(WorkerEntry {
             id,
-            address: format!("127.0.0.1:{}", free_port()?),
+            address: format!("127.0.0.1:{port}"),
         });
     }
     let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
@@ -400,7 +434,9 @@ fn spawn_workers(
         dir: Some(dir),
     };
     let exe = std::env::current_exe().context("locating clasp")?;
-    for w in &file.workers {
+    for (w, listener) in file.workers.iter().zip(held) {
+        // Free the port for the worker that is about to bind it.
+        drop(listener);
         let child = Command::new(&exe)
             .arg("worker")
             .args(["--id", &w.id.to_string()])
