@@ -22,5 +22,6 @@ pub mod metrics;
 pub mod migration;
 pub mod model;
 pub mod placement;
+pub mod protocol;
 pub mod scaling;
 pub mod sim;

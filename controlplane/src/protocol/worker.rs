@@ -1,0 +1,683 @@
+//! One worker's side of the migration protocol (see the module docs of [`super`] for the rule).
+//!
+//! The machine owns only what the protocol needs: the routing view, the markers heard, the
+//! requests it holds for key groups it is receiving, and the counters. The worker's queues,
+//! executors and state store stay with the caller, which the machine drives through
+//! [`Action`]s: `Process` puts a request on the local queue, `Drain` stops starting executions,
+//! `ExportState` packs a key group's state and queued requests into a [`Msg::State`], and so on.
+//! The caller applies actions in the order given; all sends to one peer go on one FIFO
+//! connection.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::mem;
+use std::sync::Arc;
+
+use super::{Assignment, Epoch, Msg, Peer, Req};
+use crate::migration::Routing;
+
+/// How often a worker still in a migration tells the planner what it waits for (and so that
+/// it is alive), in ns of the injected clock.
+pub const PROGRESS_INTERVAL_NS: u64 = 100_000;
+
+/// What the caller must do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action<P, S> {
+    /// Send a request routed by this worker's current table.
+    SendRequest { to: usize, req: Req<P> },
+    /// Forward an old-epoch request for a key group this worker gave up, ahead of its seal.
+    ForwardRequest { to: usize, req: Req<P> },
+    /// Send the end-of-epoch marker.
+    SendMarker { to: usize, epoch: Epoch },
+    /// Take the state and the queued requests (in queue order) of these key groups out of the
+    /// local store and queue, and send them to `to` as [`Msg::State`].
+    ExportState {
+        to: usize,
+        epoch: Epoch,
+        operator: usize,
+        key_groups: Vec<usize>,
+    },
+    /// Send the seal of these key groups.
+    SendSeal {
+        to: usize,
+        epoch: Epoch,
+        operator: usize,
+        key_groups: Vec<usize>,
+    },
+    /// Put this state into the local store (its key groups' requests follow as `Process`).
+    InstallState {
+        operator: usize,
+        key_groups: Vec<usize>,
+        state: S,
+    },
+    /// Append to the local queue (executed in queue order once not paused).
+    Process(Req<P>),
+    /// Stop starting executions; call [`Worker::on_drained`] once the running ones finished.
+    Drain,
+    /// Start executing again.
+    Resume { epoch: Epoch, pause_ns: u64 },
+    /// Tell the planner this worker's part of the migration is complete.
+    Completed(WorkerReport),
+    /// Tell the planner what this worker still waits for.
+    Progress { epoch: Epoch, waiting: Waiting },
+    /// The protocol's invariants were broken (a bug, or a peer that does not follow it).
+    Fault(ProtocolError),
+}
+
+/// One worker's numbers for one migration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub worker: usize,
+    pub epoch: Epoch,
+    /// From the plan's arrival to resuming.
+    pub pause_ns: u64,
+    /// Queued requests that arrived with state this worker received.
+    pub received_queued: u64,
+    /// Old-epoch requests this worker forwarded to new owners.
+    pub forwarded: u64,
+    /// New-epoch requests this worker held until their key group's state and seal were in.
+    pub held: u64,
+    /// New-epoch requests for key groups this worker kept, held for upstream markers (gate).
+    pub gated: u64,
+    /// Messages that arrived before the plan and waited for it.
+    pub early: u64,
+}
+
+/// What a worker in a migration still waits for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// Running executions not yet drained.
+    pub draining: bool,
+    /// Peers whose end-of-epoch marker is missing (resume, seals and fences).
+    pub markers_from: Vec<Peer>,
+    /// Old owners whose state or seal of a key group this worker receives is missing.
+    pub state_or_seal_from: Vec<usize>,
+}
+
+/// A broken invariant, reported rather than acted on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("worker {worker}: request for ({operator}, {key_group}) epoch {epoch} after its seal")]
+    AfterSeal {
+        worker: usize,
+        operator: usize,
+        key_group: usize,
+        epoch: Epoch,
+    },
+    #[error(
+        "worker {worker}: request for ({operator}, {key_group}) epoch {epoch} from {from:?}, \
+         which this worker does not own"
+    )]
+    NotOwner {
+        worker: usize,
+        from: Peer,
+        operator: usize,
+        key_group: usize,
+        epoch: Epoch,
+    },
+    #[error("worker {worker}: unexpected {what} from {from:?} for epoch {epoch}")]
+    Unexpected {
+        worker: usize,
+        from: Peer,
+        what: &'static str,
+        epoch: Epoch,
+    },
+}
+
+/// Phase of a key group this worker gives up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutPhase {
+    /// Still here (before the drain): its requests go on the local queue and are exported.
+    Owned,
+    /// State sent: old-epoch requests are forwarded.
+    Exported,
+    /// Seal sent: nothing more may arrive.
+    Sealed,
+}
+
+/// A key group this worker receives, not yet installed.
+struct Incoming<P> {
+    from: usize,
+    state_in: bool,
+    seal_in: bool,
+    /// Queued requests exported with the state.
+    exported: Vec<Req<P>>,
+    /// Old-epoch requests forwarded by the old owner.
+    forwarded: Vec<Req<P>>,
+    /// New-epoch requests from anyone.
+    held: Vec<Req<P>>,
+}
+
+/// New-epoch requests for an operator's kept key groups, waiting for upstream markers: the old
+/// owner of an upstream key group may still have old-epoch requests for the same key on its
+/// way here on another connection than the new owner's.
+struct Gate<P> {
+    from: BTreeSet<Peer>,
+    waiting: Vec<Req<P>>,
+}
+
+/// The current migration.
+struct Migration<P> {
+    epoch: Epoch,
+    started_ns: u64,
+    plan: Assignment,
+    drained: bool,
+    resumed: bool,
+    sealed: bool,
+    markers: BTreeSet<Peer>,
+    /// Markers needed to resume and seal: the plan's hear-from (and the ingress).
+    resume_from: BTreeSet<Peer>,
+    /// Markers needed to complete: `resume_from` and the fence.
+    complete_from: BTreeSet<Peer>,
+    outgoing: BTreeMap<(usize, usize), (usize, OutPhase)>,
+    incoming: BTreeMap<(usize, usize), Incoming<P>>,
+    /// Per operator: peers (old hosts of its predecessors) whose markers new-epoch requests for
+    /// key groups this worker keeps wait for, and those requests in arrival order.
+    gates: BTreeMap<usize, Gate<P>>,
+    report: WorkerReport,
+    last_progress_ns: u64,
+}
+
+/// One worker's protocol state, across epochs.
+pub struct Worker<P, S> {
+    id: usize,
+    /// Latest epoch whose plan arrived.
+    epoch: Epoch,
+    /// Ownership view: the latest plan's table.
+    owners: Arc<Routing>,
+    /// The table this worker's own chained requests are routed by (the old one until drained).
+    emit_routing: Arc<Routing>,
+    emit_epoch: Epoch,
+    migration: Option<Migration<P>>,
+    /// Messages from a newer epoch than the latest plan, and everything after them on the same
+    /// connection, in arrival order.
+    early: Vec<(Peer, Msg<P, S>)>,
+    ahead: BTreeSet<Peer>,
+}
+
+impl<P, S> Worker<P, S> {
+    /// A worker at `epoch` with `routing`.
+    pub fn new(id: usize, routing: Arc<Routing>, epoch: Epoch) -> Self {
+        Worker {
+            id,
+            epoch,
+            owners: Arc::clone(&routing),
+            emit_routing: routing,
+            emit_epoch: epoch,
+            migration: None,
+            early: Vec::new(),
+            ahead: BTreeSet::new(),
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Latest epoch whose plan arrived.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// True from a plan's arrival until this worker's part of it is complete.
+    pub fn in_migration(&self) -> bool {
+        self.migration.is_some()
+    }
+
+    /// True while the worker must not start executions (from the plan to resuming).
+    pub fn paused(&self) -> bool {
+        self.migration.as_ref().is_some_and(|m| !m.resumed)
+    }
+
+    /// What the worker waits for, if it is in a migration.
+    pub fn waiting(&self) -> Option<Waiting> {
+        let m = self.migration.as_ref()?;
+        let mut state_or_seal_from: Vec<usize> = m.incoming.values().map(|i| i.from).collect();
+        state_or_seal_from.sort_unstable();
+        state_or_seal_from.dedup();
+        Some(Waiting {
+            draining: !m.drained,
+            markers_from: m.complete_from.difference(&m.markers).copied().collect(),
+            state_or_seal_from,
+        })
+    }
+
+    /// The planner's plan for a new epoch arrived.
+    pub fn on_plan(&mut self, now_ns: u64, plan: Assignment) -> Vec<Action<P, S>> {
+        let mut out = Vec::new();
+        if plan.epoch <= self.epoch || self.migration.is_some() {
+            out.push(Action::Fault(ProtocolError::Unexpected {
+                worker: self.id,
+                from: Peer::Ingress,
+                what: "plan",
+                epoch: plan.epoch,
+            }));
+            return out;
+        }
+        let me = self.id;
+        let mut outgoing = BTreeMap::new();
+        for t in &plan.plan.sends {
+            for &g in &t.key_groups {
+                outgoing.insert((t.operator, g), (t.to, OutPhase::Owned));
+            }
+        }
+        let mut incoming = BTreeMap::new();
+        for (o, (old, new)) in self.owners.iter().zip(plan.routing.iter()).enumerate() {
+            for (g, (&a, &b)) in old.iter().zip(new).enumerate() {
+                if b == me && a != me {
+                    incoming.insert(
+                        (o, g),
+                        Incoming {
+                            from: a,
+                            state_in: false,
+                            seal_in: false,
+                            exported: Vec::new(),
+                            forwarded: Vec::new(),
+                            held: Vec::new(),
+                        },
+                    );
+                }
+            }
+        }
+        let mut resume_from: BTreeSet<Peer> = plan
+            .plan
+            .hear_from
+            .iter()
+            .map(|&w| Peer::Worker(w))
+            .collect();
+        if plan.plan.hear_from_ingress {
+            resume_from.insert(Peer::Ingress);
+        }
+        // Only operators hosted here under the old table have key groups to keep; their old
+        // upstream hosts are exactly this worker's fence peers, so their markers will come.
+        let owners = &self.owners;
+        let gates = plan
+            .upstream_old
+            .iter()
+            .enumerate()
+            .filter(|(o, _)| owners.get(*o).is_some_and(|gs| gs.contains(&me)))
+            .map(|(o, ups)| {
+                let from = ups
+                    .iter()
+                    .filter(|&&u| u != me)
+                    .map(|&u| Peer::Worker(u))
+                    .collect();
+                (
+                    o,
+                    Gate {
+                        from,
+                        waiting: Vec::new(),
+                    },
+                )
+            })
+            .filter(|(_, g)| !g.from.is_empty())
+            .collect();
+        let mut complete_from = resume_from.clone();
+        complete_from.extend(plan.fence_from.iter().map(|&w| Peer::Worker(w)));
+        self.epoch = plan.epoch;
+        self.owners = Arc::clone(&plan.routing);
+        self.migration = Some(Migration {
+            epoch: plan.epoch,
+            started_ns: now_ns,
+            drained: false,
+            resumed: false,
+            sealed: false,
+            markers: BTreeSet::new(),
+            resume_from,
+            complete_from,
+            outgoing,
+            incoming,
+            gates,
+            report: WorkerReport {
+                worker: me,
+                epoch: plan.epoch,
+                ..WorkerReport::default()
+            },
+            last_progress_ns: now_ns,
+            plan,
+        });
+        out.push(Action::Drain);
+        self.ahead.clear();
+        let early = mem::take(&mut self.early);
+        if let Some(m) = self.migration.as_mut() {
+            m.report.early = early.len() as u64;
+        }
+        for (from, msg) in early {
+            self.message(now_ns, from, msg, &mut out);
+        }
+        out
+    }
+
+    /// A message from a peer (or the ingress) arrived.
+    pub fn on_message(&mut self, now_ns: u64, from: Peer, msg: Msg<P, S>) -> Vec<Action<P, S>> {
+        let mut out = Vec::new();
+        self.message(now_ns, from, msg, &mut out);
+        out
+    }
+
+    /// A local execution emitted a chained request: route it by the current table.
+    pub fn on_emit(&mut self, operator: usize, key_group: usize, body: P) -> Vec<Action<P, S>> {
+        let mut out = Vec::new();
+        let req = Req {
+            operator,
+            key_group,
+            epoch: self.emit_epoch,
+            body,
+        };
+        let to = self.emit_routing[operator][key_group];
+        if to == self.id {
+            self.request(Peer::Worker(self.id), req, &mut out);
+        } else {
+            out.push(Action::SendRequest { to, req });
+        }
+        out
+    }
+
+    /// The executions that were running when [`Action::Drain`] was issued have finished.
+    pub fn on_drained(&mut self, now_ns: u64) -> Vec<Action<P, S>> {
+        let mut out = Vec::new();
+        let Some(m) = self.migration.as_mut() else {
+            return out;
+        };
+        if m.drained {
+            return out;
+        }
+        m.drained = true;
+        self.emit_routing = Arc::clone(&m.plan.routing);
+        self.emit_epoch = m.epoch;
+        for t in &m.plan.plan.sends {
+            out.push(Action::ExportState {
+                to: t.to,
+                epoch: m.epoch,
+                operator: t.operator,
+                key_groups: t.key_groups.clone(),
+            });
+            for &g in &t.key_groups {
+                if let Some(o) = m.outgoing.get_mut(&(t.operator, g)) {
+                    o.1 = OutPhase::Exported;
+                }
+            }
+        }
+        let to: BTreeSet<usize> = m
+            .plan
+            .plan
+            .markers_to
+            .union(&m.plan.fence_to)
+            .copied()
+            .collect();
+        for to in to {
+            out.push(Action::SendMarker { to, epoch: m.epoch });
+        }
+        self.progress(now_ns, &mut out);
+        out
+    }
+
+    /// Time passes: a worker still in a migration reports what it waits for, every
+    /// [`PROGRESS_INTERVAL_NS`].
+    pub fn on_tick(&mut self, now_ns: u64) -> Vec<Action<P, S>> {
+        let mut out = Vec::new();
+        let due = self
+            .migration
+            .as_ref()
+            .is_some_and(|m| now_ns >= m.last_progress_ns + PROGRESS_INTERVAL_NS);
+        if due {
+            let waiting = self.waiting().unwrap_or_default();
+            let m = self.migration.as_mut().expect("in a migration");
+            m.last_progress_ns = now_ns;
+            out.push(Action::Progress {
+                epoch: m.epoch,
+                waiting,
+            });
+        }
+        out
+    }
+
+    fn message(&mut self, now_ns: u64, from: Peer, msg: Msg<P, S>, out: &mut Vec<Action<P, S>>) {
+        // FIFO per connection: once something of a newer epoch came on it, all that follows
+        // on it (including old-epoch forwards) waits for the plan too.
+        if self.ahead.contains(&from) || msg.epoch() > self.epoch {
+            self.ahead.insert(from);
+            self.early.push((from, msg));
+            return;
+        }
+        match msg {
+            Msg::Request(req) => self.request(from, req, out),
+            Msg::Marker { epoch } => {
+                let id = self.id;
+                match self.migration.as_mut() {
+                    Some(m) if m.epoch == epoch && m.complete_from.contains(&from) => {
+                        m.markers.insert(from);
+                        let markers = &m.markers;
+                        let open: Vec<usize> = m
+                            .gates
+                            .iter()
+                            .filter(|(_, g)| g.from.is_subset(markers))
+                            .map(|(&o, _)| o)
+                            .collect();
+                        for o in open {
+                            let g = m.gates.remove(&o).expect("present");
+                            out.extend(g.waiting.into_iter().map(Action::Process));
+                        }
+                    }
+                    _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                        worker: id,
+                        from,
+                        what: "marker",
+                        epoch,
+                    })),
+                }
+                self.progress(now_ns, out);
+            }
+            Msg::State {
+                epoch,
+                operator,
+                key_groups,
+                state,
+                queued,
+            } => {
+                let id = self.id;
+                let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
+                    out.push(Action::Fault(ProtocolError::Unexpected {
+                        worker: id,
+                        from,
+                        what: "state",
+                        epoch,
+                    }));
+                    return;
+                };
+                m.report.received_queued += queued.len() as u64;
+                let mut queued = queued;
+                for &g in &key_groups {
+                    match m.incoming.get_mut(&(operator, g)) {
+                        Some(i) if Peer::Worker(i.from) == from && !i.state_in => {
+                            i.state_in = true;
+                            let (mine, rest): (Vec<_>, Vec<_>) = queued
+                                .into_iter()
+                                .partition(|r| r.operator == operator && r.key_group == g);
+                            i.exported = mine;
+                            queued = rest;
+                        }
+                        _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                            worker: id,
+                            from,
+                            what: "state",
+                            epoch,
+                        })),
+                    }
+                }
+                if !queued.is_empty() {
+                    out.push(Action::Fault(ProtocolError::Unexpected {
+                        worker: id,
+                        from,
+                        what: "queued request of another key group",
+                        epoch,
+                    }));
+                }
+                out.push(Action::InstallState {
+                    operator,
+                    key_groups: key_groups.clone(),
+                    state,
+                });
+                self.install_ready(operator, &key_groups, out);
+                self.progress(now_ns, out);
+            }
+            Msg::Seal {
+                epoch,
+                operator,
+                key_groups,
+            } => {
+                let id = self.id;
+                let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
+                    out.push(Action::Fault(ProtocolError::Unexpected {
+                        worker: id,
+                        from,
+                        what: "seal",
+                        epoch,
+                    }));
+                    return;
+                };
+                for &g in &key_groups {
+                    match m.incoming.get_mut(&(operator, g)) {
+                        Some(i) if Peer::Worker(i.from) == from && !i.seal_in => i.seal_in = true,
+                        _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                            worker: id,
+                            from,
+                            what: "seal",
+                            epoch,
+                        })),
+                    }
+                }
+                self.install_ready(operator, &key_groups, out);
+                self.progress(now_ns, out);
+            }
+        }
+    }
+
+    fn request(&mut self, from: Peer, req: Req<P>, out: &mut Vec<Action<P, S>>) {
+        let key = (req.operator, req.key_group);
+        let id = self.id;
+        if let Some(m) = self.migration.as_mut() {
+            if let Some(i) = m.incoming.get_mut(&key) {
+                if req.epoch < m.epoch {
+                    if from == Peer::Worker(i.from) {
+                        i.forwarded.push(req);
+                    } else {
+                        out.push(Action::Fault(ProtocolError::NotOwner {
+                            worker: id,
+                            from,
+                            operator: req.operator,
+                            key_group: req.key_group,
+                            epoch: req.epoch,
+                        }));
+                    }
+                } else {
+                    m.report.held += 1;
+                    i.held.push(req);
+                }
+                return;
+            }
+            if let Some(&(to, phase)) = m.outgoing.get(&key) {
+                match phase {
+                    OutPhase::Owned => out.push(Action::Process(req)),
+                    OutPhase::Exported if req.epoch < m.epoch => {
+                        m.report.forwarded += 1;
+                        out.push(Action::ForwardRequest { to, req });
+                    }
+                    _ => out.push(Action::Fault(ProtocolError::AfterSeal {
+                        worker: id,
+                        operator: req.operator,
+                        key_group: req.key_group,
+                        epoch: req.epoch,
+                    })),
+                }
+                return;
+            }
+        }
+        if self.owners[req.operator][req.key_group] == id {
+            if let Some(m) = self.migration.as_mut()
+                && req.epoch == m.epoch
+                && let Some(g) = m.gates.get_mut(&req.operator)
+            {
+                m.report.gated += 1;
+                g.waiting.push(req);
+                return;
+            }
+            out.push(Action::Process(req));
+        } else {
+            out.push(Action::Fault(ProtocolError::NotOwner {
+                worker: id,
+                from,
+                operator: req.operator,
+                key_group: req.key_group,
+                epoch: req.epoch,
+            }));
+        }
+    }
+
+    /// Releases every listed key group whose state and seal are both in.
+    fn install_ready(
+        &mut self,
+        operator: usize,
+        key_groups: &[usize],
+        out: &mut Vec<Action<P, S>>,
+    ) {
+        let Some(m) = self.migration.as_mut() else {
+            return;
+        };
+        for &g in key_groups {
+            let ready = m
+                .incoming
+                .get(&(operator, g))
+                .is_some_and(|i| i.state_in && i.seal_in);
+            if ready {
+                let i = m.incoming.remove(&(operator, g)).expect("present");
+                out.extend(
+                    i.exported
+                        .into_iter()
+                        .chain(i.forwarded)
+                        .chain(i.held)
+                        .map(Action::Process),
+                );
+            }
+        }
+    }
+
+    /// Seals, resumes and completes as soon as their conditions hold.
+    fn progress(&mut self, now_ns: u64, out: &mut Vec<Action<P, S>>) {
+        let Some(m) = self.migration.as_mut() else {
+            return;
+        };
+        if !m.drained {
+            return;
+        }
+        if !m.sealed && m.resume_from.is_subset(&m.markers) {
+            m.sealed = true;
+            for t in &m.plan.plan.sends {
+                out.push(Action::SendSeal {
+                    to: t.to,
+                    epoch: m.epoch,
+                    operator: t.operator,
+                    key_groups: t.key_groups.clone(),
+                });
+            }
+            for phase in m.outgoing.values_mut() {
+                phase.1 = OutPhase::Sealed;
+            }
+        }
+        if m.sealed && !m.resumed {
+            m.resumed = true;
+            m.report.pause_ns = now_ns - m.started_ns;
+            out.push(Action::Resume {
+                epoch: m.epoch,
+                pause_ns: m.report.pause_ns,
+            });
+        }
+        if m.resumed
+            && m.incoming.is_empty()
+            && m.gates.is_empty()
+            && m.complete_from.is_subset(&m.markers)
+        {
+            let m = self.migration.take().expect("in a migration");
+            out.push(Action::Completed(m.report));
+        }
+    }
+}

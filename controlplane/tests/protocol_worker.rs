@@ -1,0 +1,162 @@
+//! The worker state machine driven by hand through §7's key case: key group (0, 0) of a source
+//! operator moves from worker 0 to worker 1 while the ingress keeps sending.
+
+use std::sync::Arc;
+
+use clasp_controlplane::migration::plan;
+use clasp_controlplane::protocol::worker::{Action, Worker};
+use clasp_controlplane::protocol::{Msg, Peer, Req, assignments};
+
+type A = Action<u32, &'static str>;
+
+fn req(epoch: u64, body: u32) -> Req<u32> {
+    Req {
+        operator: 0,
+        key_group: 0,
+        epoch,
+        body,
+    }
+}
+
+fn processed(acts: &[A]) -> Vec<u32> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::Process(r) => Some(r.body),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
+    let old = vec![vec![0]];
+    let new = Arc::new(vec![vec![1]]);
+    let preds = vec![vec![]];
+    let p = plan(1, &old, &new, &preds);
+    assert!(p.workers[0].hear_from_ingress);
+    let parts = assignments(&p, &old, &new, &preds, 2);
+    let mut a: Worker<u32, &str> = Worker::new(0, Arc::new(old.clone()), 0);
+    let mut b: Worker<u32, &str> = Worker::new(1, Arc::new(old), 0);
+
+    // B hears of the new epoch first: a new-epoch root for the group is held.
+    assert_eq!(b.on_plan(10, parts[1].clone()), vec![A::Drain]);
+    // B hears from A (its state sender): it stays paused until A's marker.
+    assert!(b.on_drained(12).is_empty());
+    assert!(b.paused());
+    assert!(processed(&b.on_message(13, Peer::Ingress, Msg::Request(req(1, 30)))).is_empty());
+
+    // A: plan, an old root still queued locally, drain → export, marker to B, no seal yet.
+    assert_eq!(a.on_plan(20, parts[0].clone()), vec![A::Drain]);
+    assert_eq!(
+        processed(&a.on_message(21, Peer::Ingress, Msg::Request(req(0, 10)))),
+        vec![10]
+    );
+    let acts = a.on_drained(25);
+    assert_eq!(
+        acts,
+        vec![
+            A::ExportState {
+                to: 1,
+                epoch: 1,
+                operator: 0,
+                key_groups: vec![0]
+            },
+            A::SendMarker { to: 1, epoch: 1 },
+        ]
+    );
+    // An old root arriving after the export is forwarded; the ingress marker lets A seal.
+    assert_eq!(
+        a.on_message(26, Peer::Ingress, Msg::Request(req(0, 20))),
+        vec![A::ForwardRequest {
+            to: 1,
+            req: req(0, 20)
+        }]
+    );
+    let acts = a.on_message(30, Peer::Ingress, Msg::Marker { epoch: 1 });
+    assert_eq!(
+        acts[0],
+        A::SendSeal {
+            to: 1,
+            epoch: 1,
+            operator: 0,
+            key_groups: vec![0]
+        }
+    );
+    assert_eq!(
+        acts[1],
+        A::Resume {
+            epoch: 1,
+            pause_ns: 10
+        }
+    );
+    assert!(matches!(acts[2], A::Completed(_)));
+
+    // B, on A's FIFO connection: state (with the queued root), the forward, the marker, the seal.
+    let state = Msg::State {
+        epoch: 1,
+        operator: 0,
+        key_groups: vec![0],
+        state: "counts",
+        queued: vec![req(0, 10)],
+    };
+    let acts = b.on_message(31, Peer::Worker(0), state);
+    assert!(matches!(
+        acts[0],
+        A::InstallState {
+            state: "counts",
+            ..
+        }
+    ));
+    assert!(
+        processed(&acts).is_empty(),
+        "no request runs before the seal"
+    );
+    assert!(processed(&b.on_message(32, Peer::Worker(0), Msg::Request(req(0, 20)))).is_empty());
+    let acts = b.on_message(33, Peer::Worker(0), Msg::Marker { epoch: 1 });
+    assert_eq!(
+        acts,
+        vec![A::Resume {
+            epoch: 1,
+            pause_ns: 23
+        }],
+        "resumes; the group stays held"
+    );
+    let acts = b.on_message(
+        34,
+        Peer::Worker(0),
+        Msg::Seal {
+            epoch: 1,
+            operator: 0,
+            key_groups: vec![0],
+        },
+    );
+    assert_eq!(
+        processed(&acts),
+        vec![10, 20, 30],
+        "exported, forwarded, then held, in order"
+    );
+    let Some(A::Completed(r)) = acts.last() else {
+        panic!("B completes once the group is installed: {acts:?}");
+    };
+    assert_eq!((r.received_queued, r.held), (1, 1));
+    assert!(!a.in_migration() && !b.in_migration());
+}
+
+#[test]
+fn markers_go_to_every_peer_in_the_plan_even_with_nothing_else() {
+    // Operator 1 (fed by operator 0 on worker 0) moves from worker 1 to worker 2: worker 0
+    // gives up nothing, yet owes worker 1 a marker (it is an upstream sender of operator 1).
+    let old = vec![vec![0], vec![1]];
+    let new = Arc::new(vec![vec![0], vec![2]]);
+    let preds = vec![vec![], vec![0]];
+    let p = plan(1, &old, &new, &preds);
+    let parts = assignments(&p, &old, &new, &preds, 3);
+    let mut w0: Worker<u32, ()> = Worker::new(0, Arc::new(old), 0);
+    assert_eq!(w0.on_plan(0, parts[0].clone()), vec![Action::Drain]);
+    let acts = w0.on_drained(1);
+    assert!(
+        acts.contains(&Action::SendMarker { to: 1, epoch: 1 }),
+        "{acts:?}"
+    );
+    assert!(acts.iter().any(|a| matches!(a, Action::Completed(_))));
+}
