@@ -11,6 +11,8 @@
 //! - [`estimator`]: RLS of α, β, γ and W̄ smoothing;
 //! - [`scaling`]: parallelism, triggers, the one-line decision explanation;
 //! - [`migration`]: shares → key groups with the fewest moves, and the epoch-tagged plan;
+//! - [`protocol`]: the coordinated migration itself (DESIGN.md §7, plus the gate rule its
+//!   simulation showed was missing), as sans-I/O state machines for workers and the planner;
 //! - [`app`]: the plain-data application model the simulator runs;
 //! - [`sim`]: the discrete-event cluster simulator and the paper's experiments.
 
