@@ -156,16 +156,9 @@ pub struct WorkerReport {
     pub instances: Vec<Vec<Box<dyn clasp_operators::OperatorInstance>>>,
 }
 
+/// Pins the calling thread to `cpu`, verified (see [`crate::affinity`]).
 pub(crate) fn pin_thread(cpu: usize) -> Result<(), String> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin to CPU {cpu}: {e}"))?;
-    std::thread::yield_now();
-    let now = rustix::thread::sched_getcpu();
-    if now != cpu {
-        return Err(format!("pinned to CPU {cpu} but runs on CPU {now}"));
-    }
-    Ok(())
+    crate::affinity::pin_current_thread(cpu).map(|_| ())
 }
 
 /// Runs a worker until its ingress finished and every request was processed and flushed.

@@ -1,0 +1,31 @@
+//! Pinning threads to cores, verified.
+//!
+//! `core_affinity::set_for_current` was seen on this project's 2-core VM to report success for
+//! a new thread that then kept running on its parent's CPU (DESIGN.md §4). So we call
+//! `sched_setaffinity` directly and check with `sched_getcpu` that the thread really moved.
+
+/// Pins the calling thread to `cpu` and checks where it runs. Returns the CPU it runs on.
+pub fn pin_current_thread(cpu: usize) -> Result<usize, String> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| format!("sched_setaffinity to CPU {cpu}: {e}"))?;
+    // The kernel migrates the thread before returning from sched_setaffinity; yield once in
+    // case the migration is lazy on this kernel.
+    std::thread::yield_now();
+    let now = rustix::thread::sched_getcpu();
+    if now != cpu {
+        return Err(format!("asked for CPU {cpu}, the thread runs on CPU {now}"));
+    }
+    Ok(now)
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
