@@ -12,7 +12,7 @@ use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver};
 use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::transport::{ClusterSecret, Limits, MAX_PEER_ID, PeerId};
-use clasp_operators::{AppSpec, Comparable};
+use clasp_operators::AppSpec;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -552,88 +552,40 @@ fn print_report(
     workers: usize,
     r: &ClusterReport,
 ) -> anyhow::Result<()> {
-    let comparable = Comparable::from_summaries(spec, &r.summaries);
-    let names: Vec<&str> = spec.operators.iter().map(|o| o.name.as_str()).collect();
-    let throughput = r.admitted as f64 / r.elapsed.as_secs_f64().max(1e-9);
-    if args.json {
-        let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.to_string(), f(i)))
-                .collect()
-        };
-        let v = serde_json::json!({
-            "app": spec.name,
-            "records": args.records,
-            "seed": args.seed,
-            "state_digest": comparable.state_digest().to_hex(),
-            "output_digest": comparable.output_digest().to_hex(),
-            "processed": by_name(&|i| r.summaries[i].processed.into()),
-            "state_digests": by_name(&|i| r.summaries[i].state.to_hex().into()),
-            "throughput_per_s": throughput,
-            "latency_us": {"p50": r.latency.p50, "p95": r.latency.p95, "p99": r.latency.p99, "max": r.latency.max},
-            "executors": args.executors,
-            "workers": workers,
-            "elapsed_s": r.elapsed.as_secs_f64(),
-            "operators": by_name(&|i| serde_json::to_value(&r.operator_metrics[i]).unwrap_or_default()),
-            "totals": r.totals,
-            "intervals": serde_json::Value::Array(Vec::new()),
-            "errors": r.errors,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    println!(
-        "app {}  records {}  seed {}  workers {}  executors {}",
-        spec.name, args.records, args.seed, workers, args.executors
-    );
-    println!("state_digest  {}", comparable.state_digest());
-    println!("output_digest {}", comparable.output_digest());
-    println!(
-        "throughput {:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} p99 {:.1} max {:.1} ({} trees)",
-        throughput,
-        r.elapsed.as_secs_f64(),
-        r.latency.p50,
-        r.latency.p95,
-        r.latency.p99,
-        r.latency.max,
-        r.latency.count
-    );
-    println!(
-        "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
-        "operator", "processed", "malformed", "state keys", "exec ns/req"
-    );
-    for (i, n) in names.iter().enumerate() {
-        let s = &r.summaries[i];
-        println!(
-            "{:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
-            n,
-            s.processed,
-            s.malformed,
-            r.state_keys[i],
-            r.operator_metrics[i].exec_ns_mean,
-            s.state
-        );
-    }
     let t = |k: &str| r.totals.get(k).copied().unwrap_or(0);
-    println!(
-        "executors: {} frames in, {} local and {} remote chained requests, {} overflowed, {} bad frames, {} parks; {} batches sent",
-        t("frames_in"),
-        t("local_sent"),
-        t("remote_sent"),
-        t("overflowed"),
-        t("bad_frames"),
-        t("parks"),
-        t("net_batches_sent")
-    );
-    for (op, reasons) in names.iter().zip(&r.malformed) {
-        for (reason, n) in reasons {
-            println!("malformed at {op}: {n} × {reason}");
-        }
-    }
-    for e in &r.errors {
-        println!("fault: {e}");
-    }
-    Ok(())
+    let view = crate::cmd::report::RunView {
+        spec,
+        records: args.records,
+        seed: args.seed,
+        executors: usize::from(args.executors),
+        workers: Some(workers),
+        summaries: &r.summaries,
+        state_keys: r.state_keys.clone(),
+        exec_ns_mean: r.operator_metrics.iter().map(|m| m.exec_ns_mean).collect(),
+        operators_json: r
+            .operator_metrics
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap_or_default())
+            .collect(),
+        malformed: &r.malformed,
+        latency: &r.latency,
+        elapsed: r.elapsed,
+        admitted: r.admitted,
+        totals: serde_json::to_value(&r.totals)?,
+        totals_line: format!(
+            "executors: {} frames in, {} local and {} remote chained requests, {} overflowed, \
+             {} bad frames, {} parks; {} batches sent",
+            t("frames_in"),
+            t("local_sent"),
+            t("remote_sent"),
+            t("overflowed"),
+            t("bad_frames"),
+            t("parks"),
+            t("net_batches_sent")
+        ),
+        // The driver does not sample the workers' counters during a run yet.
+        intervals: serde_json::Value::Array(Vec::new()),
+        errors: &r.errors,
+    };
+    crate::cmd::report::print(&view, args.json)
 }

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
 use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
-use clasp_operators::{AppSpec, Comparable};
+use clasp_operators::AppSpec;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -215,89 +215,32 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(spec: &AppSpec, args: &LocalArgs, r: &WorkerReport) -> anyhow::Result<()> {
-    let comparable = Comparable::from_summaries(spec, &r.summaries);
-    let names: Vec<&str> = spec.operators.iter().map(|o| o.name.as_str()).collect();
-    let throughput = r.admitted as f64 / r.elapsed.as_secs_f64().max(1e-9);
-    if args.json {
-        let processed: serde_json::Map<String, serde_json::Value> = names
-            .iter()
-            .zip(&r.summaries)
-            .map(|(n, s)| (n.to_string(), s.processed.into()))
-            .collect();
-        let state_digests: serde_json::Map<String, serde_json::Value> = names
-            .iter()
-            .zip(&r.summaries)
-            .map(|(n, s)| (n.to_string(), s.state.to_hex().into()))
-            .collect();
-        let operators: serde_json::Map<String, serde_json::Value> = names
-            .iter()
-            .zip(&r.operator_metrics)
-            .map(|(n, m)| (n.to_string(), serde_json::to_value(m).unwrap_or_default()))
-            .collect();
-        let v = serde_json::json!({
-            "app": spec.name,
-            "records": args.records,
-            "seed": args.seed,
-            "state_digest": comparable.state_digest().to_hex(),
-            "output_digest": comparable.output_digest().to_hex(),
-            "processed": processed,
-            "state_digests": state_digests,
-            "throughput_per_s": throughput,
-            "latency_us": {"p50": r.latency.p50, "p95": r.latency.p95, "p99": r.latency.p99, "max": r.latency.max},
-            "executors": args.executors,
-            "elapsed_s": r.elapsed.as_secs_f64(),
-            "operators": operators,
-            "totals": r.totals,
-            "intervals": r.intervals,
-            "errors": r.errors,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    println!(
-        "app {}  records {}  seed {}  executors {}",
-        spec.name, args.records, args.seed, args.executors
-    );
-    println!("state_digest  {}", comparable.state_digest());
-    println!("output_digest {}", comparable.output_digest());
-    println!(
-        "throughput {:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} p99 {:.1} max {:.1} ({} trees)",
-        throughput,
-        r.elapsed.as_secs_f64(),
-        r.latency.p50,
-        r.latency.p95,
-        r.latency.p99,
-        r.latency.max,
-        r.latency.count
-    );
-    println!(
-        "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
-        "operator", "processed", "malformed", "state keys", "exec ns/req"
-    );
-    for (i, n) in names.iter().enumerate() {
-        let s = &r.summaries[i];
-        println!(
-            "{:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
-            n,
-            s.processed,
-            s.malformed,
-            r.state_keys[i],
-            r.operator_metrics[i].exec_ns_mean,
-            s.state
-        );
-    }
     let t = &r.totals;
-    println!(
-        "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, {} parks",
-        t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
-    );
-    for (op, reasons) in names.iter().zip(&r.malformed) {
-        for (reason, n) in reasons {
-            println!("malformed at {op}: {n} × {reason}");
-        }
-    }
-    for e in &r.errors {
-        println!("fault: {e}");
-    }
-    Ok(())
+    let view = crate::cmd::report::RunView {
+        spec,
+        records: args.records,
+        seed: args.seed,
+        executors: args.executors,
+        workers: None,
+        summaries: &r.summaries,
+        state_keys: r.state_keys.iter().map(|&k| k as u64).collect(),
+        exec_ns_mean: r.operator_metrics.iter().map(|m| m.exec_ns_mean).collect(),
+        operators_json: r
+            .operator_metrics
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap_or_default())
+            .collect(),
+        malformed: &r.malformed,
+        latency: &r.latency,
+        elapsed: r.elapsed,
+        admitted: r.admitted,
+        totals: serde_json::to_value(t)?,
+        totals_line: format!(
+            "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, {} parks",
+            t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
+        ),
+        intervals: serde_json::to_value(&r.intervals)?,
+        errors: &r.errors,
+    };
+    crate::cmd::report::print(&view, args.json)
 }

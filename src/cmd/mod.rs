@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cluster;
 pub mod local;
 pub mod place;
+pub mod report;
 pub mod sim;
 
 /// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2

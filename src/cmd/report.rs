@@ -1,0 +1,112 @@
+//! How a run is printed, shared by `clasp local` and `clasp run --static`: the same keys as
+//! `clasp oracle --json` (so digests compare directly) plus throughput, latency and metrics.
+
+use clasp_dataplane::worker::ledger::LatencySummary;
+use clasp_operators::{AppSpec, Comparable, OperatorSummary};
+use std::time::Duration;
+
+/// One finished run, as both printers see it.
+pub struct RunView<'a> {
+    pub spec: &'a AppSpec,
+    pub records: u64,
+    pub seed: u64,
+    pub executors: usize,
+    /// Workers of a cluster run (`None` for `clasp local`).
+    pub workers: Option<usize>,
+    pub summaries: &'a [OperatorSummary],
+    /// Per operator.
+    pub state_keys: Vec<u64>,
+    /// Per operator, sampled mean execution time.
+    pub exec_ns_mean: Vec<f64>,
+    /// Per operator, the metrics as JSON.
+    pub operators_json: Vec<serde_json::Value>,
+    pub malformed: &'a [Vec<(String, u64)>],
+    pub latency: &'a LatencySummary,
+    pub elapsed: Duration,
+    pub admitted: u64,
+    pub totals: serde_json::Value,
+    /// The counters' one-line summary in the text output.
+    pub totals_line: String,
+    pub intervals: serde_json::Value,
+    pub errors: &'a [String],
+}
+
+/// Prints the run as text, or as one JSON object.
+pub fn print(v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
+    let comparable = Comparable::from_summaries(v.spec, v.summaries);
+    let names: Vec<&str> = v.spec.operators.iter().map(|o| o.name.as_str()).collect();
+    let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
+    let l = v.latency;
+    if json {
+        let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), f(i)))
+                .collect()
+        };
+        let mut o = serde_json::json!({
+            "app": v.spec.name,
+            "records": v.records,
+            "seed": v.seed,
+            "state_digest": comparable.state_digest().to_hex(),
+            "output_digest": comparable.output_digest().to_hex(),
+            "processed": by_name(&|i| v.summaries[i].processed.into()),
+            "state_digests": by_name(&|i| v.summaries[i].state.to_hex().into()),
+            "throughput_per_s": throughput,
+            "latency_us": {"p50": l.p50, "p95": l.p95, "p99": l.p99, "max": l.max},
+            "executors": v.executors,
+            "elapsed_s": v.elapsed.as_secs_f64(),
+            "operators": by_name(&|i| v.operators_json[i].clone()),
+            "totals": v.totals,
+            "intervals": v.intervals,
+            "errors": v.errors,
+        });
+        if let Some(w) = v.workers {
+            o["workers"] = w.into();
+        }
+        println!("{}", serde_json::to_string_pretty(&o)?);
+        return Ok(());
+    }
+    let workers = v
+        .workers
+        .map(|w| format!("  workers {w}"))
+        .unwrap_or_default();
+    println!(
+        "app {}  records {}  seed {}{workers}  executors {}",
+        v.spec.name, v.records, v.seed, v.executors
+    );
+    println!("state_digest  {}", comparable.state_digest());
+    println!("output_digest {}", comparable.output_digest());
+    println!(
+        "throughput {throughput:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} \
+         p99 {:.1} max {:.1} ({} trees)",
+        v.elapsed.as_secs_f64(),
+        l.p50,
+        l.p95,
+        l.p99,
+        l.max,
+        l.count
+    );
+    println!(
+        "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
+        "operator", "processed", "malformed", "state keys", "exec ns/req"
+    );
+    for (i, n) in names.iter().enumerate() {
+        let s = &v.summaries[i];
+        println!(
+            "{n:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
+            s.processed, s.malformed, v.state_keys[i], v.exec_ns_mean[i], s.state
+        );
+    }
+    println!("{}", v.totals_line);
+    for (op, reasons) in names.iter().zip(v.malformed) {
+        for (reason, n) in reasons {
+            println!("malformed at {op}: {n} × {reason}");
+        }
+    }
+    for e in v.errors {
+        println!("fault: {e}");
+    }
+    Ok(())
+}
