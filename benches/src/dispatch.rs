@@ -36,6 +36,8 @@ const RING_BYTES: usize = 1 << 20;
 /// How long the receiver parks when idle. Parking beats busy polling here: with a receiver
 /// that polls without waiting, batch 32 cost 471 ns per request against 202 ns parked.
 const RX_WAIT: Duration = Duration::from_millis(1);
+/// How long the sender parks when the transport refuses a request (until a completion).
+const TX_WAIT: Duration = Duration::from_millis(1);
 const RUN_DEADLINE: Duration = Duration::from_secs(120);
 
 /// How much to measure.
@@ -117,6 +119,16 @@ pub fn process_cpu_s() -> f64 {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; RUSAGE_SELF covers every thread of the process.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU seconds (user + system) of the calling thread so far (for the debug output).
+fn thread_cpu_s() -> f64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD covers the calling thread.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
@@ -208,47 +220,102 @@ impl Inbound for RingSink {
 
 fn limits_for(batch: usize, age_us: u64) -> Limits {
     let entry = wire::entry_bytes(frame_len(KEY_BYTES, PAYLOAD_BYTES));
-    Limits {
+    let mut l = Limits {
         batch_bytes_max: wire::NET_HEADER_BYTES + batch * entry,
         batch_age_max_us: age_us,
         ..Limits::default()
+    };
+    // Ablations, for the README's "what each change bought".
+    if let Some(us) = std::env::var("CLASP_DISPATCH_PARK_MIN_WAIT_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        l.park_min_wait_us = us;
     }
+    if std::env::var_os("CLASP_DISPATCH_SHARED_RING").is_some() {
+        l.single_issuer = false;
+    }
+    l
 }
 
-/// Two connected transports (ids 1 → 2, and 2 → 1).
-fn pair(limits: &Limits) -> (Transport, Transport) {
-    let mk = |id| {
+/// Where the transports of one run find each other. Each transport is created, polled and
+/// dropped on its own thread (the network thread of its worker), as a single-issuer ring
+/// requires.
+struct Rendezvous {
+    addrs: std::sync::Mutex<BTreeMap<PeerId, std::net::SocketAddr>>,
+    listening: Barrier,
+    up: std::sync::atomic::AtomicUsize,
+    parties: usize,
+}
+
+impl Rendezvous {
+    fn new(parties: usize) -> Arc<Self> {
+        Arc::new(Rendezvous {
+            addrs: std::sync::Mutex::new(BTreeMap::new()),
+            listening: Barrier::new(parties),
+            up: std::sync::atomic::AtomicUsize::new(0),
+            parties,
+        })
+    }
+
+    /// Starts transport `id` on this thread, connects it to `peers`, and polls until every
+    /// party's connections are up.
+    fn join(&self, id: PeerId, peers: &[PeerId], limits: &Limits) -> Transport {
         let mut c =
             TransportConfig::new(id, "127.0.0.1:0".parse().expect("addr"), secret(), 0xBE7C);
         c.limits = limits.clone();
-        Transport::start(c).expect("transport")
-    };
-    let (mut a, mut b) = (mk(1), mk(2));
-    a.connect(2, b.local_addr()).expect("connect");
-    b.connect(1, a.local_addr()).expect("connect");
-    let (mut sa, mut sb) = (RingSink::new(false), RingSink::new(false));
-    let start = Instant::now();
-    while !(a.is_connected(2) && b.is_connected(1)) {
-        assert!(start.elapsed() < RUN_DEADLINE, "transports did not connect");
-        a.poll(Duration::from_millis(1), &mut sa).expect("poll");
-        b.poll(Duration::from_millis(1), &mut sb).expect("poll");
+        let mut t = Transport::start(c).expect("transport");
+        self.addrs
+            .lock()
+            .expect("addrs")
+            .insert(id, t.local_addr());
+        self.listening.wait();
+        for &p in peers {
+            let addr = self.addrs.lock().expect("addrs")[&p];
+            t.connect(p, addr).expect("connect");
+        }
+        let mut sink = RingSink::new(false);
+        let start = Instant::now();
+        while !peers.iter().all(|&p| t.is_connected(p)) {
+            assert!(start.elapsed() < RUN_DEADLINE, "transports did not connect");
+            t.poll(Duration::from_millis(1), &mut sink).expect("poll");
+        }
+        self.up.fetch_add(1, Ordering::AcqRel);
+        // Keep serving the others' handshakes until everyone is connected.
+        while self.up.load(Ordering::Acquire) < self.parties {
+            assert!(start.elapsed() < RUN_DEADLINE, "transports did not connect");
+            t.poll(Duration::from_millis(1), &mut sink).expect("poll");
+        }
+        t
     }
-    (a, b)
+}
+
+/// A named thread (profiles tell the sides apart by name).
+fn spawn_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn")
 }
 
 /// β: CPU ns per request at `batch` requests per batch, at saturation.
 fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     // A long age limit: batches leave full (by size), as at saturation.
     let limits = limits_for(batch, 1_000_000);
-    let (mut a, mut b) = pair(&limits);
-    let multishot = a.counters().multishot;
+    let meet = Rendezvous::new(2);
     let barrier = Arc::new(Barrier::new(3));
     let done = Arc::new(AtomicBool::new(false));
     let rx = {
-        let (barrier, done) = (barrier.clone(), done.clone());
-        std::thread::spawn(move || {
+        let (barrier, done, meet, limits) =
+            (barrier.clone(), done.clone(), meet.clone(), limits.clone());
+        spawn_named("dispatch-rx", move || {
+            let mut b = meet.join(2, &[1], &limits);
             let mut sink = RingSink::new(false);
             barrier.wait();
+            let cpu0 = thread_cpu_s();
             let start = Instant::now();
             while sink.received < requests {
                 assert!(
@@ -260,21 +327,27 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
                 sink.drain();
             }
             done.store(true, Ordering::Release);
+            let cpu = thread_cpu_s() - cpu0;
             barrier.wait();
-            sink.checksum
+            (sink.checksum, b.counters(), cpu)
         })
     };
     let tx = {
-        let (barrier, done) = (barrier.clone(), done.clone());
-        std::thread::spawn(move || {
+        let (barrier, done, meet) = (barrier.clone(), done.clone(), meet.clone());
+        spawn_named("dispatch-tx", move || {
+            let mut a = meet.join(1, &[2], &limits);
             let mut sink = RingSink::new(false);
             let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
             barrier.wait();
+            let cpu0 = thread_cpu_s();
             let mut seq = 0u64;
             while seq < requests {
                 emit(seq, &mut frame);
                 while !a.try_append(2, &frame).expect("append") {
-                    a.poll(Duration::ZERO, &mut sink).expect("poll");
+                    // Refused (no credit, or the batch is full while the last one is being
+                    // sent): poll with a timeout, as a network thread would, so the sender
+                    // parks until a completion instead of spinning on empty turns.
+                    a.poll(TX_WAIT, &mut sink).expect("poll");
                 }
                 seq += 1;
             }
@@ -282,8 +355,9 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
             while !done.load(Ordering::Acquire) {
                 a.poll(Duration::from_micros(100), &mut sink).expect("poll");
             }
+            let cpu = thread_cpu_s() - cpu0;
             barrier.wait();
-            a
+            (a.counters(), a.peer_counters(2), cpu)
         })
     };
     barrier.wait();
@@ -291,53 +365,35 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     barrier.wait();
     let cpu = process_cpu_s() - cpu0;
     let wall = t0.elapsed();
-    let checksum = rx.join().expect("receiver");
-    let a = tx.join().expect("sender");
+    let (checksum, rx_counters, rx_cpu) = rx.join().expect("receiver");
+    let (tx_counters, tx_peer, tx_cpu) = tx.join().expect("sender");
     if std::env::var_os("CLASP_DISPATCH_DEBUG").is_some() {
         eprintln!(
-            "batch {batch}: {requests} requests, wall {wall:?}, cpu {cpu:.3}s, sender {:?} {:?}",
-            a.counters(),
-            a.peer_counters(2)
+            "batch {batch}: {requests} requests, wall {wall:?}, cpu {cpu:.3}s (sender thread \
+             {tx_cpu:.3}s, receiver thread {rx_cpu:.3}s), sender {tx_counters:?} {tx_peer:?}, \
+             receiver {rx_counters:?}",
         );
     }
     let want: u64 = (0..requests).fold(0u64, |s, i| s.wrapping_add(i));
     assert_eq!(checksum, want, "requests lost or corrupted");
-    (cpu * 1e9 / requests as f64, multishot)
+    (cpu * 1e9 / requests as f64, tx_counters.multishot)
 }
 
 /// γ: CPU ns per request at a fixed total rate spread over `dests` destinations (batches
 /// leave by size or by the default 50 µs age).
 fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
     let limits = Limits::default();
-    let mk = |id| {
-        let mut c =
-            TransportConfig::new(id, "127.0.0.1:0".parse().expect("addr"), secret(), 0xBE7C);
-        c.limits = limits.clone();
-        Transport::start(c).expect("transport")
-    };
-    let mut a = mk(1);
-    let mut recv: Vec<Transport> = (0..dests).map(|d| mk(d as u32 + 2)).collect();
-    for r in &recv {
-        a.connect(r.id(), r.local_addr()).expect("connect");
-    }
-    let mut s = RingSink::new(false);
-    let start = Instant::now();
-    while !recv.iter().all(|r| a.is_connected(r.id())) {
-        assert!(start.elapsed() < RUN_DEADLINE, "no connection");
-        a.poll(Duration::from_millis(1), &mut s).expect("poll");
-        for r in recv.iter_mut() {
-            r.poll(Duration::ZERO, &mut s).expect("poll");
-        }
-    }
+    let meet = Rendezvous::new(dests + 1);
     let total = rate_per_s * run_ms / 1000;
     let barrier = Arc::new(Barrier::new(dests + 2));
     let done = Arc::new(AtomicBool::new(false));
     let per_dest = total / dests as u64;
-    let rxs: Vec<_> = recv
-        .drain(..)
-        .map(|mut r| {
-            let (barrier, done) = (barrier.clone(), done.clone());
+    let rxs: Vec<_> = (0..dests)
+        .map(|d| {
+            let (barrier, done, meet, limits) =
+                (barrier.clone(), done.clone(), meet.clone(), limits.clone());
             std::thread::spawn(move || {
+                let mut r = meet.join(d as PeerId + 2, &[], &limits);
                 let mut sink = RingSink::new(false);
                 barrier.wait();
                 while sink.received < per_dest && !done.load(Ordering::Acquire) {
@@ -345,13 +401,19 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
                     sink.drain();
                 }
                 barrier.wait();
+                // Serve on until the sender is done with us.
+                while !done.load(Ordering::Acquire) {
+                    r.poll(Duration::from_millis(1), &mut sink).expect("poll");
+                }
                 sink.received
             })
         })
         .collect();
     let tx = {
-        let barrier = barrier.clone();
+        let (barrier, meet) = (barrier.clone(), meet.clone());
         std::thread::spawn(move || {
+            let peers: Vec<PeerId> = (0..dests).map(|d| d as PeerId + 2).collect();
+            let mut a = meet.join(1, &peers, &limits);
             let mut sink = RingSink::new(false);
             let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
             barrier.wait();
@@ -369,7 +431,7 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
                     emit(seq, &mut frame);
                     let d = (seq % dests as u64) as u32 + 2;
                     while !a.try_append(d, &frame).expect("append") {
-                        a.poll(Duration::ZERO, &mut sink).expect("poll");
+                        a.poll(TX_WAIT, &mut sink).expect("poll");
                     }
                     seq += 1;
                 }
@@ -384,16 +446,15 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
                 a.poll(Duration::from_millis(1), &mut sink).expect("poll");
             }
             barrier.wait();
-            a
         })
     };
     barrier.wait();
     let cpu0 = process_cpu_s();
     barrier.wait();
     let cpu = process_cpu_s() - cpu0;
+    tx.join().expect("sender");
     done.store(true, Ordering::Release);
     let got: u64 = rxs.into_iter().map(|h| h.join().expect("receiver")).sum();
-    let _a = tx.join().expect("sender");
     assert_eq!(got, per_dest * dests as u64, "γ run lost requests");
     cpu * 1e9 / got as f64
 }
@@ -402,11 +463,12 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
 /// once (age limit 0).
 fn remote_latency_us(round_trips: usize) -> f64 {
     let limits = limits_for(1, 0);
-    let (mut a, mut b) = pair(&limits);
+    let meet = Rendezvous::new(2);
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {
-        let stop = stop.clone();
+        let (stop, meet, limits) = (stop.clone(), meet.clone(), limits.clone());
         std::thread::spawn(move || {
+            let mut b = meet.join(2, &[1], &limits);
             let mut sink = RingSink::new(true);
             while !stop.load(Ordering::Acquire) {
                 b.poll(Duration::from_millis(1), &mut sink).expect("poll");
@@ -429,6 +491,7 @@ fn remote_latency_us(round_trips: usize) -> f64 {
             }
         })
     };
+    let mut a = meet.join(1, &[2], &limits);
     let mut sink = RingSink::new(false);
     let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
     let mut rtts = Vec::with_capacity(round_trips);
@@ -697,6 +760,24 @@ fn check() {
         f
     };
     assert!(Request::parse(&frame).is_ok());
+}
+
+/// The batch-32 comparison alone (for tuning): `reps` interleaved pairs of a transport run and
+/// a baseline run at `batch`; returns (transport ns/request, baseline ns/request), every run.
+/// `CLASP_DISPATCH_ONLY=transport` (or `baseline`) runs one side only, for profiling.
+pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>) {
+    check();
+    let (mut t, mut b) = (Vec::new(), Vec::new());
+    let only = std::env::var("CLASP_DISPATCH_ONLY").unwrap_or_default();
+    for _ in 0..reps {
+        if only != "baseline" {
+            t.push(remote_run(batch, requests).0);
+        }
+        if only != "transport" {
+            b.push(baseline::run(batch, requests));
+        }
+    }
+    (t, b)
 }
 
 /// Runs the remote half of the dispatch benchmark.

@@ -185,6 +185,20 @@ pub struct Limits {
     pub handshake_timeout_ms: u64,
     /// Connecting to a peer is retried for this long.
     pub connect_timeout_ms: u64,
+    /// Let the kernel keep the ring's completion work until our own `poll` asks for it
+    /// (`IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`, Linux ≥ 6.1; ignored where
+    /// the kernel refuses it). Arriving data then no longer wakes the network thread once per
+    /// packet while it is busy: the data of several batches is taken in one wake-up. The price: the transport
+    /// must be polled from one thread, the first that polls it (it may be created on another;
+    /// polling from a second thread is an error; dropping it on a second thread leaks its
+    /// receive buffers, with a warning). Default: on.
+    pub single_issuer: bool,
+    /// When `poll` parks while traffic is flowing (its previous turn delivered requests), the
+    /// kernel holds the wake-up until this many µs have passed or many completions are ready,
+    /// so one wake-up takes in many batches (io_uring's `min_wait`, Linux ≥ 6.12; ignored
+    /// where unsupported). Adds at most this much latency, and only under load: a transport
+    /// whose last turn delivered nothing wakes at the first completion. 0 disables.
+    pub park_min_wait_us: u32,
 }
 
 /// Default batch limit: 32 KiB (DESIGN.md §4: one send of a 16–64 KiB batch).
@@ -195,6 +209,8 @@ pub const DEFAULT_BATCH_AGE_MAX_US: u64 = 50;
 pub const DEFAULT_FRAME_BYTES_MAX: usize = 256 << 10;
 /// Default data window per sender.
 pub const DEFAULT_DATA_CREDIT_BYTES: u32 = 512 << 10;
+/// Default wake-up coalescing under load (see [`Limits::park_min_wait_us`]).
+pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 0;
 /// Default control window per sender.
 pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 256 << 10;
 
@@ -220,6 +236,8 @@ impl Default for Limits {
             force_plain_recv: false,
             handshake_timeout_ms: 2_000,
             connect_timeout_ms: 10_000,
+            single_issuer: true,
+            park_min_wait_us: DEFAULT_PARK_MIN_WAIT_US,
         }
     }
 }
@@ -257,6 +275,12 @@ impl Limits {
             return bad(format!(
                 "recv_buffers {} must be a power of two ≤ {MAX_RECV_BUFFERS}",
                 self.recv_buffers
+            ));
+        }
+        if self.park_min_wait_us > 1_000_000 {
+            return bad(format!(
+                "park_min_wait_us {} must be at most 1 s",
+                self.park_min_wait_us
             ));
         }
         if self.recv_buffer_bytes < 4096 || self.recv_buffer_bytes > (1 << 24) {

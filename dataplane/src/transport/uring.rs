@@ -194,6 +194,26 @@ pub struct Transport {
     counters: TransportCounters,
     now: Instant,
     delivered_this_turn: usize,
+    /// The ring was created `R_DISABLED` for a single issuer and is enabled by the first
+    /// `enter`, on the thread that will own it.
+    single_issuer: bool,
+    /// The thread that enabled the ring (see [`thread_token`]); 0 until then.
+    owner: usize,
+    /// The last turn that waited or delivered delivered requests: traffic is flowing.
+    busy: bool,
+    /// The kernel supports `min_wait` on a wait (`IORING_FEAT_MIN_TIMEOUT`).
+    min_wait: bool,
+}
+
+/// Most completions a coalesced park waits for before its `min_wait` has passed.
+const COALESCED_WANT: usize = 256;
+
+/// An id of the calling thread that costs no system call: the address of a thread-local.
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
 }
 
 impl Transport {
@@ -208,10 +228,32 @@ impl Transport {
         }
         let listener = TcpListener::bind(cfg.listen)?;
         let local_addr = listener.local_addr()?;
-        let ring = IoUring::builder()
-            .setup_cqsize(RING_ENTRIES * 4 + cfg.limits.recv_buffers as u32)
-            .setup_coop_taskrun()
-            .build(RING_ENTRIES)?;
+        let cq = RING_ENTRIES * 4 + cfg.limits.recv_buffers as u32;
+        // Preferred: a single-issuer ring whose completion work waits for our own `enter`
+        // (no wake-up per arriving packet), enabled later by the thread that polls it.
+        let deferred = if cfg.limits.single_issuer {
+            IoUring::builder()
+                .setup_cqsize(cq)
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag()
+                .setup_r_disabled()
+                .build(RING_ENTRIES)
+                .map_err(|e| info!("no single-issuer io_uring ({e}); using a shared one"))
+                .ok()
+        } else {
+            None
+        };
+        let single_issuer = deferred.is_some();
+        let ring = match deferred {
+            Some(r) => r,
+            None => IoUring::builder()
+                .setup_cqsize(cq)
+                .setup_coop_taskrun()
+                .setup_taskrun_flag()
+                .build(RING_ENTRIES)?,
+        };
+        let min_wait = ring.params().is_feature_min_timeout();
         if !ring.params().is_feature_ext_arg() {
             return Err(TransportError::Config(
                 "this kernel's io_uring lacks IORING_FEAT_EXT_ARG (needs Linux ≥ 5.11)".into(),
@@ -260,13 +302,21 @@ impl Transport {
             counters,
             now,
             delivered_this_turn: 0,
+            single_issuer,
+            owner: 0,
+            busy: false,
+            min_wait,
         };
         t.arm_wake()?;
         t.arm_accept()?;
         for (peer, addr) in peers_cfg {
             t.connect(peer, addr)?;
         }
-        t.ring.submit()?;
+        if !t.single_issuer {
+            t.ring.submit()?;
+        }
+        // A single-issuer ring is still disabled: its first entries are submitted by the
+        // first `poll`, on the thread that owns it from then on.
         Ok(t)
     }
 
@@ -506,17 +556,47 @@ impl Transport {
     /// when the turn found nothing to do. Returns how many requests, control messages and
     /// events were handed to `inbound`.
     pub fn poll(&mut self, timeout: Duration, inbound: &mut impl Inbound) -> Result<usize> {
+        self.bind()?;
         self.counters.turns += 1;
         self.delivered_this_turn = 0;
         let progress = self.work(inbound)?;
         if progress {
+            self.busy |= self.delivered_this_turn > 0;
             self.enter(None)?;
         } else {
             let wait = self.next_deadline().map_or(timeout, |d| d.min(timeout));
             self.enter(Some(wait))?;
             self.work(inbound)?;
+            self.busy = self.delivered_this_turn > 0;
+            // What the wake-up queued (typically the next batch, now that the last send
+            // completed) goes out now, not one turn later.
+            if !self.ring.submission().is_empty() {
+                self.enter(None)?;
+            }
         }
         Ok(self.delivered_this_turn)
+    }
+
+    /// Enables a single-issuer ring on the first call, from the thread that will own it;
+    /// refuses any other thread afterwards (the kernel would refuse it too).
+    fn bind(&mut self) -> Result<()> {
+        if !self.single_issuer {
+            return Ok(());
+        }
+        let me = thread_token();
+        if self.owner == me {
+            return Ok(());
+        }
+        if self.owner != 0 {
+            return Err(TransportError::Config(
+                "transport polled from a second thread: with Limits::single_issuer it belongs \
+                 to the first thread that polled it"
+                    .into(),
+            ));
+        }
+        self.ring.submitter().register_enable_rings()?;
+        self.owner = me;
+        Ok(())
     }
 
     /// Reaps, delivers, flushes. Whether anything happened.
@@ -538,14 +618,28 @@ impl Transport {
         self.counters.enters += 1;
         let r = match wait {
             // A zero wait must not enter the kernel's wait path (timer set-up and cancel).
+            // (A single-issuer ring's deferred completion work still runs: the kernel flags
+            // it, IORING_SETUP_TASKRUN_FLAG, and `submit` then asks for events.)
             None => self.ring.submit(),
             Some(w) if w.is_zero() => self.ring.submit(),
             Some(w) => {
                 let ts = types::Timespec::new()
                     .sec(w.as_secs())
                     .nsec(w.subsec_nanos());
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
+                let min_us = self.cfg.limits.park_min_wait_us;
+                if self.busy && self.min_wait && min_us > 0 {
+                    // Traffic is flowing: let completions gather for up to `min_us` before
+                    // waking (then return at once if any is ready, else at the first).
+                    let args = types::SubmitArgs::new()
+                        .timespec(&ts)
+                        .min_wait_usec(min_us);
+                    self.ring
+                        .submitter()
+                        .submit_with_args(COALESCED_WANT, &args)
+                } else {
+                    let args = types::SubmitArgs::new().timespec(&ts);
+                    self.ring.submitter().submit_with_args(1, &args)
+                }
             }
         };
         match r {
@@ -1279,15 +1373,17 @@ fn on_frame(
             cx.counters.batches_received += 1;
             cx.counters.frames_received += n as u64;
             if conn.held.is_empty() {
-                let mut it = wire::Entries::new(payload, 0);
+                let mut at = 0;
                 loop {
-                    let at = it.offset();
-                    let Some(req) = it.next() else {
+                    let Some((req, next)) = wire::next_validated(payload, at) else {
                         grant_data(conn, total, cx.now);
                         break;
                     };
                     match inbound.deliver(conn.peer, req) {
-                        Delivered::Accepted => *cx.delivered += 1,
+                        Delivered::Accepted => {
+                            *cx.delivered += 1;
+                            at = next;
+                        }
                         Delivered::Full => {
                             cx.counters.deliveries_full += 1;
                             conn.held.extend_from_slice(frame);
@@ -1344,19 +1440,16 @@ fn deliver_held(
             break;
         };
         let end = frame_start + h.frame_bytes();
-        let mut it = wire::Entries::new(
-            &conn.held[frame_start + NET_HEADER_BYTES..end],
-            conn.held_entry,
-        );
-        loop {
-            let at = it.offset();
-            let Some(req) = it.next() else { break };
+        let payload = &conn.held[frame_start + NET_HEADER_BYTES..end];
+        let mut at = conn.held_entry;
+        while let Some((req, next)) = wire::next_validated(payload, at) {
             if inbound.deliver(conn.peer, req) == Delivered::Full {
                 counters.deliveries_full += 1;
                 conn.held_entry = at;
                 return;
             }
             *delivered += 1;
+            at = next;
         }
         conn.held_off = end;
         conn.held_entry = 0;
@@ -1483,6 +1576,24 @@ impl Drop for Transport {
         for c in self.conns.iter().flatten() {
             // SAFETY: an open socket; shutdown takes no memory.
             unsafe { libc::shutdown(c.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+        if self.single_issuer && self.owner == 0 {
+            // Never enabled: nothing was submitted, so the kernel owns no buffer.
+            return;
+        }
+        if self.single_issuer && self.owner != thread_token() {
+            // Only the owning thread may enter a single-issuer ring, so the final completions
+            // cannot be awaited here: keep every buffer the kernel might still write.
+            warn!(
+                ops = self.inflight,
+                "transport dropped on a thread other than the one that polled it; \
+                 leaking its receive buffers"
+            );
+            std::mem::forget(self.bufs.take());
+            std::mem::forget(std::mem::take(&mut self.conns));
+            let b = std::mem::replace(&mut self.wake_buf, Box::new([0; 8]));
+            std::mem::forget(b);
+            return;
         }
         let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
             .build()

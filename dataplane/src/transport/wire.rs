@@ -42,7 +42,7 @@
 //! bytes and never panics (property test below; fuzz target in `fuzz/`).
 
 use crate::request::{REQUEST_HEADER_BYTES, Request};
-use clasp_shmring::{FRAME_ALIGN, FRAME_HEADER_BYTES};
+use clasp_shmring::FRAME_ALIGN;
 
 /// "CLNF", little-endian.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"CLNF");
@@ -63,7 +63,6 @@ pub const MAX_CONTROL_BODY_BYTES: usize = 64 << 10;
 /// Smallest frame a batch may carry: a request header.
 pub const MIN_REQUEST_FRAME_BYTES: usize = REQUEST_HEADER_BYTES;
 
-const _: () = assert!(ENTRY_HEADER_BYTES == FRAME_HEADER_BYTES);
 const _: () = assert!(WIRE_ALIGN == FRAME_ALIGN);
 const _: () = assert!(NET_HEADER_BYTES % WIRE_ALIGN == 0);
 const _: () = assert!(MAX_FRAME_BYTES % WIRE_ALIGN == 0);
@@ -287,12 +286,23 @@ impl NetHeader {
 /// Appends one request frame as a batch entry to `batch` (which the caller has bounded).
 #[inline]
 pub fn push_entry(batch: &mut Vec<u8>, frame: &[u8]) {
-    let mut head = [0u8; ENTRY_HEADER_BYTES];
-    head[..8].copy_from_slice(&(frame.len() as u64).to_le_bytes());
-    batch.extend_from_slice(&head);
-    batch.extend_from_slice(frame);
-    let pad = pad16(frame.len()) - frame.len();
-    batch.extend_from_slice(&[0u8; WIRE_ALIGN][..pad]);
+    // One resize (zeroing the entry header's reserved half and the padding), then two copies.
+    let at = batch.len();
+    batch.resize(at + entry_bytes(frame.len()), 0);
+    let entry = &mut batch[at..];
+    entry[..8].copy_from_slice(&(frame.len() as u64).to_le_bytes());
+    entry[ENTRY_HEADER_BYTES..ENTRY_HEADER_BYTES + frame.len()].copy_from_slice(frame);
+}
+
+/// The entry at `offset` of a batch payload that [`validate_batch`] has accepted: (request
+/// frame, offset of the next entry), or `None` at the end. Only the bounds are checked again
+/// (so it never panics, whatever the bytes); the request itself is not re-parsed.
+#[inline]
+pub(crate) fn next_validated(payload: &[u8], offset: usize) -> Option<(&[u8], usize)> {
+    let rest = payload.get(offset..)?;
+    let len = usize::try_from(u64_at(rest.get(..8)?, 0)).ok()?;
+    let frame = rest.get(ENTRY_HEADER_BYTES..ENTRY_HEADER_BYTES.checked_add(len)?)?;
+    Some((frame, offset + ENTRY_HEADER_BYTES + pad16(len)))
 }
 
 /// Reads the entry at `offset` of a batch payload: (request frame, offset of the next entry).
