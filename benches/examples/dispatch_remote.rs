@@ -14,9 +14,20 @@ fn main() {
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
         };
-        println!("transport ns/request at batch {batch}: {t:.0?} median {:.0}", med(&t));
-        println!("baseline  ns/request at batch {batch}: {b:.0?} median {:.0}", med(&b));
+        println!(
+            "transport ns/request at batch {batch}: {t:.0?} median {:.0}",
+            med(&t)
+        );
+        println!(
+            "baseline  ns/request at batch {batch}: {b:.0?} median {:.0}",
+            med(&b)
+        );
         println!("baseline / transport: {:.2}", med(&b) / med(&t));
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--latency") {
+        let (t, b) = clasp_benches::dispatch::latency(5_000);
+        println!("one-way latency µs: transport {t:.1}, baseline {b:.1}");
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");

@@ -38,7 +38,7 @@ const RING_BYTES: usize = 1 << 20;
 const RX_WAIT: Duration = Duration::from_millis(1);
 /// How long the sender parks when the transport refuses a request (until a completion).
 const TX_WAIT: Duration = Duration::from_millis(1);
-const RUN_DEADLINE: Duration = Duration::from_secs(120);
+const RUN_DEADLINE: Duration = Duration::from_secs(20);
 
 /// How much to measure.
 #[derive(Clone, Debug)]
@@ -265,10 +265,7 @@ impl Rendezvous {
             TransportConfig::new(id, "127.0.0.1:0".parse().expect("addr"), secret(), 0xBE7C);
         c.limits = limits.clone();
         let mut t = Transport::start(c).expect("transport");
-        self.addrs
-            .lock()
-            .expect("addrs")
-            .insert(id, t.local_addr());
+        self.addrs.lock().expect("addrs").insert(id, t.local_addr());
         self.listening.wait();
         for &p in peers {
             let addr = self.addrs.lock().expect("addrs")[&p];
@@ -286,6 +283,8 @@ impl Rendezvous {
             assert!(start.elapsed() < RUN_DEADLINE, "transports did not connect");
             t.poll(Duration::from_millis(1), &mut sink).expect("poll");
         }
+        // Nobody sends before everyone has stopped polling into this throwaway sink.
+        self.listening.wait();
         t
     }
 }
@@ -301,6 +300,42 @@ fn spawn_named<T: Send + 'static>(
         .expect("spawn")
 }
 
+/// The measured section's edges. Workers call [`worker_edge`] and the main thread
+/// [`main_edge`] at its start and at its end: every worker has arrived (set up, or done)
+/// before the main thread reads the CPU clock, and none moves on until it has read it, so the
+/// reading neither misses work (a worker running ahead while the main thread waits for a
+/// core) nor counts set-up or teardown.
+fn worker_edge(b: &Barrier) {
+    b.wait();
+    b.wait();
+}
+
+fn main_edge<T>(b: &Barrier, read: impl FnOnce() -> T) -> T {
+    b.wait();
+    let v = read();
+    b.wait();
+    v
+}
+
+/// Pins the calling thread to the `side`-th allowed CPU (0: sender, 1: receiver) when the
+/// process may use at least two, so that the two sides of every run (transport and baseline
+/// alike) run on their own cores, as two workers would, instead of wherever the scheduler
+/// puts them that moment (sharing one core makes both paths look cheaper, and which happens
+/// varies from run to run with the machine's other load). `CLASP_DISPATCH_NO_PIN=1` turns it
+/// off. Verified with `sched_getcpu` ([`crate::affinity`]).
+fn pin(side: usize) {
+    if std::env::var_os("CLASP_DISPATCH_NO_PIN").is_some() {
+        return;
+    }
+    let cpus = crate::affinity::allowed_cpus();
+    if cpus.len() < 2 {
+        return;
+    }
+    if let Err(e) = crate::affinity::pin_current_thread(cpus[side % cpus.len()]) {
+        eprintln!("dispatch bench: {e}; this side runs unpinned");
+    }
+}
+
 /// β: CPU ns per request at `batch` requests per batch, at saturation.
 fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     // A long age limit: batches leave full (by size), as at saturation.
@@ -312,9 +347,10 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
         let (barrier, done, meet, limits) =
             (barrier.clone(), done.clone(), meet.clone(), limits.clone());
         spawn_named("dispatch-rx", move || {
+            pin(1);
             let mut b = meet.join(2, &[1], &limits);
             let mut sink = RingSink::new(false);
-            barrier.wait();
+            worker_edge(&barrier);
             let cpu0 = thread_cpu_s();
             let start = Instant::now();
             while sink.received < requests {
@@ -328,17 +364,18 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
             }
             done.store(true, Ordering::Release);
             let cpu = thread_cpu_s() - cpu0;
-            barrier.wait();
+            worker_edge(&barrier);
             (sink.checksum, b.counters(), cpu)
         })
     };
     let tx = {
         let (barrier, done, meet) = (barrier.clone(), done.clone(), meet.clone());
         spawn_named("dispatch-tx", move || {
+            pin(0);
             let mut a = meet.join(1, &[2], &limits);
             let mut sink = RingSink::new(false);
             let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
-            barrier.wait();
+            worker_edge(&barrier);
             let cpu0 = thread_cpu_s();
             let mut seq = 0u64;
             while seq < requests {
@@ -356,15 +393,13 @@ fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
                 a.poll(Duration::from_micros(100), &mut sink).expect("poll");
             }
             let cpu = thread_cpu_s() - cpu0;
-            barrier.wait();
+            worker_edge(&barrier);
             (a.counters(), a.peer_counters(2), cpu)
         })
     };
-    barrier.wait();
-    let (cpu0, t0) = (process_cpu_s(), Instant::now());
-    barrier.wait();
-    let cpu = process_cpu_s() - cpu0;
-    let wall = t0.elapsed();
+    let (cpu0, t0) = main_edge(&barrier, || (process_cpu_s(), Instant::now()));
+    let (cpu1, wall) = main_edge(&barrier, || (process_cpu_s(), t0.elapsed()));
+    let cpu = cpu1 - cpu0;
     let (checksum, rx_counters, rx_cpu) = rx.join().expect("receiver");
     let (tx_counters, tx_peer, tx_cpu) = tx.join().expect("sender");
     if std::env::var_os("CLASP_DISPATCH_DEBUG").is_some() {
@@ -393,14 +428,15 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
             let (barrier, done, meet, limits) =
                 (barrier.clone(), done.clone(), meet.clone(), limits.clone());
             std::thread::spawn(move || {
+                pin(1);
                 let mut r = meet.join(d as PeerId + 2, &[], &limits);
                 let mut sink = RingSink::new(false);
-                barrier.wait();
+                worker_edge(&barrier);
                 while sink.received < per_dest && !done.load(Ordering::Acquire) {
                     r.poll(Duration::from_millis(1), &mut sink).expect("poll");
                     sink.drain();
                 }
-                barrier.wait();
+                worker_edge(&barrier);
                 // Serve on until the sender is done with us.
                 while !done.load(Ordering::Acquire) {
                     r.poll(Duration::from_millis(1), &mut sink).expect("poll");
@@ -412,11 +448,12 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
     let tx = {
         let (barrier, meet) = (barrier.clone(), meet.clone());
         std::thread::spawn(move || {
+            pin(0);
             let peers: Vec<PeerId> = (0..dests).map(|d| d as PeerId + 2).collect();
             let mut a = meet.join(1, &peers, &limits);
             let mut sink = RingSink::new(false);
             let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
-            barrier.wait();
+            worker_edge(&barrier);
             // Paced in 100 µs ticks: each tick appends its share round-robin, then parks.
             let tick = Duration::from_micros(100);
             let per_tick = (rate_per_s / 10_000).max(1);
@@ -445,13 +482,11 @@ fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
             while Instant::now() < end {
                 a.poll(Duration::from_millis(1), &mut sink).expect("poll");
             }
-            barrier.wait();
+            worker_edge(&barrier);
         })
     };
-    barrier.wait();
-    let cpu0 = process_cpu_s();
-    barrier.wait();
-    let cpu = process_cpu_s() - cpu0;
+    let cpu0 = main_edge(&barrier, process_cpu_s);
+    let cpu = main_edge(&barrier, process_cpu_s) - cpu0;
     tx.join().expect("sender");
     done.store(true, Ordering::Release);
     let got: u64 = rxs.into_iter().map(|h| h.join().expect("receiver")).sum();
@@ -504,7 +539,12 @@ fn remote_latency_us(round_trips: usize) -> f64 {
         a.flush_now();
         let want = sink.received + 1;
         while sink.received < want {
-            assert!(t0.elapsed() < RUN_DEADLINE, "echo lost");
+            assert!(
+                t0.elapsed() < RUN_DEADLINE,
+                "echo {i} lost: {:?} {:?}",
+                a.counters(),
+                a.peer_counters(2)
+            );
             a.poll(Duration::from_millis(1), &mut sink).expect("poll");
         }
         rtts.push(t0.elapsed().as_secs_f64() * 1e6);
@@ -630,6 +670,7 @@ mod baseline {
         let rx = {
             let barrier = barrier.clone();
             std::thread::spawn(move || {
+                pin(1);
                 let rt = runtime();
                 rt.block_on(async move {
                     let l = TcpListener::from_std(std_listener).expect("listener");
@@ -638,7 +679,7 @@ mod baseline {
                     let mut sink = RingSink::new(false);
                     let mut buf = vec![0u8; 1 << 20];
                     let mut filled = 0;
-                    barrier.wait();
+                    worker_edge(&barrier);
                     while sink.received < requests {
                         let n = s.read(&mut buf[filled..]).await.expect("read");
                         assert!(n > 0, "baseline sender closed early");
@@ -648,7 +689,7 @@ mod baseline {
                         filled -= used;
                         sink.drain();
                     }
-                    barrier.wait();
+                    worker_edge(&barrier);
                     sink.checksum
                 })
             })
@@ -656,12 +697,13 @@ mod baseline {
         let tx = {
             let barrier = barrier.clone();
             std::thread::spawn(move || {
+                pin(0);
                 let rt = runtime();
                 rt.block_on(async move {
                     let mut s = TcpStream::connect(addr).await.expect("connect");
                     s.set_nodelay(true).expect("nodelay");
                     let mut buf = Vec::with_capacity(1 << 16);
-                    barrier.wait();
+                    worker_edge(&barrier);
                     let mut seq = 0;
                     while seq < requests {
                         buf.clear();
@@ -676,14 +718,12 @@ mod baseline {
                         buf[4..8].copy_from_slice(&(n as u32).to_le_bytes());
                         s.write_all(&buf).await.expect("write");
                     }
-                    barrier.wait();
+                    worker_edge(&barrier);
                 })
             })
         };
-        barrier.wait();
-        let cpu0 = process_cpu_s();
-        barrier.wait();
-        let cpu = process_cpu_s() - cpu0;
+        let cpu0 = main_edge(&barrier, process_cpu_s);
+        let cpu = main_edge(&barrier, process_cpu_s) - cpu0;
         let checksum = rx.join().expect("receiver");
         tx.join().expect("sender");
         let want: u64 = (0..requests).fold(0u64, |s, i| s.wrapping_add(i));
@@ -778,6 +818,14 @@ pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>)
         }
     }
     (t, b)
+}
+
+/// The one-way latency alone (transport, then baseline), µs.
+pub fn latency(round_trips: usize) -> (f64, f64) {
+    (
+        remote_latency_us(round_trips),
+        baseline::latency_us(round_trips),
+    )
 }
 
 /// Runs the remote half of the dispatch benchmark.

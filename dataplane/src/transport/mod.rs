@@ -7,7 +7,9 @@
 //! ([`wire`] has the format). The network thread owns a [`Transport`] and calls
 //! [`Transport::poll`] in its loop: one `io_uring_enter` per turn submits every send and
 //! re-arm of the turn and, when there is nothing to do, parks until a completion, a
-//! [`Waker`], or the next batch's age limit.
+//! [`Waker`], or the next batch's age limit. Poll a transport from one thread only, the first
+//! that polls it: by default its io_uring is a single-issuer ring owned by that thread
+//! ([`Limits::single_issuer`]).
 //!
 //! # Connections
 //! One TCP connection per ordered pair of peers: A's requests to B travel on the connection A
@@ -185,19 +187,24 @@ pub struct Limits {
     pub handshake_timeout_ms: u64,
     /// Connecting to a peer is retried for this long.
     pub connect_timeout_ms: u64,
-    /// Let the kernel keep the ring's completion work until our own `poll` asks for it
-    /// (`IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`, Linux ≥ 6.1; ignored where
-    /// the kernel refuses it). Arriving data then no longer wakes the network thread once per
-    /// packet while it is busy: the data of several batches is taken in one wake-up. The price: the transport
-    /// must be polled from one thread, the first that polls it (it may be created on another;
-    /// polling from a second thread is an error; dropping it on a second thread leaks its
-    /// receive buffers, with a warning). Default: on.
+    /// A single-issuer ring: the kernel keeps the ring's completion work (arrived data,
+    /// finished sends) until our own `poll` asks for it, instead of waking the network thread
+    /// for it (`IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`, Linux ≥ 6.1; a plain
+    /// ring where the kernel refuses it). Needed for [`Limits::park_min_wait_us`] to save
+    /// wake-ups. The price: the transport must be polled from one thread, the first that
+    /// polls it (it may be created on another; a poll from a second thread is an error, and
+    /// dropping it on a second thread leaks its receive buffers, with a warning, because only
+    /// the owning thread can wait for the kernel to let go of them). Default: on.
     pub single_issuer: bool,
-    /// When `poll` parks while traffic is flowing (its previous turn delivered requests), the
-    /// kernel holds the wake-up until this many µs have passed or many completions are ready,
-    /// so one wake-up takes in many batches (io_uring's `min_wait`, Linux ≥ 6.12; ignored
-    /// where unsupported). Adds at most this much latency, and only under load: a transport
-    /// whose last turn delivered nothing wakes at the first completion. 0 disables.
+    /// Wake-up coalescing under load: when the last turn that woke delivered at least 64
+    /// requests, the next park asks the kernel to hold the wake-up until this many µs have
+    /// passed (or many completions are ready), so one wake-up takes in many batches
+    /// (io_uring's `min_wait`, Linux ≥ 6.12; only with [`Limits::single_issuer`]; ignored
+    /// where unsupported). It adds at most this much latency to what arrives during the hold
+    /// (a [`Waker`] too), never beyond `poll`'s timeout or the next batch's age limit, and
+    /// only under load: request–response traffic (one request per turn) and an idle transport
+    /// wake at the first completion. 0 disables. Default: 50 µs, the default batch age;
+    /// what it buys is measured in `benches/README.md` (Remote dispatch).
     pub park_min_wait_us: u32,
 }
 
@@ -210,7 +217,7 @@ pub const DEFAULT_FRAME_BYTES_MAX: usize = 256 << 10;
 /// Default data window per sender.
 pub const DEFAULT_DATA_CREDIT_BYTES: u32 = 512 << 10;
 /// Default wake-up coalescing under load (see [`Limits::park_min_wait_us`]).
-pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 0;
+pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 50;
 /// Default control window per sender.
 pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 256 << 10;
 

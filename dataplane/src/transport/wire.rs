@@ -632,10 +632,43 @@ mod tests {
         assert!(decode_frame(&ctl, MAX_FRAME_BYTES).is_err());
     }
 
+    #[test]
+    fn the_fast_walk_of_a_validated_batch_yields_what_the_checked_one_does() {
+        let frames: Vec<_> = (0..9)
+            .map(|i| request(i, &vec![i as u8; i as usize * 5]))
+            .collect();
+        let f = batch_frame(&frames);
+        let payload = &f[NET_HEADER_BYTES..];
+        assert_eq!(validate_batch(payload), Ok(9));
+        let mut fast = Vec::new();
+        let mut at = 0;
+        while let Some((frame, next)) = next_validated(payload, at) {
+            fast.push(frame);
+            at = next;
+        }
+        let checked: Vec<_> = Entries::new(payload, 0).collect();
+        assert_eq!(fast, checked);
+        assert_eq!(at, payload.len());
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
             let _ = decode_frame(&bytes, MAX_FRAME_BYTES);
+        }
+
+        #[test]
+        fn random_bytes_never_panic_the_fast_walk(
+            bytes in prop::collection::vec(any::<u8>(), 0..600), start in 0usize..700
+        ) {
+            let mut at = start;
+            let mut steps = 0;
+            while let Some((frame, next)) = next_validated(&bytes, at) {
+                prop_assert!(next > at && frame.len() <= bytes.len());
+                at = next;
+                steps += 1;
+                prop_assert!(steps <= bytes.len());
+            }
         }
 
         #[test]
