@@ -4,7 +4,7 @@
 use crate::doorbell::Doorbell;
 use crate::error::Result;
 use crate::ring::{Consumer, Producer, RingConfig, RingControl, RingMemory};
-use crate::sync::AtomicU32;
+use crate::sync::AtomicU64;
 use std::sync::Arc;
 
 #[cfg(not(loom))]
@@ -40,7 +40,7 @@ impl Drop for Data {
 #[cfg(loom)]
 struct Data {
     bytes: Box<[std::cell::UnsafeCell<u8>]>,
-    headers: Box<[AtomicU32]>,
+    headers: Box<[AtomicU64]>,
     cells: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
@@ -52,7 +52,7 @@ impl Data {
             bytes: (0..capacity_bytes)
                 .map(|_| std::cell::UnsafeCell::new(0))
                 .collect(),
-            headers: (0..cells).map(|_| AtomicU32::new(0)).collect(),
+            headers: (0..cells).map(|_| AtomicU64::new(0)).collect(),
             cells: (0..cells)
                 .map(|_| loom::cell::UnsafeCell::new(()))
                 .collect(),
@@ -62,9 +62,6 @@ impl Data {
 
 struct Inner {
     control: RingControl,
-    /// The descriptor lane: one word per 16-byte cell (under loom it lives in `Data`).
-    #[cfg(not(loom))]
-    descriptors: Box<[AtomicU32]>,
     doorbell: Arc<Doorbell>,
     config: RingConfig,
     data: Data,
@@ -84,7 +81,7 @@ unsafe impl Send for Data {}
 unsafe impl Sync for Data {}
 
 // SAFETY: `Data::new` allocates `capacity_bytes` 128-aligned zeroed bytes used by this ring
-// only; `header` returns the cell's own descriptor word; the config was
+// only; `header` returns the word at `data + offset` (or its loom model); the config was
 // validated in `channel_with_doorbell` before construction; `channel*` builds one producer and
 // one consumer.
 unsafe impl RingMemory for HeapRing {
@@ -102,12 +99,15 @@ unsafe impl RingMemory for HeapRing {
     }
     #[cfg(not(loom))]
     #[inline]
-    fn header(&self, offset_bytes: usize) -> &AtomicU32 {
+    fn header(&self, offset_bytes: usize) -> &AtomicU64 {
         debug_assert!(offset_bytes % 16 == 0 && offset_bytes < self.inner.config.capacity_bytes);
-        &self.inner.descriptors[offset_bytes / crate::ring::FRAME_ALIGN]
+        // SAFETY: the offset is 16-aligned and inside the 128-aligned allocation, so the word
+        // is aligned and in bounds; the ring protocol only accesses it atomically while it is
+        // a header.
+        unsafe { &*(self.inner.data.ptr.add(offset_bytes) as *const AtomicU64) }
     }
     #[cfg(loom)]
-    fn header(&self, offset_bytes: usize) -> &AtomicU32 {
+    fn header(&self, offset_bytes: usize) -> &AtomicU64 {
         &self.inner.data.headers[offset_bytes / 16]
     }
     #[cfg(not(loom))]
@@ -149,10 +149,6 @@ pub fn channel_with_doorbell(
     let ring = HeapRing {
         inner: Arc::new(Inner {
             control: RingControl::new(),
-            #[cfg(not(loom))]
-            descriptors: (0..config.capacity_bytes / crate::ring::FRAME_ALIGN)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
             doorbell,
             config,
             data: Data::new(config.capacity_bytes),

@@ -1,19 +1,17 @@
 //! The SPSC ring of variable-length frames.
 //!
 //! # Layout
-//! The ring is a power-of-two byte buffer of payloads, a descriptor lane and a [`RingControl`]
-//! block. A frame is its payload alone, in a slot of whole 16-byte cells (so rkyv archives can
-//! be read in place); the frame's length lives out of band, in the 32-bit descriptor of the
-//! cell where the slot starts: `VALID | len` for a frame, `SKIP | gap` for "the next `gap`
-//! bytes are unused" (the rest of a lap, or padding up to a cache line). A frame never
-//! straddles the end of the buffer, so it is read and written in place as one slice.
+//! The ring is a power-of-two byte buffer plus a [`RingControl`] block. A frame is a 16-byte
+//! header followed by its payload, padded so the next frame starts 16-byte aligned (rkyv
+//! archives can be read in place). The first 8 header bytes are one word: `VALID | len` for a
+//! frame, `SKIP | gap` for "the next `gap` bytes are unused" (the rest of a lap, or padding up
+//! to a cache line). The other 8 bytes are reserved (zero). A frame never straddles the end of
+//! the buffer, so it can be read and written in place as one slice.
 //!
-//! Why out of band: with a 16-byte header in front of each payload, a 64-byte message took two
-//! cache lines, and at that size the ring is bound by line transfers between the cores —
-//! measured, it moved a third fewer messages than `rtrb`'s 64-byte slots (`benches/README.md`).
-//! Now a 64-byte payload is exactly one line, and one descriptor line serves sixteen cells.
-//! Slots of a line or more start on a line boundary and fill whole lines, so two frames never
-//! share a line that one side is writing while the other reads.
+//! A frame longer than a cache line starts on a line boundary and is padded to whole lines.
+//! Otherwise consecutive frames share lines, and a consumer reading frame k pulls the line the
+//! producer is writing frame k + 1 into: measured, that cost a third of the throughput of
+//! 64-byte payloads (80-byte frames) against `rtrb` (`benches/README.md`).
 //!
 //! # Indices, and why the consumer reads a tail index rather than polling frame headers
 //! Positions are absolute byte counts (`u64`, never wrapping in practice); `pos & mask` is the
@@ -45,46 +43,35 @@ use std::time::{Duration, Instant};
 
 /// Frames start at multiples of this many bytes (rkyv's largest alignment we support).
 pub const FRAME_ALIGN: usize = 16;
-/// Bytes of descriptor per 16-byte cell of payload space.
-pub const DESCRIPTOR_BYTES: usize = 4;
+/// Bytes of header in front of every frame's payload.
+pub const FRAME_HEADER_BYTES: usize = 16;
 /// Smallest ring capacity.
 pub const MIN_CAPACITY_BYTES: usize = 64;
 /// Largest ring capacity (frame lengths are 32-bit).
-pub const MAX_CAPACITY_BYTES: usize = 1 << 30;
+pub const MAX_CAPACITY_BYTES: usize = 1 << 31;
 
-const HDR_VALID: u32 = 1 << 31;
-const HDR_SKIP: u32 = 1 << 30;
+const HDR_VALID: u64 = 1 << 32;
+const HDR_SKIP: u64 = 1 << 33;
 /// Frames longer than this start on a line boundary and are padded to whole lines.
 pub const CACHE_LINE_BYTES: usize = 64;
-const HDR_LEN_MASK: u32 = (1 << 30) - 1;
+const HDR_LEN_MASK: u64 = 0xFFFF_FFFF;
 
 /// How long a parked side sleeps before it checks whether its peer process is still alive.
 pub const LIVENESS_POLL: Duration = Duration::from_millis(50);
 
-const _: () = assert!(MAX_CAPACITY_BYTES / 2 <= HDR_LEN_MASK as usize);
-const _: () = assert!(CACHE_LINE_BYTES % FRAME_ALIGN == 0);
+const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN == 0);
 const _: () = assert!(MIN_CAPACITY_BYTES.is_power_of_two());
 const _: () = assert!(MAX_CAPACITY_BYTES.is_power_of_two());
 
 /// Bytes a frame with `len_bytes` of payload occupies in the ring.
 #[inline]
 pub const fn frame_bytes(len_bytes: usize) -> usize {
-    let slot = if len_bytes == 0 {
-        FRAME_ALIGN
+    let bytes = FRAME_HEADER_BYTES + len_bytes.next_multiple_of(FRAME_ALIGN);
+    if bytes > CACHE_LINE_BYTES {
+        bytes.next_multiple_of(CACHE_LINE_BYTES)
     } else {
-        len_bytes.next_multiple_of(FRAME_ALIGN)
-    };
-    if slot >= CACHE_LINE_BYTES {
-        slot.next_multiple_of(CACHE_LINE_BYTES)
-    } else {
-        slot
+        bytes
     }
-}
-
-/// Bytes of the descriptor lane of a ring of `capacity_bytes`.
-#[inline]
-pub const fn descriptor_lane_bytes(capacity_bytes: usize) -> usize {
-    capacity_bytes / FRAME_ALIGN * DESCRIPTOR_BYTES
 }
 
 /// The size limits of one ring.
@@ -92,9 +79,9 @@ pub const fn descriptor_lane_bytes(capacity_bytes: usize) -> usize {
 pub struct RingConfig {
     /// Data bytes; a power of two in `MIN_CAPACITY_BYTES..=MAX_CAPACITY_BYTES`.
     pub capacity_bytes: usize,
-    /// Longest payload; at most `capacity_bytes / 2`, so that a frame always fits once the
-    /// ring drains, wherever the wrap-around and the line padding fall (a slot of
-    /// `s ≤ capacity/2` bytes needs at most `2s - 16` bytes with its gap).
+    /// Longest payload; at most `capacity_bytes / 2 - FRAME_HEADER_BYTES`, so that a frame
+    /// always fits once the ring drains, wherever the wrap-around and the line padding fall
+    /// (a frame of `s ≤ capacity/2` bytes needs at most `2s - 16` bytes with its gap).
     pub max_frame_bytes: usize,
 }
 
@@ -103,7 +90,7 @@ impl RingConfig {
     pub fn new(capacity_bytes: usize) -> Self {
         RingConfig {
             capacity_bytes,
-            max_frame_bytes: capacity_bytes / 2,
+            max_frame_bytes: (capacity_bytes / 2).saturating_sub(FRAME_HEADER_BYTES),
         }
     }
 
@@ -116,11 +103,11 @@ impl RingConfig {
                  {MIN_CAPACITY_BYTES}..={MAX_CAPACITY_BYTES}"
             )));
         }
-        let limit = c / 2;
+        let limit = c / 2 - FRAME_HEADER_BYTES;
         if self.max_frame_bytes > limit {
             return Err(Error::InvalidConfig(format!(
                 "maximum frame length {} bytes exceeds {limit} bytes (half the capacity of \
-                 {c} bytes)",
+                 {c} bytes minus a header)",
                 self.max_frame_bytes
             )));
         }
@@ -205,9 +192,9 @@ impl RingControl {
 /// An implementation guarantees, for as long as it exists: `control` and `doorbell` are valid;
 /// `data` points to `capacity_bytes` bytes, 16-byte aligned, that only this ring uses;
 /// `capacity_bytes` is a power of two at least [`MIN_CAPACITY_BYTES`]; `header(offset)` for an
-/// offset that is a multiple of 16 below the capacity returns the descriptor of the cell at
-/// `data + offset`, one atomic word per cell that nothing else uses; and at most one
-/// [`Producer`] and one [`Consumer`] are ever built over one ring at a time.
+/// offset that is a multiple of 16 below the capacity returns the atomic word that shares its
+/// bytes with `data + offset` (or, under loom, a model of it); and at most one [`Producer`]
+/// and one [`Consumer`] are ever built over one ring at a time.
 pub unsafe trait RingMemory {
     /// The ring's control block.
     fn control(&self) -> &RingControl;
@@ -215,8 +202,8 @@ pub unsafe trait RingMemory {
     fn doorbell(&self) -> &Doorbell;
     /// The ring's size limits.
     fn config(&self) -> RingConfig;
-    /// The descriptor of the cell at `offset_bytes` (a multiple of 16 below the capacity).
-    fn header(&self, offset_bytes: usize) -> &AtomicU32;
+    /// The header word at `offset_bytes` (a multiple of 16 below the capacity).
+    fn header(&self, offset_bytes: usize) -> &AtomicU64;
     /// The first data byte.
     fn data(&self) -> *mut u8;
     /// Called before the producer writes `[offset, offset + len)`; loom's race detector hook.
@@ -412,7 +399,7 @@ impl<M: RingMemory> Producer<M> {
     fn placement(&self, len_bytes: usize) -> (u64, Option<u64>, usize) {
         let size = frame_bytes(len_bytes);
         let off = (self.tail & self.mask) as usize;
-        let pad = if size >= CACHE_LINE_BYTES {
+        let pad = if size > CACHE_LINE_BYTES {
             off.next_multiple_of(CACHE_LINE_BYTES) - off
         } else {
             0
@@ -490,11 +477,11 @@ impl<M: RingMemory> Producer<M> {
         let off = (start & self.mask) as usize;
         self.mem
             .header(off)
-            .store(HDR_VALID | len_bytes as u32, Ordering::Relaxed);
+            .store(HDR_VALID | len_bytes as u64, Ordering::Relaxed);
         if let Some(w) = wrap_from {
             self.mem
                 .header((w & self.mask) as usize)
-                .store(HDR_SKIP | (start - w) as u32, Ordering::Relaxed);
+                .store(HDR_SKIP | (start - w), Ordering::Relaxed);
         }
         self.tail = start + frame_bytes(len_bytes) as u64;
     }
@@ -607,8 +594,8 @@ impl<M: RingMemory> Deref for WriteGrant<'_, M> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        let off = (self.start & self.producer.mask) as usize;
-        // SAFETY: `reserve` checked that [off, off + len) lies inside the data region
+        let off = (self.start & self.producer.mask) as usize + FRAME_HEADER_BYTES;
+        // SAFETY: `reserve` checked that [off - 16, off + len) lies inside the data region
         // (a frame never straddles the end) and in the free part of the ring, which the
         // consumer does not read until the frame is published.
         unsafe { std::slice::from_raw_parts(self.producer.mem.data().add(off), self.len_bytes) }
@@ -618,7 +605,7 @@ impl<M: RingMemory> Deref for WriteGrant<'_, M> {
 impl<M: RingMemory> DerefMut for WriteGrant<'_, M> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
-        let off = (self.start & self.producer.mask) as usize;
+        let off = (self.start & self.producer.mask) as usize + FRAME_HEADER_BYTES;
         // SAFETY: as in `deref`; `&mut self` makes this the only reference to those bytes.
         unsafe { std::slice::from_raw_parts_mut(self.producer.mem.data().add(off), self.len_bytes) }
     }
@@ -702,7 +689,7 @@ impl<M: RingMemory> Consumer<M> {
         if word & HDR_SKIP != 0 {
             let gap = (word & HDR_LEN_MASK) as usize;
             if word & !(HDR_SKIP | HDR_LEN_MASK) != 0
-                || gap < FRAME_ALIGN
+                || gap < FRAME_HEADER_BYTES
                 || gap % FRAME_ALIGN != 0
                 || off + gap > self.config.capacity_bytes
                 || self.head + gap as u64 >= self.cached_tail
@@ -732,7 +719,7 @@ impl<M: RingMemory> Consumer<M> {
         }
         self.mem.track_read(off, size_bytes);
         Ok(Some(Found {
-            payload_offset: off,
+            payload_offset: off + FRAME_HEADER_BYTES,
             len_bytes,
             size_bytes,
         }))

@@ -22,7 +22,7 @@
 use crate::doorbell::{Doorbell, ParkMode};
 use crate::error::{Error, Result};
 use crate::liveness;
-use crate::ring::{Consumer, Producer, RingConfig, RingControl, RingMemory, descriptor_lane_bytes};
+use crate::ring::{Consumer, Producer, RingConfig, RingControl, RingMemory};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use rustix::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// "CLASPSHM".
 const MAGIC: [u8; 8] = *b"CLASPSHM";
 /// Bumped on any change of the segment format.
-pub const SEGMENT_VERSION: u32 = 2;
+pub const SEGMENT_VERSION: u32 = 1;
 /// Most rings in one segment.
 pub const MAX_RINGS: usize = 4096;
 /// Most doorbells in one segment.
@@ -165,8 +165,7 @@ impl SegmentLayout {
             let control = at;
             at = (at + size_of::<RingControl>()).next_multiple_of(LINE);
             rings.push((control, at));
-            // The payload buffer, then its descriptor lane.
-            at += r.config.capacity_bytes + descriptor_lane_bytes(r.config.capacity_bytes);
+            at += r.config.capacity_bytes;
         }
         let user = at.next_multiple_of(LINE);
         let total = (user + self.user_bytes).next_multiple_of(PAGE);
@@ -485,16 +484,12 @@ impl Segment {
             if control < floor
                 || !in_bounds(control, size_of::<RingControl>(), LINE)
                 || data < control + size_of::<RingControl>()
-                || !in_bounds(
-                    data,
-                    config.capacity_bytes + descriptor_lane_bytes(config.capacity_bytes),
-                    LINE,
-                )
+                || !in_bounds(data, config.capacity_bytes, LINE)
                 || d.doorbell as usize >= doorbell_count
             {
                 return mismatch(format!("ring {i}'s descriptor points outside its place"));
             }
-            floor = data + config.capacity_bytes + descriptor_lane_bytes(config.capacity_bytes);
+            floor = data + config.capacity_bytes;
             descs.push(d);
         }
         Ok(Segment {
@@ -665,9 +660,6 @@ impl Segment {
             Ok(ShmRing {
                 control: base.add(d.control_offset as usize).cast(),
                 data: base.add(d.data_offset as usize),
-                descriptors: base
-                    .add(d.data_offset as usize + d.capacity_bytes as usize)
-                    .cast::<AtomicU32>(),
                 doorbell: self.doorbell(d.doorbell as usize)?,
                 config: self.ring_config(ring)?,
                 _map: self.map.clone(),
@@ -728,8 +720,6 @@ impl Segment {
 pub struct ShmRing {
     control: *const RingControl,
     data: *mut u8,
-    /// The descriptor lane, right after the data: one word per 16-byte cell.
-    descriptors: *const AtomicU32,
     doorbell: *const Doorbell,
     config: RingConfig,
     _map: Arc<Mapping>,
@@ -739,8 +729,7 @@ pub struct ShmRing {
 unsafe impl Send for ShmRing {}
 
 // SAFETY: built only by `Segment::ring_memory` from validated offsets: the control block,
-// doorbell, `capacity_bytes` of data (128-aligned, used by this ring only) and its descriptor
-// lane (one word per cell, used by this ring only) are inside the
+// doorbell and `capacity_bytes` of data (128-aligned, used by this ring only) are inside the
 // mapping that `_map` keeps alive; the config was validated; `Segment::producer`/`consumer`
 // claim each end for one holder.
 unsafe impl RingMemory for ShmRing {
@@ -759,15 +748,10 @@ unsafe impl RingMemory for ShmRing {
         self.config
     }
     #[inline]
-    fn header(&self, offset_bytes: usize) -> &AtomicU32 {
+    fn header(&self, offset_bytes: usize) -> &AtomicU64 {
         debug_assert!(offset_bytes % 16 == 0 && offset_bytes < self.config.capacity_bytes);
-        // SAFETY: a 16-aligned offset below the capacity names one of the capacity / 16
-        // aligned words of the descriptor lane, validated inside the mapping.
-        unsafe {
-            &*self
-                .descriptors
-                .add(offset_bytes / crate::ring::FRAME_ALIGN)
-        }
+        // SAFETY: a 16-aligned offset below the capacity is an aligned word inside the data.
+        unsafe { &*self.data.add(offset_bytes).cast::<AtomicU64>() }
     }
     #[inline]
     fn data(&self) -> *mut u8 {

@@ -77,7 +77,7 @@ fn wrap_markers_are_followed() {
             max_frame_bytes: 48,
         })
         .unwrap();
-        let lens = [48usize, 48, 40];
+        let lens = [16usize, 48, 40];
         let writer = thread::spawn(move || {
             for (i, &len) in lens.iter().enumerate() {
                 push_spinning(&mut p, &frame(i as u8, len));

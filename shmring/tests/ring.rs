@@ -2,7 +2,9 @@
 #![cfg(not(loom))]
 
 use clasp_shmring::heap::{self, HeapRing};
-use clasp_shmring::{Consumer, Error, FanIn, Producer, RingConfig, WaitPolicy, frame_bytes};
+use clasp_shmring::{
+    Consumer, Error, FRAME_HEADER_BYTES, FanIn, Producer, RingConfig, WaitPolicy, frame_bytes,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,12 +71,12 @@ fn frames_wrap_around_many_laps() {
 fn too_large_full_and_invalid_config_are_distinct_errors() {
     let (mut p, mut c) = ring(256);
     let max = p.config().max_frame_bytes;
-    assert_eq!(max, 128);
+    assert_eq!(max, 128 - FRAME_HEADER_BYTES);
     assert!(matches!(
         p.push(&vec![0; max + 1]),
         Err(Error::FrameTooLarge { .. })
     ));
-    // Fill: each frame of 48 bytes takes a 48-byte slot.
+    // Fill: each frame of 48 bytes takes 64.
     let mut pushed = 0;
     while p.push(&[1; 48]).is_ok() {
         pushed += 1;
@@ -93,7 +95,7 @@ fn too_large_full_and_invalid_config_are_distinct_errors() {
     assert!(matches!(
         heap::channel(RingConfig {
             capacity_bytes: 128,
-            max_frame_bytes: 65
+            max_frame_bytes: 64
         }),
         Err(Error::InvalidConfig(_))
     ));

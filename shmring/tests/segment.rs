@@ -177,21 +177,18 @@ fn a_corrupt_frame_header_is_an_error_not_a_crash() {
     // Ring 0's data follows its control block (384 bytes) after the tables: find it by
     // reading the frame back, then corrupt the length of the next one.
     assert_eq!(&*c.peek().unwrap().unwrap(), b"ok");
-    // The frame's length is the first word of the ring's descriptor lane, right after its data
-    // (4096 bytes here), whose offset is the second field of ring 0's entry in the segment's
-    // ring table (after the 128-byte header and one 128-byte doorbell).
+    // The frame header is the first word of the data region, whose offset is the second field
+    // of ring 0's descriptor (after the 128-byte header and one 128-byte doorbell).
     let desc0 = 256u64;
     let mut f = std::fs::File::open(format!("/dev/shm/{name}")).unwrap();
     use std::io::{Read, Seek, SeekFrom};
     f.seek(SeekFrom::Start(desc0 + 8)).unwrap();
     let mut b = [0u8; 8];
     f.read_exact(&mut b).unwrap();
-    let lane = u64::from_ne_bytes(b) + 4096;
-    // A length beyond the ring's maximum frame.
-    poke(&name, lane, &((1u32 << 31) | 0x00FF_FFFF).to_ne_bytes());
+    let data = u64::from_ne_bytes(b);
+    poke(&name, data, &((1u64 << 32) | 0x00FF_FFFF).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
-    // Neither a frame nor a skip.
-    poke(&name, lane, &0u32.to_ne_bytes());
+    poke(&name, data, &(7u64 << 40).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
 }
 

@@ -582,7 +582,7 @@ fn start_executors(
         executors,
         operators: ops,
         ring_bytes,
-        max_frame_bytes: ring_bytes / 2,
+        max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
     };
     // Unique per process and per run (tests run several clusters in one process).
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -181,7 +181,7 @@ pub fn run_worker(
         executors: cfg.executors,
         operators: ops,
         ring_bytes: cfg.ring_bytes,
-        max_frame_bytes: cfg.ring_bytes / 2,
+        max_frame_bytes: cfg.ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
     };
     let seg = WorkerSegment::create(
         &cfg.segment_name,
