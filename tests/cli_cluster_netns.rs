@@ -123,7 +123,6 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
     let path = h.dir.join("cluster.toml");
     std::fs::write(&path, file).unwrap();
     let driver = format!("{}:0", h.addr(254));
-    let deadline = Instant::now() + Duration::from_secs(120);
     for app in ["wc", "etl"] {
         // Workers serve one job and exit: start them for each app.
         for w in &mut h.workers {
@@ -173,10 +172,6 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
         ]
         .concat();
         let out = clasp(&run_args);
-        assert!(
-            Instant::now() < deadline,
-            "the namespace cluster took too long"
-        );
         assert!(
             out.status.success(),
             "{app}: {}",

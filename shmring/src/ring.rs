@@ -521,18 +521,13 @@ impl<M: RingMemory> Producer<M> {
         }
         self.publish();
         let (_, _, needed) = self.placement(len_bytes);
-        let control: *const RingControl = self.mem.control();
-        // SAFETY: `control` points into `self.mem`, which outlives this call; the closure below
-        // needs `&mut self` for the refresh, so the reference is taken through a raw pointer.
-        let control = unsafe { &*control };
-        park_until(&control.space, policy, timeout, |probe| {
+        let space: *const Doorbell = &self.mem.control().space;
+        // SAFETY: the doorbell lives in the ring's memory, not in `self`, and `self.mem` keeps
+        // it alive for this call; the probe below needs `&mut self`, hence the raw pointer.
+        let space = unsafe { &*space };
+        park_until(space, policy, timeout, |probe| {
             if probe == Probe::Liveness {
-                return check_alive(
-                    &control.consumer.pid,
-                    &control.consumer.start_ticks,
-                    &control.consumer.closed,
-                )
-                .map(|()| false);
+                return self.check_peer().map(|()| false);
             }
             if self.is_closed() {
                 return Err(Error::Closed);
@@ -540,13 +535,6 @@ impl<M: RingMemory> Producer<M> {
             self.refresh_head()?;
             Ok(self.fits(needed))
         })
-    }
-
-    /// Registers the calling process as the holder of this end (for peer-death detection).
-    pub fn register_process(&self, pid: u32, start_ticks: u64) {
-        let line = &self.mem.control().producer;
-        line.start_ticks.store(start_ticks, Ordering::Release);
-        line.pid.store(pid, Ordering::Release);
     }
 
     /// Whether the consumer's process is alive (always, when none registered).
@@ -812,19 +800,13 @@ impl<M: RingMemory> Consumer<M> {
     /// was read; `Err(PeerDead)` if the producer's process died.
     pub fn wait(&mut self, policy: WaitPolicy, timeout: Option<Duration>) -> Result<()> {
         self.publish_release();
-        let mem: *const M = &self.mem;
-        // SAFETY: `mem` is a field of `self`, alive for this call; the closures below need
-        // `&mut self`, so the shared handle is reached through a raw pointer.
-        let mem = unsafe { &*mem };
-        let control = mem.control();
-        park_until(mem.doorbell(), policy, timeout, |probe| {
+        let bell: *const Doorbell = self.mem.doorbell();
+        // SAFETY: the doorbell lives in the ring's memory, not in `self`, and `self.mem` keeps
+        // it alive for this call; the probe below needs `&mut self`, hence the raw pointer.
+        let bell = unsafe { &*bell };
+        park_until(bell, policy, timeout, |probe| {
             if probe == Probe::Liveness {
-                return check_alive(
-                    &control.producer.pid,
-                    &control.producer.start_ticks,
-                    &control.producer.closed,
-                )
-                .map(|()| false);
+                return self.check_peer().map(|()| false);
             }
             self.readable_or_closed()
         })
@@ -838,13 +820,6 @@ impl<M: RingMemory> Consumer<M> {
             .tail
             .load(Ordering::Acquire)
             .saturating_sub(self.head)
-    }
-
-    /// Registers the calling process as the holder of this end (for peer-death detection).
-    pub fn register_process(&self, pid: u32, start_ticks: u64) {
-        let line = &self.mem.control().consumer;
-        line.start_ticks.store(start_ticks, Ordering::Release);
-        line.pid.store(pid, Ordering::Release);
     }
 
     /// Whether the producer's process is alive (always, when none registered).

@@ -317,10 +317,9 @@ impl Segment {
         let map = map(fd, off.total, name.clone())?;
         let (pid, start) = liveness::current_process();
         let base = map.base;
-        // SAFETY: the mapping is `off.total` bytes, fresh and zeroed (tmpfs pages), page
-        // aligned; every write below stays inside the offsets `offsets()` computed for this
-        // total, each at an alignment of 128 or of the written type. No other process can use
-        // the segment before `state` turns READY (attach refuses it until then).
+        // No other process uses the segment before `state` turns READY (attach refuses it).
+        // SAFETY: a fresh, zeroed, page-aligned mapping of `off.total` bytes; every write stays
+        // inside the offsets `offsets()` computed for it, aligned for the written type.
         unsafe {
             for i in 0..layout.doorbells {
                 base.add(off.doorbells + i * size_of::<Doorbell>())

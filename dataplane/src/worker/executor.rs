@@ -32,6 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Longest error message an executor reports (the report rings hold 64 KiB).
+const ERROR_REPORT_BYTES_MAX: usize = 4096;
 /// Frames read from one ring before the executor looks at the others.
 const BATCH_FRAMES: usize = 32;
 /// Ledger deltas per report frame (the report rings hold 64 KiB).
@@ -484,7 +486,7 @@ impl Engine {
     fn report_error(&mut self, message: String) {
         let mut f = REPORT_ERROR.to_le_bytes().to_vec();
         f.extend_from_slice(message.as_bytes());
-        f.truncate(4096);
+        f.truncate(ERROR_REPORT_BYTES_MAX);
         self.pending_reports.push_back(f);
     }
 

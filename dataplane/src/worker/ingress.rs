@@ -15,6 +15,9 @@ use clasp_shmring::{Error as RingError, Producer, ShmRing, WaitPolicy};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// Longest single park of an ingress waiting for completions or ring space; between parks it
+/// checks whether the worker stopped.
+const INGRESS_PARK_MAX: Duration = Duration::from_millis(50);
 /// Records written between two publishes (and updates of `admitted`).
 const PUBLISH_EVERY: u64 = 64;
 
@@ -118,7 +121,7 @@ fn admit(
                 if tracked - control.completed.load(Ordering::Acquire) >= max_in_flight
                     && control.worker_state.load(Ordering::Acquire) != WORKER_STOPPED
                 {
-                    bell.park(token, Some(Duration::from_millis(50)));
+                    bell.park(token, Some(INGRESS_PARK_MAX));
                 }
                 bell.finish_park(token);
                 if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
@@ -157,7 +160,7 @@ fn admit(
                 Err(RingError::Full { .. }) => {
                     publish(&mut rings, &mut dirty);
                     control.admitted.store(i, Ordering::Release);
-                    match rings[e].wait_for_space(len, policy, Some(Duration::from_millis(100))) {
+                    match rings[e].wait_for_space(len, policy, Some(INGRESS_PARK_MAX)) {
                         Ok(()) | Err(RingError::TimedOut { .. }) => {}
                         Err(err) => return Err(format!("record {i}: {err}")),
                     }

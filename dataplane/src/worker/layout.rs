@@ -358,10 +358,9 @@ impl WorkerSegment {
             Segment::create(name, &layout).map_err(|e| format!("worker segment {name}: {e}"))?;
         let (base, len) = segment.user_area();
         debug_assert!(len >= control_bytes() + table_bytes(sizes.operators));
-        // SAFETY: the user area is 128-aligned, zeroed, at least `control_bytes()` long and
-        // nobody else can attach before `create` returns... except by name: an early attacher
-        // sees magic 0 and refuses (checked in `attach`), so writing the plain fields first and
-        // the magic last is safe.
+        // An early attacher sees magic 0 and refuses (`attach`), so the plain fields are
+        // written first and the magic last.
+        // SAFETY: the user area is 128-aligned, zeroed and holds a SharedControl (sized above).
         unsafe {
             let c = base.cast::<SharedControl>();
             (&raw mut (*c).version).write(VERSION);

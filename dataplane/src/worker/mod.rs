@@ -24,6 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// How often the coordinator re-reads the segment for quiescence once the input is over.
+const QUIESCENCE_POLL: Duration = Duration::from_millis(1);
+/// Shortest wait of the coordinator (a sample that is already due still yields this long).
+const COORDINATOR_WAIT_MIN: Duration = Duration::from_micros(100);
+
 pub(crate) const REPORT_DELTAS: u64 = 1;
 pub(crate) const REPORT_EOS_DONE: u64 = 2;
 pub(crate) const REPORT_PRODUCER_DIED: u64 = 3;
@@ -386,11 +391,11 @@ pub fn run_worker(
         }
         // 5. Wait for reports (short while input is over: quiescence is polled).
         let wait = if input_over {
-            Duration::from_millis(1)
+            QUIESCENCE_POLL
         } else {
             next_sample.saturating_duration_since(Instant::now())
         };
-        let _ = reports.wait(WaitPolicy::PARK, Some(wait.max(Duration::from_micros(100))));
+        let _ = reports.wait(WaitPolicy::PARK, Some(wait.max(COORDINATOR_WAIT_MIN)));
     }
     control
         .worker_state
