@@ -13,8 +13,10 @@
 //!      2     2  key_group     key_hash % KEY_GROUPS
 //!      4     2  key_len       bytes of canonical key (≤ MAX_KEY_BYTES)
 //!      6     2  flags         FLAG_* bits; unknown bits are an error
-//!      8     4  epoch         routing epoch the sender routed it under
-//!     12     4  root_home     worker that admitted the root (its latency ledger lives there)
+//!      8     2  epoch         low 16 bits of the routing epoch the sender routed it under
+//!     10     2  dest          executor slot the frame is addressed to
+//!     12     2  root_home     worker that admitted the root (its latency ledger lives there)
+//!     14     2  source        executor slot that sent it (`INGRESS_SLOT`: the ingress)
 //!     16     8  key_hash      xxh3 of the key (clasp_operators::key::key_hash)
 //!     24     8  request_id    deterministic id of this request (hash of root, parent, index)
 //!     32     8  root_id       id of the root request of its tree
@@ -28,8 +30,24 @@ pub const REQUEST_HEADER_BYTES: usize = 48;
 pub const MAX_KEY_BYTES: usize = 1024;
 /// The request's tree is tracked for end-to-end latency (1-in-N sampling clears it).
 pub const FLAG_TRACKED: u16 = 1;
+/// The frame is a migration-protocol message (marker, state, seal), not a request: it travels
+/// on the same FIFO path as the requests it must stay ordered with.
+pub const FLAG_CONTROL: u16 = 2;
 /// Every flag this version knows.
-pub const FLAGS_KNOWN: u16 = FLAG_TRACKED;
+pub const FLAGS_KNOWN: u16 = FLAG_TRACKED | FLAG_CONTROL;
+/// The `source` of frames the ingress sends.
+pub const INGRESS_SLOT: u16 = u16::MAX;
+
+/// Executor slots.
+///
+/// Why slots: the migration protocol's participants are executors (each owns its key groups'
+/// state and runs single-threaded), numbered across the cluster as `worker index × executors
+/// per worker + executor`. A frame names its sender and its addressee by slot, so a receiving
+/// network thread delivers without a routing table (a forwarded old-epoch request goes to its
+/// new owner although the old table names another), and a receiving executor knows which FIFO
+/// connection a frame came on. Epochs travel as their low 16 bits: a completed migration is a
+/// flush (nothing routed by an older table is still in flight) and a migration starts only
+/// after the previous one completed, so at most two consecutive epochs meet.
 
 const _: () = assert!(REQUEST_HEADER_BYTES % 16 == 0);
 
@@ -42,10 +60,14 @@ pub struct RequestHeader {
     pub key_group: u16,
     /// `FLAG_*` bits.
     pub flags: u16,
-    /// Routing epoch.
-    pub epoch: u32,
+    /// Routing epoch (low 16 bits).
+    pub epoch: u16,
+    /// Executor slot addressed.
+    pub dest: u16,
     /// Worker holding the root's latency ledger.
-    pub root_home: u32,
+    pub root_home: u16,
+    /// Executor slot that sent the frame ([`INGRESS_SLOT`] for roots).
+    pub source: u16,
     /// xxh3 of the canonical key.
     pub key_hash: u64,
     /// This request's id.
@@ -106,8 +128,10 @@ impl RequestHeader {
         out[2..4].copy_from_slice(&self.key_group.to_le_bytes());
         out[4..6].copy_from_slice(&(key.len() as u16).to_le_bytes());
         out[6..8].copy_from_slice(&self.flags.to_le_bytes());
-        out[8..12].copy_from_slice(&self.epoch.to_le_bytes());
-        out[12..16].copy_from_slice(&self.root_home.to_le_bytes());
+        out[8..10].copy_from_slice(&self.epoch.to_le_bytes());
+        out[10..12].copy_from_slice(&self.dest.to_le_bytes());
+        out[12..14].copy_from_slice(&self.root_home.to_le_bytes());
+        out[14..16].copy_from_slice(&self.source.to_le_bytes());
         out[16..24].copy_from_slice(&self.key_hash.to_le_bytes());
         out[24..32].copy_from_slice(&self.request_id.to_le_bytes());
         out[32..40].copy_from_slice(&self.root_id.to_le_bytes());
@@ -127,14 +151,15 @@ impl RequestHeader {
             .and_then(|b| b.try_into().ok())
             .ok_or(FrameError::Short(frame.len()))?;
         let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
         let header = RequestHeader {
             operator: u16_at(0),
             key_group: u16_at(2),
             flags: u16_at(6),
-            epoch: u32_at(8),
-            root_home: u32_at(12),
+            epoch: u16_at(8),
+            dest: u16_at(10),
+            root_home: u16_at(12),
+            source: u16_at(14),
             key_hash: u64_at(16),
             request_id: u64_at(24),
             root_id: u64_at(32),
@@ -149,11 +174,20 @@ impl RequestHeader {
         Ok(header)
     }
 
-    /// Overwrites the epoch of an encoded frame in place (forwarding during a migration).
+    /// Readdresses an encoded frame in place (forwarding during a migration keeps its epoch).
     #[inline]
-    pub fn set_epoch(frame: &mut [u8], epoch: u32) {
-        frame[8..12].copy_from_slice(&epoch.to_le_bytes());
+    pub fn set_route(frame: &mut [u8], source: u16, dest: u16) {
+        frame[10..12].copy_from_slice(&dest.to_le_bytes());
+        frame[14..16].copy_from_slice(&source.to_le_bytes());
     }
+}
+
+/// The 64-bit epoch nearest to `current` whose low 16 bits are `low` (RFC 1982 serial
+/// arithmetic: frames are at most a few epochs from the receiver's).
+#[inline]
+pub fn widen_epoch(current: u64, low: u16) -> u64 {
+    let diff = low.wrapping_sub(current as u16) as i16;
+    current.wrapping_add(diff as i64 as u64)
 }
 
 impl<'a> Request<'a> {
@@ -207,7 +241,9 @@ mod tests {
             key_group: 1023,
             flags: FLAG_TRACKED,
             epoch: 7,
+            dest: 9,
             root_home: 2,
+            source: 4,
             key_hash: 0xDEAD_BEEF,
             request_id: 11,
             root_id: 12,
@@ -234,6 +270,10 @@ mod tests {
         let mut f = vec![0u8; 64];
         f[6] = 0x80;
         assert_eq!(Request::parse(&f), Err(FrameError::Flags(0x80)));
+        assert_eq!(widen_epoch(70_000, 70_001u64 as u16), 70_001);
+        assert_eq!(widen_epoch(70_000, 69_999u64 as u16), 69_999);
+        assert_eq!(widen_epoch(65_536, 65_535u64 as u16), 65_535);
+        assert_eq!(widen_epoch(3, 3), 3);
         f[6] = 0;
         f[2..4].copy_from_slice(&5000u16.to_le_bytes());
         assert_eq!(Request::parse(&f), Err(FrameError::KeyGroup(5000)));

@@ -1,8 +1,13 @@
-//! Static clusters in one process: worker threads and a driver over real TCP (127.0.0.1),
-//! compared with the oracle. The multi-process runs are in the CLI's `tests/cli_cluster.rs`.
+//! Clusters in one process: worker threads and a driver over real TCP (127.0.0.1), compared
+//! with the oracle — static, and with live migrations (random ones, and scripted ones: moves
+//! that move nothing, growing from one worker, shrinking to one). The multi-process runs are in
+//! the CLI's `tests/cli_cluster.rs`.
 
-use clasp_dataplane::cluster::driver::{DriverConfig, run_driver};
+use clasp_controlplane::migration::Routing;
+use clasp_dataplane::cluster::control::{Chaos, Controller, Move, Static};
+use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::migrate::Slots;
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::transport::{ClusterSecret, Limits};
 use clasp_operators::{Comparable, apps, oracle};
@@ -35,6 +40,29 @@ fn free_addr() -> (SocketAddr, rustix::fd::OwnedFd) {
 }
 
 fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limits, records: u64) {
+    run_with(
+        app,
+        workers,
+        1,
+        spread,
+        ring_bytes,
+        limits,
+        records,
+        &mut Static,
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    app: &str,
+    workers: u32,
+    executors: u16,
+    spread: Spread,
+    ring_bytes: usize,
+    limits: Limits,
+    records: u64,
+    ctl: &mut dyn Controller,
+) -> ClusterReport {
     let spec = apps::builtin(app).unwrap();
     let secret = ClusterSecret::new(b"a test secret of enough bytes".to_vec()).unwrap();
     let (addrs, mut held): (Vec<(u32, SocketAddr)>, Vec<_>) = (1..=workers)
@@ -82,7 +110,7 @@ fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limit
         limits,
         app_name: app.into(),
         app_toml: String::new(),
-        executors: 1,
+        executors,
         spread,
         ring_bytes,
         pin: false,
@@ -93,8 +121,10 @@ fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limit
         sample_every: 1,
         ready_timeout: Duration::from_secs(20),
         stall_timeout: Duration::from_secs(20),
+        interval: Duration::from_millis(100),
+        migration_timeout: Duration::from_secs(20),
     };
-    let report = run_driver(&spec, &cfg).expect("cluster run");
+    let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {
         h.join().unwrap().expect("worker");
     }
@@ -112,6 +142,7 @@ fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limit
             report.totals
         );
     }
+    report
 }
 
 #[test]
@@ -143,5 +174,98 @@ fn a_crossed_placement_with_tiny_rings_and_credit_does_not_deadlock() {
     // request crosses (o1 on A → o2 on B → o3 on A), through 4 KiB rings and 4 KiB credit.
     for app in ["wc", "etl", "syn"] {
         run(app, 2, Spread::Alternate, 4096, tiny_limits(), 2000);
+    }
+}
+
+/// Random live migrations while the input flows, on every app, with two executors per worker
+/// (so key groups also move between executors of one worker).
+#[test]
+fn every_app_with_random_live_migrations_equals_the_oracle() {
+    let mut moved_with_input = 0;
+    for app in apps::builtin_names() {
+        let ops = apps::builtin(app).unwrap().operators.len();
+        let slots = Slots {
+            workers: vec![1, 2, 3],
+            executors: 2,
+        };
+        let records = 3000;
+        let mut chaos = Chaos::new(6, records, slots, ops, 11);
+        let r = run_with(
+            app,
+            3,
+            2,
+            Spread::Even,
+            1 << 20,
+            Limits::default(),
+            records,
+            &mut chaos,
+        );
+        assert_eq!(r.migrations.len(), 6, "{app}: {:?}", r.migrations);
+        moved_with_input += r
+            .migrations
+            .iter()
+            .filter(|m| m.admitted_during > 0)
+            .count();
+    }
+    // Not stop-the-world: the ingress kept admitting during migrations.
+    assert!(moved_with_input > 0);
+}
+
+/// A scripted controller: moves at given admitted counts.
+struct Script {
+    moves: Vec<(u64, Routing)>,
+}
+
+impl Controller for Script {
+    fn poll(&mut self, _t_s: f64, admitted: u64) -> Option<Move> {
+        if self.moves.first().is_some_and(|m| admitted >= m.0) {
+            let (_, routing) = self.moves.remove(0);
+            return Some(Move {
+                routing,
+                reason: "script".into(),
+            });
+        }
+        None
+    }
+}
+
+/// Every operator's key groups split evenly over `slots`.
+fn over(ops: usize, slots: &[usize]) -> Routing {
+    (0..ops)
+        .map(|_| (0..1024).map(|g| slots[g * slots.len() / 1024]).collect())
+        .collect()
+}
+
+#[test]
+fn scripted_moves_grow_from_one_worker_shrink_to_one_and_move_nothing() {
+    for app in ["wc", "etl"] {
+        let ops = apps::builtin(app).unwrap().operators.len();
+        let mut script = Script {
+            moves: vec![
+                // To one worker, then grow to three, then the same table again (nothing moves),
+                // then back to one.
+                (1, over(ops, &[0])),
+                (800, over(ops, &[0, 1, 2])),
+                (1600, over(ops, &[0, 1, 2])),
+                (2400, over(ops, &[2])),
+            ],
+        };
+        let r = run_with(
+            app,
+            3,
+            1,
+            Spread::Even,
+            1 << 20,
+            Limits::default(),
+            3000,
+            &mut script,
+        );
+        let m = &r.migrations;
+        assert_eq!(m.len(), 4, "{app}: {m:?}");
+        assert_eq!((m[0].workers_before, m[0].workers_after), (3, 1));
+        assert_eq!((m[1].workers_before, m[1].workers_after), (1, 3));
+        assert_eq!(m[2].key_groups_moved, 0);
+        assert_eq!((m[3].workers_before, m[3].workers_after), (3, 1));
+        assert!(r.worker_seconds > 0.0);
     }
 }

@@ -8,8 +8,10 @@ use crate::cmd::local::SpreadArg;
 use crate::cmd::usage_error;
 use anyhow::Context;
 use clap::Args;
-use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver};
+use clasp_dataplane::cluster::control::{Chaos, Controller, Static};
+use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::migrate::Slots;
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::transport::{ClusterSecret, Limits, MAX_PEER_ID, PeerId};
 use clasp_operators::AppSpec;
@@ -286,6 +288,13 @@ pub struct RunArgs {
     /// Fail when nothing progresses for this many seconds.
     #[arg(long, default_value_t = 60)]
     stall_timeout_s: u64,
+    /// Testing mode: K live migrations at random moments (seeded by --seed) to random worker
+    /// counts and placements while the input flows; the result must still equal the oracle.
+    #[arg(long, default_value_t = 0)]
+    chaos_migrations: usize,
+    /// Fail a migration that does not complete within this many seconds.
+    #[arg(long, default_value_t = 30)]
+    migration_timeout_s: u64,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -521,8 +530,27 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         sample_every: args.sample_every,
         ready_timeout: Duration::from_secs(30),
         stall_timeout: Duration::from_secs(args.stall_timeout_s),
+        interval: Duration::from_millis(250),
+        migration_timeout: Duration::from_secs(args.migration_timeout_s),
     };
-    let result = run_driver(&spec, &cfg);
+    let mut chaos;
+    let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
+        let slots = Slots {
+            workers: cfg.workers.iter().map(|w| w.0).collect(),
+            executors: usize::from(args.executors),
+        };
+        chaos = Chaos::new(
+            args.chaos_migrations,
+            args.records,
+            slots,
+            spec.operators.len(),
+            args.seed,
+        );
+        &mut chaos
+    } else {
+        &mut Static
+    };
+    let result = run_driver_with(&spec, &cfg, ctl);
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -583,9 +611,36 @@ fn print_report(
             t("parks"),
             t("net_batches_sent")
         ),
-        // The driver does not sample the workers' counters during a run yet.
-        intervals: serde_json::Value::Array(Vec::new()),
+        intervals: serde_json::to_value(&r.intervals)?,
         errors: &r.errors,
+        extra: vec![
+            ("migrations".into(), serde_json::to_value(&r.migrations)?),
+            ("worker_seconds".into(), r.worker_seconds.into()),
+        ],
+        extra_lines: r
+            .migrations
+            .iter()
+            .map(|m| {
+                format!(
+                    "migration to epoch {} at {:.3} s ({}): workers {} → {}, {} key groups moved; \
+                     planner {:.2} ms, longest pause {:.2} ms; exported {}, forwarded {}, held {}, \
+                     gated {}; {} inputs admitted meanwhile",
+                    m.epoch,
+                    m.t_s,
+                    m.reason,
+                    m.workers_before,
+                    m.workers_after,
+                    m.key_groups_moved,
+                    m.planner_ms,
+                    m.worker_pause_ms,
+                    m.exported,
+                    m.forwarded,
+                    m.held,
+                    m.gated,
+                    m.admitted_during
+                )
+            })
+            .collect(),
     };
     crate::cmd::report::print(&view, args.json)
 }

@@ -240,6 +240,8 @@ fn print_report(spec: &AppSpec, args: &LocalArgs, r: &WorkerReport) -> anyhow::R
             t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
         ),
         intervals: serde_json::to_value(&r.intervals)?,
+        extra: Vec::new(),
+        extra_lines: Vec::new(),
         errors: &r.errors,
     };
     crate::cmd::report::print(&view, args.json)

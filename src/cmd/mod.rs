@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod local;
 pub mod place;
 pub mod report;
+pub mod run_out;
 pub mod sim;
 
 /// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2

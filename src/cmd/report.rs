@@ -29,6 +29,49 @@ pub struct RunView<'a> {
     pub totals_line: String,
     pub intervals: serde_json::Value,
     pub errors: &'a [String],
+    /// More JSON keys (e.g. a cluster run's `migrations`).
+    pub extra: Vec<(String, serde_json::Value)>,
+    /// More lines of text output (printed before the faults).
+    pub extra_lines: Vec<String>,
+}
+
+/// The run as one JSON object (what `--json` prints).
+pub fn json(v: &RunView<'_>) -> serde_json::Value {
+    let comparable = Comparable::from_summaries(v.spec, v.summaries);
+    let names: Vec<&str> = v.spec.operators.iter().map(|o| o.name.as_str()).collect();
+    let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
+    let l = v.latency;
+    let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), f(i)))
+            .collect()
+    };
+    let mut o = serde_json::json!({
+        "app": v.spec.name,
+        "records": v.records,
+        "seed": v.seed,
+        "state_digest": comparable.state_digest().to_hex(),
+        "output_digest": comparable.output_digest().to_hex(),
+        "processed": by_name(&|i| v.summaries[i].processed.into()),
+        "state_digests": by_name(&|i| v.summaries[i].state.to_hex().into()),
+        "throughput_per_s": throughput,
+        "latency_us": {"p50": l.p50, "p95": l.p95, "p99": l.p99, "max": l.max},
+        "executors": v.executors,
+        "elapsed_s": v.elapsed.as_secs_f64(),
+        "operators": by_name(&|i| v.operators_json[i].clone()),
+        "totals": v.totals,
+        "intervals": v.intervals,
+        "errors": v.errors,
+    });
+    if let Some(w) = v.workers {
+        o["workers"] = w.into();
+    }
+    for (k, x) in &v.extra {
+        o[k.as_str()] = x.clone();
+    }
+    o
 }
 
 /// Prints the run as text, or as one JSON object.
@@ -38,34 +81,7 @@ pub fn print(v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
     let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
     let l = v.latency;
     if json {
-        let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.to_string(), f(i)))
-                .collect()
-        };
-        let mut o = serde_json::json!({
-            "app": v.spec.name,
-            "records": v.records,
-            "seed": v.seed,
-            "state_digest": comparable.state_digest().to_hex(),
-            "output_digest": comparable.output_digest().to_hex(),
-            "processed": by_name(&|i| v.summaries[i].processed.into()),
-            "state_digests": by_name(&|i| v.summaries[i].state.to_hex().into()),
-            "throughput_per_s": throughput,
-            "latency_us": {"p50": l.p50, "p95": l.p95, "p99": l.p99, "max": l.max},
-            "executors": v.executors,
-            "elapsed_s": v.elapsed.as_secs_f64(),
-            "operators": by_name(&|i| v.operators_json[i].clone()),
-            "totals": v.totals,
-            "intervals": v.intervals,
-            "errors": v.errors,
-        });
-        if let Some(w) = v.workers {
-            o["workers"] = w.into();
-        }
-        println!("{}", serde_json::to_string_pretty(&o)?);
+        println!("{}", serde_json::to_string_pretty(&self::json(v))?);
         return Ok(());
     }
     let workers = v
@@ -104,6 +120,9 @@ pub fn print(v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
         for (reason, n) in reasons {
             println!("malformed at {op}: {n} × {reason}");
         }
+    }
+    for line in &v.extra_lines {
+        println!("{line}");
     }
     for e in v.errors {
         println!("fault: {e}");

@@ -223,6 +223,12 @@ impl<P, S> Worker<P, S> {
         self.migration.is_some()
     }
 
+    /// True when no migration is in progress and nothing waits for a plan: every request of
+    /// the current epoch can be executed at once (the data plane's fast path).
+    pub fn is_settled(&self) -> bool {
+        self.migration.is_none() && self.early.is_empty()
+    }
+
     /// True while the worker must not start executions (from the plan to resuming).
     pub fn paused(&self) -> bool {
         self.migration.as_ref().is_some_and(|m| !m.resumed)

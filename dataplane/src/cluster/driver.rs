@@ -1,13 +1,21 @@
 //! The driver of a static cluster: the ingress and the latency-ledger home of every root, and
 //! the one that runs the end of the stream (see the module docs of [`super`]).
 
-use super::{DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
-use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
+use super::control::{
+    Controller, IntervalView, MigrationRecord, Move, Static, WorkerInterval, active_workers,
+};
+use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
+use crate::migrate::{
+    Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
+};
+use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
 use crate::routing::{RoutingTable, Spread};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
 use crate::worker::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
+use clasp_controlplane::protocol::Assignment;
+use clasp_controlplane::protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, OperatorSummary};
 use std::collections::{BTreeMap, VecDeque};
@@ -65,6 +73,11 @@ pub struct DriverConfig {
     pub ready_timeout: Duration,
     /// Give up when nothing progresses for this long with work outstanding.
     pub stall_timeout: Duration,
+    /// How often workers report counters and the controller sees an [`IntervalView`]
+    /// (`Duration::ZERO`: never).
+    pub interval: Duration,
+    /// Longest a migration may take before the run fails naming the silent slots.
+    pub migration_timeout: Duration,
 }
 
 /// Per operator metrics over the cluster.
@@ -103,6 +116,12 @@ pub struct ClusterReport {
     pub errors: Vec<String>,
     /// Each worker's summary.
     pub workers: Vec<WorkerSummary>,
+    /// Every completed migration.
+    pub migrations: Vec<MigrationRecord>,
+    /// Every interval (empty when `interval` is zero).
+    pub intervals: Vec<IntervalView>,
+    /// Seconds each worker owned key groups, summed (the run's worker-seconds).
+    pub worker_seconds: f64,
 }
 
 struct DriverInbox {
@@ -144,8 +163,35 @@ impl Inbound for DriverInbox {
     }
 }
 
+/// A migration in progress.
+struct InFlight {
+    record: MigrationRecord,
+}
+
 struct Driver<'a> {
     cfg: &'a DriverConfig,
+    slots: Slots,
+    planner: Planner,
+    in_flight: Option<InFlight>,
+    migrations: Vec<MigrationRecord>,
+    /// Completed migrations the controller has not been told about.
+    finished: Vec<MigrationRecord>,
+    /// Latest counters per worker index, and those at the previous interval.
+    counters: Vec<Option<Counters>>,
+    prev_counters: Vec<Option<Counters>>,
+    intervals: Vec<IntervalView>,
+    /// Start of the run (first admission), the current interval, and its admissions.
+    t0: Instant,
+    interval_start: Instant,
+    interval_admitted: u64,
+    interval_completed: u64,
+    interval_migrating: bool,
+    /// Records due by the rate and not admitted.
+    backlog: u64,
+    offered: Option<f64>,
+    active: usize,
+    worker_seconds: f64,
+    active_since: Instant,
     t: Transport,
     rx: DriverInbox,
     ids: Vec<PeerId>,
@@ -184,8 +230,16 @@ impl Driver<'_> {
                     ));
                 }
                 Event::PeerLost { peer, reason, .. } => {
+                    let during = match &self.in_flight {
+                        Some(f) => format!(
+                            " during the migration to epoch {} (its key groups' state is lost; \
+                             recovery is not implemented)",
+                            f.record.epoch
+                        ),
+                        None => String::new(),
+                    };
                     return Err(format!(
-                        "lost worker {peer} at {}: {reason}",
+                        "lost worker {peer} at {}{during}: {reason}",
                         self.addr_of(peer)
                     ));
                 }
@@ -213,6 +267,24 @@ impl Driver<'_> {
                     let st = Status::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
                     self.statuses.entry(st.round).or_default().push((from, st));
                 }
+                kind::MIGRATED => {
+                    let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    let now = now_ns();
+                    for a in self.planner.on_completed::<()>(now, r) {
+                        self.planner_action(a)?;
+                    }
+                }
+                kind::PROGRESS => {
+                    let (slot, epoch, waiting) =
+                        decode_progress(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    self.planner.on_progress(now_ns(), slot, epoch, waiting);
+                }
+                kind::COUNTERS => {
+                    let c = Counters::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
+                        self.counters[i] = Some(c);
+                    }
+                }
                 kind::SUMMARY => {
                     let s =
                         WorkerSummary::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
@@ -230,6 +302,9 @@ impl Driver<'_> {
                     .push(format!("worker {from} sent unknown message {other}")),
             }
         }
+        for a in self.planner.on_tick::<()>(now_ns()) {
+            self.planner_action(a)?;
+        }
         if self.last_progress.elapsed() > self.cfg.stall_timeout {
             return Err(format!(
                 "no progress for {:?} ({} of {} tracked roots open); giving up{}",
@@ -244,6 +319,246 @@ impl Driver<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// Carries out what the protocol's planner asks.
+    fn planner_action(&mut self, a: PlannerAction<()>) -> Result<(), String> {
+        match a {
+            PlannerAction::Finished(r) => {
+                let Some(f) = self.in_flight.take() else {
+                    return Ok(());
+                };
+                let mut rec = f.record;
+                rec.planner_ms = r.planner_ns as f64 / 1e6;
+                rec.worker_pause_ms = r.pause_ns_max as f64 / 1e6;
+                rec.exported = r.exported;
+                rec.forwarded = r.forwarded;
+                rec.held = r.held;
+                rec.gated = r.gated;
+                rec.admitted_during = r.admitted_during;
+                rec.key_groups_moved = r.key_groups_moved;
+                self.last_progress = Instant::now();
+                self.migrations.push(rec.clone());
+                self.finished.push(rec);
+                Ok(())
+            }
+            PlannerAction::Failed(f) => {
+                let slots = |v: &[usize]| {
+                    v.iter()
+                        .map(|&s| {
+                            format!(
+                                "slot {s} (worker {})",
+                                self.slots.worker_of(s).unwrap_or(u32::MAX)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                Err(format!(
+                    "{f}; silent: [{}]; not completed: [{}]",
+                    slots(&f.silent),
+                    slots(&f.not_completed)
+                ))
+            }
+            PlannerAction::SendPlan { .. } | PlannerAction::SendRequest { .. } => Ok(()),
+            PlannerAction::SendMarker { to, epoch } => {
+                let mut f = Vec::new();
+                control_frame(
+                    frame_kind::MARKER,
+                    epoch,
+                    INGRESS_SLOT,
+                    to as u16,
+                    &[],
+                    &mut f,
+                );
+                let w = self.slots.worker_of(to).ok_or("a marker for no slot")?;
+                self.append(w, &f)
+            }
+        }
+    }
+
+    /// Appends a data frame for worker `w`, waiting for credit.
+    fn append(&mut self, w: PeerId, frame: &[u8]) -> Result<(), String> {
+        loop {
+            match self.t.try_append(w, frame) {
+                Ok(true) => break,
+                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Err(e) => return Err(format!("to worker {w}: {e}")),
+            }
+        }
+        *self.sent.entry(w).or_default() += 1;
+        Ok(())
+    }
+
+    /// Starts a move: plans to every worker (on the control channel), then the ingress's
+    /// markers (on the data path, behind the roots routed by the old table).
+    fn start_move(&mut self, m: Move, ops: usize) -> Result<(), String> {
+        self.slots
+            .check(&m.routing, ops)
+            .map_err(|e| format!("a move ({}): {e}", m.reason))?;
+        let before = active_workers(self.planner.routing(), &self.slots).len();
+        let after = active_workers(&m.routing, &self.slots).len();
+        let actions = self
+            .planner
+            .start_migration::<()>(now_ns(), m.routing, self.slots.len())
+            .map_err(|e| format!("cannot migrate: {e}"))?;
+        let epoch = self.planner.epoch();
+        self.in_flight = Some(InFlight {
+            record: MigrationRecord {
+                epoch,
+                t_s: self.t0.elapsed().as_secs_f64(),
+                reason: m.reason,
+                workers_before: before,
+                workers_after: after,
+                ..MigrationRecord::default()
+            },
+        });
+        self.interval_migrating = true;
+        let mut plans: Vec<Vec<(usize, Assignment)>> = vec![Vec::new(); self.ids.len()];
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                PlannerAction::SendPlan { to, assignment } => {
+                    plans[self.slots.worker_index(to)].push((to, assignment))
+                }
+                other => rest.push(other),
+            }
+        }
+        let routing = self.planner.routing().clone();
+        for (i, parts) in plans.iter().enumerate() {
+            let refs: Vec<(usize, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
+            let body = encode_plans(epoch, &routing, &refs);
+            if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+                return Err(format!(
+                    "the plan for worker {} is {} bytes, over the control limit (an app with \
+                     this many operators cannot migrate yet)",
+                    self.ids[i],
+                    body.len()
+                ));
+            }
+            let p = self.ids[i];
+            loop {
+                match self.t.send_control(p, kind::PLAN, &body) {
+                    Ok(true) => break,
+                    Ok(false) => self.turn(Duration::from_micros(200))?,
+                    Err(e) => return Err(format!("plan to worker {p}: {e}")),
+                }
+            }
+        }
+        for a in rest {
+            self.planner_action(a)?;
+        }
+        self.t.flush_now();
+        self.account_active();
+        self.active = after.max(before);
+        Ok(())
+    }
+
+    /// Adds the worker-seconds of the active workers since the last call.
+    fn account_active(&mut self) {
+        let now = Instant::now();
+        self.worker_seconds += self.active as f64
+            * now
+                .saturating_duration_since(self.active_since)
+                .as_secs_f64();
+        self.active_since = now;
+    }
+
+    /// Between admissions: completed migrations and intervals reach the controller, whose
+    /// moves start here.
+    fn maintain(
+        &mut self,
+        ctl: &mut dyn Controller,
+        admitted: u64,
+        ops: usize,
+    ) -> Result<(), String> {
+        for rec in std::mem::take(&mut self.finished) {
+            self.account_active();
+            self.active = rec.workers_after;
+            ctl.on_migrated(&rec);
+        }
+        let mut mv = None;
+        if !self.cfg.interval.is_zero() && self.interval_start.elapsed() >= self.cfg.interval {
+            let view = self.close_interval(admitted);
+            mv = ctl.on_interval(&view);
+            self.intervals.push(view);
+        }
+        if self.in_flight.is_none() {
+            if mv.is_none() {
+                mv = ctl.poll(self.t0.elapsed().as_secs_f64(), admitted);
+            }
+            if let Some(m) = mv {
+                self.start_move(m, ops)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the current interval.
+    fn close_interval(&mut self, admitted: u64) -> IntervalView {
+        let now = Instant::now();
+        let dt = now
+            .saturating_duration_since(self.interval_start)
+            .as_secs_f64()
+            .max(1e-9);
+        let completed = self.rx.ledger.completed_inputs() * self.cfg.sample_every.max(1);
+        let mut workers = Vec::with_capacity(self.ids.len());
+        for i in 0..self.ids.len() {
+            let (Some(c), p) = (&self.counters[i], &self.prev_counters[i]) else {
+                workers.push(WorkerInterval {
+                    index: i,
+                    ..WorkerInterval::default()
+                });
+                continue;
+            };
+            let zero = Counters::default();
+            let p = p.as_ref().unwrap_or(&zero);
+            let wdt = if p.t_ns == 0 {
+                dt
+            } else {
+                (c.t_ns.saturating_sub(p.t_ns) as f64 / 1e9).max(1e-9)
+            };
+            let d = |a: &[u64], b: &[u64]| -> Vec<f64> {
+                a.iter()
+                    .enumerate()
+                    .map(|(k, &x)| x.saturating_sub(b.get(k).copied().unwrap_or(0)) as f64 / wdt)
+                    .collect()
+            };
+            let processed = d(&c.processed, &p.processed);
+            let exec_ns = d(&c.exec_ns, &p.exec_ns);
+            workers.push(WorkerInterval {
+                index: i,
+                exec_us: exec_ns
+                    .iter()
+                    .zip(&processed)
+                    .map(|(e, n)| if *n > 0.0 { e / n / 1000.0 } else { 0.0 })
+                    .collect(),
+                processed_per_s: processed,
+                edges_local_per_s: d(&c.edges_local, &p.edges_local),
+                edges_remote_per_s: d(&c.edges_remote, &p.edges_remote),
+                busy_us_per_s: c.busy_ns.saturating_sub(p.busy_ns) as f64 / wdt / 1000.0,
+                queued_bytes: c.queued_bytes,
+                destinations: c.remote_mask.count_ones() as usize,
+            });
+        }
+        self.prev_counters = self.counters.clone();
+        let view = IntervalView {
+            t_s: self.t0.elapsed().as_secs_f64(),
+            dt_s: dt,
+            input_per_s: admitted.saturating_sub(self.interval_admitted) as f64 / dt,
+            offered_per_s: self.offered,
+            throughput_per_s: completed.saturating_sub(self.interval_completed) as f64 / dt,
+            backlog: self.backlog,
+            latency: self.rx.ledger.take_interval(),
+            workers,
+            migrating: self.interval_migrating || self.in_flight.is_some(),
+            active_workers: active_workers(self.planner.routing(), &self.slots).len(),
+        };
+        self.interval_start = now;
+        self.interval_admitted = admitted;
+        self.interval_completed = completed;
+        self.interval_migrating = self.in_flight.is_some();
+        view
     }
 
     fn broadcast(&mut self, k: u16, body: &[u8]) -> Result<(), String> {
@@ -333,6 +648,16 @@ impl Driver<'_> {
 /// completes the end of stream and collects every worker's summary. `Err` is a fault that
 /// stopped the run (a worker unreachable, refused, lost, or no progress).
 pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, String> {
+    run_driver_with(spec, cfg, &mut Static)
+}
+
+/// [`run_driver`] steered by a [`Controller`]: its input rate, and its moves, each carried out
+/// as a live migration while the input keeps flowing.
+pub fn run_driver_with(
+    spec: &AppSpec,
+    cfg: &DriverConfig,
+    ctl: &mut dyn Controller,
+) -> Result<ClusterReport, String> {
     let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
     if ids.is_empty() || ids.contains(&DRIVER_ID) {
         return Err(format!(
@@ -344,8 +669,39 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, S
     tcfg.peers = cfg.workers.clone();
     let t = Transport::start(tcfg).map_err(|e| format!("driver: {e}"))?;
     let advertise = cfg.advertise.unwrap_or(t.local_addr());
+    let ops = spec.operators.len();
+    let slots = Slots {
+        workers: ids.clone(),
+        executors: cfg.executors as usize,
+    };
+    let table = RoutingTable::spread(ops, &ids, cfg.executors, cfg.spread);
+    let initial = slots.routing_of(&table)?;
+    let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
+    let pcfg = PlannerConfig {
+        timeout_ns: cfg.migration_timeout.as_nanos() as u64,
+        silent_ns: (cfg.migration_timeout.as_nanos() as u64 / 4).max(1_000_000_000),
+    };
+    let active = active_workers(&initial, &slots).len();
     let mut d = Driver {
         cfg,
+        planner: Planner::new(initial, preds, pcfg),
+        slots,
+        in_flight: None,
+        migrations: Vec::new(),
+        finished: Vec::new(),
+        counters: vec![None; ids.len()],
+        prev_counters: vec![None; ids.len()],
+        intervals: Vec::new(),
+        t0: Instant::now(),
+        interval_start: Instant::now(),
+        interval_admitted: 0,
+        interval_completed: 0,
+        interval_migrating: false,
+        backlog: 0,
+        offered: None,
+        active,
+        worker_seconds: 0.0,
+        active_since: Instant::now(),
         t,
         rx: DriverInbox {
             ledger: Ledger::new(),
@@ -389,6 +745,7 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, S
         workers: ids.clone(),
         driver: DRIVER_ID,
         driver_addr: advertise.to_string(),
+        interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
     };
     d.broadcast(kind::JOB, &job.encode())?;
     {
@@ -410,47 +767,80 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, S
         }
     }
     // 2. Feed.
-    let table = RoutingTable::spread(spec.operators.len(), &ids, cfg.executors, cfg.spread);
     let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
         .ok_or_else(|| format!("app {} has no generator {}", spec.name, spec.generator))?;
     let sample = cfg.sample_every.max(1);
     let max_in_flight = cfg.max_in_flight.max(1);
     let (mut key, mut payload, mut frame) = (Vec::new(), Vec::new(), Vec::new());
     let mut tracked = 0u64;
-    let start = Instant::now();
     let mut first_admit: Option<Instant> = None;
     d.last_progress = Instant::now();
-    for i in 0..cfg.records {
-        if let Some(rate) = cfg.rate_per_s {
-            let due = start + Duration::from_secs_f64(i as f64 / rate);
-            while Instant::now() < due {
+    d.t0 = Instant::now();
+    d.interval_start = d.t0;
+    d.active_since = d.t0;
+    // A move asked for before any input (an autoscaler's first placement).
+    d.maintain(ctl, 0, ops)?;
+    let mut next_due = d.t0;
+    let mut i = 0u64;
+    loop {
+        let t_s = d.t0.elapsed().as_secs_f64();
+        if i >= cfg.records || ctl.done(t_s, i) {
+            break;
+        }
+        let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
+        d.offered = rate;
+        if let Some(rate) = rate {
+            if rate < 1e-3 {
+                // Nothing to admit now: keep the cluster and the controller going.
+                next_due = Instant::now();
+                d.backlog = 0;
+                d.last_progress = Instant::now();
+                d.turn(DRIVER_PARK)?;
+                d.maintain(ctl, i, ops)?;
+                continue;
+            }
+            next_due += Duration::from_secs_f64(1.0 / rate);
+            while Instant::now() < next_due {
                 d.t.flush_now();
                 d.last_progress = Instant::now();
                 d.turn(
-                    due.saturating_duration_since(Instant::now())
+                    next_due
+                        .saturating_duration_since(Instant::now())
                         .min(DRIVER_PARK),
                 )?;
+                d.maintain(ctl, i, ops)?;
             }
+            d.backlog = (Instant::now()
+                .saturating_duration_since(next_due)
+                .as_secs_f64()
+                * rate) as u64;
         }
         let is_tracked = i % sample == 0;
         if is_tracked {
             while tracked - d.rx.ledger.completed_inputs() >= max_in_flight {
                 d.t.flush_now();
                 d.turn(DRIVER_PARK)?;
+                d.maintain(ctl, i, ops)?;
             }
             tracked += 1;
         }
         generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
-        let owner = table.owner(spec.source as u16, kg).worker;
+        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, kg as usize, ())
+        else {
+            unreachable!("admit routes");
+        };
+        let owner = d.slots.worker_of(to).ok_or("the routing names no worker")?;
         let id = root_id(i);
         let header = RequestHeader {
             operator: spec.source as u16,
             key_group: kg,
             flags: if is_tracked { FLAG_TRACKED } else { 0 },
-            epoch: 0,
-            root_home: DRIVER_ID,
+            epoch: req.epoch as u16,
+            dest: to as u16,
+            root_home: DRIVER_ID as u16,
+            source: INGRESS_SLOT,
             key_hash: hash,
             request_id: id,
             root_id: id,
@@ -467,15 +857,23 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, S
         }
         first_admit.get_or_insert_with(Instant::now);
         *d.sent.entry(owner).or_default() += 1;
-        if (i + 1) % POLL_EVERY_RECORDS == 0 {
+        i += 1;
+        if i % POLL_EVERY_RECORDS == 0 {
             d.turn(Duration::ZERO)?;
+            d.maintain(ctl, i, ops)?;
         }
     }
+    let admitted = i;
     d.t.flush_now();
-    // 3. Every tracked root completes.
-    while d.rx.ledger.completed_inputs() < tracked {
+    // 3. Every tracked root completes, and every migration (a controller may still move).
+    loop {
+        d.maintain(ctl, admitted, ops)?;
+        if d.rx.ledger.completed_inputs() >= tracked && d.in_flight.is_none() {
+            break;
+        }
         d.turn(DRIVER_PARK)?;
     }
+    d.account_active();
     let last_completion = d.rx.last_completion;
     // 4. End of stream, operator by operator.
     let mut round = 0u64;
@@ -509,7 +907,7 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, S
     let elapsed = first_admit.map_or(Duration::ZERO, |t| {
         last_completion.saturating_duration_since(t)
     });
-    Ok(build(spec, d, cfg.records, elapsed))
+    Ok(build(spec, d, admitted, elapsed))
 }
 
 fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> ClusterReport {
@@ -579,6 +977,7 @@ fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> Cluster
         metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
     }
     totals.insert("driver_sent".into(), d.sent.values().sum());
+    totals.insert("migrations".into(), d.migrations.len() as u64);
     ClusterReport {
         summaries,
         state_keys,
@@ -593,5 +992,8 @@ fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> Cluster
         totals,
         errors,
         workers,
+        migrations: d.migrations,
+        intervals: d.intervals,
+        worker_seconds: d.worker_seconds,
     }
 }

@@ -37,6 +37,7 @@
 //! is lost; the driver fails the run (with the worker's reason) when a worker's connection
 //! fails or is lost.
 
+pub mod control;
 pub mod driver;
 pub mod worker;
 
@@ -72,6 +73,75 @@ pub mod kind {
     pub const SUMMARY: u16 = 14;
     /// A fault, UTF-8 text (worker → driver).
     pub const ERROR: u16 = 15;
+    /// Migration plans for a worker's slots (`migrate::encode_plans`) (driver → worker).
+    pub const PLAN: u16 = 6;
+    /// A slot completed its part of a migration (`migrate::encode_report`) (worker → driver).
+    pub const MIGRATED: u16 = 16;
+    /// A slot in a migration says what it waits for (`migrate::encode_progress`).
+    pub const PROGRESS: u16 = 17;
+    /// The worker's cumulative [`super::Counters`], every interval (worker → driver).
+    pub const COUNTERS: u16 = 18;
+}
+
+/// A worker's cumulative counters (the planner differentiates consecutive ones into the
+/// per-interval metrics of the paper's Table 2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// The worker.
+    pub worker: PeerId,
+    /// When they were read (the worker's CLOCK_MONOTONIC; only differences are used).
+    pub t_ns: u64,
+    /// Per operator: requests processed.
+    pub processed: Vec<u64>,
+    /// Per operator: execution ns (sampled, scaled).
+    pub exec_ns: Vec<u64>,
+    /// `[from * ops + to]`: local chained requests.
+    pub edges_local: Vec<u64>,
+    /// `[from * ops + to]`: remote chained requests.
+    pub edges_remote: Vec<u64>,
+    /// Executor busy ns, summed.
+    pub busy_ns: u64,
+    /// Distinct remote workers reached (bit per worker index mod 64).
+    pub remote_mask: u64,
+    /// Bytes waiting in the executors' inbound rings now.
+    pub queued_bytes: u64,
+    /// Frames read by the executors.
+    pub frames_in: u64,
+}
+
+impl Counters {
+    /// The wire form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(self.worker)
+            .u64(self.t_ns)
+            .u64s(&self.processed)
+            .u64s(&self.exec_ns)
+            .u64s(&self.edges_local)
+            .u64s(&self.edges_remote)
+            .u64(self.busy_ns)
+            .u64(self.remote_mask)
+            .u64(self.queued_bytes)
+            .u64(self.frames_in);
+        w.0
+    }
+
+    /// Reads the wire form (never panics).
+    pub fn decode(b: &[u8]) -> Result<Counters, String> {
+        let mut r = Reader::new(b);
+        Ok(Counters {
+            worker: r.u32()?,
+            t_ns: r.u64()?,
+            processed: r.u64s()?,
+            exec_ns: r.u64s()?,
+            edges_local: r.u64s()?,
+            edges_remote: r.u64s()?,
+            busy_ns: r.u64()?,
+            remote_mask: r.u64()?,
+            queued_bytes: r.u64()?,
+            frames_in: r.u64()?,
+        })
+    }
 }
 
 /// Ledger deltas per `DELTAS` message (24 bytes each: 48 KiB, under the 64 KiB body limit).
@@ -103,6 +173,8 @@ pub struct Job {
     pub driver: PeerId,
     /// `ip:port`.
     pub driver_addr: String,
+    /// How often workers send their [`Counters`] (0: never).
+    pub interval_ms: u32,
 }
 
 /// A worker's answer to a probe.
@@ -202,6 +274,16 @@ impl<'a> Reader<'a> {
     pub fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
     }
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        self.take(n)
+    }
+    /// Everything not read yet.
+    pub fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.b)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.b.is_empty()
+    }
     pub fn u16(&mut self) -> Result<u16, String> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
@@ -254,7 +336,9 @@ impl Job {
         for p in &self.workers {
             w.u32(*p);
         }
-        w.u32(self.driver).str(&self.driver_addr);
+        w.u32(self.driver)
+            .str(&self.driver_addr)
+            .u32(self.interval_ms);
         w.0
     }
 
@@ -283,6 +367,7 @@ impl Job {
             workers,
             driver: r.u32()?,
             driver_addr: r.str()?,
+            interval_ms: r.u32()?,
         })
     }
 }
@@ -442,7 +527,21 @@ mod tests {
             workers: vec![1, 2, 3],
             driver: DRIVER_ID,
             driver_addr: "127.0.0.1:9".into(),
+            interval_ms: 250,
         };
+        let c = Counters {
+            worker: 3,
+            t_ns: 9,
+            processed: vec![1, 2],
+            exec_ns: vec![3, 4],
+            edges_local: vec![0; 4],
+            edges_remote: vec![5; 4],
+            busy_ns: 6,
+            remote_mask: 7,
+            queued_bytes: 8,
+            frames_in: 9,
+        };
+        assert_eq!(Counters::decode(&c.encode()).unwrap(), c);
         assert_eq!(Job::decode(&job.encode()).unwrap(), job);
         let st = Status {
             round: 7,

@@ -10,25 +10,27 @@
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
 //! there is nothing to do. Executors wake it through the transport's eventfd ([`NetLink`]).
 
-use super::{DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
+use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
+use crate::migrate::{Slots, decode_plans};
 use crate::request::RequestHeader;
 use crate::routing::RoutingTable;
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use crate::worker::executor::{Executor, ExecutorResult, NetLink};
+use crate::worker::executor::{Executor, ExecutorResult, NetLink, Placement};
 use crate::worker::layout::{SegmentSizes, WorkerSegment, scalar};
 use crate::worker::ledger::DELTA_BYTES;
 use crate::worker::{
-    ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED, pin_thread,
-    quiescent, send,
+    ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_MIGRATED,
+    REPORT_PRODUCER_DIED, REPORT_PROGRESS, pin_thread, quiescent, send,
 };
+use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
 use clasp_shmring::{Consumer, FanIn, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Frames moved from one `net_out` ring per turn (then the other rings get a turn).
@@ -77,10 +79,10 @@ pub struct WorkerExit {
 }
 
 struct Rings {
-    table: Arc<RoutingTable>,
-    me: PeerId,
+    slots: Slots,
+    /// This worker's first slot.
+    base: usize,
     driver: PeerId,
-    operators: usize,
     ingress: Vec<Producer<ShmRing>>,
     net_in: Vec<Producer<ShmRing>>,
     dirty_ingress: Vec<bool>,
@@ -133,29 +135,23 @@ impl Inbound for Receiver {
             ));
             return Delivered::Accepted;
         };
-        let owner = match RequestHeader::peek(frame) {
-            Ok(h) if (h.operator as usize) < r.operators => r.table.owner(h.operator, h.key_group),
-            Ok(h) => {
-                self.faults.push(format!(
-                    "request from {from} for operator {} of an app with {} operators; dropped",
-                    h.operator, r.operators
-                ));
-                return Delivered::Accepted;
-            }
+        // Frames name the executor slot they are addressed to (a forwarded request is not
+        // where the current table would send it).
+        let e = match RequestHeader::peek(frame) {
+            Ok(h) => (h.dest as usize).wrapping_sub(r.base),
             Err(e) => {
                 self.faults
                     .push(format!("bad request frame from {from}: {e}; dropped"));
                 return Delivered::Accepted;
             }
         };
-        if owner.worker != r.me {
+        if e >= r.slots.executors {
             self.faults.push(format!(
-                "request from {from} for a key group worker {} owns; dropped",
-                owner.worker
+                "a frame from {from} for slot {}, which is not on this worker; dropped",
+                e.wrapping_add(r.base)
             ));
             return Delivered::Accepted;
         }
-        let e = owner.executor as usize;
         let (ring, dirty) = if from == r.driver {
             (&mut r.ingress[e], &mut r.dirty_ingress[e])
         } else {
@@ -202,8 +198,13 @@ struct Running {
     controls: Vec<Producer<ShmRing>>,
     reports: FanIn<ShmRing>,
     net_out: Vec<Consumer<ShmRing>>,
-    table: Arc<RoutingTable>,
+    slots: Slots,
+    /// This worker's index in the job's worker list.
+    index: usize,
+    /// Per executor: its plan mailbox.
+    plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
     parked: Arc<AtomicBool>,
+    interval: Option<Duration>,
     eos_done: Vec<usize>,
     eos_acked: Vec<bool>,
 }
@@ -291,10 +292,11 @@ impl Node {
                         break;
                     }
                 };
-                let dest = match RequestHeader::peek(&frame) {
-                    Ok(h) if (h.operator as usize) < run.table.operators() => {
-                        run.table.owner(h.operator, h.key_group).worker
-                    }
+                let dest = match RequestHeader::peek(&frame)
+                    .ok()
+                    .and_then(|h| run.slots.worker_of(h.dest as usize))
+                {
+                    Some(w) if w != self.id => w,
                     _ => {
                         faults.push("an executor wrote a bad request frame; dropped".into());
                         frame.release_deferred();
@@ -339,6 +341,7 @@ impl Node {
         let mut faults = Vec::new();
         let deltas = &mut self.deltas;
         let eos_done = &mut run.eos_done;
+        let mut migration = Vec::new();
         let n = run.reports.poll(REPORT_FRAMES_PER_TURN, |e, f| {
             let k = f
                 .get(..8)
@@ -358,6 +361,8 @@ impl Node {
                     }
                 }
                 REPORT_PRODUCER_DIED => {}
+                REPORT_MIGRATED => migration.push((kind::MIGRATED, body.to_vec())),
+                REPORT_PROGRESS => migration.push((kind::PROGRESS, body.to_vec())),
                 REPORT_ERROR => faults.push(String::from_utf8_lossy(body).into_owned()),
                 other => faults.push(format!("executor {e} sent an unknown report kind {other}")),
             }
@@ -374,6 +379,7 @@ impl Node {
             self.outbox.push_back((kind::DELTAS, chunk.to_vec()));
         }
         self.deltas.clear();
+        self.outbox.extend(migration);
         for f in faults {
             self.fault(f);
         }
@@ -514,10 +520,9 @@ pub fn run_cluster_worker(
         }
     };
     node.rx.rings = Some(Rings {
-        table: run.table.clone(),
-        me: cfg.id,
+        slots: run.slots.clone(),
+        base: run.slots.slot(run.index, 0),
         driver: job.driver,
-        operators: run.spec.operators.len(),
         ingress: (0..run.executors)
             .map(|e| run.seg.segment.producer(run.seg.index.ingress(e)))
             .collect::<Result<_, _>>()
@@ -572,12 +577,23 @@ fn start_executors(
     if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
         return Err(format!("ring of {ring_bytes} bytes"));
     }
-    let table = Arc::new(RoutingTable::spread(
-        ops,
-        &job.workers,
-        job.executors,
-        job.spread,
-    ));
+    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread);
+    let slots = Slots {
+        workers: job.workers.clone(),
+        executors,
+    };
+    let index = job
+        .workers
+        .iter()
+        .position(|&w| w == cfg.id)
+        .ok_or_else(|| format!("worker {} is not in the job", cfg.id))?;
+    let place = Placement {
+        routing: Arc::new(slots.routing_of(&table)?),
+        slots: slots.clone(),
+        index,
+    };
+    let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
+        (0..executors).map(|_| Default::default()).collect();
     let sizes = SegmentSizes {
         executors,
         operators: ops,
@@ -620,8 +636,9 @@ fn start_executors(
         let link = NetLink {
             parked: parked.clone(),
             waker: t.waker(),
+            plans: plans[e].clone(),
         };
-        let exec = Executor::new(e, cfg.id, &spec, table.clone(), &seg, policy, Some(link))?;
+        let exec = Executor::new(e, cfg.id, &spec, &place, &seg, policy, Some(link))?;
         let pin = job.pin && executors < cores;
         handles.push(
             std::thread::Builder::new()
@@ -641,8 +658,11 @@ fn start_executors(
         controls,
         reports,
         net_out,
-        table,
+        slots,
+        index,
+        plans,
         parked,
+        interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
         eos_done: vec![0; ops],
         eos_acked: vec![false; ops],
     })
@@ -658,7 +678,16 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         .filter(|&p| p != cfg.id)
         .collect();
     let mut ready_sent = false;
+    let mut next_counters = Instant::now();
     loop {
+        if let Some(iv) = run.interval
+            && ready_sent
+            && Instant::now() >= next_counters
+        {
+            next_counters = Instant::now() + iv;
+            let c = counters(node.id, run);
+            node.outbox.push_back((kind::COUNTERS, c.encode()));
+        }
         let moved = node.pump_out(run);
         let reported = node.read_reports(run);
         for f in std::mem::take(&mut node.rx.faults) {
@@ -727,6 +756,27 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                     }
                     Err(e) => node.fault(format!("bad probe: {e}")),
                 },
+                kind::PLAN => match decode_plans(&body) {
+                    Ok(parts) => {
+                        let base = run.slots.slot(run.index, 0);
+                        for (slot, a) in parts {
+                            let e = slot.wrapping_sub(base);
+                            if e >= run.executors {
+                                node.fault(format!("a plan for slot {slot}, not on this worker"));
+                                continue;
+                            }
+                            match run.plans[e].lock() {
+                                Ok(mut q) => q.push_back(a),
+                                Err(_) => {
+                                    node.fault("a plan mailbox is poisoned".into());
+                                    continue;
+                                }
+                            }
+                            send(std::slice::from_mut(&mut run.controls[e]), ControlMsg::Plan);
+                        }
+                    }
+                    Err(e) => node.fault(format!("bad plan from the driver: {e}")),
+                },
                 kind::FINISH => return Ok(()),
                 kind::BYE => return Err("the driver said bye before finish".into()),
                 kind::JOB => node.fault("a second job; ignored".into()),
@@ -734,6 +784,44 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
             }
         }
     }
+}
+
+/// The worker's cumulative counters now.
+fn counters(id: PeerId, run: &Running) -> Counters {
+    let ops = run.spec.operators.len();
+    let mut c = Counters {
+        worker: id,
+        t_ns: super::now_ns(),
+        processed: vec![0; ops],
+        exec_ns: vec![0; ops],
+        edges_local: vec![0; ops * ops],
+        edges_remote: vec![0; ops * ops],
+        ..Counters::default()
+    };
+    for e in 0..run.executors {
+        let m = run.seg.metrics(e);
+        for op in 0..ops {
+            c.processed[op] += m.get(m.processed(op));
+            c.exec_ns[op] += m.get(m.exec_ns(op));
+            for to in 0..ops {
+                c.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
+                c.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
+            }
+        }
+        c.busy_ns += m.get(scalar::BUSY_NS);
+        c.frames_in += m.get(scalar::FRAMES_IN);
+        c.remote_mask |= m.get(scalar::REMOTE_DESTINATIONS);
+    }
+    let idx = run.seg.index;
+    c.queued_bytes = (0..idx.executors)
+        .flat_map(|b| {
+            [idx.ingress(b), idx.net_in(b)]
+                .into_iter()
+                .chain((0..idx.executors).map(move |a| idx.exec(a, b)))
+        })
+        .filter_map(|r| run.seg.segment.queued_bytes(r).ok())
+        .sum();
+    c
 }
 
 /// Sends the summary and waits for `BYE` (or the driver's disconnection).

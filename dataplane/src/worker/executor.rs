@@ -22,15 +22,19 @@
 use super::layout::{MetricsView, WorkerSegment, scalar};
 use super::ledger::{DELTA_BYTES, Delta};
 use super::{ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED};
-use crate::request::{FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
-use crate::routing::RoutingTable;
+use crate::migrate::{Slots, flatten};
+use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
+use clasp_controlplane::migration::Routing;
+use clasp_controlplane::protocol::Assignment;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
 use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod migrating;
 
 /// Longest error message an executor reports (the report rings hold 64 KiB).
 const ERROR_REPORT_BYTES_MAX: usize = 4096;
@@ -64,6 +68,8 @@ pub struct NetLink {
     pub parked: Arc<AtomicBool>,
     /// Ends the network thread's park.
     pub waker: crate::transport::Waker,
+    /// Migration plans for this executor (announced by [`ControlMsg::Plan`]).
+    pub plans: Arc<Mutex<VecDeque<Assignment>>>,
 }
 
 impl NetLink {
@@ -90,10 +96,29 @@ pub struct ExecutorResult {
     pub instances: Vec<Box<dyn OperatorInstance>>,
 }
 
+/// Where an executor sits in the cluster and the table it starts with.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// The cluster's slots.
+    pub slots: Slots,
+    /// This worker's index in `slots.workers`.
+    pub index: usize,
+    /// The initial (epoch 0) slot routing.
+    pub routing: Arc<Routing>,
+}
+
 pub(crate) struct Engine {
     me: usize,
     worker: u32,
-    table: Arc<RoutingTable>,
+    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by.
+    table: Vec<u16>,
+    /// Epoch of `table`.
+    epoch: u64,
+    /// This executor's slot, and the first slot of its worker.
+    my_slot: u16,
+    slot_base: usize,
+    /// The migration protocol and its queues.
+    mig: migrating::Migration,
     instances: Vec<Box<dyn OperatorInstance>>,
     outs: Vec<Producer<ShmRing>>,
     dirty: Vec<bool>,
@@ -129,7 +154,7 @@ impl Executor {
         me: usize,
         worker: u32,
         spec: &AppSpec,
-        table: Arc<RoutingTable>,
+        place: &Placement,
         seg: &WorkerSegment,
         policy: WaitPolicy,
         net: Option<NetLink>,
@@ -152,12 +177,22 @@ impl Executor {
             outs.push(s.producer(idx.net_out(me)).map_err(e)?);
         }
         let max_frame_bytes = s.ring_config(idx.exec(me, me)).map_err(e)?.max_frame_bytes;
+        if place.slots.executors != idx.executors || place.index >= place.slots.workers.len() {
+            return Err(format!("executor {me}: placement does not fit the segment"));
+        }
+        let slot_base = place.slots.slot(place.index, 0);
+        let my_slot = (slot_base + me) as u16;
+        let plans = net.as_ref().map(|n| n.plans.clone());
         Ok(Executor {
             inputs: FanIn::new(consumers).map_err(e)?,
             engine: Engine {
                 me,
                 worker,
-                table,
+                table: flatten(&place.routing),
+                epoch: 0,
+                my_slot,
+                slot_base,
+                mig: migrating::Migration::new(my_slot, Arc::clone(&place.routing), plans),
                 instances: (0..spec.operators.len())
                     .map(|op| spec.instantiate(op))
                     .collect(),
@@ -199,6 +234,10 @@ impl Executor {
                         self.engine.end_of_stream(operator)
                     }
                     Some(ControlMsg::Stop) => stop = true,
+                    Some(ControlMsg::Plan) => {
+                        self.run_own_queue();
+                        self.engine.take_plans()
+                    }
                     None => self
                         .engine
                         .report_error("undecodable control message".into()),
@@ -213,6 +252,8 @@ impl Executor {
             if self.engine.overflow_bytes == 0 {
                 work += self.poll_input(INPUT_INGRESS, BATCH_FRAMES, |eng, f| eng.handle(f));
             }
+            work += self.engine.run_ready(BATCH_FRAMES);
+            self.engine.migration_tick();
             self.engine.publish();
             self.engine.flush_reports();
             self.engine
@@ -236,6 +277,27 @@ impl Executor {
             state_keys: instances.iter().map(|i| i.state_keys()).collect(),
             instances,
         }
+    }
+
+    /// Runs every request this executor sent itself (its own ring and its overflow) before it
+    /// takes a plan: that ring is its local queue, not a connection a marker could close, so
+    /// what is in it must run (or be exported) under the old table — running it now is the
+    /// simplest. Ends because an app is a DAG.
+    fn run_own_queue(&mut self) {
+        let me = INPUT_EXEC0 + self.engine.me;
+        loop {
+            self.engine.drain_overflow();
+            self.engine.publish();
+            let n = self.poll_input(me, usize::MAX, |eng, f| eng.handle(f));
+            if n == 0 && self.engine.overflow[self.engine.me].is_empty() {
+                break;
+            }
+            if n == 0 {
+                // Our own ring is full of nothing we can read: yield to let it drain.
+                std::thread::yield_now();
+            }
+        }
+        self.engine.publish();
     }
 
     /// Reads up to `max` frames of input `i`; a corrupt ring is reported and retired.
@@ -263,10 +325,16 @@ impl Executor {
 
     fn idle(&mut self) {
         let m = &self.engine.metrics;
+        // In a migration, wake now and then to tell the planner what we wait for.
         let busy = self.engine.overflow_bytes > 0
             || !self.engine.deltas.is_empty()
-            || !self.engine.pending_reports.is_empty();
-        let timeout = busy.then_some(OVERFLOW_RETRY);
+            || !self.engine.pending_reports.is_empty()
+            || !self.engine.mig.settled;
+        let timeout = if !self.engine.mig.settled && self.engine.overflow_bytes == 0 {
+            Some(migrating::PROGRESS_POLL)
+        } else {
+            busy.then_some(OVERFLOW_RETRY)
+        };
         m.add(scalar::PARKS, 1);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
@@ -296,12 +364,28 @@ impl Engine {
     fn handle(&mut self, frame: &[u8]) {
         self.metrics.add(scalar::FRAMES_IN, 1);
         let req = match Request::parse(frame) {
+            Ok(r) if r.header.flags & FLAG_CONTROL != 0 => {
+                self.on_control_frame(&r.header, frame);
+                return;
+            }
             Ok(r) if (r.header.operator as usize) < self.instances.len() => r,
             _ => {
                 self.metrics.add(scalar::BAD_FRAMES, 1);
                 return;
             }
         };
+        // Outside a migration every request of the current epoch runs at once; anything else
+        // goes through the protocol machine (forwarded, held, or queued in order).
+        if !self.mig.settled || req.header.epoch != self.epoch as u16 {
+            self.on_unsettled_request(&req.header, frame);
+            return;
+        }
+        self.execute(req);
+    }
+
+    /// Runs one request (already checked) and routes what it emits.
+    #[inline]
+    fn execute(&mut self, req: Request<'_>) {
         let op = req.header.operator as usize;
         self.tick = self.tick.wrapping_add(1);
         let (key_group, key, payload) = (req.header.key_group, req.key, req.payload);
@@ -336,7 +420,9 @@ impl Engine {
                 Target::Operator(to) => {
                     let hash = key_hash(e.key);
                     let kg = key_group(hash);
-                    let owner = self.table.owner(to, kg);
+                    let slot = self.table
+                        [to as usize * clasp_operators::key::KEY_GROUPS as usize + kg as usize];
+                    let local = (slot as usize).wrapping_sub(self.slot_base);
                     let id = if tracked {
                         child_id(parent.root_id, parent.request_id, i as u32)
                     } else {
@@ -347,19 +433,20 @@ impl Engine {
                         operator: to,
                         key_group: kg,
                         flags: parent.flags & FLAG_TRACKED,
-                        epoch: self.table.epoch,
+                        epoch: self.epoch as u16,
+                        dest: slot,
                         root_home: parent.root_home,
+                        source: self.my_slot,
                         key_hash: hash,
                         request_id: id,
                         root_id: parent.root_id,
                         admitted_ns: parent.admitted_ns,
                     };
-                    if owner.worker != self.worker {
+                    if local >= self.executors {
                         if self.net.is_none() {
                             // A worker without peers owns every key group.
                             self.report_error(format!(
-                                "operator {to} key group {kg} is owned by worker {}",
-                                owner.worker
+                                "operator {to} key group {kg} is owned by slot {slot}"
                             ));
                             continue;
                         }
@@ -367,7 +454,7 @@ impl Engine {
                         self.metrics
                             .add(self.metrics.edge_remote(from, to as usize), 1);
                         self.metrics.add(scalar::REMOTE_SENT, 1);
-                        let bit = 1u64 << (owner.worker % 64);
+                        let bit = 1u64 << (slot as usize / self.executors % 64);
                         if self.remote_mask & bit == 0 {
                             self.remote_mask |= bit;
                             self.metrics
@@ -375,7 +462,7 @@ impl Engine {
                         }
                         continue;
                     }
-                    self.send_local(owner.executor as usize, &header, e.key, e.payload);
+                    self.send_local(local, &header, e.key, e.payload);
                     self.metrics
                         .add(self.metrics.edge_local(from, to as usize), 1);
                     self.metrics.add(scalar::LOCAL_SENT, 1);
@@ -428,6 +515,36 @@ impl Engine {
         self.metrics.add(scalar::OVERFLOWED, 1);
     }
 
+    /// Writes a whole encoded frame into ring `b` (as [`Self::send_local`]), or its overflow.
+    fn send_frame(&mut self, b: usize, frame: &[u8]) {
+        if frame.len() > self.max_frame_bytes {
+            self.report_error(format!(
+                "a frame of {} bytes exceeds the ring's maximum frame of {} bytes; dropped",
+                frame.len(),
+                self.max_frame_bytes
+            ));
+            return;
+        }
+        if self.overflow[b].is_empty() {
+            match self.outs[b].reserve(frame.len()) {
+                Ok(mut g) => {
+                    g.copy_from_slice(frame);
+                    g.commit_deferred();
+                    self.dirty[b] = true;
+                    return;
+                }
+                Err(RingError::Full { .. }) => {}
+                Err(e) => {
+                    self.report_error(format!("ring to executor {b}: {e}"));
+                    return;
+                }
+            }
+        }
+        self.overflow[b].push_back(frame.to_vec().into_boxed_slice());
+        self.overflow_bytes += frame.len();
+        self.metrics.add(scalar::OVERFLOWED, 1);
+    }
+
     /// Moves overflowed frames into their rings, in order. Returns how many moved.
     fn drain_overflow(&mut self) -> usize {
         if self.overflow_bytes == 0 {
@@ -472,7 +589,7 @@ impl Engine {
         if op < self.instances.len() {
             self.instances[op].end_of_stream(&mut self.emitter);
             let parent = RequestHeader {
-                root_home: self.worker,
+                root_home: self.worker as u16,
                 ..RequestHeader::default()
             };
             self.route(op, &parent);

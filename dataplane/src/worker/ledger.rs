@@ -51,6 +51,8 @@ impl Delta {
 pub struct Ledger {
     open: HashMap<u64, (u64, u64)>,
     latency_ns: Histogram<u64>,
+    /// The same, since the last [`Ledger::take_interval`].
+    interval_ns: Histogram<u64>,
     completed_inputs: u64,
     completed_other: Vec<u64>,
 }
@@ -83,6 +85,8 @@ impl Ledger {
             open: HashMap::new(),
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("static histogram bounds"),
+            interval_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("static histogram bounds"),
             completed_inputs: 0,
             completed_other: Vec::new(),
         }
@@ -98,9 +102,9 @@ impl Ledger {
         let (_, admitted) = self.open.remove(&d.root_id).expect("entry just used");
         if admitted != 0 {
             self.completed_inputs += 1;
-            let _ = self
-                .latency_ns
-                .record(now_ns.saturating_sub(admitted).max(1));
+            let ns = now_ns.saturating_sub(admitted).max(1);
+            let _ = self.latency_ns.record(ns);
+            let _ = self.interval_ns.record(ns);
         } else {
             self.completed_other.push(d.root_id);
         }
@@ -124,7 +128,19 @@ impl Ledger {
 
     /// Percentiles so far.
     pub fn summary(&self) -> LatencySummary {
-        let h = &self.latency_ns;
+        summarize(&self.latency_ns)
+    }
+
+    /// Percentiles of the trees completed since the previous call (for per-interval series).
+    pub fn take_interval(&mut self) -> LatencySummary {
+        let s = summarize(&self.interval_ns);
+        self.interval_ns.reset();
+        s
+    }
+}
+
+fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    {
         let us = |v: u64| v as f64 / 1000.0;
         LatencySummary {
             p50: us(h.value_at_quantile(0.50)),

@@ -33,12 +33,20 @@ pub(crate) const REPORT_DELTAS: u64 = 1;
 pub(crate) const REPORT_EOS_DONE: u64 = 2;
 pub(crate) const REPORT_PRODUCER_DIED: u64 = 3;
 pub(crate) const REPORT_ERROR: u64 = 4;
+/// A slot completed its part of a migration (body: `migrate::encode_report`).
+pub(crate) const REPORT_MIGRATED: u64 = 5;
+/// A slot in a migration says what it waits for (body: `migrate::encode_progress`).
+pub(crate) const REPORT_PROGRESS: u64 = 6;
 
 /// Coordinator → executor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ControlMsg {
-    EndOfStream { operator: u16 },
+    EndOfStream {
+        operator: u16,
+    },
     Stop,
+    /// A migration plan waits in the executor's plan mailbox.
+    Plan,
 }
 
 impl ControlMsg {
@@ -50,6 +58,7 @@ impl ControlMsg {
                 b
             }
             ControlMsg::Stop => [2, 0, 0, 0, 0, 0, 0, 0],
+            ControlMsg::Plan => [3, 0, 0, 0, 0, 0, 0, 0],
         }
     }
 
@@ -59,6 +68,7 @@ impl ControlMsg {
                 operator: u16::from_le_bytes([*lo, *hi]),
             }),
             [2, ..] => Some(ControlMsg::Stop),
+            [3, ..] => Some(ControlMsg::Plan),
             _ => None,
         }
     }
@@ -218,9 +228,17 @@ pub fn run_worker(
     let policy = WaitPolicy::for_runnable_threads(runnable + 1);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
+    let slots = crate::migrate::Slots {
+        workers: vec![cfg.worker_id],
+        executors: cfg.executors,
+    };
+    let place = executor::Placement {
+        routing: Arc::new(slots.routing_of(&table)?),
+        slots,
+        index: 0,
+    };
     for e in 0..cfg.executors {
-        let exec =
-            executor::Executor::new(e, cfg.worker_id, &spec, table.clone(), &seg, policy, None)?;
+        let exec = executor::Executor::new(e, cfg.worker_id, &spec, &place, &seg, policy, None)?;
         let pin = cfg.pin && cfg.executors < cores;
         handles.push(
             std::thread::Builder::new()

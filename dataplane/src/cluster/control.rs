@@ -1,0 +1,277 @@
+//! What steers a live cluster run: the input rate over time and when to move to a new
+//! placement. The driver owns the mechanism (admission, the migration protocol, metrics
+//! collection); a [`Controller`] owns the policy — an autoscaler (`clasp run`), a chaos
+//! schedule of random migrations ([`Chaos`], for testing that nothing is lost whatever the
+//! moves), or nothing at all (a static run).
+
+use crate::migrate::Slots;
+use crate::worker::ledger::LatencySummary;
+use clasp_controlplane::migration::Routing;
+use clasp_operators::key::KEY_GROUPS;
+
+/// One worker's figures over one interval (rates per second).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct WorkerInterval {
+    /// Index in the job's worker list.
+    pub index: usize,
+    /// Per operator: requests processed per second.
+    pub processed_per_s: Vec<f64>,
+    /// Per operator: mean execution time (µs) over the interval (0 when nothing ran).
+    pub exec_us: Vec<f64>,
+    /// `[from * ops + to]`: local chained requests per second.
+    pub edges_local_per_s: Vec<f64>,
+    /// `[from * ops + to]`: remote chained requests per second.
+    pub edges_remote_per_s: Vec<f64>,
+    /// Executor busy µs per second (summed over executors).
+    pub busy_us_per_s: f64,
+    /// Bytes waiting in the executors' inbound rings at the end of the interval.
+    pub queued_bytes: u64,
+    /// Distinct remote workers reached so far.
+    pub destinations: usize,
+}
+
+/// The cluster over one interval, as the driver saw it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct IntervalView {
+    /// End of the interval, seconds since the first admission.
+    pub t_s: f64,
+    /// Its length.
+    pub dt_s: f64,
+    /// Records admitted per second.
+    pub input_per_s: f64,
+    /// The rate the controller asked for (the offered load; `None`: unthrottled).
+    pub offered_per_s: Option<f64>,
+    /// Roots completed end to end per second.
+    pub throughput_per_s: f64,
+    /// Records due by the rate but not admitted yet (the ingress's queue).
+    pub backlog: u64,
+    /// Latency of the trees completed in the interval.
+    pub latency: LatencySummary,
+    /// Per worker (all of the job's workers, active or not).
+    pub workers: Vec<WorkerInterval>,
+    /// A migration was in progress at some point of the interval.
+    pub migrating: bool,
+    /// Workers owning at least one key group at the end of the interval.
+    pub active_workers: usize,
+}
+
+/// A move to a new placement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Move {
+    /// The new slot routing (every operator × every key group → a slot).
+    pub routing: Routing,
+    /// Why (`chaos`, or the policy's one-line explanation).
+    pub reason: String,
+}
+
+/// One completed migration, as the driver measured it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct MigrationRecord {
+    /// The new epoch.
+    pub epoch: u64,
+    /// When the plan was broadcast, seconds since the first admission.
+    pub t_s: f64,
+    /// Why.
+    pub reason: String,
+    /// Workers owning key groups before and after.
+    pub workers_before: usize,
+    /// See `workers_before`.
+    pub workers_after: usize,
+    /// (operator, key group) pairs that changed slot.
+    pub key_groups_moved: usize,
+    /// Plan broadcast → every slot's completion (the paper's planner duration).
+    pub planner_ms: f64,
+    /// The longest pause of any slot (plan arrival → resume).
+    pub worker_pause_ms: f64,
+    /// Queued requests moved with state.
+    pub exported: u64,
+    /// Old-epoch requests forwarded to new owners.
+    pub forwarded: u64,
+    /// New-epoch requests held until their key group's state and seal were in.
+    pub held: u64,
+    /// New-epoch requests held at the upstream gate.
+    pub gated: u64,
+    /// Inputs admitted while it was in progress.
+    pub admitted_during: u64,
+}
+
+/// Steers a run. Every method has a do-nothing default.
+pub trait Controller {
+    /// The input rate to offer at `t_s` seconds (`None`: as fast as the cluster takes it).
+    fn rate_per_s(&mut self, _t_s: f64) -> Option<f64> {
+        None
+    }
+
+    /// True once the run should stop admitting (a duration elapsed).
+    fn done(&mut self, _t_s: f64, _admitted: u64) -> bool {
+        false
+    }
+
+    /// Called often (every few admitted records, and while waiting) while no migration is in
+    /// progress, with the records admitted so far; may ask for a move.
+    fn poll(&mut self, _t_s: f64, _admitted: u64) -> Option<Move> {
+        None
+    }
+
+    /// Called at the end of every interval; may ask for a move (dropped while a migration is
+    /// in progress: ask again at the next interval).
+    fn on_interval(&mut self, _view: &IntervalView) -> Option<Move> {
+        None
+    }
+
+    /// A migration completed.
+    fn on_migrated(&mut self, _record: &MigrationRecord) {}
+}
+
+/// A static run: the initial placement throughout.
+pub struct Static;
+
+impl Controller for Static {}
+
+/// Workers (indices into the job's list) that own at least one key group under `routing`.
+pub fn active_workers(routing: &Routing, slots: &Slots) -> Vec<usize> {
+    let mut used = vec![false; slots.workers.len()];
+    for row in routing {
+        for &s in row {
+            if let Some(u) = used.get_mut(slots.worker_index(s)) {
+                *u = true;
+            }
+        }
+    }
+    (0..used.len()).filter(|&i| used[i]).collect()
+}
+
+/// A small deterministic generator (SplitMix64): chaos needs reproducible choices, not
+/// statistical quality.
+#[derive(Clone, Debug)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    /// Seeded.
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed ^ 0x6A09_E667_F3BC_C909)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// `--chaos-migrations K`: K migrations at random moments (random admitted counts within the
+/// run's records) to random worker counts and random placements — each operator's key groups
+/// spread over a random subset of the chosen workers' slots, in contiguous runs or scattered.
+/// Correctness must not hinge on the policy's choices.
+pub struct Chaos {
+    slots: Slots,
+    operators: usize,
+    /// Admitted counts at which to move, ascending.
+    at: Vec<u64>,
+    next: usize,
+    rng: SplitMix,
+}
+
+impl Chaos {
+    /// K moves spread over the first 90 % of `records` admissions.
+    pub fn new(k: usize, records: u64, slots: Slots, operators: usize, seed: u64) -> Chaos {
+        let mut rng = SplitMix::new(seed ^ 0xC4A0_5000);
+        let span = (records * 9 / 10).max(1);
+        let mut at: Vec<u64> = (0..k).map(|_| 1 + rng.next_u64() % span).collect();
+        at.sort_unstable();
+        Chaos {
+            slots,
+            operators,
+            at,
+            next: 0,
+            rng,
+        }
+    }
+
+    /// Moves still to make.
+    pub fn remaining(&self) -> usize {
+        self.at.len() - self.next
+    }
+
+    /// A random placement on a random number of workers.
+    pub fn random_routing(&mut self) -> Routing {
+        let n = self.slots.workers.len();
+        let workers = 1 + self.rng.below(n);
+        // A random subset of `workers` worker indices.
+        let mut idx: Vec<usize> = (0..n).collect();
+        for i in 0..workers {
+            let j = i + self.rng.below(n - i);
+            idx.swap(i, j);
+        }
+        let chosen: Vec<usize> = idx[..workers]
+            .iter()
+            .flat_map(|&w| (0..self.slots.executors).map(move |e| (w, e)))
+            .map(|(w, e)| self.slots.slot(w, e))
+            .collect();
+        let kgs = KEY_GROUPS as usize;
+        (0..self.operators)
+            .map(|_| {
+                let k = 1 + self.rng.below(chosen.len());
+                let mut pick = chosen.clone();
+                for i in 0..k {
+                    let j = i + self.rng.below(pick.len() - i);
+                    pick.swap(i, j);
+                }
+                let pick = &pick[..k];
+                if self.rng.below(2) == 0 {
+                    (0..kgs).map(|g| pick[g * k / kgs]).collect()
+                } else {
+                    (0..kgs).map(|_| pick[self.rng.below(k)]).collect()
+                }
+            })
+            .collect()
+    }
+}
+
+impl Controller for Chaos {
+    fn poll(&mut self, _t_s: f64, admitted: u64) -> Option<Move> {
+        if self.next < self.at.len() && admitted >= self.at[self.next] {
+            self.next += 1;
+            return Some(Move {
+                routing: self.random_routing(),
+                reason: "chaos".into(),
+            });
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chaos_moves_are_valid_and_reproducible() {
+        let slots = Slots {
+            workers: vec![1, 2, 3],
+            executors: 2,
+        };
+        let mut a = Chaos::new(5, 1000, slots.clone(), 4, 7);
+        let mut b = Chaos::new(5, 1000, slots.clone(), 4, 7);
+        let mut moves = 0;
+        for i in 0..1000 {
+            let (x, y) = (a.poll(0.0, i), b.poll(0.0, i));
+            assert_eq!(x, y);
+            if let Some(m) = x {
+                slots.check(&m.routing, 4).unwrap();
+                assert!(!active_workers(&m.routing, &slots).is_empty());
+                moves += 1;
+            }
+        }
+        assert_eq!(moves, 5);
+        assert_eq!(a.remaining(), 0);
+    }
+}

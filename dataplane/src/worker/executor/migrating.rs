@@ -1,0 +1,356 @@
+//! An executor's side of a live migration: the protocol machine of
+//! [`clasp_controlplane::protocol::worker`] driven by the frames the executor reads.
+//!
+//! Why per executor: an executor is the unit that owns key-group state and runs
+//! single-threaded, so it is the protocol's "worker" exactly — it has no running executions to
+//! drain when it reads a plan (it reads plans between requests), and every pair of executors is
+//! joined by one FIFO path (a shared-memory ring, or `net_out` → one TCP connection → `net_in`
+//! across workers). Moving a key group between two executors of one worker is then the same
+//! move as between workers.
+//!
+//! Outside a migration the machine is not consulted: a request of the current epoch runs at
+//! once (one flag and one epoch compare on the hot path). From a plan's arrival until the
+//! executor's part is complete and its queue of released requests has run, every frame goes
+//! through the machine, and requests it releases run from `ready`, in order.
+
+use super::Engine;
+use crate::migrate::{
+    Reassembly, STATE_PART_BYTES_MAX, StateMsg, control_body, control_frame, encode_progress,
+    encode_report, flatten, frame_kind, peer_of, read_seal, seal_body, state_parts,
+};
+use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
+use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
+use clasp_controlplane::migration::Routing;
+use clasp_controlplane::protocol::worker::{Action, Worker};
+use clasp_controlplane::protocol::{Assignment, Msg, Req};
+use clasp_operators::key::KEY_GROUPS;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often an executor in a migration wakes to report progress.
+pub(super) const PROGRESS_POLL: Duration = Duration::from_millis(50);
+const PROGRESS_POLL_NS: u64 = 50_000_000;
+
+/// A request body as the machine carries it: the whole frame.
+type Frame = Vec<u8>;
+/// State as the machine carries it: per key group, its archive.
+type State = Vec<(usize, Vec<u8>)>;
+
+/// The executor's migration state.
+pub(crate) struct Migration {
+    proto: Worker<Frame, State>,
+    /// Requests released by the machine, to run in this order (paused: not yet).
+    ready: VecDeque<Frame>,
+    /// Half-received state messages, per sender slot.
+    parts: HashMap<u16, Reassembly>,
+    /// Plans from the network thread.
+    plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
+    /// The plan whose table emissions switch to on the drain.
+    next: Option<(u64, Arc<Routing>)>,
+    /// No migration, nothing early, nothing ready: the fast path applies.
+    pub(super) settled: bool,
+    last_progress_ns: u64,
+}
+
+impl Migration {
+    pub(super) fn new(
+        slot: u16,
+        routing: Arc<Routing>,
+        plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
+    ) -> Self {
+        Migration {
+            proto: Worker::new(slot as usize, routing, 0),
+            ready: VecDeque::new(),
+            parts: HashMap::new(),
+            plans,
+            next: None,
+            settled: true,
+            last_progress_ns: 0,
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.settled = self.proto.is_settled()
+            && self.ready.is_empty()
+            && self.parts.values().all(Reassembly::is_empty);
+    }
+}
+
+fn now_ns() -> u64 {
+    crate::cluster::now_ns()
+}
+
+impl Engine {
+    /// Reads the plans the network thread left in the mailbox.
+    pub(super) fn take_plans(&mut self) {
+        let mailbox = self.mig.plans.clone();
+        let plans: Vec<Assignment> = match &mailbox {
+            Some(m) => match m.lock() {
+                Ok(mut q) => q.drain(..).collect(),
+                Err(_) => {
+                    self.report_error("the plan mailbox is poisoned".into());
+                    return;
+                }
+            },
+            None => {
+                self.report_error("a plan for an executor without a network thread".into());
+                return;
+            }
+        };
+        for a in plans {
+            self.mig.next = Some((a.epoch, Arc::clone(&a.routing)));
+            let actions = self.mig.proto.on_plan(now_ns(), a);
+            self.apply(actions);
+        }
+        self.mig.refresh();
+    }
+
+    /// A request that cannot take the fast path.
+    #[cold]
+    pub(super) fn on_unsettled_request(&mut self, h: &RequestHeader, frame: &[u8]) {
+        let req = Req {
+            operator: h.operator as usize,
+            key_group: h.key_group as usize,
+            epoch: widen_epoch(self.mig.proto.epoch(), h.epoch),
+            body: frame.to_vec(),
+        };
+        let actions = self
+            .mig
+            .proto
+            .on_message(now_ns(), peer_of(h.source), Msg::Request(req));
+        self.apply(actions);
+        self.mig.refresh();
+    }
+
+    /// A marker, seal or state part.
+    #[cold]
+    pub(super) fn on_control_frame(&mut self, h: &RequestHeader, frame: &[u8]) {
+        let epoch = widen_epoch(self.mig.proto.epoch(), h.epoch);
+        let body = control_body(frame);
+        let msg = match h.operator {
+            frame_kind::MARKER => Msg::Marker { epoch },
+            frame_kind::SEAL => match read_seal(body) {
+                Ok((operator, key_groups)) => Msg::Seal {
+                    epoch,
+                    operator,
+                    key_groups,
+                },
+                Err(e) => return self.report_error(format!("seal from slot {}: {e}", h.source)),
+            },
+            frame_kind::STATE_PART => {
+                let whole = self.mig.parts.entry(h.source).or_default().add(body);
+                let bytes = match whole {
+                    Ok(Some(b)) => b,
+                    Ok(None) => {
+                        self.mig.refresh();
+                        return;
+                    }
+                    Err(e) => {
+                        return self.report_error(format!("state from slot {}: {e}", h.source));
+                    }
+                };
+                match self.state_msg(epoch, &bytes) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        return self.report_error(format!("state from slot {}: {e}", h.source));
+                    }
+                }
+            }
+            k => return self.report_error(format!("unknown control frame {k} from {}", h.source)),
+        };
+        let actions = self.mig.proto.on_message(now_ns(), peer_of(h.source), msg);
+        self.apply(actions);
+        self.mig.refresh();
+    }
+
+    fn state_msg(&self, epoch: u64, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
+        let m = StateMsg::decode(bytes)?;
+        if m.operator >= self.instances.len() {
+            return Err(format!("operator {} out of range", m.operator));
+        }
+        let mut queued = Vec::with_capacity(m.queued.len());
+        for f in m.queued {
+            let h = Request::parse(&f)
+                .map_err(|e| format!("queued request: {e}"))?
+                .header;
+            queued.push(Req {
+                operator: h.operator as usize,
+                key_group: h.key_group as usize,
+                epoch: widen_epoch(self.mig.proto.epoch(), h.epoch),
+                body: f,
+            });
+        }
+        Ok(Msg::State {
+            epoch,
+            operator: m.operator,
+            key_groups: m.groups.iter().map(|g| g.0).collect(),
+            state: m.groups,
+            queued,
+        })
+    }
+
+    /// Runs released requests while not paused. Returns how many ran.
+    pub(super) fn run_ready(&mut self, max: usize) -> usize {
+        if self.mig.ready.is_empty() || self.mig.proto.paused() {
+            return 0;
+        }
+        let mut n = 0;
+        while n < max {
+            let Some(f) = self.mig.ready.pop_front() else {
+                break;
+            };
+            match Request::parse(&f) {
+                Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(r),
+                _ => self.metrics.add(super::scalar::BAD_FRAMES, 1),
+            }
+            n += 1;
+        }
+        self.mig.refresh();
+        n
+    }
+
+    /// In a migration: tells the planner what this executor waits for, now and then.
+    pub(super) fn migration_tick(&mut self) {
+        if self.mig.settled || !self.mig.proto.in_migration() {
+            return;
+        }
+        let now = now_ns();
+        if now < self.mig.last_progress_ns + PROGRESS_POLL_NS {
+            return;
+        }
+        self.mig.last_progress_ns = now;
+        let actions = self.mig.proto.on_tick(now);
+        self.apply(actions);
+    }
+
+    /// Sends a frame to `slot` (a ring of this worker, or `net_out`).
+    fn send_to_slot(&mut self, slot: usize, frame: &[u8]) {
+        let local = slot.wrapping_sub(self.slot_base);
+        let b = if local < self.executors {
+            local
+        } else {
+            self.executors
+        };
+        if b == self.executors && self.net.is_none() {
+            return self.report_error(format!("a frame for slot {slot}, which is not here"));
+        }
+        self.send_frame(b, frame);
+    }
+
+    fn send_control(&mut self, kind: u16, epoch: u64, to: usize, body: &[u8]) {
+        let mut f = Vec::new();
+        control_frame(kind, epoch, self.my_slot, to as u16, body, &mut f);
+        self.send_to_slot(to, &f);
+    }
+
+    /// Carries out the machine's actions, in order.
+    fn apply(&mut self, actions: Vec<Action<Frame, State>>) {
+        let mut drain = false;
+        for a in actions {
+            match a {
+                Action::SendRequest { to, req } | Action::ForwardRequest { to, req } => {
+                    let mut f = req.body;
+                    if f.len() >= REQUEST_HEADER_BYTES {
+                        RequestHeader::set_route(&mut f, self.my_slot, to as u16);
+                        self.send_to_slot(to, &f);
+                    }
+                }
+                Action::SendMarker { to, epoch } => {
+                    self.send_control(frame_kind::MARKER, epoch, to, &[])
+                }
+                Action::SendSeal {
+                    to,
+                    epoch,
+                    operator,
+                    key_groups,
+                } => self.send_control(
+                    frame_kind::SEAL,
+                    epoch,
+                    to,
+                    &seal_body(operator, &key_groups),
+                ),
+                Action::ExportState {
+                    to,
+                    epoch,
+                    operator,
+                    key_groups,
+                } => self.export(to, epoch, operator, &key_groups),
+                Action::InstallState {
+                    operator, state, ..
+                } => {
+                    for (g, bytes) in state {
+                        if let Err(e) = self.instances[operator].import_group(g as u16, &bytes) {
+                            self.report_error(format!(
+                                "importing operator {operator} key group {g}: {e}"
+                            ));
+                        }
+                    }
+                }
+                Action::Process(req) => self.mig.ready.push_back(req.body),
+                Action::Drain => drain = true,
+                Action::Resume { .. } => {}
+                Action::Completed(report) => {
+                    self.push_report(REPORT_MIGRATED, &encode_report(&report))
+                }
+                Action::Progress { epoch, waiting } => {
+                    let body = encode_progress(self.my_slot as usize, epoch, &waiting);
+                    self.push_report(REPORT_PROGRESS, &body);
+                }
+                Action::Fault(e) => self.report_error(format!("migration: {e}")),
+            }
+        }
+        if drain {
+            // An executor reads a plan between requests: nothing runs, so it is drained.
+            // Emissions from now on are routed by the new table.
+            if let Some((epoch, routing)) = self.mig.next.take() {
+                self.table = flatten(&routing);
+                self.epoch = epoch;
+            }
+            let actions = self.mig.proto.on_drained(now_ns());
+            self.apply(actions);
+        }
+    }
+
+    /// Exports key groups of `operator` with their queued requests to slot `to`.
+    fn export(&mut self, to: usize, epoch: u64, operator: usize, key_groups: &[usize]) {
+        let mut moving = vec![false; KEY_GROUPS as usize];
+        for &g in key_groups {
+            if let Some(m) = moving.get_mut(g) {
+                *m = true;
+            }
+        }
+        let groups: Vec<(usize, Vec<u8>)> = key_groups
+            .iter()
+            .map(|&g| (g, self.instances[operator].export_group(g as u16)))
+            .collect();
+        let mut queued = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.mig.ready.len());
+        for f in self.mig.ready.drain(..) {
+            let mine = RequestHeader::peek(&f)
+                .is_ok_and(|h| h.operator as usize == operator && moving[h.key_group as usize]);
+            if mine {
+                queued.push(f);
+            } else {
+                kept.push_back(f);
+            }
+        }
+        self.mig.ready = kept;
+        let msg = StateMsg {
+            operator,
+            groups,
+            queued,
+        }
+        .encode();
+        let part_bytes = STATE_PART_BYTES_MAX.min(self.max_frame_bytes - REQUEST_HEADER_BYTES);
+        for part in state_parts(&msg, part_bytes) {
+            self.send_control(frame_kind::STATE_PART, epoch, to, &part);
+        }
+    }
+
+    fn push_report(&mut self, kind: u64, body: &[u8]) {
+        let mut f = kind.to_le_bytes().to_vec();
+        f.extend_from_slice(body);
+        self.pending_reports.push_back(f);
+    }
+}
