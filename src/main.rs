@@ -52,8 +52,9 @@ enum Command {
     /// One worker of a static cluster: listens, authenticates its peers with the cluster
     /// secret, and runs the job a driver sends it (docs/cluster.md).
     Worker(cmd::cluster::WorkerArgs),
-    /// Run an app on a static cluster (`--static`): start N workers on this machine (or use a
-    /// cluster file's) and drive them; prints what `clasp local` prints.
+    /// Run an app on a cluster: by default the live planner autoscales up to --max-workers
+    /// local worker processes under a rate pattern, migrating state live (docs/planner.md);
+    /// `--static` fixes the workers and placement (docs/cluster.md).
     Run(cmd::cluster::RunArgs),
     /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
@@ -66,7 +67,7 @@ fn main() -> std::process::ExitCode {
         Command::Local(a) => cmd::local::run_local(a),
         Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
         Command::Worker(a) => cmd::cluster::run_worker_cmd(a),
-        Command::Run(a) => cmd::cluster::run_static(a),
+        Command::Run(a) => cmd::cluster::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Apps(a) => cmd::apps::run_apps(a),

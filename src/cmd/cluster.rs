@@ -226,77 +226,98 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A static cluster (the only kind so far): workers and placement fixed for the run.
-    #[arg(long = "static", required = true)]
-    static_: bool,
-    /// Start this many `clasp worker` processes on 127.0.0.1.
-    #[arg(long, required_unless_present = "cluster", conflicts_with = "cluster")]
-    workers: Option<usize>,
+    /// A static cluster: workers and placement fixed for the run (no planner; with
+    /// --chaos-migrations, random moves). Without it: the live planner autoscales.
+    #[arg(long = "static")]
+    pub(crate) static_: bool,
+    /// Static runs: start this many `clasp worker` processes on 127.0.0.1.
+    #[arg(long, conflicts_with_all = ["cluster", "max_workers"])]
+    pub(crate) workers: Option<usize>,
+    /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
+    /// ones it does not use idle, parked).
+    #[arg(long, conflicts_with = "cluster")]
+    pub(crate) max_workers: Option<usize>,
+    /// Live runs: the scaling policy.
+    #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
+    pub(crate) policy: String,
+    /// Live runs: the input rate over time: constant, steps, gradual (a ramp up and down),
+    /// burst, or a file of `t_s,rate_per_s` lines.
+    #[arg(long, default_value = "gradual")]
+    pub(crate) pattern: String,
+    /// Live runs: the pattern's peak input rate (records per second).
+    #[arg(long, default_value_t = 60_000.0)]
+    pub(crate) peak_rate: f64,
+    /// Live runs: how long to admit input (seconds), unless --records comes first.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) duration: f64,
+    /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Metrics interval (ms): workers report counters, the planner looks at them.
+    #[arg(long, default_value_t = 250)]
+    pub(crate) interval_ms: u64,
     /// Use the (already running) workers of this cluster file instead.
     #[arg(long)]
-    cluster: Option<PathBuf>,
+    pub(crate) cluster: Option<PathBuf>,
     /// Secret file for --cluster (default: CLASP_CLUSTER_SECRET). Workers started by
     /// --workers get a fresh random secret.
     #[arg(long)]
-    secret_file: Option<PathBuf>,
-    /// Built-in app name (see `clasp apps`).
-    #[arg(
-        long,
-        required_unless_present = "app_file",
-        conflicts_with = "app_file"
-    )]
-    app: Option<String>,
+    pub(crate) secret_file: Option<PathBuf>,
+    /// Built-in app name (see `clasp apps`; live runs default to wc).
+    #[arg(long, conflicts_with = "app_file")]
+    pub(crate) app: Option<String>,
     /// App file (TOML).
     #[arg(long)]
-    app_file: Option<PathBuf>,
-    /// Input records to admit.
-    #[arg(long, default_value_t = 100_000)]
-    records: u64,
+    pub(crate) app_file: Option<PathBuf>,
+    /// Input records to admit (static runs: default 100000; live runs: stop at this many or
+    /// at --duration, whichever comes first).
+    #[arg(long)]
+    pub(crate) records: Option<u64>,
     /// Generator seed (the same as for `clasp oracle`).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Input rate in records per second (default: as fast as the cluster takes them).
     #[arg(long)]
-    rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Print one JSON object (the keys of `clasp local --json`).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Executor threads per worker.
     #[arg(long, default_value_t = 1)]
-    executors: u16,
+    pub(crate) executors: u16,
     /// How key groups are spread over all workers' executors.
     #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
-    spread: SpreadArg,
+    pub(crate) spread: SpreadArg,
     /// Capacity of each request ring in bytes (a power of two ≥ 4096).
     #[arg(long, default_value_t = 1 << 20)]
-    ring_bytes: usize,
+    pub(crate) ring_bytes: usize,
     /// Roots admitted and not yet completed, at most.
     #[arg(long, default_value_t = 4096)]
-    max_in_flight: u64,
+    pub(crate) max_in_flight: u64,
     /// Track 1 in N roots for latency (and the in-flight bound).
     #[arg(long, default_value_t = 1)]
-    sample_every: u64,
+    pub(crate) sample_every: u64,
     /// Pin executors to cores when there are enough.
     #[arg(long)]
-    pin: bool,
+    pub(crate) pin: bool,
     /// The driver's listen address (workers connect back to it).
     #[arg(long, default_value = "127.0.0.1:0")]
-    driver_listen: SocketAddr,
+    pub(crate) driver_listen: SocketAddr,
     /// The address workers use to reach the driver (default: the bound listen address).
     #[arg(long)]
-    driver_advertise: Option<SocketAddr>,
+    pub(crate) driver_advertise: Option<SocketAddr>,
     /// Fail when nothing progresses for this many seconds.
     #[arg(long, default_value_t = 60)]
-    stall_timeout_s: u64,
+    pub(crate) stall_timeout_s: u64,
     /// Testing mode: K live migrations at random moments (seeded by --seed) to random worker
     /// counts and placements while the input flows; the result must still equal the oracle.
     #[arg(long, default_value_t = 0)]
-    chaos_migrations: usize,
+    pub(crate) chaos_migrations: usize,
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30)]
-    migration_timeout_s: u64,
+    pub(crate) migration_timeout_s: u64,
     #[command(flatten)]
-    net: NetArgs,
+    pub(crate) net: NetArgs,
 }
 
 fn random_secret() -> anyhow::Result<String> {
@@ -344,7 +365,7 @@ fn free_port() -> anyhow::Result<(u16, rustix::fd::OwnedFd)> {
 }
 
 /// Worker processes this run started; killed (by their own pids) if the run fails.
-struct Spawned {
+pub(crate) struct Spawned {
     children: Vec<(PeerId, Child)>,
     dir: Option<PathBuf>,
 }
@@ -463,8 +484,57 @@ fn spawn_workers(
     Ok((file, secret, spawned))
 }
 
+/// `clasp run`: live (the planner) unless `--static`.
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.static_ {
+        run_static(args)
+    } else {
+        crate::cmd::run::run_live(args)
+    }
+}
+
 pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
+    if args.workers.is_none() && args.cluster.is_none() {
+        return Err(usage_error(
+            "clasp run --static needs --workers N or --cluster FILE",
+        ));
+    }
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
+    let records = args.records.unwrap_or(100_000);
+    let (cfg, spawned) = prepare(&args, args.workers, &spec, records)?;
+    let mut chaos;
+    let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
+        let slots = Slots {
+            workers: cfg.workers.iter().map(|w| w.0).collect(),
+            executors: usize::from(args.executors),
+        };
+        chaos = Chaos::new(
+            args.chaos_migrations,
+            records,
+            slots,
+            spec.operators.len(),
+            args.seed,
+        );
+        &mut chaos
+    } else {
+        &mut Static
+    };
+    let report = drive(spawned, &spec, &cfg, ctl)?;
+    print_report(&spec, &args, records, cfg.workers.len(), &report)?;
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}
+
+/// Validates the cluster options, starts `spawn` local workers (or reads the cluster file)
+/// and returns the driver's settings.
+pub(crate) fn prepare(
+    args: &RunArgs,
+    spawn: Option<usize>,
+    spec: &AppSpec,
+    records: u64,
+) -> anyhow::Result<(DriverConfig, Spawned)> {
     if let Some(r) = args.rate
         && !(r.is_finite() && r > 0.0)
     {
@@ -490,8 +560,8 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     let limits = args.net.limits()?;
-    let (file, secret, mut spawned) = match (args.workers, &args.cluster) {
-        (Some(n), _) => spawn_workers(n, &args)?,
+    let (file, secret, spawned) = match (spawn, &args.cluster) {
+        (Some(n), _) => spawn_workers(n, args)?,
         (None, Some(path)) => (
             ClusterFile::load(path)?,
             read_secret(args.secret_file.as_deref())?,
@@ -500,7 +570,9 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
                 dir: None,
             },
         ),
-        (None, None) => unreachable!("clap requires one"),
+        (None, None) => {
+            return Err(usage_error("give a worker count or --cluster FILE"));
+        }
     };
     let app_toml = if args.app_file.is_some() {
         spec.to_toml_string()
@@ -523,36 +595,31 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         },
         ring_bytes: args.ring_bytes,
         pin: args.pin,
-        records: args.records,
+        records,
         seed: args.seed,
         rate_per_s: args.rate,
         max_in_flight: args.max_in_flight,
         sample_every: args.sample_every,
         ready_timeout: Duration::from_secs(30),
         stall_timeout: Duration::from_secs(args.stall_timeout_s),
-        interval: Duration::from_millis(250),
+        interval: Duration::from_millis(args.interval_ms),
         migration_timeout: Duration::from_secs(args.migration_timeout_s),
     };
-    let mut chaos;
-    let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
-        let slots = Slots {
-            workers: cfg.workers.iter().map(|w| w.0).collect(),
-            executors: usize::from(args.executors),
-        };
-        chaos = Chaos::new(
-            args.chaos_migrations,
-            args.records,
-            slots,
-            spec.operators.len(),
-            args.seed,
-        );
-        &mut chaos
-    } else {
-        &mut Static
-    };
-    let result = run_driver_with(&spec, &cfg, ctl);
-    let report = match result {
-        Ok(r) => r,
+    Ok((cfg, spawned))
+}
+
+/// Runs the driver; on failure stops the workers this run started and says how they exited.
+pub(crate) fn drive(
+    mut spawned: Spawned,
+    spec: &AppSpec,
+    cfg: &DriverConfig,
+    ctl: &mut dyn Controller,
+) -> anyhow::Result<ClusterReport> {
+    match run_driver_with(spec, cfg, ctl) {
+        Ok(mut report) => {
+            report.errors.extend(spawned.finish(false));
+            Ok(report)
+        }
         Err(e) => {
             // Give the workers a moment to print their side, then stop them.
             std::thread::sleep(Duration::from_millis(100));
@@ -564,26 +631,31 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
             }
             anyhow::bail!(msg);
         }
-    };
-    let mut report = report;
-    report.errors.extend(spawned.finish(false));
-    print_report(&spec, &args, file.workers.len(), &report)?;
-    if !report.errors.is_empty() {
-        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
-    Ok(())
 }
 
-fn print_report(
+pub(crate) fn print_report(
     spec: &AppSpec,
     args: &RunArgs,
+    records: u64,
     workers: usize,
     r: &ClusterReport,
 ) -> anyhow::Result<()> {
+    crate::cmd::report::print(&run_view(spec, args, records, workers, r)?, args.json)
+}
+
+/// What `clasp run` prints, as the shared run view.
+pub(crate) fn run_view<'a>(
+    spec: &'a AppSpec,
+    args: &RunArgs,
+    records: u64,
+    workers: usize,
+    r: &'a ClusterReport,
+) -> anyhow::Result<crate::cmd::report::RunView<'a>> {
     let t = |k: &str| r.totals.get(k).copied().unwrap_or(0);
     let view = crate::cmd::report::RunView {
         spec,
-        records: args.records,
+        records,
         seed: args.seed,
         executors: usize::from(args.executors),
         workers: Some(workers),
@@ -642,5 +714,5 @@ fn print_report(
             })
             .collect(),
     };
-    crate::cmd::report::print(&view, args.json)
+    Ok(view)
 }

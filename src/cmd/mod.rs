@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod local;
 pub mod place;
 pub mod report;
+pub mod run;
 pub mod run_out;
 pub mod sim;
 

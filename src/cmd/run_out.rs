@@ -6,9 +6,6 @@
 //! summary at the end of a run ([`render_summary`]) and the progress line ([`progress_line`]).
 //! Nothing here touches the cluster.
 
-// Until `clasp run` calls into this module, only the tests use it.
-#![allow(dead_code)]
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,351 @@
+//! `clasp run` without `--static`: the live planner. It starts up to `--max-workers` worker
+//! processes, offers an app's input at a rate pattern, and lets a scaling policy move the
+//! cluster — every move a live migration of state and queued requests while the input keeps
+//! flowing (docs/planner.md).
+//!
+//! The planner is the driver of a cluster run plus a [`Controller`] built here around the
+//! controlplane's [`Autoscaler`] — the very loop the simulator runs — fed with the workers'
+//! counters each interval, turned into the paper's Table 2 samples.
+
+use crate::cmd::apps::load_app;
+use crate::cmd::cluster::{RunArgs, drive, prepare};
+use crate::cmd::run_out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use crate::cmd::usage_error;
+use clasp_controlplane::app::AppModel;
+use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
+use clasp_controlplane::baselines::PolicyKind;
+use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
+use clasp_controlplane::migration::Routing;
+use clasp_controlplane::model::CostModel;
+use clasp_controlplane::pattern::RatePattern;
+use clasp_dataplane::cluster::control::{
+    Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
+};
+use clasp_dataplane::migrate::Slots;
+use clasp_operators::AppSpec;
+use std::io::IsTerminal;
+
+/// Default workers a live run starts.
+pub const DEFAULT_MAX_WORKERS: usize = 3;
+/// Mean request frame (bytes) for turning queued ring bytes into a queue length.
+const MEAN_FRAME_BYTES: f64 = 96.0;
+/// Records the oracle runs to measure the app's per-input profile (the planner's first).
+const PROFILE_RECORDS: u64 = 2_000;
+/// τ the planner assumes before it measured any (µs).
+const EXEC_US_PRIOR: f64 = 1.0;
+/// The estimator's priors: deliberately rough (it learns from saturated intervals).
+const COST_PRIORS: CostModel = CostModel {
+    alpha_us: 0.3,
+    beta_us: 1.0,
+    gamma_us: 50.0,
+};
+
+/// The live controller: rate pattern, autoscaler, optional chaos, and the run's record.
+struct Live {
+    pattern: RatePattern,
+    duration_s: f64,
+    peak_per_s: f64,
+    seed: u64,
+    limited_by_records: bool,
+    slots: Slots,
+    edges: Vec<(usize, usize)>,
+    operators: usize,
+    auto: Option<Autoscaler>,
+    /// The initial move (before any input), then moves decided at intervals.
+    pending: Option<Move>,
+    chaos: Option<Chaos>,
+    rows: Vec<IntervalRow>,
+    decisions: Vec<DecisionRow>,
+    progress: bool,
+    migrations: usize,
+}
+
+impl Live {
+    /// The autoscaler's worker-level key groups on the first `n` workers → slots (key group g of
+    /// a worker's share runs on executor `g % executors`, so a key group that stays on its worker
+    /// stays on its executor).
+    fn slot_routing(&self, routing: &Routing) -> Routing {
+        let e = self.slots.executors;
+        routing
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .map(|(g, &w)| self.slots.slot(w, g % e))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn sample(&self, w: &WorkerInterval, worker: usize) -> WorkerSample {
+        let ops = self.operators;
+        let processed: f64 = w.processed_per_s.iter().sum();
+        let queue_len = w.queued_bytes as f64 / MEAN_FRAME_BYTES;
+        let m = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(0.0);
+        WorkerSample {
+            worker,
+            queue_len: queue_len as usize,
+            queue_mean: queue_len,
+            // Little's law over the interval.
+            wait_mean_us: if processed > 0.0 {
+                queue_len / processed * 1e6
+            } else {
+                0.0
+            },
+            local_per_s: w.edges_local_per_s.iter().sum(),
+            remote_per_s: w.edges_remote_per_s.iter().sum(),
+            destinations: w.destinations,
+            operators: (0..ops)
+                .map(|o| OperatorSample {
+                    processed_per_s: m(&w.processed_per_s, o),
+                    exec_us: m(&w.exec_us, o),
+                })
+                .collect(),
+            edges_per_s: self
+                .edges
+                .iter()
+                .map(|&(f, t)| {
+                    m(&w.edges_local_per_s, f * ops + t) + m(&w.edges_remote_per_s, f * ops + t)
+                })
+                .collect(),
+            executor_busy_us_per_s: w.busy_us_per_s,
+            network_busy_us_per_s: 0.0,
+        }
+    }
+}
+
+impl Controller for Live {
+    fn rate_per_s(&mut self, t_s: f64) -> Option<f64> {
+        Some(
+            self.pattern
+                .rate_at(t_s, self.duration_s, self.peak_per_s, self.seed),
+        )
+    }
+
+    fn done(&mut self, t_s: f64, _admitted: u64) -> bool {
+        !self.limited_by_records && t_s >= self.duration_s
+    }
+
+    fn poll(&mut self, t_s: f64, admitted: u64) -> Option<Move> {
+        if let Some(m) = self.pending.take() {
+            return Some(m);
+        }
+        self.chaos.as_mut()?.poll(t_s, admitted)
+    }
+
+    fn on_interval(&mut self, v: &IntervalView) -> Option<Move> {
+        let input = v.offered_per_s.unwrap_or(v.input_per_s);
+        if let Some(n) = self.auto.as_ref().map(|a| a.workers()) {
+            let samples: Vec<WorkerSample> = v
+                .workers
+                .iter()
+                .take(n)
+                .enumerate()
+                .map(|(i, w)| self.sample(w, i))
+                .collect();
+            let auto = self.auto.as_mut().expect("present");
+            let planner = PlannerSample {
+                queue_len: v.backlog as usize,
+                input_per_s: input,
+                throughput_per_s: v.throughput_per_s,
+            };
+            if let Some(d) = auto.on_interval(v.t_s * 1e6, &samples, &planner) {
+                self.decisions.push(DecisionRow {
+                    t_s: v.t_s,
+                    line: d.explanation.clone(),
+                });
+                let routing = self.slot_routing(&d.routing);
+                self.pending = Some(Move {
+                    routing,
+                    reason: format!("policy: {}", d.explanation),
+                });
+            }
+        }
+        let est = self.auto.as_ref().map(|a| a.estimates());
+        let row = IntervalRow {
+            t_s: v.t_s,
+            input_per_s: input,
+            throughput_per_s: v.throughput_per_s,
+            workers: v.active_workers,
+            latency_p50_ms: v.latency.p50 / 1e3,
+            latency_p95_ms: v.latency.p95 / 1e3,
+            latency_p99_ms: v.latency.p99 / 1e3,
+            alpha_us: est.map_or(0.0, |e| e.alpha_us),
+            beta_us: est.map_or(0.0, |e| e.beta_us),
+            gamma_us: est.map_or(0.0, |e| e.gamma_us),
+            w_bar_us: est.map_or(0.0, |e| e.w_bar_us),
+            migrating: v.migrating,
+        };
+        if self.progress {
+            eprint!("\r{}", run_out::progress_line(&row, self.migrations));
+        }
+        self.rows.push(row);
+        None
+    }
+
+    fn on_migrated(&mut self, r: &MigrationRecord) {
+        self.migrations += 1;
+        if let Some(a) = self.auto.as_mut() {
+            a.migrated(r.t_s * 1e6 + r.planner_ms * 1e3);
+        }
+    }
+}
+
+fn policy_kind(name: &str) -> anyhow::Result<Option<PolicyKind>> {
+    if name == "static" {
+        return Ok(None);
+    }
+    PolicyKind::parse(name)
+        .map(Some)
+        .ok_or_else(|| usage_error(format!("--policy {name}: unknown")))
+}
+
+/// `clasp run` (live).
+pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
+    let spec: AppSpec = match (&args.app, &args.app_file) {
+        (None, None) => load_app(Some("wc"), None)?,
+        (a, f) => load_app(a.as_deref(), f.as_deref())?,
+    };
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err(usage_error(format!(
+            "--duration {}: must be a positive number of seconds",
+            args.duration
+        )));
+    }
+    if !(args.peak_rate.is_finite() && args.peak_rate > 0.0) {
+        return Err(usage_error(format!(
+            "--peak-rate {}: must be a positive number",
+            args.peak_rate
+        )));
+    }
+    if args.rate.is_some() {
+        return Err(usage_error(
+            "--rate is for --static runs; live runs take --pattern and --peak-rate",
+        ));
+    }
+    let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
+    let kind = policy_kind(&args.policy)?;
+    let max_workers = match (&args.cluster, args.max_workers) {
+        (Some(_), _) => None,
+        (None, n) => Some(n.unwrap_or(DEFAULT_MAX_WORKERS)),
+    };
+    let records = args.records.unwrap_or(u64::MAX);
+    let (mut cfg, spawned) = prepare(&args, max_workers, &spec, records)?;
+    cfg.rate_per_s = None;
+    let n = cfg.workers.len();
+    let slots = Slots {
+        workers: cfg.workers.iter().map(|w| w.0).collect(),
+        executors: usize::from(args.executors),
+    };
+    let model = AppModel::from_spec(&spec, PROFILE_RECORDS, args.seed, EXEC_US_PRIOR);
+    let edges = model.resolve().map_err(anyhow::Error::msg)?;
+    let first_rate = pattern.rate_at(0.0, args.duration, args.peak_rate, args.seed);
+    let mut live = Live {
+        pattern,
+        duration_s: args.duration,
+        peak_per_s: args.peak_rate,
+        seed: args.seed,
+        limited_by_records: args.records.is_some(),
+        slots: slots.clone(),
+        edges: edges.iter().map(|&(f, t, _)| (f, t)).collect(),
+        operators: spec.operators.len(),
+        auto: None,
+        pending: None,
+        chaos: (args.chaos_migrations > 0).then(|| {
+            Chaos::new(
+                args.chaos_migrations,
+                args.records.unwrap_or(100_000),
+                slots.clone(),
+                spec.operators.len(),
+                args.seed,
+            )
+        }),
+        rows: Vec::new(),
+        decisions: Vec::new(),
+        progress: !args.json && std::io::stderr().is_terminal(),
+        migrations: 0,
+    };
+    if let Some(kind) = kind {
+        let mut acfg = AutoscaleConfig::new(kind, n);
+        acfg.interval_us = args.interval_ms as f64 * 1e3;
+        acfg.capacity_prior_us_per_s = Some(1e6 * f64::from(args.executors));
+        let mut auto = Autoscaler::new(&model, acfg, COST_PRIORS, first_rate);
+        let d = auto.initial();
+        live.decisions.push(DecisionRow {
+            t_s: 0.0,
+            line: d.explanation.clone(),
+        });
+        live.pending = Some(Move {
+            routing: live.slot_routing(&d.routing),
+            reason: format!("policy: {}", d.explanation),
+        });
+        live.auto = Some(auto);
+    }
+    let report = drive(spawned, &spec, &cfg, &mut live)?;
+    if live.progress {
+        eprintln!();
+    }
+    let rec_records = report.admitted;
+    let view = crate::cmd::cluster::run_view(&spec, &args, rec_records, n, &report)?;
+    let migrations: Vec<MigrationRow> = report
+        .migrations
+        .iter()
+        .map(|m| MigrationRow {
+            epoch: m.epoch,
+            t_s: m.t_s,
+            workers_before: m.workers_before,
+            workers_after: m.workers_after,
+            key_groups_moved: m.key_groups_moved,
+            planner_ms: m.planner_ms,
+            worker_pause_ms: m.worker_pause_ms,
+            exported: m.exported,
+            forwarded: m.forwarded,
+            held: m.held,
+            admitted_during: m.admitted_during,
+            reason: if m.reason == "chaos" {
+                "chaos".into()
+            } else {
+                "policy".into()
+            },
+        })
+        .collect();
+    let est = live.auto.as_ref().map(|a| a.estimates());
+    let mut summary = crate::cmd::report::json(&view);
+    summary["policy"] = args.policy.clone().into();
+    summary["pattern"] = args.pattern.clone().into();
+    summary["peak_rate_per_s"] = args.peak_rate.into();
+    summary["max_workers"] = n.into();
+    summary["decisions"] = serde_json::to_value(&live.decisions)?;
+    summary["intervals"] = serde_json::to_value(&live.rows)?;
+    summary["migrations"] = serde_json::to_value(&migrations)?;
+    summary["estimates"] = match est {
+        Some(e) => serde_json::json!({
+            "alpha_us": e.alpha_us, "beta_us": e.beta_us, "gamma_us": e.gamma_us,
+            "w_bar_us": e.w_bar_us,
+        }),
+        None => serde_json::Value::Null,
+    };
+    let rec = RunRecord {
+        summary,
+        intervals: live.rows,
+        migrations,
+        decisions: live.decisions,
+    };
+    if let Some(dir) = &args.out {
+        let files = run_out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
+        if !args.json {
+            eprintln!("wrote {} files into {}", files.len(), dir.display());
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rec.summary)?);
+    } else {
+        crate::cmd::report::print(&view, false)?;
+        println!();
+        print!("{}", run_out::render_summary(&rec));
+    }
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}
