@@ -6,8 +6,11 @@ use crate::model::{CostModel, Shares};
 pub const PARALLELISM_GROWTH_CAP: f64 = 2.0;
 /// Re-plan when the input rate moved by more than this fraction from the last planned rate...
 pub const DEFAULT_RATE_CHANGE_THRESHOLD: f64 = 0.2;
-/// ...and stayed there for this long (µs).
+/// ...and stayed there for this long (µs) — when it fell (scale down lazily)...
 pub const DEFAULT_RATE_HOLD_US: u64 = 2_000_000;
+/// ...or for this long when it rose (scale up eagerly: every interval of waiting adds
+/// `(λ − capacity) × interval` to a backlog the cluster must then drain).
+pub const DEFAULT_RATE_UP_HOLD_US: u64 = 250_000;
 /// Re-plan when throughput trailed the input rate for this long (µs)...
 pub const DEFAULT_LAG_HOLD_US: u64 = 3_000_000;
 /// ...by more than this fraction of the input rate.
@@ -57,6 +60,11 @@ pub fn worker_parallelism(operator_parallelism: &[f64], shares: &Shares) -> Vec<
 pub enum Trigger {
     RateChanged,
     ThroughputLagging,
+    /// A worker is saturated (the saturation detector) and throughput trails the input: the
+    /// planner's model of this configuration is wrong, re-plan at once.
+    Saturated,
+    /// The backlog a plan made room for is gone: re-plan for the input alone.
+    Drained,
 }
 
 impl Trigger {
@@ -64,6 +72,8 @@ impl Trigger {
         match self {
             Trigger::RateChanged => "rate-changed",
             Trigger::ThroughputLagging => "throughput-lagging",
+            Trigger::Saturated => "saturated",
+            Trigger::Drained => "drained",
         }
     }
 }
@@ -72,9 +82,22 @@ impl Trigger {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TriggerConfig {
     pub rate_change_threshold: f64,
+    /// Hold of a fall of the rate (µs).
     pub rate_hold_us: u64,
+    /// Hold of a rise of the rate (µs).
+    pub rate_up_hold_us: u64,
     pub lag_hold_us: u64,
     pub lag_tolerance: f64,
+}
+
+impl TriggerConfig {
+    /// DESIGN.md §6 as first written: the same 2 s hold both ways.
+    pub fn symmetric() -> Self {
+        TriggerConfig {
+            rate_up_hold_us: DEFAULT_RATE_HOLD_US,
+            ..TriggerConfig::default()
+        }
+    }
 }
 
 impl Default for TriggerConfig {
@@ -82,6 +105,7 @@ impl Default for TriggerConfig {
         TriggerConfig {
             rate_change_threshold: DEFAULT_RATE_CHANGE_THRESHOLD,
             rate_hold_us: DEFAULT_RATE_HOLD_US,
+            rate_up_hold_us: DEFAULT_RATE_UP_HOLD_US,
             lag_hold_us: DEFAULT_LAG_HOLD_US,
             lag_tolerance: DEFAULT_LAG_TOLERANCE,
         }
@@ -93,7 +117,8 @@ impl Default for TriggerConfig {
 pub struct Triggers {
     config: TriggerConfig,
     planned_rate_per_s: f64,
-    moved_since_us: Option<u64>,
+    /// When the rate moved away, and whether up.
+    moved_since_us: Option<(u64, bool)>,
     lagging_since_us: Option<u64>,
 }
 
@@ -121,14 +146,31 @@ impl Triggers {
         input_per_s: f64,
         throughput_per_s: f64,
     ) -> Option<Trigger> {
+        self.observe_draining(now_us, input_per_s, throughput_per_s, false)
+    }
+
+    /// [`Triggers::observe`], where `draining` says the cluster still works off a backlog: a
+    /// fall of the rate does not count then (a cluster that is still draining is not scaled
+    /// down; the fall's hold starts once it has drained).
+    pub fn observe_draining(
+        &mut self,
+        now_us: u64,
+        input_per_s: f64,
+        throughput_per_s: f64,
+        draining: bool,
+    ) -> Option<Trigger> {
         let c = self.config;
         let base = self.planned_rate_per_s.max(1e-9);
-        let moved =
-            ((input_per_s - self.planned_rate_per_s) / base).abs() > c.rate_change_threshold;
-        self.moved_since_us = if moved {
-            Some(self.moved_since_us.unwrap_or(now_us))
-        } else {
-            None
+        let change = (input_per_s - self.planned_rate_per_s) / base;
+        let rose = change > c.rate_change_threshold;
+        let fell = -change > c.rate_change_threshold && !draining;
+        // A move that flips direction starts its hold again.
+        self.moved_since_us = match (self.moved_since_us, rose, fell) {
+            (Some((t, up)), true, _) if up => Some((t, true)),
+            (Some((t, up)), _, true) if !up => Some((t, false)),
+            (_, true, _) => Some((now_us, true)),
+            (_, _, true) => Some((now_us, false)),
+            _ => None,
         };
         let lagging = throughput_per_s < (1.0 - c.lag_tolerance) * input_per_s;
         self.lagging_since_us = if lagging {
@@ -136,19 +178,33 @@ impl Triggers {
         } else {
             None
         };
-        if self
-            .moved_since_us
-            .is_some_and(|t| now_us - t >= c.rate_hold_us)
-        {
-            return Some(Trigger::RateChanged);
+        if let Some((t, up)) = self.moved_since_us {
+            let hold = if up {
+                c.rate_up_hold_us
+            } else {
+                c.rate_hold_us
+            };
+            if now_us.saturating_sub(t) >= hold {
+                return Some(Trigger::RateChanged);
+            }
         }
         if self
             .lagging_since_us
-            .is_some_and(|t| now_us - t >= c.lag_hold_us)
+            .is_some_and(|t| now_us.saturating_sub(t) >= c.lag_hold_us)
         {
             return Some(Trigger::ThroughputLagging);
         }
         None
+    }
+
+    /// Since when the rate has been away from the planned rate, and whether it rose.
+    pub fn moved_since_us(&self) -> Option<(u64, bool)> {
+        self.moved_since_us
+    }
+
+    /// The rate the last plan was made for.
+    pub fn planned_rate_per_s(&self) -> f64 {
+        self.planned_rate_per_s
     }
 }
 

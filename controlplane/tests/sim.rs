@@ -50,3 +50,57 @@ fn faasflow_over_provisions_more_when_scaling_down() {
     assert!(down > up, "faasflow up {up} down {down}");
     assert!(v["mae"]["clasp"]["sd"].as_f64().expect("number") <= 1.0);
 }
+
+/// A development probe, not a check: runs the e2e experiment for `E2E_APPS` (default wc),
+/// `E2E_PATTERN` (burst) and `E2E_SEEDS` (1) and prints the summary, and with `E2E_LOG` every
+/// decision line. `cargo test --release -p clasp-controlplane --test sim e2e_probe -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn e2e_probe() {
+    use clasp_controlplane::sim::e2e::{Pattern, e2e};
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let apps: Vec<AppModel> = var("E2E_APPS", "wc")
+        .split(',')
+        .map(|a| AppModel::builtin(a, 400.0).expect("built-in app"))
+        .collect();
+    let pattern = match var("E2E_PATTERN", "burst").as_str() {
+        "gradual" => Pattern::Gradual,
+        _ => Pattern::Burst,
+    };
+    let seeds: Vec<u64> = var("E2E_SEEDS", "1")
+        .split(',')
+        .map(|s| s.parse().expect("seed"))
+        .collect();
+    let s = SimSettings {
+        cluster: ClusterConfig::default(),
+        workers: 10,
+        headroom: 0.9,
+        seeds,
+    };
+    let (v, _, runs) = e2e(&s, &apps, pattern);
+    for (app, _) in &runs {
+        for (k, r) in v["results"].as_object().expect("results") {
+            let x = &r[app];
+            println!(
+                "{app:4} {k:12} thr {:9.2} p50 {:9.1} p95 {:9.1} ws {:8.2} decisions {}",
+                x["throughput_per_s"].as_f64().unwrap_or(0.0),
+                x["latency_p50_ms"].as_f64().unwrap_or(0.0),
+                x["latency_p95_ms"].as_f64().unwrap_or(0.0),
+                x["worker_seconds"].as_f64().unwrap_or(0.0),
+                x["decisions_seed0"]
+            );
+        }
+    }
+    if std::env::var_os("E2E_LOG").is_some() {
+        for (app, rs) in &runs {
+            for (k, r) in clasp_controlplane::baselines::PolicyKind::COMPARED
+                .iter()
+                .zip(rs)
+            {
+                for d in &r.decisions {
+                    println!("{app} {} {d}", k.name());
+                }
+            }
+        }
+    }
+}

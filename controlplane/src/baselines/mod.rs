@@ -176,7 +176,7 @@ pub fn sp_placement(problem: &Problem, workers: usize) -> Placement {
 }
 
 /// A boxed policy by kind.
-pub fn policy(kind: PolicyKind) -> Box<dyn Policy> {
+pub fn policy(kind: PolicyKind) -> Box<dyn Policy + Send> {
     match kind {
         PolicyKind::Clasp => Box::new(Clasp { exact: false }),
         PolicyKind::Exact => Box::new(Clasp { exact: true }),

@@ -2,79 +2,24 @@
 //! whole loop — Table 2 metrics every interval, triggers, load derivation, a policy's decision,
 //! key-group migration with pauses — for each policy, reporting throughput, p50/p95 latency and
 //! worker-seconds.
+//!
+//! The loop itself is [`crate::autoscale::Autoscaler`], the code the live planner runs; this
+//! module only feeds it the simulated cluster's metrics and carries out its decisions.
 
 use serde_json::{Value, json};
 
 use super::engine::Cluster;
 use super::experiments::{mean_sd, par_map};
 use super::lab::{Lab, SIM_SATURATION_QUEUE_DEPTH, SIM_SATURATION_WAIT_US, SimSettings};
-use super::rng::SimRng;
 use crate::app::AppModel;
-use crate::baselines::{Observed, Policy, PolicyKind, policy};
-use crate::estimator::SaturatedPoint;
-use crate::metrics::{SaturationConfig, SaturationDetector, aggregate, projection_factor};
-use crate::migration::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
-use crate::scaling::{Explanation, TriggerConfig, Triggers};
+use crate::autoscale::{AutoscaleConfig, Autoscaler};
+use crate::baselines::PolicyKind;
+use crate::metrics::SaturationConfig;
+pub use crate::pattern::PaperPattern as Pattern;
+pub use crate::pattern::{STAGE_MAX_US, STAGE_MIN_US, stages};
 
-/// Stage length bounds of both patterns (µs), as the paper's 5–10 s.
-pub const STAGE_MIN_US: f64 = 5_000_000.0;
-pub const STAGE_MAX_US: f64 = 10_000_000.0;
-/// Window over which λ and Λ are averaged for the triggers and the projection (intervals).
-pub const RATE_WINDOW_INTERVALS: usize = 4;
-/// A window is steady (feeds the per-input profile) when Λ is within this fraction of λ.
-pub const PROFILE_STEADY_TOLERANCE: f64 = 0.05;
-/// Weight of a steady window in the per-input profile.
-pub const PROFILE_SMOOTHING: f64 = 0.2;
 /// Extra time after the pattern for the backlog to drain before throughput is counted (µs).
 pub const DRAIN_US: f64 = 2_000_000.0;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pattern {
-    Burst,
-    Gradual,
-}
-
-impl Pattern {
-    pub fn name(self) -> &'static str {
-        match self {
-            Pattern::Burst => "burst",
-            Pattern::Gradual => "gradual",
-        }
-    }
-}
-
-/// Stages as (fraction of the maximum rate, duration µs). Gradual: 10%→100%→10% in 10% steps;
-/// Burst: alternating low (10–30%) and high (70–100%) stages until the same volume.
-pub fn stages(pattern: Pattern, seed: u64) -> Vec<(f64, f64)> {
-    let mut rng = SimRng::new(seed ^ 0x005E_ED0F_5EED);
-    let dur = |rng: &mut SimRng| STAGE_MIN_US + rng.uniform() * (STAGE_MAX_US - STAGE_MIN_US);
-    let mut gradual = Vec::new();
-    for i in (1..=10).chain((1..10).rev()) {
-        gradual.push((i as f64 / 10.0, dur(&mut rng)));
-    }
-    if pattern == Pattern::Gradual {
-        return gradual;
-    }
-    let volume: f64 = gradual.iter().map(|(r, d)| r * d).sum();
-    let mut burst = Vec::new();
-    let mut acc = 0.0;
-    let mut high = false;
-    while acc < volume {
-        let r = if high {
-            0.7 + 0.3 * rng.uniform()
-        } else {
-            0.1 + 0.2 * rng.uniform()
-        };
-        let mut d = dur(&mut rng);
-        if acc + r * d > volume {
-            d = (volume - acc) / r;
-        }
-        acc += r * d;
-        burst.push((r, d));
-        high = !high;
-    }
-    burst
-}
 
 /// One policy's run.
 #[derive(Clone, Debug, Default)]
@@ -98,44 +43,42 @@ fn run_policy(
     let settings = lab.settings;
     let big_n = settings.workers;
     let iv = settings.cluster.interval_us;
-    let mut pol: Box<dyn Policy> = policy(kind);
     let first_rate = pattern[0].0 * t_max;
-    let mut problem = lab.problem_at(first_rate, settings.headroom);
-    problem.max_workers = big_n;
-    // Warm start (the paper's 10 000-request warm-up): the policy's first answer.
+    // Warm start (the paper's 10 000-request warm-up): FaaSFlow's per-worker throughput from
+    // its own placement saturated on every worker.
     let ff_init = lab
         .max_throughput(&lab.shares_for(PolicyKind::FaasFlow, big_n), big_n, false)
         .0;
-    let mut ff_per_worker = ff_init / big_n as f64;
-    let observed = |n: usize, per: f64, target: f64| Observed {
-        workers: n,
-        saturated_throughput_per_s: per * n as f64,
-        target_rate_per_s: target,
+    let cfg = AutoscaleConfig {
+        headroom: settings.headroom,
+        interval_us: iv,
+        saturation: SaturationConfig {
+            queue_depth: SIM_SATURATION_QUEUE_DEPTH,
+            wait_us: SIM_SATURATION_WAIT_US,
+            ..SaturationConfig::default()
+        },
+        saturated_throughput_per_worker_prior_per_s: Some(ff_init / big_n as f64),
+        ..AutoscaleConfig::new(kind, big_n)
     };
-    let d = pol.decide(&problem, Some(&observed(big_n, ff_per_worker, first_rate)));
-    let mut workers = d.placement.workers;
-    let mut cluster = Cluster::new(
-        lab.app,
-        settings.cluster.clone(),
-        big_n,
-        &d.placement.shares,
-        seed,
-    );
-    let mut routing = initial_routing(&d.placement.shares, KEY_GROUPS_PER_OPERATOR);
-    let mut triggers = Triggers::new(TriggerConfig::default(), first_rate);
-    let mut det = SaturationDetector::new(SaturationConfig {
-        queue_depth: SIM_SATURATION_QUEUE_DEPTH,
-        wait_us: SIM_SATURATION_WAIT_US,
-        ..SaturationConfig::default()
-    });
+    // TEMP-EXPERIMENT
+    let mut cfg = cfg;
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(v) = env("X_UP_HOLD") { cfg.triggers.rate_up_hold_us = v.parse().unwrap(); }
+    if let Some(v) = env("X_DOWN_HOLD") { cfg.triggers.rate_hold_us = v.parse().unwrap(); }
+    if let Some(v) = env("X_LAG_HOLD") { cfg.triggers.lag_hold_us = v.parse().unwrap(); }
+    if let Some(v) = env("X_SAT") { cfg.saturation_trigger = v == "1"; }
+    if let Some(v) = env("X_DRAIN") { cfg.backlog_drain_us = v.parse().ok(); }
+    if let Some(v) = env("X_DRAINING") { cfg.draining_backlog_us = v.parse().ok(); }
+    if let Some(v) = env("X_H") { if kind == PolicyKind::Clasp { cfg.headroom = v.parse().unwrap(); } }
+    if let Some(v) = env("X_MARGIN") { if kind == PolicyKind::Clasp || env("X_MARGIN_ALL").is_some() { cfg.rate_margin = v.parse().unwrap(); } }
+    // END TEMP
+    // The estimator and the per-input profile as calibration left them (§5.3).
+    let mut auto = Autoscaler::new(lab.app, cfg, lab.estimator.costs(), first_rate)
+        .with_estimator(lab.estimator.clone())
+        .with_profile(lab.profile.clone());
+    let d = auto.initial();
+    let mut cluster = Cluster::new(lab.app, settings.cluster.clone(), big_n, &d.shares, seed);
     let mut res = E2eResult::default();
-    // Per-input load profile (N_o/Λ, E/Λ), refreshed from steady windows only: root
-    // completions lag the input by the pipeline's depth under a backlog and right after a
-    // migration, and s = λ/Λ over such a window projects nonsense (see docs/controlplane.md).
-    let mut profile = lab.profile.clone();
-    let mut last_migration_us = f64::NEG_INFINITY;
-    let mut window: std::collections::VecDeque<(Vec<crate::metrics::WorkerSample>, f64, f64)> =
-        Default::default();
     let total_us: f64 = pattern.iter().map(|p| p.1).sum();
     let (mut t, mut stage, mut stage_end) = (0.0, 0usize, pattern[0].1);
     cluster.set_input_rate(first_rate);
@@ -152,88 +95,22 @@ fn run_policy(
         }
         cluster.run_until(t);
         let (samples, planner) = cluster.take_samples(iv);
-        for s in &samples {
-            if det.observe(s) && kind == PolicyKind::Clasp {
-                lab.estimator.observe(SaturatedPoint::from(s));
-            }
-        }
         res.timeline.push((
             t / 1e6,
             planner.input_per_s,
             planner.throughput_per_s,
-            workers,
+            auto.workers(),
         ));
-        window.push_back((samples, planner.input_per_s, planner.throughput_per_s));
-        if window.len() > RATE_WINDOW_INTERVALS {
-            window.pop_front();
-        }
+        // The pattern is over: the backlog drains on the last configuration.
         if t >= total_us {
             continue;
         }
-        let k = window.len() as f64;
-        let lam = window.iter().map(|w| w.1).sum::<f64>() / k;
-        let big_lambda = window.iter().map(|w| w.2).sum::<f64>() / k;
-        if big_lambda < 0.95 * lam {
-            ff_per_worker = big_lambda / workers as f64;
+        if let Some(d) = auto.on_interval(t, &samples, &planner) {
+            cluster.migrate(&d.shares);
+            auto.migrated(t);
+            res.decisions
+                .push(format!("t_s={:.2} {}", t / 1e6, d.explanation));
         }
-        let steady = window.len() == RATE_WINDOW_INTERVALS
-            && t - last_migration_us > RATE_WINDOW_INTERVALS as f64 * iv
-            && lam > 0.0
-            && (big_lambda - lam).abs() <= PROFILE_STEADY_TOLERANCE * lam;
-        if steady {
-            let all: Vec<_> = window.iter().flat_map(|w| w.0.iter().cloned()).collect();
-            let agg = aggregate(&all, lab.names.len(), lab.edges.len());
-            let per_input = 1.0 / (k * big_lambda);
-            let mix = |old: &mut Vec<f64>, new: &[f64], scale: f64| {
-                for (o, n) in old.iter_mut().zip(new) {
-                    *o = (1.0 - PROFILE_SMOOTHING) * *o + PROFILE_SMOOTHING * n * scale;
-                }
-            };
-            mix(
-                &mut profile.processed_per_s,
-                &agg.processed_per_s,
-                per_input,
-            );
-            mix(&mut profile.edges_per_s, &agg.edges_per_s, per_input);
-            mix(&mut profile.exec_us, &agg.exec_us, 1.0);
-        }
-        let Some(trig) = triggers.observe(t as u64, lam, big_lambda) else {
-            continue;
-        };
-        let s = projection_factor(lam, big_lambda);
-        let ctx = crate::metrics::DerivationContext {
-            operator_names: &lab.names,
-            edges: &lab.edges,
-            capacity_us_per_s: lab.estimator.capacity_us_per_s().unwrap_or(1e6),
-            headroom: settings.headroom,
-            costs: lab.estimator.costs(),
-            max_workers: big_n,
-            slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
-        };
-        let problem = crate::metrics::derive_problem(&ctx, &profile, lam);
-        let d = pol.decide(&problem, Some(&observed(workers, ff_per_worker, lam)));
-        let new_routing = reassign(&routing, &d.placement.shares);
-        let moved = cluster.migrate(&d.placement.shares);
-        last_migration_us = t;
-        det.reset();
-        lab.estimator.reset_covariance();
-        let exp = Explanation {
-            policy: kind.name().into(),
-            trigger: format!("{}(s={s:.2})", trig.name()),
-            rate_per_s: lam,
-            projected_demand_us_per_s: problem.total_demand_us_per_s(),
-            capacity_us_per_s: problem.capacity_us_per_s,
-            costs: problem.costs,
-            workers_before: workers,
-            workers_after: d.placement.workers,
-            parallelism: Vec::new(),
-            key_groups_moved: moved,
-        };
-        res.decisions
-            .push(format!("t_s={:.2} {}", t / 1e6, exp.line()));
-        routing = new_routing;
-        workers = d.placement.workers;
-        triggers.planned(lam);
     }
     res.throughput_per_s = cluster.total_completed as f64 / (total_us / 1e6);
     res.latency_p50_ms = cluster.latency.quantile_us(0.5) / 1e3;

@@ -46,6 +46,9 @@ pub const DEFAULT_PAUSE_BASE_US: f64 = 2_000.0;
 /// ...plus this per key group the worker sends or receives (µs).
 pub const DEFAULT_PAUSE_PER_KEY_GROUP_US: f64 = 5.0;
 
+/// Mixed into the seed of the input's random stream.
+const INPUT_STREAM: u64 = 0x1_4B07_5EED;
+
 /// The modelled cluster's ground truth and mechanics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
@@ -219,6 +222,10 @@ pub struct Cluster {
     seq: u64,
     pub now_us: f64,
     rng: SimRng,
+    /// The input's own stream (arrival times, sources, keys): every policy run on a seed sees
+    /// exactly the same input, whatever its service times draw (common random numbers), so
+    /// their throughputs differ only by what they complete, not by Poisson noise.
+    input_rng: SimRng,
     roots: Vec<(f64, u32)>,
     free_roots: Vec<u32>,
     closed_loop: bool,
@@ -294,6 +301,7 @@ impl Cluster {
             seq: 0,
             now_us: 0.0,
             rng: SimRng::new(seed),
+            input_rng: SimRng::new(seed ^ INPUT_STREAM),
             roots: Vec::new(),
             free_roots: Vec::new(),
             closed_loop: false,
@@ -338,7 +346,7 @@ impl Cluster {
         self.input_rate_per_s = rate_per_s.max(0.0);
         if !self.input_scheduled && self.input_rate_per_s > 0.0 {
             self.input_scheduled = true;
-            let dt = self.rng.exponential(1e6 / self.input_rate_per_s);
+            let dt = self.input_rng.exponential(1e6 / self.input_rate_per_s);
             self.push(self.now_us + dt, Ev::Input);
         }
     }
@@ -354,8 +362,8 @@ impl Cluster {
                 (self.roots.len() - 1) as u32
             }
         };
-        let op = self.sources[self.rng.below(self.sources.len())];
-        let kg = self.samplers[op as usize].sample(&mut self.rng) as u32;
+        let op = self.sources[self.input_rng.below(self.sources.len())];
+        let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
         let w = self.routing[op as usize][kg as usize];
         self.admitted += 1.0;
         self.total_admitted += 1;
@@ -565,7 +573,7 @@ impl Cluster {
                     if self.input_rate_per_s > 0.0 {
                         self.admit();
                         self.input_scheduled = true;
-                        let dt = self.rng.exponential(1e6 / self.input_rate_per_s);
+                        let dt = self.input_rng.exponential(1e6 / self.input_rate_per_s);
                         self.push(self.now_us + dt, Ev::Input);
                     }
                 }
