@@ -56,6 +56,9 @@ enum Command {
     /// local worker processes under a rate pattern, migrating state live (docs/planner.md);
     /// `--static` fixes the workers and placement (docs/cluster.md).
     Run(cmd::cluster::RunArgs),
+    /// The live planner alone, for workers that are already running (`clasp worker`, here or
+    /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
+    Planner(cmd::cluster::RunArgs),
     /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
@@ -68,6 +71,7 @@ fn main() -> std::process::ExitCode {
         Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
         Command::Worker(a) => cmd::cluster::run_worker_cmd(a),
         Command::Run(a) => cmd::cluster::run(a),
+        Command::Planner(a) => cmd::cluster::run_planner(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Apps(a) => cmd::apps::run_apps(a),

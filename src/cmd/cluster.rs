@@ -493,6 +493,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `clasp planner`: the live planner over the workers of a cluster file.
+pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
+    if args.cluster.is_none() || args.static_ {
+        return Err(usage_error(
+            "clasp planner drives running workers: give --cluster FILE (and no --static); \
+             `clasp run` starts local workers itself",
+        ));
+    }
+    crate::cmd::run::run_live(args)
+}
+
 pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
     if args.workers.is_none() && args.cluster.is_none() {
         return Err(usage_error(
