@@ -248,7 +248,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60_000.0)]
     pub(crate) peak_rate: f64,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 30.0)]
     pub(crate) duration: f64,
     /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
     #[arg(long)]
