@@ -38,16 +38,16 @@ pub const FLAGS_KNOWN: u16 = FLAG_TRACKED | FLAG_CONTROL;
 /// The `source` of frames the ingress sends.
 pub const INGRESS_SLOT: u16 = u16::MAX;
 
-/// Executor slots.
-///
-/// Why slots: the migration protocol's participants are executors (each owns its key groups'
-/// state and runs single-threaded), numbered across the cluster as `worker index × executors
-/// per worker + executor`. A frame names its sender and its addressee by slot, so a receiving
-/// network thread delivers without a routing table (a forwarded old-epoch request goes to its
-/// new owner although the old table names another), and a receiving executor knows which FIFO
-/// connection a frame came on. Epochs travel as their low 16 bits: a completed migration is a
-/// flush (nothing routed by an older table is still in flight) and a migration starts only
-/// after the previous one completed, so at most two consecutive epochs meet.
+// Executor slots.
+//
+// Why slots: the migration protocol's participants are executors (each owns its key groups'
+// state and runs single-threaded), numbered across the cluster as `worker index × executors
+// per worker + executor`. A frame names its sender and its addressee by slot, so a receiving
+// network thread delivers without a routing table (a forwarded old-epoch request goes to its
+// new owner although the old table names another), and a receiving executor knows which FIFO
+// connection a frame came on. Epochs travel as their low 16 bits: a completed migration is a
+// flush (nothing routed by an older table is still in flight) and a migration starts only
+// after the previous one completed, so at most two consecutive epochs meet.
 
 const _: () = assert!(REQUEST_HEADER_BYTES % 16 == 0);
 

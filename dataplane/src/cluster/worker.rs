@@ -632,11 +632,11 @@ fn start_executors(
     let policy = WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
-    for e in 0..executors {
+    for (e, mailbox) in plans.iter().enumerate() {
         let link = NetLink {
             parked: parked.clone(),
             waker: t.waker(),
-            plans: plans[e].clone(),
+            plans: mailbox.clone(),
         };
         let exec = Executor::new(e, cfg.id, &spec, &place, &seg, policy, Some(link))?;
         let pin = job.pin && executors < cores;
