@@ -13,17 +13,29 @@
 //! 1. every active worker's sample goes through the saturation detector; saturated samples feed
 //!    the RLS estimator of α, β, γ and W̄ (only for CLASP by default: the baselines have no
 //!    capacity model, they plan with whatever the estimator was given);
-//! 2. λ (input) and Λ (throughput) are averaged over a short window; FaaSFlow's "throughput per
-//!    worker observed while saturated" is refreshed when Λ trails λ;
+//! 2. λ (input) and Λ (throughput) are averaged over a short window, and the backlog — roots
+//!    admitted and not completed, `Σ (λ − Λ)·Δt` — is kept; FaaSFlow's "throughput per worker
+//!    observed while saturated" is refreshed when Λ trails λ;
 //! 3. the per-input profile (requests per operator, mean τ, chained requests per edge, all per
 //!    root) is refreshed from *steady* windows only — Λ within a few % of λ and no migration in
 //!    the window — because over a backlog or right after a migration root completions lag the
 //!    input by the pipeline's depth and `s = λ/Λ` projects 10–100× too much;
-//! 4. the triggers (rate moved and stayed; throughput trailing; see
-//!    [`crate::scaling::Triggers`]) decide whether to re-plan; the problem is `λ_plan × profile`
-//!    with the estimator's W̄ and α, β, γ, and the policy answers with a worker count and shares;
-//! 5. the shares become key groups (fewest moves); a decision that changes nothing (same
-//!    workers, same key groups) is not returned — the caller would pause workers for nothing.
+//! 4. the triggers decide whether to re-plan: the rate rose by more than 20 % (held 250 ms:
+//!    scale up eagerly, every interval of waiting adds to a backlog) or fell by more than 20 %
+//!    (held 2 s, and not while a backlog drains: scale down lazily); a worker saturated while
+//!    throughput trails the input, on a window that shows the current configuration only (the
+//!    model was wrong — react at once); throughput trailing for 3 s; and a plan that made room
+//!    for a backlog whose backlog is gone (held 2 s);
+//! 5. the plan is for the input since it moved (the window average still holds intervals from
+//!    before a step) plus the backlog spread over 2 s, `λ_plan × profile` with the estimator's
+//!    W̄ and α, β, γ; the policy answers with a worker count and shares;
+//! 6. the shares become key groups (fewest moves); a decision that changes nothing (same
+//!    workers, same key groups) is not returned — the caller would pause workers for nothing —
+//!    and while a decision's migration is in progress no other is made.
+//!
+//! The triggers, the backlog and the plan are the planner's, not the policy's: every policy
+//! (CLASP and the baselines) runs through the same loop, so a comparison measures the policies'
+//! worker counts and placements, not who got the better reflexes.
 //!
 //! Worker indices in samples are the active workers', 0..workers.
 
@@ -233,6 +245,8 @@ pub struct Autoscaler {
     drain_planned_per_s: f64,
     /// Since when the backlog of a plan with a drain share has been gone.
     drained_since_us: Option<f64>,
+    /// A decision was returned and its migration is not over yet.
+    migrating: bool,
 }
 
 /// The rate a decision plans for: `base·(1 + margin) + drain`.
@@ -304,6 +318,7 @@ impl Autoscaler {
             last_decision_us: f64::NEG_INFINITY,
             drain_planned_per_s: 0.0,
             drained_since_us: None,
+            migrating: false,
             cfg,
         }
     }
@@ -426,6 +441,10 @@ impl Autoscaler {
             self.drained_since_us = None;
             false
         };
+        if self.migrating {
+            // One migration at a time: the metrics keep flowing, decisions wait.
+            return None;
+        }
         let trig = match fired {
             Some(t) => t,
             None if drained_hold => Trigger::Drained,
@@ -475,6 +494,7 @@ impl Autoscaler {
         self.routing = new_routing;
         self.workers = workers;
         self.last_decision_us = t_us;
+        self.migrating = true;
         Some(decision)
     }
 
@@ -521,6 +541,7 @@ impl Autoscaler {
     /// saturation history and the estimator's last point no longer describe the cluster, and
     /// the next windows are not steady.
     pub fn migrated(&mut self, t_us: f64) {
+        self.migrating = false;
         self.last_migration_us = t_us;
         self.detector.reset();
         self.estimator.reset_covariance();
@@ -840,6 +861,8 @@ mod tests {
             "{}",
             first.explanation
         );
+        // Eagerly: within two intervals of the rise, not after the 2 s hold of a fall.
+        assert!(first.t_us <= 2.0 * IV_US, "decided at {} µs", first.t_us);
         assert!(
             capacity_roots(a.workers()) >= input,
             "ends with {} workers",
@@ -871,6 +894,106 @@ mod tests {
         );
         assert!(d.key_groups_moved > 0);
         assert_eq!(ds.len(), 1, "one decision, then quiet");
+    }
+
+    #[test]
+    fn a_cluster_the_model_overrates_is_re_planned_at_once() {
+        // The rate does not move, but the workers cannot keep up (the model overrates them):
+        // saturation plus lag re-plans without waiting for the 3 s lag hold.
+        let mut a = Autoscaler::new(&app(), config(), PAPER_COSTS, 3000.0);
+        let d0 = a.initial();
+        let mut t = 0.0;
+        let input = 3000.0;
+        let real = |n: usize| 0.5 * capacity_roots(n);
+        let ds = run(
+            &mut a,
+            &mut t,
+            12,
+            input,
+            |n| real(n).min(input),
+            |n, i| if real(n) < input { 100 * (i + 1) } else { 1 },
+        );
+        let d = ds.first().expect("a re-plan");
+        assert!(d.trigger.starts_with("saturated"), "{}", d.explanation);
+        assert!(d.workers > d0.workers, "{}", d.explanation);
+        assert!(d.t_us < a.config().triggers.lag_hold_us as f64);
+        // It planned for the input plus the backlog that built up.
+        assert!(d.rate_per_s > input, "{}", d.explanation);
+        assert!(a.backlog_roots() > 0.0);
+    }
+
+    #[test]
+    fn no_scale_down_while_a_backlog_drains() {
+        let mut a = Autoscaler::new(&app(), config(), PAPER_COSTS, 6000.0);
+        let d0 = a.initial();
+        let mut t = 0.0;
+        // A backlog builds up (6000 in, 3000 out for 1 s)...
+        run(&mut a, &mut t, 4, 6000.0, |_| 3000.0, |_, _| 1);
+        assert!(a.backlog_roots() > 2000.0, "{}", a.backlog_roots());
+        let n = a.workers();
+        assert!(n >= d0.workers);
+        // ...and the rate falls to 1000/s while it drains slowly (1100/s out).
+        let ds = run(&mut a, &mut t, 16, 1000.0, |_| 1100.0, |_, _| 50);
+        assert!(
+            ds.iter().all(|d| d.workers >= n),
+            "scaled down while draining: {:?}",
+            ds.iter().map(|d| &d.explanation).collect::<Vec<_>>()
+        );
+        // Drained (fast now), the fall counts after its hold.
+        let ds = run(&mut a, &mut t, 40, 1000.0, |_| 3000.0, |_, _| 1);
+        assert!(a.backlog_roots() < 1.0);
+        assert!(ds.iter().any(|d| d.workers < n), "never scaled down");
+    }
+
+    #[test]
+    fn one_migration_at_a_time() {
+        let mut b = Autoscaler::new(&app(), config(), PAPER_COSTS, 500.0);
+        b.initial();
+        let mut t = 0.0;
+        let mut decided = false;
+        for _ in 0..40 {
+            t += IV_US;
+            let (s, p) = interval(b.workers(), 6000.0, 1000.0, 500);
+            if let Some(d) = b.on_interval(t, &s, &p) {
+                assert!(
+                    !decided,
+                    "a second decision before `migrated`: {}",
+                    d.explanation
+                );
+                decided = true;
+            }
+        }
+        assert!(decided);
+        b.migrated(t);
+        let mut again = false;
+        for _ in 0..40 {
+            t += IV_US;
+            let (s, p) = interval(b.workers(), 12_000.0, 1000.0, 500);
+            again |= b.on_interval(t, &s, &p).is_some();
+        }
+        assert!(again, "decisions resume after `migrated`");
+    }
+
+    #[test]
+    fn a_plan_made_for_a_backlog_shrinks_once_it_is_drained() {
+        let mut a = Autoscaler::new(&app(), config(), PAPER_COSTS, 1000.0);
+        a.initial();
+        let mut t = 0.0;
+        // The rate triples and the cluster lags for a while: the plan includes the backlog.
+        let ds = run(&mut a, &mut t, 3, 3000.0, |_| 1000.0, |_, _| 300);
+        let up = ds.last().expect("scaled up");
+        assert!(up.rate_per_s > 3000.0, "{}", up.explanation);
+        let peak = a.workers();
+        // It drains quickly, then the input stays at 3000/s: the backlog's workers go again.
+        let ds = run(&mut a, &mut t, 40, 3000.0, |_| 5000.0, |_, _| 1);
+        let ds2 = run(&mut a, &mut t, 40, 3000.0, |_| 3000.0, |_, _| 1);
+        let all: Vec<&ScaleDecision> = ds.iter().chain(&ds2).collect();
+        assert!(
+            all.iter()
+                .any(|d| d.trigger.starts_with("drained") && d.workers < peak),
+            "{:?}",
+            all.iter().map(|d| &d.explanation).collect::<Vec<_>>()
+        );
     }
 
     #[test]

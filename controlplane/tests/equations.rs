@@ -186,7 +186,8 @@ fn parallelism_eq7_8() {
 
 #[test]
 fn triggers_hold_windows() {
-    let mut t = Triggers::new(TriggerConfig::default(), 1000.0);
+    // DESIGN.md §6's symmetric form: 2 s either way.
+    let mut t = Triggers::new(TriggerConfig::symmetric(), 1000.0);
     assert_eq!(t.observe(0, 1300.0, 1300.0), None);
     assert_eq!(t.observe(1_000_000, 1300.0, 1300.0), None);
     assert_eq!(
@@ -201,10 +202,48 @@ fn triggers_hold_windows() {
         Some(Trigger::ThroughputLagging)
     );
     // A blip that returns resets the window.
-    let mut t = Triggers::new(TriggerConfig::default(), 1000.0);
+    let mut t = Triggers::new(TriggerConfig::symmetric(), 1000.0);
     t.observe(0, 1500.0, 1500.0);
     t.observe(1_000_000, 1000.0, 1000.0);
     assert_eq!(t.observe(2_500_000, 1500.0, 1500.0), None);
+}
+
+#[test]
+fn triggers_scale_up_eagerly_and_down_lazily() {
+    let c = TriggerConfig::default();
+    assert!(c.rate_up_hold_us < c.rate_hold_us);
+    // A rise fires after the short hold.
+    let mut t = Triggers::new(c, 1000.0);
+    assert_eq!(t.observe(0, 1300.0, 1300.0), None);
+    assert_eq!(t.moved_since_us(), Some((0, true)));
+    assert_eq!(
+        t.observe(c.rate_up_hold_us, 1300.0, 1300.0),
+        Some(Trigger::RateChanged)
+    );
+    // A fall waits for the long one.
+    let mut t = Triggers::new(c, 1000.0);
+    assert_eq!(t.observe(0, 700.0, 700.0), None);
+    assert_eq!(t.observe(c.rate_up_hold_us, 700.0, 700.0), None);
+    assert_eq!(t.observe(c.rate_hold_us - 1, 700.0, 700.0), None);
+    assert_eq!(
+        t.observe(c.rate_hold_us, 700.0, 700.0),
+        Some(Trigger::RateChanged)
+    );
+    // ...and does not count while the cluster drains a backlog: its hold starts afterwards.
+    let mut t = Triggers::new(c, 1000.0);
+    assert_eq!(t.observe_draining(0, 700.0, 900.0, true), None);
+    assert_eq!(t.observe_draining(3_000_000, 700.0, 900.0, true), None);
+    assert_eq!(t.moved_since_us(), None);
+    assert_eq!(t.observe_draining(3_250_000, 700.0, 700.0, false), None);
+    assert_eq!(
+        t.observe_draining(5_250_000, 700.0, 700.0, false),
+        Some(Trigger::RateChanged)
+    );
+    // A move that flips direction starts its hold again.
+    let mut t = Triggers::new(c, 1000.0);
+    assert_eq!(t.observe(0, 700.0, 700.0), None);
+    assert_eq!(t.observe(1_900_000, 1300.0, 1300.0), None);
+    assert_eq!(t.moved_since_us(), Some((1_900_000, true)));
 }
 
 #[test]

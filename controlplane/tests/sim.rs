@@ -104,3 +104,34 @@ fn e2e_probe() {
         }
     }
 }
+
+/// Issue 4's e2e bar on a small cluster (4 workers, one seed, both patterns): CLASP completes
+/// at least what every baseline completes, with no more worker-seconds than Zhang24.
+#[test]
+fn e2e_clasp_keeps_up_with_every_baseline_for_fewer_worker_seconds() {
+    use clasp_controlplane::sim::e2e::{Pattern, e2e};
+    let app = AppModel::builtin("sd", 400.0).expect("builtin");
+    let s = SimSettings {
+        cluster: ClusterConfig::default(),
+        workers: 4,
+        headroom: 0.9,
+        seeds: vec![1],
+    };
+    for pattern in [Pattern::Burst, Pattern::Gradual] {
+        let (v, _, _) = e2e(&s, std::slice::from_ref(&app), pattern);
+        let r = &v["results"];
+        let get = |k: &str, f: &str| r[k]["sd"][f].as_f64().expect("number");
+        let thr = get("clasp", "throughput_per_s");
+        for k in ["faasflow", "faasflow-sp", "zhang24", "zhang24-sp"] {
+            assert!(
+                thr >= get(k, "throughput_per_s"),
+                "{pattern:?}: clasp {thr} < {k} {}",
+                get(k, "throughput_per_s")
+            );
+        }
+        assert!(
+            get("clasp", "worker_seconds") <= get("zhang24", "worker_seconds"),
+            "{pattern:?}: {v}"
+        );
+    }
+}

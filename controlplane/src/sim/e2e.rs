@@ -28,6 +28,8 @@ pub struct E2eResult {
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
     pub worker_seconds: f64,
+    /// Roots completed by the end of the drain over roots admitted.
+    pub completed_fraction: f64,
     pub decisions: Vec<String>,
     /// (t_s, input_per_s, throughput_per_s, workers)
     pub timeline: Vec<(f64, f64, f64, usize)>,
@@ -60,18 +62,6 @@ fn run_policy(
         saturated_throughput_per_worker_prior_per_s: Some(ff_init / big_n as f64),
         ..AutoscaleConfig::new(kind, big_n)
     };
-    // TEMP-EXPERIMENT
-    let mut cfg = cfg;
-    let env = |k: &str| std::env::var(k).ok();
-    if let Some(v) = env("X_UP_HOLD") { cfg.triggers.rate_up_hold_us = v.parse().unwrap(); }
-    if let Some(v) = env("X_DOWN_HOLD") { cfg.triggers.rate_hold_us = v.parse().unwrap(); }
-    if let Some(v) = env("X_LAG_HOLD") { cfg.triggers.lag_hold_us = v.parse().unwrap(); }
-    if let Some(v) = env("X_SAT") { cfg.saturation_trigger = v == "1"; }
-    if let Some(v) = env("X_DRAIN") { cfg.backlog_drain_us = v.parse().ok(); }
-    if let Some(v) = env("X_DRAINING") { cfg.draining_backlog_us = v.parse().ok(); }
-    if let Some(v) = env("X_H") { if kind == PolicyKind::Clasp { cfg.headroom = v.parse().unwrap(); } }
-    if let Some(v) = env("X_MARGIN") { if kind == PolicyKind::Clasp || env("X_MARGIN_ALL").is_some() { cfg.rate_margin = v.parse().unwrap(); } }
-    // END TEMP
     // The estimator and the per-input profile as calibration left them (§5.3).
     let mut auto = Autoscaler::new(lab.app, cfg, lab.estimator.costs(), first_rate)
         .with_estimator(lab.estimator.clone())
@@ -116,6 +106,7 @@ fn run_policy(
     res.latency_p50_ms = cluster.latency.quantile_us(0.5) / 1e3;
     res.latency_p95_ms = cluster.latency.quantile_us(0.95) / 1e3;
     res.worker_seconds = cluster.busy_worker_us / 1e6;
+    res.completed_fraction = cluster.total_completed as f64 / cluster.total_admitted.max(1) as f64;
     res
 }
 
@@ -163,10 +154,12 @@ pub fn e2e(
             let (p50, _) = f(|r| r.latency_p50_ms);
             let (p95, _) = f(|r| r.latency_p95_ms);
             let (ws, ws_sd) = f(|r| r.worker_seconds);
+            let (done, _) = f(|r| r.completed_fraction);
             m.insert(
                 app.name.clone(),
                 json!({"throughput_per_s": thr, "throughput_spread_sd": thr_sd, "latency_p50_ms": p50,
                        "latency_p95_ms": p95, "worker_seconds": ws, "worker_seconds_spread_sd": ws_sd,
+                       "completed_fraction": done,
                        "decisions_seed0": rs[0].decisions.len()}),
             );
             csv.push(format!(
