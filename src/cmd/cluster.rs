@@ -245,7 +245,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
     /// Live runs: the pattern's peak input rate (records per second).
-    #[arg(long, default_value_t = 60_000.0)]
+    #[arg(long, default_value_t = 250_000.0)]
     pub(crate) peak_rate: f64,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
     #[arg(long, default_value_t = 30.0)]
@@ -253,6 +253,11 @@ pub struct RunArgs {
     /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
+    /// remote destination per second); it refines them from saturated intervals. `clasp bench
+    /// dispatch` measures α and β on this machine.
+    #[arg(long, default_value = "0.3,1,50")]
+    pub(crate) cost_priors_us: String,
     /// Metrics interval (ms): workers report counters, the planner looks at them.
     #[arg(long, default_value_t = 250)]
     pub(crate) interval_ms: u64,

@@ -33,12 +33,8 @@ const MEAN_FRAME_BYTES: f64 = 96.0;
 const PROFILE_RECORDS: u64 = 2_000;
 /// τ the planner assumes before it measured any (µs).
 const EXEC_US_PRIOR: f64 = 1.0;
-/// The estimator's priors: deliberately rough (it learns from saturated intervals).
-const COST_PRIORS: CostModel = CostModel {
-    alpha_us: 0.3,
-    beta_us: 1.0,
-    gamma_us: 50.0,
-};
+/// Mean queueing delay above which a live worker counts as saturated (µs).
+const LIVE_SATURATION_WAIT_US: f64 = 12_000.0;
 
 /// The live controller: rate pattern, autoscaler, optional chaos, and the run's record.
 struct Live {
@@ -191,6 +187,29 @@ impl Controller for Live {
     }
 }
 
+/// `--cost-priors-us A,B,G`.
+fn parse_priors(s: &str) -> anyhow::Result<CostModel> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            usage_error(format!(
+                "--cost-priors-us {s:?}: three numbers, e.g. 0.3,1,50"
+            ))
+        })?;
+    match v[..] {
+        [a, b, g] if [a, b, g].iter().all(|x| x.is_finite() && *x > 0.0) => Ok(CostModel {
+            alpha_us: a,
+            beta_us: b,
+            gamma_us: g,
+        }),
+        _ => Err(usage_error(format!(
+            "--cost-priors-us {s:?}: three positive numbers (α,β,γ in µs)"
+        ))),
+    }
+}
+
 fn policy_kind(name: &str) -> anyhow::Result<Option<PolicyKind>> {
     if name == "static" {
         return Ok(None);
@@ -269,7 +288,11 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         let mut acfg = AutoscaleConfig::new(kind, n);
         acfg.interval_us = args.interval_ms as f64 * 1e3;
         acfg.capacity_prior_us_per_s = Some(1e6 * f64::from(args.executors));
-        let mut auto = Autoscaler::new(&model, acfg, COST_PRIORS, first_rate);
+        // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
+        // holds tens of ms of work, not the prototype's 100 ms.
+        acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
+        let priors = parse_priors(&args.cost_priors_us)?;
+        let mut auto = Autoscaler::new(&model, acfg, priors, first_rate);
         let d = auto.initial();
         live.decisions.push(DecisionRow {
             t_s: 0.0,

@@ -47,6 +47,8 @@ const IDLE_PARK: Duration = Duration::from_millis(20);
 const HELD_PARK: Duration = Duration::from_micros(200);
 /// Longest wait for the driver's `BYE` after the summary was sent.
 const BYE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a worker retries binding a listen port that is still in use.
+const BIND_RETRY: Duration = Duration::from_secs(5);
 /// Most faults a worker reports (a fault storm must not flood the driver).
 const MAX_ERRORS: usize = 64;
 
@@ -431,7 +433,20 @@ pub fn run_cluster_worker(
     if !cfg.workers.iter().any(|(p, _)| *p == cfg.id) {
         return Err(format!("worker {} is not in the cluster file", cfg.id));
     }
-    let t = Transport::start(tcfg).map_err(|e| format!("worker {}: {e}", cfg.id))?;
+    // A port just released by a previous run's worker can stay busy for a moment (a closing
+    // connection still holds it): retry briefly rather than fail the whole run.
+    let bind_deadline = Instant::now() + BIND_RETRY;
+    let t = loop {
+        match Transport::start(tcfg.clone()) {
+            Ok(t) => break t,
+            Err(crate::transport::TransportError::Io(e))
+                if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < bind_deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("worker {}: {e}", cfg.id)),
+        }
+    };
     listening(t.local_addr());
     let mut node = Node {
         t,
