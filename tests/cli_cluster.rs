@@ -81,7 +81,9 @@ fn assert_equals_oracle(app: &str, records: &str, seed: &str, run: &serde_json::
         "state_digest",
         "output_digest",
         "processed",
-        "state_digests",
+        // Not `state_digests`: the per-operator map also lists racy operators (NWM's join),
+        // whose state legitimately depends on how branches interleave; `state_digest` sums
+        // exactly what the oracle comparison covers (their inputs instead of their state).
     ] {
         assert_eq!(run[key], oracle[key], "{app}: {key}");
     }
