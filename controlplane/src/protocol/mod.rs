@@ -16,8 +16,9 @@
 //! The rule (§7), per moved key group G = (operator o, key group g), old owner A, new owner B:
 //! 1. on the plan, every worker stops starting executions and drains the running ones (their
 //!    chained requests are still routed by the old table); then it switches its routing to the
-//!    new table, exports the state and queued requests of every group it gives up, and sends an
-//!    end-of-epoch marker to every peer in its plan — also when it had nothing else for it;
+//!    new table, sends an end-of-epoch marker to every peer in its plan — also when it had
+//!    nothing else for it — and exports the state and queued requests of every group it gives
+//!    up (markers first: receivers resume on markers, and packing state can take a while);
 //! 2. A forwards every old-epoch request for G that reaches it after the export to B, and sends
 //!    G's *seal* only once it has the marker of every peer that can send to o (hosts of o's
 //!    predecessors and the ingress); markers and forwards share the FIFO connection A → B, so

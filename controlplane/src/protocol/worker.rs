@@ -390,6 +390,19 @@ impl<P, S> Worker<P, S> {
         m.drained = true;
         self.emit_routing = Arc::clone(&m.plan.routing);
         self.emit_epoch = m.epoch;
+        // Markers first: a receiver waits for them to resume, and the state (which may be
+        // large and slow to pack) is not needed for that — its key groups' requests are held
+        // until state and seal are in either way, and the seal follows the state.
+        let to: BTreeSet<usize> = m
+            .plan
+            .plan
+            .markers_to
+            .union(&m.plan.fence_to)
+            .copied()
+            .collect();
+        for to in to {
+            out.push(Action::SendMarker { to, epoch: m.epoch });
+        }
         for t in &m.plan.plan.sends {
             out.push(Action::ExportState {
                 to: t.to,
@@ -402,16 +415,6 @@ impl<P, S> Worker<P, S> {
                     o.1 = OutPhase::Exported;
                 }
             }
-        }
-        let to: BTreeSet<usize> = m
-            .plan
-            .plan
-            .markers_to
-            .union(&m.plan.fence_to)
-            .copied()
-            .collect();
-        for to in to {
-            out.push(Action::SendMarker { to, epoch: m.epoch });
         }
         self.progress(now_ns, &mut out);
         out

@@ -253,6 +253,7 @@ impl Executor {
                 work += self.poll_input(INPUT_INGRESS, BATCH_FRAMES, |eng, f| eng.handle(f));
             }
             work += self.engine.run_ready(BATCH_FRAMES);
+            work += self.engine.run_exports();
             self.engine.migration_tick();
             self.engine.publish();
             self.engine.flush_reports();

@@ -37,6 +37,35 @@ type Frame = Vec<u8>;
 /// State as the machine carries it: per key group, its archive.
 type State = Vec<(usize, Vec<u8>)>;
 
+/// Key groups packed per state message: packing runs between batches of requests, so an
+/// executor that gives up much state keeps serving the key groups it keeps.
+const EXPORT_GROUPS_PER_TURN: usize = 32;
+
+/// Work the executor owes its peers after a drain, done a little per turn of its loop.
+///
+/// Why deferred: once drained, nothing touches the state of a key group being given up — its
+/// requests are forwarded, never run here — so packing it need not happen before the executor
+/// resumes. Only the order on the connection matters: the state before its seal (a receiver
+/// installs on state *and* seal), which this queue keeps by holding every seal behind the
+/// exports queued before it.
+enum Outgoing {
+    /// Key groups of `operator` still to pack for `to`, with their queued requests.
+    Export {
+        to: usize,
+        epoch: u64,
+        operator: usize,
+        groups: VecDeque<usize>,
+        queued: HashMap<usize, Vec<Frame>>,
+    },
+    /// A seal to send once everything before it is out.
+    Seal {
+        to: usize,
+        epoch: u64,
+        operator: usize,
+        key_groups: Vec<usize>,
+    },
+}
+
 /// The executor's migration state.
 pub(crate) struct Migration {
     proto: Worker<Frame, State>,
@@ -48,6 +77,8 @@ pub(crate) struct Migration {
     plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     /// The plan whose table emissions switch to on the drain.
     next: Option<(u64, Arc<Routing>)>,
+    /// State to pack and seals to send, in order (see [`Outgoing`]).
+    outgoing: VecDeque<Outgoing>,
     /// No migration, nothing early, nothing ready: the fast path applies.
     pub(super) settled: bool,
     last_progress_ns: u64,
@@ -65,6 +96,7 @@ impl Migration {
             parts: HashMap::new(),
             plans,
             next: None,
+            outgoing: VecDeque::new(),
             settled: true,
             last_progress_ns: 0,
         }
@@ -98,6 +130,12 @@ impl Engine {
                 return;
             }
         };
+        // What the previous migration still owed is out before this one starts (it normally
+        // is: the planner starts a migration only after every slot completed the last one,
+        // which needs every state and seal delivered).
+        while !self.mig.outgoing.is_empty() {
+            self.run_exports();
+        }
         for a in plans {
             self.mig.next = Some((a.epoch, Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
@@ -264,12 +302,23 @@ impl Engine {
                     epoch,
                     operator,
                     key_groups,
-                } => self.send_control(
-                    frame_kind::SEAL,
-                    epoch,
-                    to,
-                    &seal_body(operator, &key_groups),
-                ),
+                } => {
+                    if self.mig.outgoing.is_empty() {
+                        self.send_control(
+                            frame_kind::SEAL,
+                            epoch,
+                            to,
+                            &seal_body(operator, &key_groups),
+                        )
+                    } else {
+                        self.mig.outgoing.push_back(Outgoing::Seal {
+                            to,
+                            epoch,
+                            operator,
+                            key_groups,
+                        })
+                    }
+                }
                 Action::ExportState {
                     to,
                     epoch,
@@ -312,40 +361,99 @@ impl Engine {
         }
     }
 
-    /// Exports key groups of `operator` with their queued requests to slot `to`.
+    /// Queues the export of key groups of `operator` to slot `to`: their queued requests leave
+    /// the ready queue now (they must not run here); their state is packed later, a few groups
+    /// per turn ([`Engine::run_exports`]).
     fn export(&mut self, to: usize, epoch: u64, operator: usize, key_groups: &[usize]) {
+        if key_groups.is_empty() {
+            return;
+        }
         let mut moving = vec![false; KEY_GROUPS as usize];
         for &g in key_groups {
             if let Some(m) = moving.get_mut(g) {
                 *m = true;
             }
         }
-        let groups: Vec<(usize, Vec<u8>)> = key_groups
-            .iter()
-            .map(|&g| (g, self.instances[operator].export_group(g as u16)))
-            .collect();
-        let mut queued = Vec::new();
+        let mut queued: HashMap<usize, Vec<Frame>> = HashMap::new();
         let mut kept = VecDeque::with_capacity(self.mig.ready.len());
         for f in self.mig.ready.drain(..) {
-            let mine = RequestHeader::peek(&f)
-                .is_ok_and(|h| h.operator as usize == operator && moving[h.key_group as usize]);
-            if mine {
-                queued.push(f);
-            } else {
-                kept.push_back(f);
+            match RequestHeader::peek(&f) {
+                Ok(h) if h.operator as usize == operator && moving[h.key_group as usize] => {
+                    queued.entry(h.key_group as usize).or_default().push(f)
+                }
+                _ => kept.push_back(f),
             }
         }
         self.mig.ready = kept;
-        let msg = StateMsg {
+        self.mig.outgoing.push_back(Outgoing::Export {
+            to,
+            epoch,
             operator,
-            groups,
+            groups: key_groups.iter().copied().collect(),
             queued,
+        });
+    }
+
+    /// Packs and sends up to [`EXPORT_GROUPS_PER_TURN`] key groups of owed state, and the seals
+    /// that were waiting behind them. Returns how many items went out.
+    pub(super) fn run_exports(&mut self) -> usize {
+        let mut sent = 0;
+        while let Some(front) = self.mig.outgoing.front_mut() {
+            match front {
+                Outgoing::Seal { .. } => {
+                    let Some(Outgoing::Seal {
+                        to,
+                        epoch,
+                        operator,
+                        key_groups,
+                    }) = self.mig.outgoing.pop_front()
+                    else {
+                        unreachable!("front is a seal");
+                    };
+                    let body = seal_body(operator, &key_groups);
+                    self.send_control(frame_kind::SEAL, epoch, to, &body);
+                    sent += 1;
+                }
+                Outgoing::Export {
+                    to,
+                    epoch,
+                    operator,
+                    groups,
+                    queued,
+                } => {
+                    let (to, epoch, operator) = (*to, *epoch, *operator);
+                    let take: Vec<usize> = (0..EXPORT_GROUPS_PER_TURN)
+                        .map_while(|_| groups.pop_front())
+                        .collect();
+                    let queued_now: Vec<Frame> = take
+                        .iter()
+                        .flat_map(|g| queued.remove(g).unwrap_or_default())
+                        .collect();
+                    let done = groups.is_empty();
+                    if done {
+                        self.mig.outgoing.pop_front();
+                    }
+                    let msg = StateMsg {
+                        operator,
+                        groups: take
+                            .iter()
+                            .map(|&g| (g, self.instances[operator].export_group(g as u16)))
+                            .collect(),
+                        queued: queued_now,
+                    }
+                    .encode();
+                    let part_bytes =
+                        STATE_PART_BYTES_MAX.min(self.max_frame_bytes - REQUEST_HEADER_BYTES);
+                    for part in state_parts(&msg, part_bytes) {
+                        self.send_control(frame_kind::STATE_PART, epoch, to, &part);
+                    }
+                    sent += 1;
+                    // One chunk per turn: the kept key groups' requests run in between.
+                    break;
+                }
+            }
         }
-        .encode();
-        let part_bytes = STATE_PART_BYTES_MAX.min(self.max_frame_bytes - REQUEST_HEADER_BYTES);
-        for part in state_parts(&msg, part_bytes) {
-            self.send_control(frame_kind::STATE_PART, epoch, to, &part);
-        }
+        sent
     }
 
     fn push_report(&mut self, kind: u64, body: &[u8]) {
