@@ -14,7 +14,7 @@
 //! table maps `(operator, key group)` to a slot.
 
 use crate::cluster::{Reader, Writer};
-use crate::request::{FLAG_CONTROL, REQUEST_HEADER_BYTES, RequestHeader, frame_len};
+use crate::request::{FLAG_CONTROL, INGRESS_SLOT, REQUEST_HEADER_BYTES, RequestHeader, frame_len};
 use crate::routing::RoutingTable;
 use clasp_controlplane::migration::{Routing, Transfer, WorkerPlan};
 use clasp_controlplane::protocol::worker::{Waiting, WorkerReport};
@@ -97,8 +97,24 @@ impl Slots {
             .collect()
     }
 
+    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
+    pub fn check_count(&self) -> Result<(), String> {
+        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
+            return Err(format!(
+                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
+                 bits, so at most {}",
+                self.workers.len(),
+                self.executors,
+                self.len(),
+                INGRESS_SLOT - 1
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks a slot routing: every operator has every key group, every owner is a slot.
     pub fn check(&self, routing: &Routing, operators: usize) -> Result<(), String> {
+        self.check_count()?;
         if routing.len() != operators {
             return Err(format!(
                 "routing for {} operators, the app has {operators}",
@@ -237,7 +253,7 @@ impl StateMsg {
         let mut r = Reader::new(b);
         let operator = r.u16()? as usize;
         let n = r.len()?;
-        let mut groups = Vec::with_capacity(n);
+        let mut groups = Vec::with_capacity(n.min(KEY_GROUPS as usize));
         for _ in 0..n {
             let g = r.u16()?;
             if g >= KEY_GROUPS {
@@ -247,7 +263,7 @@ impl StateMsg {
             groups.push((g as usize, r.bytes(len)?.to_vec()));
         }
         let n = r.len()?;
-        let mut queued = Vec::with_capacity(n);
+        let mut queued = Vec::new();
         for _ in 0..n {
             let len = r.u32()? as usize;
             queued.push(r.bytes(len)?.to_vec());
@@ -292,7 +308,18 @@ pub struct Reassembly {
 
 impl Reassembly {
     /// Adds a part; returns the whole message once its last part is in.
+    /// After an error the half-received message is dropped (the next part must start a new
+    /// one).
     pub fn add(&mut self, part: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let r = self.add_inner(part);
+        if r.is_err() {
+            self.buf = Vec::new();
+            self.total = 0;
+        }
+        r
+    }
+
+    fn add_inner(&mut self, part: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let mut r = Reader::new(part);
         let total = r.u32()? as usize;
         let off = r.u32()? as usize;
@@ -305,7 +332,8 @@ impl Reassembly {
                 return Err("a state message began before the previous one ended".into());
             }
             self.total = total;
-            self.buf.reserve(total);
+            // Grown as parts arrive: a peer's claimed total is not trusted with memory.
+            self.buf.reserve(total.min(1 << 20));
         } else if off != self.buf.len() || total != self.total {
             return Err(format!(
                 "state part at offset {off} of {total}, expected offset {} of {}",
@@ -612,6 +640,9 @@ mod tests {
         // Out of order or truncated parts are errors, not panics.
         let mut r = Reassembly::default();
         assert!(r.add(&parts[1]).is_err());
+        // After an error the next message is received whole.
+        assert!(r.add(&parts[0]).unwrap().is_none());
+        assert!(!r.is_empty());
         assert!(Reassembly::default().add(&[1, 2]).is_err());
         assert!(StateMsg::decode(&bytes[..bytes.len() - 1]).is_err());
         // An empty message is one part.

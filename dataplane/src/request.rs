@@ -45,9 +45,9 @@ pub const INGRESS_SLOT: u16 = u16::MAX;
 // per worker + executor`. A frame names its sender and its addressee by slot, so a receiving
 // network thread delivers without a routing table (a forwarded old-epoch request goes to its
 // new owner although the old table names another), and a receiving executor knows which FIFO
-// connection a frame came on. Epochs travel as their low 16 bits: a completed migration is a
-// flush (nothing routed by an older table is still in flight) and a migration starts only
-// after the previous one completed, so at most two consecutive epochs meet.
+// connection a frame came on. Epochs travel as their low 16 bits: a migration starts only after
+// every slot completed the previous one, so a frame is at most one epoch ahead of its receiver
+// and a few behind (an old root still queued on its way in); serial arithmetic recovers it.
 
 const _: () = assert!(REQUEST_HEADER_BYTES % 16 == 0);
 

@@ -269,3 +269,26 @@ fn scripted_moves_grow_from_one_worker_shrink_to_one_and_move_nothing() {
         assert!(r.worker_seconds > 0.0);
     }
 }
+
+/// State moves in parts that fit the transport's batches: with 4 KiB batches and credit, WC's
+/// state still arrives whole.
+#[test]
+fn live_migrations_through_tiny_batches_and_rings_equal_the_oracle() {
+    let slots = Slots {
+        workers: vec![1, 2],
+        executors: 1,
+    };
+    let records = 3000;
+    let mut chaos = Chaos::new(5, records, slots, 2, 5);
+    let r = run_with(
+        "wc",
+        2,
+        1,
+        Spread::Even,
+        8192,
+        tiny_limits(),
+        records,
+        &mut chaos,
+    );
+    assert_eq!(r.migrations.len(), 5, "{:?}", r.migrations);
+}

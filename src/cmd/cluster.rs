@@ -440,7 +440,7 @@ fn spawn_workers(
 ) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
     if n == 0 || n > MAX_LOCAL_WORKERS {
         return Err(usage_error(format!(
-            "--workers {n}: must be 1..={MAX_LOCAL_WORKERS}"
+            "{n} local workers (--workers or --max-workers): must be 1..={MAX_LOCAL_WORKERS}"
         )));
     }
     let secret_text = random_secret()?;
@@ -514,6 +514,14 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         return Err(usage_error(
             "clasp run --static needs --workers N or --cluster FILE",
         ));
+    }
+    if args.max_workers.is_some() {
+        return Err(usage_error(
+            "--max-workers is for live runs; a --static run takes --workers N",
+        ));
+    }
+    if args.migration_timeout_s == 0 {
+        return Err(usage_error("--migration-timeout-s must be at least 1"));
     }
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     let records = args.records.unwrap_or(100_000);

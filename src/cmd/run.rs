@@ -181,7 +181,11 @@ impl Controller for Live {
 
     fn on_migrated(&mut self, r: &MigrationRecord) {
         self.migrations += 1;
-        if let Some(a) = self.auto.as_mut() {
+        // Only the policy's own moves end the autoscaler's wait (a chaos move is not the
+        // placement it decided).
+        if r.reason.starts_with("policy")
+            && let Some(a) = self.auto.as_mut()
+        {
             a.migrated(r.t_s * 1e6 + r.planner_ms * 1e3);
         }
     }
@@ -237,6 +241,11 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
             args.peak_rate
         )));
     }
+    if args.interval_ms < 10 || args.migration_timeout_s == 0 {
+        return Err(usage_error(
+            "--interval-ms must be at least 10 and --migration-timeout-s at least 1",
+        ));
+    }
     if args.rate.is_some() {
         return Err(usage_error(
             "--rate is for --static runs; live runs take --pattern and --peak-rate",
@@ -273,7 +282,9 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         chaos: (args.chaos_migrations > 0).then(|| {
             Chaos::new(
                 args.chaos_migrations,
-                args.records.unwrap_or(100_000),
+                // Without --records: spread over the records the pattern will offer.
+                args.records
+                    .unwrap_or((args.peak_rate * args.duration / 2.0).max(1.0) as u64),
                 slots.clone(),
                 spec.operators.len(),
                 args.seed,

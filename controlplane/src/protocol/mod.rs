@@ -51,11 +51,12 @@
 //! wait; fence markers are sent at the drain, unconditionally, so waiting on them cannot
 //! deadlock.
 //!
-//! Moving a key group between two executors of one worker is not modelled here: the machine
-//! works per worker; the dataplane must apply the same rule between its executors.
+//! The data plane runs one machine per *executor* (its "worker" here is an executor slot), so a
+//! key group moving between two executors of one worker follows the same rule as between
+//! workers (`dataplane::worker::executor`'s `migrating` module).
 //!
-//! Types are plain: operators, key groups and workers are indices (the dataplane's request header
-//! narrows them to `u16`/`u32`), epochs are `u64` (the header's `epoch` is its low 32 bits).
+//! Types are plain: operators, key groups and workers are indices (the data plane's request
+//! header narrows them to `u16`), epochs are `u64` (the header carries their low 16 bits).
 
 pub mod planner;
 pub mod sim;

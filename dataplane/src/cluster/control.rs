@@ -26,7 +26,7 @@ pub struct WorkerInterval {
     pub busy_us_per_s: f64,
     /// Bytes waiting in the executors' inbound rings at the end of the interval.
     pub queued_bytes: u64,
-    /// Distinct remote workers reached so far.
+    /// Distinct other workers it sent requests to in the interval.
     pub destinations: usize,
 }
 
@@ -184,7 +184,7 @@ impl Chaos {
     /// K moves spread over the first 90 % of `records` admissions.
     pub fn new(k: usize, records: u64, slots: Slots, operators: usize, seed: u64) -> Chaos {
         let mut rng = SplitMix::new(seed ^ 0xC4A0_5000);
-        let span = (records * 9 / 10).max(1);
+        let span = (records / 10 * 9).max(1);
         let mut at: Vec<u64> = (0..k).map(|_| 1 + rng.next_u64() % span).collect();
         at.sort_unstable();
         Chaos {

@@ -179,6 +179,8 @@ struct Driver<'a> {
     /// Latest counters per worker index, and those at the previous interval.
     counters: Vec<Option<Counters>>,
     prev_counters: Vec<Option<Counters>>,
+    /// Each worker's figures of the last interval.
+    last_worker_intervals: Vec<WorkerInterval>,
     intervals: Vec<IntervalView>,
     /// Start of the run (first admission), the current interval, and its admissions.
     t0: Instant,
@@ -254,7 +256,11 @@ impl Driver<'_> {
             }
         }
         while let Some((from, k, body)) = self.rx.msgs.pop_front() {
-            self.last_progress = Instant::now();
+            // Periodic messages (counters, a migration's progress, faults) say a worker lives,
+            // not that the run moves: they must not hold off the stall timeout.
+            if !matches!(k, kind::COUNTERS | kind::PROGRESS | kind::ERROR) {
+                self.last_progress = Instant::now();
+            }
             match k {
                 kind::READY => {
                     *self.acks.entry((u16::MAX, 0)).or_default() += 1;
@@ -269,6 +275,12 @@ impl Driver<'_> {
                 }
                 kind::MIGRATED => {
                     let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
+                    if self.slots.worker_of(r.worker) != Some(from) {
+                        return Err(format!(
+                            "worker {from} reported a migration for slot {}, which is not its own",
+                            r.worker
+                        ));
+                    }
                     let now = now_ns();
                     for a in self.planner.on_completed::<()>(now, r) {
                         self.planner_action(a)?;
@@ -511,6 +523,14 @@ impl Driver<'_> {
                 });
                 continue;
             };
+            // No new counters since the last interval (the worker's timer and ours drift):
+            // carry its last figures forward rather than report a worker that did nothing.
+            if p.as_ref().is_some_and(|p| p.t_ns == c.t_ns)
+                && let Some(last) = self.last_worker_intervals.get(i)
+            {
+                workers.push(last.clone());
+                continue;
+            }
             let zero = Counters::default();
             let p = p.as_ref().unwrap_or(&zero);
             let wdt = if p.t_ns == 0 {
@@ -526,6 +546,13 @@ impl Driver<'_> {
             };
             let processed = d(&c.processed, &p.processed);
             let exec_ns = d(&c.exec_ns, &p.exec_ns);
+            let sent_before =
+                |peer: PeerId| p.sent_to.iter().find(|s| s.0 == peer).map_or(0, |s| s.1);
+            let destinations = c
+                .sent_to
+                .iter()
+                .filter(|&&(peer, n)| peer != DRIVER_ID && n > sent_before(peer))
+                .count();
             workers.push(WorkerInterval {
                 index: i,
                 exec_us: exec_ns
@@ -538,9 +565,10 @@ impl Driver<'_> {
                 edges_remote_per_s: d(&c.edges_remote, &p.edges_remote),
                 busy_us_per_s: c.busy_ns.saturating_sub(p.busy_ns) as f64 / wdt / 1000.0,
                 queued_bytes: c.queued_bytes,
-                destinations: c.remote_mask.count_ones() as usize,
+                destinations,
             });
         }
+        self.last_worker_intervals = workers.clone();
         self.prev_counters = self.counters.clone();
         let view = IntervalView {
             t_s: self.t0.elapsed().as_secs_f64(),
@@ -674,6 +702,7 @@ pub fn run_driver_with(
         workers: ids.clone(),
         executors: cfg.executors as usize,
     };
+    slots.check_count()?;
     let table = RoutingTable::spread(ops, &ids, cfg.executors, cfg.spread);
     let initial = slots.routing_of(&table)?;
     let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
@@ -691,6 +720,7 @@ pub fn run_driver_with(
         finished: Vec::new(),
         counters: vec![None; ids.len()],
         prev_counters: vec![None; ids.len()],
+        last_worker_intervals: Vec::new(),
         intervals: Vec::new(),
         t0: Instant::now(),
         interval_start: Instant::now(),
@@ -780,7 +810,11 @@ pub fn run_driver_with(
     d.active_since = d.t0;
     // A move asked for before any input (an autoscaler's first placement).
     d.maintain(ctl, 0, ops)?;
-    let mut next_due = d.t0;
+    // Pacing: a token bucket filled at the controller's current rate, re-read every turn (a
+    // rate that changes, or a run that ends, is seen at once). Tokens beyond one are records
+    // due and not yet admitted: the ingress's queue when the cluster does not keep up.
+    let mut due = 0.0f64;
+    let mut last_fill = Instant::now();
     let mut i = 0u64;
     loop {
         let t_s = d.t0.elapsed().as_secs_f64();
@@ -790,30 +824,24 @@ pub fn run_driver_with(
         let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
         d.offered = rate;
         if let Some(rate) = rate {
-            if rate < 1e-3 {
-                // Nothing to admit now: keep the cluster and the controller going.
-                next_due = Instant::now();
-                d.backlog = 0;
+            let now = Instant::now();
+            let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
+            due += rate * now.saturating_duration_since(last_fill).as_secs_f64();
+            last_fill = now;
+            d.backlog = due as u64;
+            if due < 1.0 {
+                d.t.flush_now();
                 d.last_progress = Instant::now();
-                d.turn(DRIVER_PARK)?;
+                let wait = if rate > 0.0 {
+                    Duration::from_secs_f64((1.0 - due) / rate).min(DRIVER_PARK)
+                } else {
+                    DRIVER_PARK
+                };
+                d.turn(wait)?;
                 d.maintain(ctl, i, ops)?;
                 continue;
             }
-            next_due += Duration::from_secs_f64(1.0 / rate);
-            while Instant::now() < next_due {
-                d.t.flush_now();
-                d.last_progress = Instant::now();
-                d.turn(
-                    next_due
-                        .saturating_duration_since(Instant::now())
-                        .min(DRIVER_PARK),
-                )?;
-                d.maintain(ctl, i, ops)?;
-            }
-            d.backlog = (Instant::now()
-                .saturating_duration_since(next_due)
-                .as_secs_f64()
-                * rate) as u64;
+            due -= 1.0;
         }
         let is_tracked = i % sample == 0;
         if is_tracked {

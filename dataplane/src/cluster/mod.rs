@@ -101,8 +101,9 @@ pub struct Counters {
     pub edges_remote: Vec<u64>,
     /// Executor busy ns, summed.
     pub busy_ns: u64,
-    /// Distinct remote workers reached (bit per worker index mod 64).
-    pub remote_mask: u64,
+    /// Per peer: request and control frames handed to the transport, cumulative (the planner
+    /// counts the distinct destinations of an interval from their differences).
+    pub sent_to: Vec<(PeerId, u64)>,
     /// Bytes waiting in the executors' inbound rings now.
     pub queued_bytes: u64,
     /// Frames read by the executors.
@@ -117,12 +118,14 @@ impl Counters {
             .u64(self.t_ns)
             .u64s(&self.processed)
             .u64s(&self.exec_ns)
-            .u64s(&self.edges_local)
-            .u64s(&self.edges_remote)
+            .sparse(&self.edges_local)
+            .sparse(&self.edges_remote)
             .u64(self.busy_ns)
-            .u64(self.remote_mask)
-            .u64(self.queued_bytes)
-            .u64(self.frames_in);
+            .u32(self.sent_to.len() as u32);
+        for (p, n) in &self.sent_to {
+            w.u32(*p).u64(*n);
+        }
+        w.u64(self.queued_bytes).u64(self.frames_in);
         w.0
     }
 
@@ -134,10 +137,15 @@ impl Counters {
             t_ns: r.u64()?,
             processed: r.u64s()?,
             exec_ns: r.u64s()?,
-            edges_local: r.u64s()?,
-            edges_remote: r.u64s()?,
+            edges_local: r.sparse()?,
+            edges_remote: r.sparse()?,
             busy_ns: r.u64()?,
-            remote_mask: r.u64()?,
+            sent_to: {
+                let n = r.len()?;
+                (0..n)
+                    .map(|_| Ok((r.u32()?, r.u64()?)))
+                    .collect::<Result<_, String>>()?
+            },
             queued_bytes: r.u64()?,
             frames_in: r.u64()?,
         })
@@ -246,6 +254,16 @@ impl Writer {
         }
         self
     }
+    /// A mostly-zero vector: its length, then (index, value) of the non-zero entries.
+    pub fn sparse(&mut self, v: &[u64]) -> &mut Self {
+        self.u32(v.len() as u32);
+        let nz: Vec<(usize, u64)> = v.iter().copied().enumerate().filter(|e| e.1 != 0).collect();
+        self.u32(nz.len() as u32);
+        for (i, x) in nz {
+            self.u32(i as u32).u64(x);
+        }
+        self
+    }
 }
 
 /// A bounds-checked reader of control bodies: every read of peer input is checked.
@@ -253,6 +271,8 @@ pub(crate) struct Reader<'a> {
     b: &'a [u8],
 }
 
+/// Longest sparse vector (an operator × operator matrix of the largest app).
+const MAX_SPARSE_ITEMS: usize = 1 << 20;
 /// Most items in one list of a control body (a bound before anything is allocated).
 const MAX_LIST_ITEMS: usize = 1 << 16;
 
@@ -312,6 +332,22 @@ impl<'a> Reader<'a> {
     pub fn u64s(&mut self) -> Result<Vec<u64>, String> {
         let n = self.len()?;
         (0..n).map(|_| self.u64()).collect()
+    }
+    /// See [`Writer::sparse`].
+    pub fn sparse(&mut self) -> Result<Vec<u64>, String> {
+        let n = self.u32()? as usize;
+        if n > MAX_SPARSE_ITEMS {
+            return Err(format!("a vector of {n} items in a control body"));
+        }
+        let mut v = vec![0u64; n];
+        let k = self.len()?;
+        for _ in 0..k {
+            let i = self.u32()? as usize;
+            let x = self.u64()?;
+            *v.get_mut(i)
+                .ok_or_else(|| format!("index {i} of a {n}-item vector"))? = x;
+        }
+        Ok(v)
     }
 }
 
@@ -535,9 +571,9 @@ mod tests {
             processed: vec![1, 2],
             exec_ns: vec![3, 4],
             edges_local: vec![0; 4],
-            edges_remote: vec![5; 4],
+            edges_remote: vec![5, 0, 0, 5],
             busy_ns: 6,
-            remote_mask: 7,
+            sent_to: vec![(2, 7)],
             queued_bytes: 8,
             frames_in: 9,
         };

@@ -602,10 +602,23 @@ fn start_executors(
         .iter()
         .position(|&w| w == cfg.id)
         .ok_or_else(|| format!("worker {} is not in the job", cfg.id))?;
+    slots.check_count()?;
+    let l = &cfg.limits;
     let place = Placement {
         routing: Arc::new(slots.routing_of(&table)?),
         slots: slots.clone(),
         index,
+        // What one batch carries (the peers of one cluster share these limits), less the
+        // batch's and the entry's headers and the entry's alignment.
+        remote_frame_bytes_max: l
+            .batch_bytes_max
+            .min(l.data_credit_bytes as usize)
+            .min(l.frame_bytes_max)
+            .saturating_sub(
+                crate::transport::wire::NET_HEADER_BYTES
+                    + crate::transport::wire::ENTRY_HEADER_BYTES
+                    + crate::transport::wire::WIRE_ALIGN,
+            ),
     };
     let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
         (0..executors).map(|_| Default::default()).collect();
@@ -700,7 +713,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
             && Instant::now() >= next_counters
         {
             next_counters = Instant::now() + iv;
-            let c = counters(node.id, run);
+            let c = counters(node.id, run, &node.sent);
             node.outbox.push_back((kind::COUNTERS, c.encode()));
         }
         let moved = node.pump_out(run);
@@ -771,7 +784,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                     }
                     Err(e) => node.fault(format!("bad probe: {e}")),
                 },
-                kind::PLAN => match decode_plans(&body) {
+                kind::PLAN => match decode_plans(&body).and_then(|p| check_plans(p, run)) {
                     Ok(parts) => {
                         let base = run.slots.slot(run.index, 0);
                         for (slot, a) in parts {
@@ -801,8 +814,40 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
     }
 }
 
+/// Checks decoded plans against the job (a plan from a confused or hostile driver must be an
+/// error here, not an index out of bounds in an executor).
+fn check_plans(
+    parts: Vec<(usize, Assignment)>,
+    run: &Running,
+) -> Result<Vec<(usize, Assignment)>, String> {
+    let ops = run.spec.operators.len();
+    for (slot, a) in &parts {
+        run.slots.check(&a.routing, ops)?;
+        if a.upstream_old.len() != ops {
+            return Err(format!(
+                "slot {slot}: upstream sets for {} operators",
+                a.upstream_old.len()
+            ));
+        }
+        let n = run.slots.len();
+        let slot_ok = |s: &usize| *s < n;
+        let sets_ok = a.plan.markers_to.iter().all(slot_ok)
+            && a.plan.hear_from.iter().all(slot_ok)
+            && a.fence_to.iter().all(slot_ok)
+            && a.fence_from.iter().all(slot_ok)
+            && a.upstream_old.iter().flatten().all(slot_ok);
+        let sends_ok = a.plan.sends.iter().all(|t| t.operator < ops && t.to < n);
+        if !sets_ok || !sends_ok {
+            return Err(format!(
+                "slot {slot}: a plan naming an unknown slot or operator"
+            ));
+        }
+    }
+    Ok(parts)
+}
+
 /// The worker's cumulative counters now.
-fn counters(id: PeerId, run: &Running) -> Counters {
+fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
     let ops = run.spec.operators.len();
     let mut c = Counters {
         worker: id,
@@ -825,8 +870,13 @@ fn counters(id: PeerId, run: &Running) -> Counters {
         }
         c.busy_ns += m.get(scalar::BUSY_NS);
         c.frames_in += m.get(scalar::FRAMES_IN);
-        c.remote_mask |= m.get(scalar::REMOTE_DESTINATIONS);
     }
+    c.sent_to = sent
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(p, &n)| (p as PeerId, n))
+        .collect();
     let idx = run.seg.index;
     c.queued_bytes = (0..idx.executors)
         .flat_map(|b| {

@@ -51,6 +51,8 @@ pub const EXEC_TIMING_SAMPLE: u32 = 16;
 /// busy or virtual machine), not execution, and is left out: scaled by the sampling factor it
 /// would swamp the mean. Operators that really run this long are not stream operators.
 pub const EXEC_TIMING_OUTLIER_NS: u64 = 1_000_000;
+/// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
+const MIN_STATE_PART_BYTES: usize = 256;
 /// How long an executor with pending overflow sleeps before retrying.
 const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
 
@@ -105,6 +107,9 @@ pub struct Placement {
     pub index: usize,
     /// The initial (epoch 0) slot routing.
     pub routing: Arc<Routing>,
+    /// Longest frame the transport carries to another worker (state is sent in parts that
+    /// fit; `usize::MAX` for a worker without peers).
+    pub remote_frame_bytes_max: usize,
 }
 
 pub(crate) struct Engine {
@@ -119,6 +124,8 @@ pub(crate) struct Engine {
     slot_base: usize,
     /// The migration protocol and its queues.
     mig: migrating::Migration,
+    /// Bytes of state per control frame (fits the rings and the transport's batches).
+    state_part_bytes: usize,
     instances: Vec<Box<dyn OperatorInstance>>,
     outs: Vec<Producer<ShmRing>>,
     dirty: Vec<bool>,
@@ -193,6 +200,10 @@ impl Executor {
                 my_slot,
                 slot_base,
                 mig: migrating::Migration::new(my_slot, Arc::clone(&place.routing), plans),
+                state_part_bytes: crate::migrate::STATE_PART_BYTES_MAX
+                    .min(max_frame_bytes.min(place.remote_frame_bytes_max))
+                    .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
+                    .max(MIN_STATE_PART_BYTES),
                 instances: (0..spec.operators.len())
                     .map(|op| spec.instantiate(op))
                     .collect(),

@@ -236,6 +236,7 @@ pub fn run_worker(
         routing: Arc::new(slots.routing_of(&table)?),
         slots,
         index: 0,
+        remote_frame_bytes_max: usize::MAX,
     };
     for e in 0..cfg.executors {
         let exec = executor::Executor::new(e, cfg.worker_id, &spec, &place, &seg, policy, None)?;

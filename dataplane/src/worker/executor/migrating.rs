@@ -15,8 +15,8 @@
 
 use super::Engine;
 use crate::migrate::{
-    Reassembly, STATE_PART_BYTES_MAX, StateMsg, control_body, control_frame, encode_progress,
-    encode_report, flatten, frame_kind, peer_of, read_seal, seal_body, state_parts,
+    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, flatten,
+    frame_kind, peer_of, read_seal, seal_body, state_parts,
 };
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
@@ -30,7 +30,10 @@ use std::time::Duration;
 
 /// How often an executor in a migration wakes to report progress.
 pub(super) const PROGRESS_POLL: Duration = Duration::from_millis(50);
-const PROGRESS_POLL_NS: u64 = 50_000_000;
+const PROGRESS_POLL_NS: u64 = PROGRESS_POLL.as_nanos() as u64;
+/// Epochs a frame may be ahead of this executor's latest plan: the planner starts a migration
+/// only once every slot completed the previous one, so a peer is at most one plan ahead.
+const MAX_EPOCHS_AHEAD: u64 = 1;
 
 /// A request body as the machine carries it: the whole frame.
 type Frame = Vec<u8>;
@@ -134,7 +137,12 @@ impl Engine {
         // is: the planner starts a migration only after every slot completed the last one,
         // which needs every state and seal delivered).
         while !self.mig.outgoing.is_empty() {
-            self.run_exports();
+            if self.run_exports() == 0 {
+                // Waiting for room behind an overflowed part.
+                self.drain_overflow();
+                self.publish();
+                std::thread::yield_now();
+            }
         }
         for a in plans {
             self.mig.next = Some((a.epoch, Arc::clone(&a.routing)));
@@ -147,10 +155,13 @@ impl Engine {
     /// A request that cannot take the fast path.
     #[cold]
     pub(super) fn on_unsettled_request(&mut self, h: &RequestHeader, frame: &[u8]) {
+        let Some(epoch) = self.frame_epoch(h) else {
+            return;
+        };
         let req = Req {
             operator: h.operator as usize,
             key_group: h.key_group as usize,
-            epoch: widen_epoch(self.mig.proto.epoch(), h.epoch),
+            epoch,
             body: frame.to_vec(),
         };
         let actions = self
@@ -164,7 +175,9 @@ impl Engine {
     /// A marker, seal or state part.
     #[cold]
     pub(super) fn on_control_frame(&mut self, h: &RequestHeader, frame: &[u8]) {
-        let epoch = widen_epoch(self.mig.proto.epoch(), h.epoch);
+        let Some(epoch) = self.frame_epoch(h) else {
+            return;
+        };
         let body = control_body(frame);
         let msg = match h.operator {
             frame_kind::MARKER => Msg::Marker { epoch },
@@ -200,6 +213,21 @@ impl Engine {
         let actions = self.mig.proto.on_message(now_ns(), peer_of(h.source), msg);
         self.apply(actions);
         self.mig.refresh();
+    }
+
+    /// A frame's full epoch, or `None` (reported) for one from further ahead than any peer
+    /// can be: waiting for its plan would park its sender's connection forever.
+    fn frame_epoch(&mut self, h: &RequestHeader) -> Option<u64> {
+        let current = self.mig.proto.epoch();
+        let epoch = widen_epoch(current, h.epoch);
+        if epoch > current + MAX_EPOCHS_AHEAD {
+            self.report_error(format!(
+                "a frame of epoch {epoch} from slot {} while at epoch {current}; dropped",
+                h.source
+            ));
+            return None;
+        }
+        Some(epoch)
     }
 
     fn state_msg(&self, epoch: u64, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
@@ -262,14 +290,19 @@ impl Engine {
         self.apply(actions);
     }
 
-    /// Sends a frame to `slot` (a ring of this worker, or `net_out`).
-    fn send_to_slot(&mut self, slot: usize, frame: &[u8]) {
+    /// The ring that leads to `slot`: the slot's own on this worker, else `net_out`.
+    fn ring_to(&self, slot: usize) -> usize {
         let local = slot.wrapping_sub(self.slot_base);
-        let b = if local < self.executors {
+        if local < self.executors {
             local
         } else {
             self.executors
-        };
+        }
+    }
+
+    /// Sends a frame to `slot` (a ring of this worker, or `net_out`).
+    fn send_to_slot(&mut self, slot: usize, frame: &[u8]) {
+        let b = self.ring_to(slot);
         if b == self.executors && self.net.is_none() {
             return self.report_error(format!("a frame for slot {slot}, which is not here"));
         }
@@ -398,7 +431,21 @@ impl Engine {
     /// that were waiting behind them. Returns how many items went out.
     pub(super) fn run_exports(&mut self) -> usize {
         let mut sent = 0;
-        while let Some(front) = self.mig.outgoing.front_mut() {
+        loop {
+            // Pack more only once the last part left: the state waits in the instance, not
+            // twice in memory in an overflow queue (which would also stop the executor reading
+            // its ingress).
+            let blocked = match self.mig.outgoing.front() {
+                None => break,
+                Some(Outgoing::Export { to, .. }) => !self.overflow[self.ring_to(*to)].is_empty(),
+                Some(Outgoing::Seal { .. }) => false,
+            };
+            if blocked {
+                break;
+            }
+            let Some(front) = self.mig.outgoing.front_mut() else {
+                break;
+            };
             match front {
                 Outgoing::Seal { .. } => {
                     let Some(Outgoing::Seal {
@@ -442,9 +489,7 @@ impl Engine {
                         queued: queued_now,
                     }
                     .encode();
-                    let part_bytes =
-                        STATE_PART_BYTES_MAX.min(self.max_frame_bytes - REQUEST_HEADER_BYTES);
-                    for part in state_parts(&msg, part_bytes) {
+                    for part in state_parts(&msg, self.state_part_bytes) {
                         self.send_control(frame_kind::STATE_PART, epoch, to, &part);
                     }
                     sent += 1;
