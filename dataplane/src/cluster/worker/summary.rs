@@ -1,0 +1,164 @@
+//! What a cluster worker reports about itself: its cumulative counters every interval (the
+//! planner's metrics) and its summary at the end of the run.
+
+use super::*;
+
+/// The worker's cumulative counters now.
+pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
+    let ops = run.spec.operators.len();
+    let mut c = Counters {
+        worker: id,
+        t_ns: crate::cluster::now_ns(),
+        processed: vec![0; ops],
+        exec_ns: vec![0; ops],
+        edges_local: vec![0; ops * ops],
+        edges_remote: vec![0; ops * ops],
+        ..Counters::default()
+    };
+    for e in 0..run.executors {
+        let m = run.seg.metrics(e);
+        for op in 0..ops {
+            c.processed[op] += m.get(m.processed(op));
+            c.exec_ns[op] += m.get(m.exec_ns(op));
+            for to in 0..ops {
+                c.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
+                c.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
+            }
+        }
+        c.busy_ns += m.get(scalar::BUSY_NS);
+        c.frames_in += m.get(scalar::FRAMES_IN);
+    }
+    c.sent_to = sent
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(p, &n)| (p as PeerId, n))
+        .collect();
+    let idx = run.seg.index;
+    c.queued_bytes = (0..idx.executors)
+        .flat_map(|b| {
+            [idx.ingress(b), idx.net_in(b)]
+                .into_iter()
+                .chain((0..idx.executors).map(move |a| idx.exec(a, b)))
+        })
+        .filter_map(|r| run.seg.segment.queued_bytes(r).ok())
+        .sum();
+    c
+}
+
+/// Sends the summary and waits for `BYE` (or the driver's disconnection).
+pub(super) fn finish(
+    node: &mut Node,
+    run: &Running,
+    results: Vec<ExecutorResult>,
+) -> Result<(), String> {
+    let ops = run.spec.operators.len();
+    let mut s = WorkerSummary {
+        worker: node.id,
+        summaries: vec![Default::default(); ops],
+        state_keys: vec![0; ops],
+        malformed: vec![Vec::new(); ops],
+        processed: vec![0; ops],
+        exec_ns: vec![0; ops],
+        edges_local: vec![0; ops * ops],
+        edges_remote: vec![0; ops * ops],
+        totals: Vec::new(),
+        errors: node.errors.clone(),
+    };
+    let mut malformed: Vec<std::collections::BTreeMap<String, u64>> = vec![Default::default(); ops];
+    for r in &results {
+        for (op, m) in malformed.iter_mut().enumerate() {
+            s.summaries[op].combine(&r.summaries[op]);
+            s.state_keys[op] += r.state_keys[op] as u64;
+            for (reason, n) in &r.malformed[op] {
+                *m.entry((*reason).to_owned()).or_default() += n;
+            }
+        }
+    }
+    s.malformed = malformed
+        .into_iter()
+        .map(|m| m.into_iter().collect())
+        .collect();
+    let names = [
+        ("parks", scalar::PARKS),
+        ("wakeups", scalar::WAKEUPS),
+        ("frames_in", scalar::FRAMES_IN),
+        ("local_sent", scalar::LOCAL_SENT),
+        ("remote_sent", scalar::REMOTE_SENT),
+        ("overflowed", scalar::OVERFLOWED),
+        ("bad_frames", scalar::BAD_FRAMES),
+        ("outputs", scalar::OUTPUTS),
+        ("busy_ns", scalar::BUSY_NS),
+        ("cpu_ns", scalar::CPU_NS),
+        ("timing_outliers", scalar::TIMING_OUTLIERS),
+    ];
+    let mut totals: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut mask = 0u64;
+    for e in 0..run.executors {
+        let m = run.seg.metrics(e);
+        for (name, slot) in names {
+            *totals.entry(name.into()).or_default() += m.get(slot);
+        }
+        mask |= m.get(scalar::REMOTE_DESTINATIONS);
+        for op in 0..ops {
+            s.processed[op] += m.get(m.processed(op));
+            s.exec_ns[op] += m.get(m.exec_ns(op));
+            for to in 0..ops {
+                s.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
+                s.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
+            }
+        }
+    }
+    totals.insert("remote_destinations".into(), u64::from(mask.count_ones()));
+    let tc = node.t.counters();
+    totals.insert("net_enters".into(), tc.enters);
+    totals.insert("net_turns".into(), tc.turns);
+    let (mut batches, mut refusals, mut full) = (0, 0, 0);
+    for p in 0..node.sent.len().max(node.rx.received.len()) {
+        let c = node.t.peer_counters(p as PeerId);
+        batches += c.batches_sent;
+        refusals += c.append_refusals;
+        full += c.deliveries_full;
+    }
+    totals.insert("net_batches_sent".into(), batches);
+    totals.insert("net_append_refusals".into(), refusals);
+    totals.insert("net_deliveries_full".into(), full);
+    s.totals = totals.into_iter().collect();
+    let mut body = s.encode();
+    if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+        s.errors.truncate(1);
+        body = s.encode();
+    }
+    node.outbox.push_back((kind::SUMMARY, body));
+    let driver = node.driver.unwrap_or(crate::cluster::DRIVER_ID);
+    let deadline = Instant::now() + BYE_TIMEOUT;
+    loop {
+        node.flush_outbox()?;
+        node.poll(Duration::from_millis(10), None)?;
+        for ev in std::mem::take(&mut node.rx.events) {
+            if let Event::PeerLost { peer, reason, .. } = ev
+                && peer == driver
+            {
+                return if node.outbox.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "lost the driver before the summary was sent: {reason}"
+                    ))
+                };
+            }
+        }
+        if node
+            .rx
+            .msgs
+            .iter()
+            .any(|m| m.0 == driver && m.1 == kind::BYE)
+        {
+            return Ok(());
+        }
+        node.rx.msgs.clear();
+        if Instant::now() >= deadline {
+            return Err(format!("no bye from the driver within {BYE_TIMEOUT:?}"));
+        }
+    }
+}

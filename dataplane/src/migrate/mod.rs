@@ -1,0 +1,336 @@
+//! The wire side of live migration: executor slots, the protocol's control frames, and the
+//! encodings of plans and reports.
+//!
+//! Why here: the protocol itself is the sans-I/O machine of
+//! [`clasp_controlplane::protocol`]; the data plane only has to carry its messages. Markers,
+//! seals and state travel as *control frames* ([`FLAG_CONTROL`]) on the very rings and
+//! connections that carry requests, because the protocol's correctness rests on their order
+//! relative to those requests (a marker is "nothing older follows on this connection").
+//! Plans and completion reports travel on the driver's control channel, which has no such
+//! order requirement.
+//!
+//! The protocol's participants are executor *slots* (see [`crate::request`]): executor `e` of
+//! the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
+//! table maps `(operator, key group)` to a slot.
+
+mod codec;
+mod state;
+
+pub use codec::{
+    decode_plans, decode_progress, decode_report, encode_plans, encode_progress, encode_report,
+};
+pub use state::{Reassembly, StateMsg, state_parts};
+
+use crate::cluster::{Reader, Writer};
+use crate::request::{FLAG_CONTROL, INGRESS_SLOT, REQUEST_HEADER_BYTES, RequestHeader, frame_len};
+use crate::routing::RoutingTable;
+use clasp_controlplane::migration::Routing;
+use clasp_controlplane::protocol::Peer;
+use clasp_operators::key::KEY_GROUPS;
+
+/// Control-frame kinds (the `operator` field of a control frame's header).
+pub mod frame_kind {
+    /// End of the sender's old epoch on this connection. Body: empty.
+    pub const MARKER: u16 = 1;
+    /// A seal. Body: operator `u16`, key groups.
+    pub const SEAL: u16 = 2;
+    /// A part of a state message. Body: total length `u32`, offset `u32`, bytes.
+    pub const STATE_PART: u16 = 3;
+}
+
+/// Bytes of a state part's own header (total length, offset).
+const PART_HEADER_BYTES: usize = 8;
+/// Most bytes of state per control frame (also bounded by the ring's largest frame).
+pub const STATE_PART_BYTES_MAX: usize = 16 << 10;
+/// Largest state message a receiver reassembles (a bound before allocating).
+pub const STATE_MESSAGE_BYTES_MAX: usize = 1 << 30;
+
+/// Executor slots of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slots {
+    /// Worker ids in job order.
+    pub workers: Vec<u32>,
+    /// Executors per worker.
+    pub executors: usize,
+}
+
+impl Slots {
+    /// Slots in the cluster.
+    pub fn len(&self) -> usize {
+        self.workers.len() * self.executors
+    }
+
+    /// True when there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Index in the job's worker list of the worker hosting `slot`.
+    #[inline]
+    pub fn worker_index(&self, slot: usize) -> usize {
+        slot / self.executors
+    }
+
+    /// Worker id hosting `slot`.
+    #[inline]
+    pub fn worker_of(&self, slot: usize) -> Option<u32> {
+        self.workers.get(slot / self.executors).copied()
+    }
+
+    /// The slot of executor `e` of the worker at index `index`.
+    #[inline]
+    pub fn slot(&self, index: usize, e: usize) -> usize {
+        index * self.executors + e
+    }
+
+    /// The slot routing of a [`RoutingTable`] whose workers are `self.workers`.
+    pub fn routing_of(&self, table: &RoutingTable) -> Result<Routing, String> {
+        (0..table.operators())
+            .map(|op| {
+                (0..KEY_GROUPS)
+                    .map(|kg| {
+                        let o = table.owner(op as u16, kg);
+                        let i = self
+                            .workers
+                            .iter()
+                            .position(|&w| w == o.worker)
+                            .ok_or_else(|| format!("worker {} is not in the job", o.worker))?;
+                        Ok(self.slot(i, o.executor as usize))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
+    pub fn check_count(&self) -> Result<(), String> {
+        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
+            return Err(format!(
+                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
+                 bits, so at most {}",
+                self.workers.len(),
+                self.executors,
+                self.len(),
+                INGRESS_SLOT - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a slot routing: every operator has every key group, every owner is a slot.
+    pub fn check(&self, routing: &Routing, operators: usize) -> Result<(), String> {
+        self.check_count()?;
+        if routing.len() != operators {
+            return Err(format!(
+                "routing for {} operators, the app has {operators}",
+                routing.len()
+            ));
+        }
+        for (op, row) in routing.iter().enumerate() {
+            if row.len() != KEY_GROUPS as usize {
+                return Err(format!(
+                    "operator {op}: {} key groups, not {KEY_GROUPS}",
+                    row.len()
+                ));
+            }
+            if let Some(s) = row.iter().find(|&&s| s >= self.len()) {
+                return Err(format!(
+                    "operator {op}: slot {s} of a cluster of {} slots",
+                    self.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Flattens a slot routing into `[op * KEY_GROUPS + kg] → slot`, the executors' form.
+pub fn flatten(routing: &Routing) -> Vec<u16> {
+    routing
+        .iter()
+        .flat_map(|row| row.iter().map(|&s| s as u16))
+        .collect()
+}
+
+/// The protocol peer a frame's `source` names.
+#[inline]
+pub fn peer_of(source: u16) -> Peer {
+    if source == crate::request::INGRESS_SLOT {
+        Peer::Ingress
+    } else {
+        Peer::Worker(source as usize)
+    }
+}
+
+/// Writes one control frame into `out` (resized to fit).
+pub fn control_frame(
+    kind: u16,
+    epoch: u64,
+    source: u16,
+    dest: u16,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let header = RequestHeader {
+        operator: kind,
+        flags: FLAG_CONTROL,
+        epoch: epoch as u16,
+        dest,
+        source,
+        ..RequestHeader::default()
+    };
+    out.clear();
+    out.resize(frame_len(0, body.len()), 0);
+    header.write(&[], body, out);
+}
+
+/// The body of a control frame (after the header; control frames carry no key).
+#[inline]
+pub fn control_body(frame: &[u8]) -> &[u8] {
+    frame.get(REQUEST_HEADER_BYTES..).unwrap_or(&[])
+}
+
+fn write_groups(w: &mut Writer, groups: &[usize]) {
+    w.u32(groups.len() as u32);
+    for &g in groups {
+        w.u16(g as u16);
+    }
+}
+
+fn read_groups(r: &mut Reader) -> Result<Vec<usize>, String> {
+    let n = r.len()?;
+    (0..n)
+        .map(|_| {
+            let g = r.u16()?;
+            if g >= KEY_GROUPS {
+                return Err(format!("key group {g} out of range"));
+            }
+            Ok(g as usize)
+        })
+        .collect()
+}
+
+/// A seal's body.
+pub fn seal_body(operator: usize, key_groups: &[usize]) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u16(operator as u16);
+    write_groups(&mut w, key_groups);
+    w.0
+}
+
+/// Reads a seal's body.
+pub fn read_seal(b: &[u8]) -> Result<(usize, Vec<usize>), String> {
+    let mut r = Reader::new(b);
+    Ok((r.u16()? as usize, read_groups(&mut r)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clasp_controlplane::migration::plan;
+    use clasp_controlplane::protocol::Assignment;
+    use clasp_controlplane::protocol::assignments;
+    use clasp_controlplane::protocol::worker::{Waiting, WorkerReport};
+    use std::sync::Arc;
+
+    fn routing(ops: usize, f: impl Fn(usize, usize) -> usize) -> Routing {
+        (0..ops)
+            .map(|o| (0..KEY_GROUPS as usize).map(|g| f(o, g)).collect())
+            .collect()
+    }
+
+    #[test]
+    fn plans_round_trip() {
+        let old = routing(3, |_, g| g % 2);
+        let new = Arc::new(routing(
+            3,
+            |o, g| if o == 0 { g * 4 / 1024 } else { (g + o) % 4 },
+        ));
+        let preds = vec![vec![], vec![0], vec![1]];
+        let p = plan(1, &old, &new, &preds);
+        let parts = assignments(&p, &old, &new, &preds, 4);
+        let refs: Vec<(usize, &Assignment)> = parts.iter().enumerate().collect();
+        let b = encode_plans(1, &new, &refs);
+        let back = decode_plans(&b).unwrap();
+        assert_eq!(back.len(), 4);
+        for (slot, a) in back {
+            assert_eq!(a, parts[slot]);
+        }
+        for bytes in [&[][..], &b[..b.len() / 2], &[0xFF; 64][..]] {
+            assert!(decode_plans(bytes).is_err());
+        }
+    }
+
+    #[test]
+    fn state_messages_split_and_reassemble() {
+        let m = StateMsg {
+            operator: 2,
+            groups: vec![(5, vec![1; 40_000]), (6, vec![])],
+            queued: vec![vec![9; 100], vec![8; 3]],
+        };
+        let bytes = m.encode();
+        let parts = state_parts(&bytes, 4096);
+        assert!(parts.len() > 9);
+        let mut r = Reassembly::default();
+        let mut whole = None;
+        for p in &parts {
+            assert!(whole.is_none());
+            whole = r.add(p).unwrap();
+        }
+        assert_eq!(StateMsg::decode(&whole.unwrap()).unwrap(), m);
+        assert!(r.is_empty());
+        // Out of order or truncated parts are errors, not panics.
+        let mut r = Reassembly::default();
+        assert!(r.add(&parts[1]).is_err());
+        // After an error the next message is received whole.
+        assert!(r.add(&parts[0]).unwrap().is_none());
+        assert!(!r.is_empty());
+        assert!(Reassembly::default().add(&[1, 2]).is_err());
+        assert!(StateMsg::decode(&bytes[..bytes.len() - 1]).is_err());
+        // An empty message is one part.
+        let empty = StateMsg::default().encode();
+        let parts = state_parts(&empty, 4096);
+        assert_eq!(parts.len(), 1);
+        assert!(Reassembly::default().add(&parts[0]).unwrap().is_some());
+    }
+
+    #[test]
+    fn reports_and_progress_round_trip() {
+        let r = WorkerReport {
+            worker: 3,
+            epoch: 9,
+            pause_ns: 1,
+            received_queued: 2,
+            forwarded: 3,
+            held: 4,
+            gated: 5,
+            early: 6,
+        };
+        assert_eq!(decode_report(&encode_report(&r)).unwrap(), r);
+        let w = Waiting {
+            draining: true,
+            markers_from: vec![Peer::Ingress, Peer::Worker(4)],
+            state_or_seal_from: vec![1, 2],
+        };
+        assert_eq!(
+            decode_progress(&encode_progress(7, 9, &w)).unwrap(),
+            (7, 9, w)
+        );
+    }
+
+    #[test]
+    fn slots_map_tables() {
+        let s = Slots {
+            workers: vec![4, 7],
+            executors: 2,
+        };
+        let t = RoutingTable::spread(2, &[4, 7], 2, crate::routing::Spread::Even);
+        let r = s.routing_of(&t).unwrap();
+        assert_eq!(r[0][0], 0);
+        assert_eq!(r[1][1023], 3);
+        s.check(&r, 2).unwrap();
+        assert!(s.check(&r, 3).is_err());
+        assert_eq!(s.worker_of(3), Some(7));
+        assert_eq!(flatten(&r).len(), 2048);
+    }
+}
