@@ -45,7 +45,8 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     assert!(b.paused());
     assert!(processed(&b.on_message(13, Peer::Ingress, Msg::Request(req(1, 30)))).is_empty());
 
-    // A: plan, an old root still queued locally, drain → export, marker to B, no seal yet.
+    // A: plan, an old root still queued locally, drain → marker to B, then the export (markers
+    // first: B resumes on them), no seal yet.
     assert_eq!(a.on_plan(20, parts[0].clone()), vec![A::Drain]);
     assert_eq!(
         processed(&a.on_message(21, Peer::Ingress, Msg::Request(req(0, 10)))),
@@ -55,13 +56,13 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     assert_eq!(
         acts,
         vec![
+            A::SendMarker { to: 1, epoch: 1 },
             A::ExportState {
                 to: 1,
                 epoch: 1,
                 operator: 0,
                 key_groups: vec![0]
             },
-            A::SendMarker { to: 1, epoch: 1 },
         ]
     );
     // An old root arriving after the export is forwarded; the ingress marker lets A seal.
