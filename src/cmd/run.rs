@@ -320,7 +320,9 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         eprintln!();
     }
     let rec_records = report.admitted;
-    let view = crate::cmd::cluster::run_view(&spec, &args, rec_records, n, &report)?;
+    let mut view = crate::cmd::cluster::run_view(&spec, &args, rec_records, n, &report)?;
+    // The planner's summary below lists the migrations with their reasons.
+    view.extra_lines.clear();
     let migrations: Vec<MigrationRow> = report
         .migrations
         .iter()
