@@ -241,7 +241,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
     pub(crate) policy: String,
     /// Live runs: the input rate over time: constant, steps, gradual (a ramp up and down),
-    /// burst, or a file of `t_s,rate_per_s` lines.
+    /// burst (shapes scaled to --peak-rate and --duration), or a file of `t_s,rate_per_s`
+    /// lines (absolute rates, each holding until the next line's time).
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
     /// Live runs: the pattern's peak input rate (records per second).
