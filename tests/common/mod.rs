@@ -1,0 +1,193 @@
+//! Helpers shared by the tests that drive the `clasp` binary with worker processes: a bounded
+//! runner, the oracle comparison, and workers started from a cluster file by the test itself.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest any one clasp process of these tests may run.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A started clasp process whose stdout and stderr two threads collect.
+pub struct Running {
+    args: Vec<String>,
+    child: Child,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    err: std::thread::JoinHandle<Vec<u8>>,
+}
+
+/// Starts clasp with `env` added to its environment.
+pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clasp"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("clasp runs");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    Running {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        child,
+        out: std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = out.read_to_end(&mut b);
+            b
+        }),
+        err: std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = err.read_to_end(&mut b);
+            b
+        }),
+    }
+}
+
+impl Running {
+    /// Waits at most [`RUN_TIMEOUT`] (then kills the process and fails the test).
+    pub fn wait(mut self) -> Output {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "clasp {:?} did not finish within {RUN_TIMEOUT:?}",
+                    self.args
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            status,
+            stdout: self.out.join().unwrap(),
+            stderr: self.err.join().unwrap(),
+        }
+    }
+}
+
+/// Runs clasp with `env`, bounded by [`RUN_TIMEOUT`].
+pub fn clasp_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    start(args, env).wait()
+}
+
+/// Runs clasp, bounded by [`RUN_TIMEOUT`].
+pub fn clasp(args: &[&str]) -> Output {
+    clasp_env(args, &[])
+}
+
+/// The JSON a successful run printed.
+pub fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "clasp failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+/// A run equals `clasp oracle` on the same app, records and seed, and had no faults.
+pub fn assert_equals_oracle(app: &str, records: &str, seed: &str, run: &serde_json::Value) {
+    let oracle = json(&clasp(&[
+        "oracle",
+        "--app",
+        app,
+        "--records",
+        records,
+        "--seed",
+        seed,
+        "--json",
+    ]));
+    for key in [
+        "app",
+        "seed",
+        "state_digest",
+        "output_digest",
+        "processed",
+        // Not `state_digests`: the per-operator map also lists racy operators (NWM's join),
+        // whose state legitimately depends on how branches interleave; `state_digest` sums
+        // exactly what the oracle comparison covers (their inputs instead of their state).
+    ] {
+        assert_eq!(run[key], oracle[key], "{app}: {key}");
+    }
+    assert_eq!(run["errors"].as_array().unwrap().len(), 0, "{app}");
+}
+
+/// Worker processes started by a test, killed when it ends.
+pub struct Workers(pub Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A temporary directory holding a cluster file of `workers` workers (ids 1..) on free
+/// 127.0.0.1 ports; removed on drop.
+pub struct ClusterDir {
+    pub dir: PathBuf,
+    pub file: PathBuf,
+}
+
+impl ClusterDir {
+    pub fn new(tag: &str, cluster_id: u64, workers: u32) -> ClusterDir {
+        let dir = std::env::temp_dir().join(format!("clasp-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("cluster.toml");
+        let mut text = format!("cluster_id = {cluster_id}\n");
+        for id in 1..=workers {
+            text.push_str(&format!(
+                "[[worker]]\nid = {id}\naddress = \"127.0.0.1:{}\"\n",
+                free_port()
+            ));
+        }
+        std::fs::write(&file, text).unwrap();
+        ClusterDir { dir, file }
+    }
+
+    pub fn path(&self) -> &str {
+        self.file.to_str().unwrap()
+    }
+
+    /// Starts `clasp worker --id ID` of this file with `secret` in its environment.
+    pub fn spawn_worker(&self, id: &str, secret: &str) -> Child {
+        spawn_worker(&self.file, id, secret)
+    }
+}
+
+impl Drop for ClusterDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn spawn_worker(file: &Path, id: &str, secret: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", id, "--job-timeout-s", "20", "--cluster"])
+        .arg(file)
+        .env("CLASP_CLUSTER_SECRET", secret)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clasp worker runs")
+}
