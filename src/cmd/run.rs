@@ -27,6 +27,11 @@ use std::io::IsTerminal;
 
 /// Default workers a live run starts.
 pub const DEFAULT_MAX_WORKERS: usize = 3;
+/// Shortest metrics interval a live run accepts (ms): counters are a control message per
+/// worker per interval.
+const MIN_INTERVAL_MS: u64 = 10;
+/// A pattern's mean rate as a fraction of its peak, for spreading chaos moves.
+const MEAN_RATE_OF_PEAK: f64 = 0.5;
 /// Mean request frame (bytes) for turning queued ring bytes into a queue length.
 const MEAN_FRAME_BYTES: f64 = 96.0;
 /// Records the oracle runs to measure the app's per-input profile (the planner's first).
@@ -241,10 +246,11 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
             args.peak_rate
         )));
     }
-    if args.interval_ms < 10 || args.migration_timeout_s == 0 {
-        return Err(usage_error(
-            "--interval-ms must be at least 10 and --migration-timeout-s at least 1",
-        ));
+    if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
+        return Err(usage_error(format!(
+            "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \
+             least 1"
+        )));
     }
     if args.rate.is_some() {
         return Err(usage_error(
@@ -282,9 +288,11 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         chaos: (args.chaos_migrations > 0).then(|| {
             Chaos::new(
                 args.chaos_migrations,
-                // Without --records: spread over the records the pattern will offer.
-                args.records
-                    .unwrap_or((args.peak_rate * args.duration / 2.0).max(1.0) as u64),
+                // Without --records: spread over roughly the records the pattern offers (a
+                // ramp up and down averages half its peak).
+                args.records.unwrap_or(
+                    (args.peak_rate * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64,
+                ),
                 slots.clone(),
                 spec.operators.len(),
                 args.seed,

@@ -167,6 +167,10 @@ impl SplitMix {
     }
 }
 
+/// Chaos moves happen within the first this many tenths of the run's records (the rest of the
+/// input then flows on the last placement).
+const CHAOS_SPAN_TENTHS: u64 = 9;
+
 /// `--chaos-migrations K`: K migrations at random moments (random admitted counts within the
 /// run's records) to random worker counts and random placements — each operator's key groups
 /// spread over a random subset of the chosen workers' slots, in contiguous runs or scattered.
@@ -184,7 +188,7 @@ impl Chaos {
     /// K moves spread over the first 90 % of `records` admissions.
     pub fn new(k: usize, records: u64, slots: Slots, operators: usize, seed: u64) -> Chaos {
         let mut rng = SplitMix::new(seed ^ 0xC4A0_5000);
-        let span = (records / 10 * 9).max(1);
+        let span = (records / 10 * CHAOS_SPAN_TENTHS).max(1);
         let mut at: Vec<u64> = (0..k).map(|_| 1 + rng.next_u64() % span).collect();
         at.sort_unstable();
         Chaos {

@@ -498,9 +498,21 @@ impl Engine {
     #[inline]
     fn send_local(&mut self, b: usize, header: &RequestHeader, key: &[u8], payload: &[u8]) {
         let len = frame_len(key.len(), payload.len());
+        self.send_with(b, len, |out| header.write(key, payload, out));
+    }
+
+    /// Writes a whole encoded frame into ring `b` (as [`Self::send_local`]), or its overflow.
+    fn send_frame(&mut self, b: usize, frame: &[u8]) {
+        self.send_with(b, frame.len(), |out| out.copy_from_slice(frame));
+    }
+
+    /// Writes a frame of `len` bytes with `write` in place into ring `b`, or, when the ring is
+    /// full or frames already wait for it, into its overflow queue (FIFO with them).
+    #[inline]
+    fn send_with(&mut self, b: usize, len: usize, write: impl FnOnce(&mut [u8])) {
         if len > self.max_frame_bytes {
             self.report_error(format!(
-                "a request of {len} bytes exceeds the ring's maximum frame of {} bytes; dropped",
+                "a frame of {len} bytes exceeds the ring's maximum frame of {} bytes; dropped",
                 self.max_frame_bytes
             ));
             return;
@@ -508,7 +520,7 @@ impl Engine {
         if self.overflow[b].is_empty() {
             match self.outs[b].reserve(len) {
                 Ok(mut g) => {
-                    header.write(key, payload, &mut g);
+                    write(&mut g);
                     g.commit_deferred();
                     self.dirty[b] = true;
                     return;
@@ -521,39 +533,9 @@ impl Engine {
             }
         }
         let mut frame = vec![0u8; len].into_boxed_slice();
-        header.write(key, payload, &mut frame);
+        write(&mut frame);
         self.overflow[b].push_back(frame);
         self.overflow_bytes += len;
-        self.metrics.add(scalar::OVERFLOWED, 1);
-    }
-
-    /// Writes a whole encoded frame into ring `b` (as [`Self::send_local`]), or its overflow.
-    fn send_frame(&mut self, b: usize, frame: &[u8]) {
-        if frame.len() > self.max_frame_bytes {
-            self.report_error(format!(
-                "a frame of {} bytes exceeds the ring's maximum frame of {} bytes; dropped",
-                frame.len(),
-                self.max_frame_bytes
-            ));
-            return;
-        }
-        if self.overflow[b].is_empty() {
-            match self.outs[b].reserve(frame.len()) {
-                Ok(mut g) => {
-                    g.copy_from_slice(frame);
-                    g.commit_deferred();
-                    self.dirty[b] = true;
-                    return;
-                }
-                Err(RingError::Full { .. }) => {}
-                Err(e) => {
-                    self.report_error(format!("ring to executor {b}: {e}"));
-                    return;
-                }
-            }
-        }
-        self.overflow[b].push_back(frame.to_vec().into_boxed_slice());
-        self.overflow_bytes += frame.len();
         self.metrics.add(scalar::OVERFLOWED, 1);
     }
 

@@ -29,6 +29,9 @@ const POLL_EVERY_RECORDS: u64 = 64;
 /// The shortest wait between admissions when pacing: the records due meanwhile go out
 /// back to back (at 250 k records/s, 25 of them).
 const PACING_QUANTUM: Duration = Duration::from_micros(100);
+/// A slot not heard from for a quarter of the migration timeout, and at least this long, is
+/// named silent (slots report progress every 50 ms while in a migration).
+const MIN_SILENT: Duration = Duration::from_secs(1);
 /// How long one wait of the driver parks in the transport at most.
 const DRIVER_PARK: Duration = Duration::from_millis(2);
 /// Quiescence probes: consecutive clean rounds with unchanged counters required.
@@ -457,7 +460,7 @@ pub fn run_driver_with(
     let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
     let pcfg = PlannerConfig {
         timeout_ns: cfg.migration_timeout.as_nanos() as u64,
-        silent_ns: (cfg.migration_timeout.as_nanos() as u64 / 4).max(1_000_000_000),
+        silent_ns: (cfg.migration_timeout.as_nanos() as u64 / 4).max(MIN_SILENT.as_nanos() as u64),
     };
     let active = active_workers(&initial, &slots).len();
     let mut d = Driver {

@@ -53,15 +53,17 @@ pub(super) fn finish(
     results: Vec<ExecutorResult>,
 ) -> Result<(), String> {
     let ops = run.spec.operators.len();
+    // The per-operator metrics are the last counters.
+    let c = counters(node.id, run, &node.sent);
     let mut s = WorkerSummary {
         worker: node.id,
         summaries: vec![Default::default(); ops],
         state_keys: vec![0; ops],
         malformed: vec![Vec::new(); ops],
-        processed: vec![0; ops],
-        exec_ns: vec![0; ops],
-        edges_local: vec![0; ops * ops],
-        edges_remote: vec![0; ops * ops],
+        processed: c.processed,
+        exec_ns: c.exec_ns,
+        edges_local: c.edges_local,
+        edges_remote: c.edges_remote,
         totals: Vec::new(),
         errors: node.errors.clone(),
     };
@@ -100,14 +102,6 @@ pub(super) fn finish(
             *totals.entry(name.into()).or_default() += m.get(slot);
         }
         mask |= m.get(scalar::REMOTE_DESTINATIONS);
-        for op in 0..ops {
-            s.processed[op] += m.get(m.processed(op));
-            s.exec_ns[op] += m.get(m.exec_ns(op));
-            for to in 0..ops {
-                s.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
-                s.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
-            }
-        }
     }
     totals.insert("remote_destinations".into(), u64::from(mask.count_ones()));
     let tc = node.t.counters();
