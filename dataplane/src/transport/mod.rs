@@ -1,10 +1,9 @@
 //! The transport between workers: batched ring-format frames over TCP, driven by io_uring.
 //!
-//! A remote chained request is the expensive hop of the data plane (the paper's prototype paid
-//! 275 µs for one), and what makes it cheap is batching: requests for the same destination are
-//! appended to one outbound batch, the batch crosses the kernel once, and on arrival each
-//! request is validated and copied once, from the receive buffer into the destination ring
-//! ([`wire`] has the format). The network thread owns a [`Transport`] and calls
+//! A remote chained request is the expensive hop of the data plane, and what makes it cheap is
+//! batching: requests for the same destination are appended to one outbound batch, the batch
+//! crosses the kernel once, and on arrival each request is validated and copied once, from the
+//! receive buffer into the destination ring ([`wire`] has the format). The network thread owns a [`Transport`] and calls
 //! [`Transport::poll`] in its loop: one `io_uring_enter` per turn submits every send and
 //! re-arm of the turn and, when there is nothing to do, parks until a completion, a
 //! [`Waker`], or the next batch's age limit. Poll a transport from one thread only, the first
@@ -24,13 +23,25 @@
 //! flight than its credit, so a slow worker slows its senders instead of growing memory.
 //! Control and state messages have their own window and are handed to the `Inbound` at once,
 //! even while data frames before them wait for ring space: held data can never block the
-//! control traffic that would release it (DESIGN.md §4, the two deadlocks).
+//! control traffic that would release it (otherwise full rings and exhausted credit could wait
+//! on each other forever).
 //!
 //! # Faults
 //! A bad frame (truncated, oversized, corrupt header, failed validation, credit or sequence
 //! violation) closes *that* connection with a logged reason and an [`Event::PeerLost`]; every
 //! other connection is served on. Nothing is resent (later work). [`Faults`] injects batch
 //! delay and connection cuts, because the test machine's kernel has no `netem`.
+//!
+//! # Files
+//! - `event_loop.rs`: [`Transport`], its ring, `poll` (reap, work, one `io_uring_enter`) and
+//!   drop (cancel, drain); `op.rs`: the operations it submits and their user data;
+//! - `sending.rs` / `receiving.rs`: the send and receive paths of the loop; `framing.rs`:
+//!   received bytes to checked frames to deliveries, apart from the loop;
+//! - `conn/`: one connection, in halves: `send.rs` (batch, control queue, send in flight),
+//!   `recv.rs` (reassembly, held deliveries), `credit.rs` (windows, grants);
+//! - `lifecycle.rs`: connecting, accepting, closing and freeing connections; `handshake.rs`:
+//!   the helper threads that connect and authenticate, using `auth.rs`;
+//! - `wire.rs`: the frame format; `bufring.rs`: the provided receive buffers.
 //!
 //! # Example
 //! ```no_run
@@ -69,11 +80,18 @@
 
 pub mod auth;
 mod bufring;
-mod uring;
+mod conn;
+mod event_loop;
+mod framing;
+mod handshake;
+mod lifecycle;
+mod op;
+mod receiving;
+mod sending;
 pub mod wire;
 
 pub use auth::{AuthError, ClusterSecret};
-pub use uring::Transport;
+pub use event_loop::Transport;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -208,7 +226,7 @@ pub struct Limits {
     pub park_min_wait_us: u32,
 }
 
-/// Default batch limit: 32 KiB (DESIGN.md §4: one send of a 16–64 KiB batch).
+/// Default batch limit: 32 KiB (one send of a 16–64 KiB batch amortises the system call).
 pub const DEFAULT_BATCH_BYTES_MAX: usize = 32 << 10;
 /// Default batch age limit (Flink's buffer timeout, scaled to this data plane).
 pub const DEFAULT_BATCH_AGE_MAX_US: u64 = 50;
@@ -222,7 +240,7 @@ pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 50;
 pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 256 << 10;
 
 const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_FRAME_BYTES_MAX);
-const _: () = assert!(DEFAULT_FRAME_BYTES_MAX <= wire::MAX_FRAME_BYTES);
+const _: () = assert!(DEFAULT_FRAME_BYTES_MAX <= wire::FRAME_BYTES_MAX);
 const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_DATA_CREDIT_BYTES as usize);
 // The largest control frame fits the control window, or control could never be sent.
 const _: () = assert!(
@@ -260,13 +278,13 @@ impl Limits {
                 self.batch_bytes_max, self.frame_bytes_max
             ));
         }
-        if self.frame_bytes_max > wire::MAX_FRAME_BYTES
+        if self.frame_bytes_max > wire::FRAME_BYTES_MAX
             || self.frame_bytes_max % wire::WIRE_ALIGN != 0
         {
             return bad(format!(
                 "frame_bytes_max {} must be a multiple of 16 and ≤ {}",
                 self.frame_bytes_max,
-                wire::MAX_FRAME_BYTES
+                wire::FRAME_BYTES_MAX
             ));
         }
         if (self.data_credit_bytes as usize) < self.batch_bytes_max {
@@ -333,8 +351,6 @@ pub struct TransportConfig {
     pub secret: ClusterSecret,
     /// The cluster id both proofs are bound to.
     pub cluster_id: u64,
-    /// The routing epoch stamped on frames.
-    pub epoch: u32,
     /// Limits.
     pub limits: Limits,
     /// Fault injection.
@@ -350,14 +366,13 @@ impl TransportConfig {
             peers: Vec::new(),
             secret,
             cluster_id,
-            epoch: 0,
             limits: Limits::default(),
             faults: Faults::default(),
         }
     }
 }
 
-/// Per-peer counters, both directions, for the metrics monitor.
+/// Per-peer counters, both directions (the worker reports them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerCounters {
     /// Bytes of frames sent (all kinds).
