@@ -1,6 +1,7 @@
 //! The event loop: one io_uring, one `io_uring_enter` per turn. The send and receive paths
 //! ([`super::sending`], [`super::receiving`]) and the connections' life
-//! ([`super::lifecycle`]) are further `impl Transport` blocks beside this one.
+//! ([`super::lifecycle`]) and drop ([`super::teardown`]) are further `impl Transport` blocks
+//! beside this one.
 //!
 //! # Operations and buffer ownership
 //! Every submission names a buffer the kernel may use until that submission's *final*
@@ -46,7 +47,7 @@ use super::{
     Event, Inbound, MAX_PEER_ID, PeerCounters, PeerId, RING_ENTRIES, TransportConfig,
     TransportCounters, TransportError, Waker, ms,
 };
-use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use io_uring::{IoUring, opcode, squeue, types};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -57,8 +58,6 @@ use tracing::{info, warn};
 
 pub(super) type Result<T> = std::result::Result<T, TransportError>;
 
-/// Longest wait for outstanding completions when the transport is dropped.
-const DROP_DRAIN_MS: u64 = 2_000;
 /// Most completions a coalesced park waits for before its `min_wait` has passed.
 const COALESCED_WANT: usize = 256;
 /// A turn that delivered at least this many requests, control messages and events marks the
@@ -80,7 +79,7 @@ pub struct Transport {
     listener: TcpListener,
     wake_fd: Arc<OwnedFd>,
     /// The kernel owns it while the eventfd read is in flight.
-    wake_buf: Box<[u8; 8]>,
+    pub(super) wake_buf: Box<[u8; 8]>,
     pub(super) setup_rx: mpsc::Receiver<Setup>,
     setup_tx: mpsc::Sender<Setup>,
     /// Server handshakes in progress (on helper threads).
@@ -94,9 +93,9 @@ pub struct Transport {
     pub(super) delivered_this_turn: usize,
     /// The ring was created `R_DISABLED` for a single issuer and is enabled by the first
     /// `enter`, on the thread that will own it.
-    single_issuer: bool,
+    pub(super) single_issuer: bool,
     /// The thread that enabled the ring (see [`thread_token`]); 0 until then.
-    owner: usize,
+    pub(super) owner: usize,
     /// Traffic is heavy: the last waking turn delivered at least [`COALESCE_AFTER`].
     busy: bool,
     /// The kernel supports `min_wait` on a wait (`IORING_FEAT_MIN_TIMEOUT`).
@@ -104,7 +103,7 @@ pub struct Transport {
 }
 
 /// An id of the calling thread that costs no system call: the address of a thread-local.
-fn thread_token() -> usize {
+pub(super) fn thread_token() -> usize {
     thread_local! {
         static TOKEN: u8 = const { 0 };
     }
@@ -485,44 +484,6 @@ impl Transport {
         }
         Ok(())
     }
-
-    /// Waits (bounded) for every operation's final completion; whether all arrived. Called
-    /// by the owning thread at drop, after everything was cancelled.
-    fn drain(&mut self) -> bool {
-        let deadline = Instant::now() + ms(DROP_DRAIN_MS);
-        while self.inflight > 0 && Instant::now() < deadline {
-            let ts = types::Timespec::new().nsec(10_000_000);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
-                && e.raw_os_error() == Some(libc::EEXIST)
-            {
-                // Not the ring's owner after all (a thread token reused by a new thread):
-                // the completions cannot be awaited here.
-                return false;
-            }
-            let mut done = Vec::new();
-            for cqe in self.ring.completion() {
-                done.push((cqe.user_data(), cqe.flags()));
-            }
-            for (ud, flags) in done {
-                let multishot_more = matches!(Op::from_user_data(ud), Some(Op::Recv(_)))
-                    && self.bufs.is_some()
-                    && cqueue::more(flags);
-                if !multishot_more {
-                    self.inflight = self.inflight.saturating_sub(1);
-                }
-            }
-        }
-        self.inflight == 0
-    }
-
-    /// Keeps every buffer the kernel might still write: never freed.
-    fn leak_buffers(&mut self) {
-        std::mem::forget(self.bufs.take());
-        std::mem::forget(std::mem::take(&mut self.conns));
-        let b = std::mem::replace(&mut self.wake_buf, Box::new([0; 8]));
-        std::mem::forget(b);
-    }
 }
 
 /// Pushes one submission, making room first if the queue is full.
@@ -537,41 +498,6 @@ pub(super) fn push_sqe(ring: &mut IoUring, inflight: &mut usize, e: &squeue::Ent
     }
     *inflight += 1;
     Ok(())
-}
-
-impl Drop for Transport {
-    fn drop(&mut self) {
-        for c in self.conns.iter().flatten() {
-            // SAFETY: an open socket; shutdown takes no memory.
-            unsafe { libc::shutdown(c.fd.as_raw_fd(), libc::SHUT_RDWR) };
-        }
-        if self.single_issuer && self.owner == 0 {
-            // Never enabled: nothing was submitted, so the kernel owns no buffer.
-            return;
-        }
-        if self.single_issuer && self.owner != thread_token() {
-            // Only the owning thread may enter a single-issuer ring, so the final completions
-            // cannot be awaited here: keep every buffer the kernel might still write.
-            warn!(
-                ops = self.inflight,
-                "transport dropped on a thread other than the one that polled it; \
-                 leaking its receive buffers"
-            );
-            self.leak_buffers();
-            return;
-        }
-        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-            .build()
-            .user_data(Op::Cancel.user_data());
-        let _ = push_sqe(&mut self.ring, &mut self.inflight, &cancel);
-        if !self.drain() {
-            warn!(
-                ops = self.inflight,
-                "io_uring operations still in flight at drop; leaking their buffers"
-            );
-            self.leak_buffers();
-        }
-    }
 }
 
 #[cfg(test)]

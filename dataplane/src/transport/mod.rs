@@ -33,8 +33,9 @@
 //! delay and connection cuts, because the test machine's kernel has no `netem`.
 //!
 //! # Files
-//! - `event_loop.rs`: [`Transport`], its ring, `poll` (reap, work, one `io_uring_enter`) and
-//!   drop (cancel, drain); `op.rs`: the operations it submits and their user data;
+//! - `event_loop.rs`: [`Transport`], its ring, and `poll` (reap, work, one `io_uring_enter`);
+//!   `op.rs`: the operations it submits and their user data; `teardown.rs`: drop (cancel,
+//!   wait for the kernel to let go of every buffer, or leak them);
 //! - `sending.rs` / `receiving.rs`: the send and receive paths of the loop; `framing.rs`:
 //!   received bytes to checked frames to deliveries, apart from the loop;
 //! - `conn/`: one connection, in halves: `send.rs` (batch, control queue, send in flight),
@@ -88,6 +89,7 @@ mod lifecycle;
 mod op;
 mod receiving;
 mod sending;
+mod teardown;
 pub mod wire;
 
 pub use auth::{AuthError, ClusterSecret};
