@@ -452,6 +452,9 @@ pub enum TransportError {
     /// A request frame that is not well-formed (the receiver would refuse it).
     #[error("malformed request frame: {0}")]
     Frame(#[from] crate::request::FrameError),
+    /// A control message that cannot be encoded as a frame.
+    #[error("control message: {0}")]
+    Wire(#[from] wire::WireError),
 }
 
 /// Wakes a parked [`Transport::poll`] from any thread (an eventfd the ring reads).

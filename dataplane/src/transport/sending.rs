@@ -113,8 +113,7 @@ impl Transport {
             return Ok(false);
         }
         let mut frame = Vec::new();
-        wire::encode_control(id, kind, body, &mut frame)
-            .map_err(|e| TransportError::Config(e.to_string()))?;
+        wire::encode_control(id, kind, body, &mut frame)?;
         if frame.len() as u64 > conn.credit.control_window_bytes {
             return Err(TransportError::TooLarge {
                 frame_bytes: frame.len(),
