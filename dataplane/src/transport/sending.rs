@@ -15,30 +15,31 @@ use super::wire::{self, NET_HEADER_BYTES};
 use super::{CONTROL_QUEUE_MAX, Direction, PeerId, TransportError};
 use std::time::Duration;
 
-impl Transport {
-    /// The slot of our connection to `peer` if it is up; `Ok(None)` while it is connecting.
-    #[inline]
-    fn outbound_slot(&self, peer: PeerId) -> Result<Option<(usize, u32)>> {
-        let Some(p) = self.peers.get(peer as usize) else {
-            return Err(TransportError::UnknownPeer(peer));
-        };
-        match &p.out {
-            Link::Up { slot, gen_ } => Ok(Some((*slot, *gen_))),
-            Link::Connecting => Ok(None),
-            Link::None => Err(TransportError::UnknownPeer(peer)),
-            Link::Lost(reason) => Err(TransportError::PeerLost {
-                peer,
-                reason: reason.clone(),
-            }),
-        }
+/// The slot and generation of our connection to `peer` if `link` (its outbound link) is up;
+/// `Ok(None)` while it is connecting.
+#[inline]
+fn up_slot(peer: PeerId, link: &Link) -> Result<Option<(usize, u32)>> {
+    match link {
+        Link::Up { slot, gen_ } => Ok(Some((*slot, *gen_))),
+        Link::Connecting => Ok(None),
+        Link::None => Err(TransportError::UnknownPeer(peer)),
+        Link::Lost(reason) => Err(TransportError::PeerLost {
+            peer,
+            reason: reason.clone(),
+        }),
     }
+}
 
+impl Transport {
     /// Appends one request frame to the outbound batch for `peer`. `Ok(false)`: not now (no
     /// credit, the batch is full while the previous one is still being sent, or the
     /// connection is not up yet) — keep the frame and retry after a `poll`.
     #[inline]
     pub fn try_append(&mut self, peer: PeerId, frame: &[u8]) -> Result<bool> {
-        let Some((slot, gen_)) = self.outbound_slot(peer)? else {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return Err(TransportError::UnknownPeer(peer));
+        };
+        let Some((slot, gen_)) = up_slot(peer, &p.out)? else {
             return Ok(false);
         };
         let entry = wire::entry_bytes(frame.len());
@@ -56,7 +57,7 @@ impl Transport {
         if frame.len() < wire::MIN_REQUEST_FRAME_BYTES {
             crate::request::Request::parse(frame)?;
         }
-        let counters = &mut self.peers[peer as usize].counters;
+        let counters = &mut p.counters;
         if conn.send.batch.buf.len() + entry > limit_bytes {
             // Full: hand it to the kernel now if the previous batch is done.
             if !conn.send.busy() && !conn.is_closing() {
@@ -103,7 +104,10 @@ impl Transport {
             });
         }
         let id = self.cfg.id;
-        let Some((slot, _)) = self.outbound_slot(peer)? else {
+        let Some(p) = self.peers.get(peer as usize) else {
+            return Err(TransportError::UnknownPeer(peer));
+        };
+        let Some((slot, _)) = up_slot(peer, &p.out)? else {
             return Ok(false);
         };
         let Some(Some(conn)) = self.conns.get_mut(slot) else {
