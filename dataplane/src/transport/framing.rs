@@ -178,3 +178,189 @@ fn on_frame(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Framing without a socket or a ring: bytes in, deliveries and errors out.
+    use super::*;
+    use crate::request::{RequestHeader, frame_len};
+    use crate::transport::auth::Welcome;
+    use crate::transport::conn::credit::Credit;
+    use crate::transport::conn::recv::RecvHalf;
+    use crate::transport::conn::send::SendHalf;
+    use crate::transport::conn::{Conn, ConnState};
+    use crate::transport::{Delivered, Limits, PeerCounters};
+    use std::os::fd::OwnedFd;
+    use std::time::Instant;
+
+    const PEER: PeerId = 5;
+
+    /// Accepts every request, or reports `Full` for the first `full` offers.
+    #[derive(Default)]
+    struct Sink {
+        ids: Vec<u64>,
+        controls: Vec<(u16, Vec<u8>)>,
+        full: usize,
+    }
+
+    impl Inbound for Sink {
+        fn deliver(&mut self, _: PeerId, frame: &[u8]) -> Delivered {
+            if self.full > 0 {
+                self.full -= 1;
+                return Delivered::Full;
+            }
+            self.ids
+                .push(RequestHeader::peek(frame).unwrap().request_id);
+            Delivered::Accepted
+        }
+        fn control(&mut self, _: PeerId, kind: u16, body: &[u8]) {
+            self.controls.push((kind, body.to_vec()));
+        }
+    }
+
+    fn inbound_conn() -> Conn {
+        let none = Welcome {
+            data_credit_bytes: 0,
+            control_credit_bytes: 0,
+            frame_bytes_max: 0,
+        };
+        let now = Instant::now();
+        Conn {
+            fd: OwnedFd::from(std::fs::File::open("/dev/null").unwrap()),
+            gen_: 1,
+            peer: PEER,
+            direction: Direction::Inbound,
+            state: ConnState::Open,
+            ops: 0,
+            send: SendHalf::new(0, now),
+            recv: RecvHalf::new(0),
+            credit: Credit::new(Direction::Inbound, &none, &Limits::default()),
+        }
+    }
+
+    fn batch(first_id: u64, n: u64, seq: u32) -> Vec<u8> {
+        let mut out = vec![0u8; NET_HEADER_BYTES];
+        for id in first_id..first_id + n {
+            let mut f = vec![0; frame_len(8, 3)];
+            RequestHeader {
+                request_id: id,
+                ..Default::default()
+            }
+            .write(&id.to_le_bytes(), b"abc", &mut f);
+            wire::push_entry(&mut out, &f);
+        }
+        let payload_bytes = (out.len() - NET_HEADER_BYTES) as u32;
+        NetHeader {
+            kind: Kind::Batch,
+            payload_bytes,
+            sender: PEER,
+            seq,
+            data_credit_bytes: 0,
+            control_credit_bytes: 0,
+        }
+        .write(&mut out);
+        out
+    }
+
+    fn stream() -> Vec<u8> {
+        let mut s = batch(0, 3, 0);
+        let mut control = Vec::new();
+        wire::encode_control(PEER, 7, b"hello", &mut control).unwrap();
+        wire::stamp_seq(&mut control, 1);
+        s.extend_from_slice(&control);
+        s.extend_from_slice(&batch(3, 4, 2));
+        s
+    }
+
+    /// Feeds `bytes` in pieces of `piece` bytes.
+    fn feed(conn: &mut Conn, sink: &mut Sink, bytes: &[u8], piece: usize) -> Result<(), BadFrame> {
+        let mut counters = PeerCounters::default();
+        let mut delivered = 0;
+        let mut scratch = rkyv::util::AlignedVec::new();
+        let mut cx = Cx {
+            frame_bytes_max: wire::FRAME_BYTES_MAX,
+            tally: Tally {
+                counters: &mut counters,
+                delivered: &mut delivered,
+                now: Instant::now(),
+            },
+            scratch: &mut scratch,
+        };
+        for chunk in bytes.chunks(piece) {
+            on_bytes(conn, chunk, &mut cx, sink)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn frames_cut_anywhere_deliver_the_same_requests_in_order() {
+        let bytes = stream();
+        for piece in [1, 7, 31, 32, 33, 100, bytes.len()] {
+            let (mut conn, mut sink) = (inbound_conn(), Sink::default());
+            feed(&mut conn, &mut sink, &bytes, piece).unwrap();
+            assert_eq!(sink.ids, (0..7).collect::<Vec<_>>(), "piece {piece}");
+            assert_eq!(sink.controls, vec![(7, b"hello".to_vec())]);
+            assert!(conn.recv.partial.is_empty() && conn.recv.held.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_full_ring_holds_the_batch_and_what_follows_until_retried() {
+        let (mut conn, mut sink) = (inbound_conn(), Sink::default());
+        sink.full = 2;
+        feed(&mut conn, &mut sink, &stream(), 64).unwrap();
+        // The control message passed the held data.
+        assert_eq!(sink.controls.len(), 1);
+        assert!(sink.ids.is_empty() && !conn.recv.held.is_empty());
+        let (mut counters, mut delivered) = (PeerCounters::default(), 0);
+        let mut tally = Tally {
+            counters: &mut counters,
+            delivered: &mut delivered,
+            now: Instant::now(),
+        };
+        conn.deliver_held(&mut tally, &mut sink);
+        assert!(sink.ids.is_empty(), "still full once");
+        conn.deliver_held(&mut tally, &mut sink);
+        assert_eq!(sink.ids, (0..7).collect::<Vec<_>>());
+        assert!(conn.recv.held.is_empty());
+    }
+
+    #[test]
+    fn each_violation_is_a_typed_reason() {
+        let mut wrong_seq = batch(0, 1, 0);
+        wrong_seq.extend_from_slice(&batch(1, 1, 5));
+        let mut wrong_sender = batch(0, 1, 0);
+        wrong_sender[12] = 9;
+        let mut credit = vec![0u8; NET_HEADER_BYTES];
+        wire::write_credit(&mut credit, PEER, 0, 16, 0);
+        let cases: [(Vec<u8>, fn(&BadFrame) -> bool); 3] = [
+            (wrong_seq, |e| {
+                matches!(e, BadFrame::Sequence { got: 5, due: 1 })
+            }),
+            (wrong_sender, |e| {
+                matches!(
+                    e,
+                    BadFrame::Sender {
+                        sender: 9,
+                        peer: PEER
+                    }
+                )
+            }),
+            (credit, |e| {
+                matches!(
+                    e,
+                    BadFrame::Misdirected {
+                        kind: Kind::Credit,
+                        ..
+                    }
+                )
+            }),
+        ];
+        for (bytes, expect) in cases {
+            let (mut conn, mut sink) = (inbound_conn(), Sink::default());
+            let e = feed(&mut conn, &mut sink, &bytes, 13).unwrap_err();
+            assert!(expect(&e), "{e}");
+            assert!(e.to_string().starts_with("bad frame: "), "{e}");
+        }
+    }
+}
