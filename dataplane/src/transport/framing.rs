@@ -325,6 +325,9 @@ mod tests {
         assert!(conn.recv.held.is_empty());
     }
 
+    /// What a case expects of its error.
+    type Expect = fn(&BadFrame) -> bool;
+
     #[test]
     fn each_violation_is_a_typed_reason() {
         let mut wrong_seq = batch(0, 1, 0);
@@ -333,7 +336,7 @@ mod tests {
         wrong_sender[12] = 9;
         let mut credit = vec![0u8; NET_HEADER_BYTES];
         wire::write_credit(&mut credit, PEER, 0, 16, 0);
-        let cases: [(Vec<u8>, fn(&BadFrame) -> bool); 3] = [
+        let cases: [(Vec<u8>, Expect); 3] = [
             (wrong_seq, |e| {
                 matches!(e, BadFrame::Sequence { got: 5, due: 1 })
             }),
