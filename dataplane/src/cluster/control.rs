@@ -5,7 +5,7 @@
 //! moves), or nothing at all (a static run).
 
 use crate::migrate::Slots;
-use crate::worker::ledger::LatencySummary;
+use crate::runtime::ledger::LatencySummary;
 use clasp_controlplane::migration::Routing;
 use clasp_operators::key::KEY_GROUPS;
 

@@ -156,7 +156,7 @@ impl Counters {
 pub const DELTAS_PER_MESSAGE: usize = 2048;
 
 const _: () = assert!(
-    DELTAS_PER_MESSAGE * crate::worker::ledger::DELTA_BYTES
+    DELTAS_PER_MESSAGE * crate::runtime::ledger::DELTA_BYTES
         <= crate::transport::wire::MAX_CONTROL_BODY_BYTES
 );
 
@@ -542,11 +542,6 @@ pub(crate) fn read_u64(b: &[u8]) -> Result<u64, String> {
 }
 
 /// CLOCK_MONOTONIC in ns (the clock of admission times and the ledger).
-pub(crate) fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
