@@ -199,6 +199,7 @@ impl Coordinator {
         max: usize,
         mut on_report: impl FnMut(usize, Report<'_>),
     ) -> Result<usize, clasp_shmring::Error> {
+        let executors = self.seg.executors();
         let flushed = &mut self.flushed;
         self.reports
             .poll(max, |e, frame| match Report::decode(frame) {
@@ -207,6 +208,7 @@ impl Coordinator {
                         && let Some(n) = flushed.get_mut(operator as usize)
                     {
                         *n += 1;
+                        debug_assert!(*n <= executors, "each executor flushes once per request");
                     }
                     on_report(e, report);
                 }

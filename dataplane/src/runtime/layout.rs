@@ -641,3 +641,59 @@ impl WorkerSegment {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(tag: &str) -> WorkerSegment {
+        let sizes = SegmentSizes {
+            executors: 2,
+            operators: 3,
+            ring_bytes: 4096,
+            max_frame_bytes: 1024,
+        };
+        let table = RoutingTable::spread(3, &[0], 2, crate::routing::Spread::Even);
+        let name = format!("clasp-layout-test-{tag}-{}", std::process::id());
+        WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment")
+    }
+
+    #[test]
+    fn every_counter_of_a_block_is_reachable_and_blocks_are_apart() {
+        let seg = segment("reach");
+        let (a, b) = (seg.metrics(0), seg.metrics(1));
+        let last = a.edge_remote(2, 2);
+        a.set(scalar::FRAMES_IN, 7);
+        a.add(last, 3);
+        assert_eq!((a.get(scalar::FRAMES_IN), a.get(last)), (7, 3));
+        assert_eq!((b.get(scalar::FRAMES_IN), b.get(last)), (0, 0));
+        let own = seg.executor_metrics(1);
+        own.view().add(scalar::PARKS, 2);
+        assert_eq!(seg.metrics(1).get(scalar::PARKS), 2);
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_counter_outside_the_block_panics() {
+        let seg = segment("outside");
+        let m = seg.metrics(0);
+        m.get(MetricsView::slots(3) + 1);
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_executor_the_segment_does_not_have_panics() {
+        let _ = segment("executor").metrics(2);
+    }
+
+    #[test]
+    fn attaching_checks_the_app() {
+        let seg = segment("attach");
+        let name = seg.segment.name().expect("a named segment").to_owned();
+        assert!(WorkerSegment::attach(&name, 3, 0).is_ok());
+        assert!(matches!(
+            WorkerSegment::attach(&name, 4, 0),
+            Err(LayoutError::OtherApp { .. })
+        ));
+    }
+}

@@ -373,6 +373,7 @@ impl Engine {
             // An executor reads a plan between requests: nothing runs, so it is drained.
             // Emissions from now on are routed by the new table.
             if let Some((epoch, routing)) = self.mig.next.take() {
+                debug_assert!(epoch > self.epoch, "a plan moves the epoch forward");
                 self.table = flatten(&routing);
                 self.epoch = epoch;
             }

@@ -144,6 +144,7 @@ impl Outbound {
         if ring.overflow.is_empty() {
             match ring.producer.reserve(len) {
                 Ok(mut g) => {
+                    debug_assert_eq!(g.len(), len, "a reservation is as long as asked");
                     write(&mut g);
                     g.commit_deferred();
                     ring.dirty = true;
