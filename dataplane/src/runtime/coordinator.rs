@@ -1,5 +1,5 @@
-//! The coordinator of one worker's executors: it starts them, sends them [`Command`]s, reads
-//! and decodes their [`Report`]s, counts which operators they flushed, tells whether they are
+//! The coordinator of one worker's executors: it starts them, sends them `Command`s, reads
+//! and decodes their `Report`s, counts which operators they flushed, tells whether they are
 //! quiescent or stalled, and stops them. It does no per-request work.
 //!
 //! Every worker has exactly one, whatever feeds it. What differs between a worker on its own
@@ -129,7 +129,10 @@ impl Coordinator {
             let handle = std::thread::Builder::new()
                 .name(format!("clasp-exec-{e}"))
                 .spawn(move || {
-                    let pinned = if pin { pin_thread(e + 1).err() } else { None };
+                    // Pinned and verified (see `crate::affinity`), or why not.
+                    let pinned = pin
+                        .then(|| crate::affinity::pin_current_thread(e + 1).err())
+                        .flatten();
                     (exec.run(), pinned)
                 })
                 .map_err(|source| RuntimeError::Spawn {
@@ -318,11 +321,6 @@ fn push_command(ring: &mut Producer<ShmRing>, cmd: Command) {
     while ring.push(&frame).is_err() {
         std::thread::yield_now();
     }
-}
-
-/// Pins the calling thread to `cpu`, verified (see [`crate::affinity`]).
-fn pin_thread(cpu: usize) -> Result<(), String> {
-    crate::affinity::pin_current_thread(cpu).map(|_| ())
 }
 
 /// Notices when nothing progresses: progress is any change of the counters it is shown.

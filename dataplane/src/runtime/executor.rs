@@ -16,7 +16,7 @@
 //! In a cluster, an emission whose key group another worker owns is written the same way into
 //! `net_out(e)`, the ring to the worker's network thread (which finds the destination from the
 //! frame's header and appends it to that worker's batch): every ring written is a lane of one
-//! [`Outbound`], with its own overflow queue. Requests from other workers arrive on
+//! `Outbound` (its `outbound` module), with its own overflow queue. Requests from other workers arrive on
 //! `net_in(e)`, which is served like the other executors' rings (never gated: refusing it could
 //! block a peer that waits for us).
 
@@ -74,7 +74,7 @@ pub struct NetLink {
     pub parked: Arc<AtomicBool>,
     /// Ends the network thread's park.
     pub waker: crate::transport::Waker,
-    /// Migration plans for this executor (announced by [`Command::Plan`]).
+    /// Migration plans for this executor (announced by `Command::Plan`).
     pub plans: Arc<Mutex<VecDeque<Assignment>>>,
 }
 

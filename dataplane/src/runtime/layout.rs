@@ -7,8 +7,10 @@
 //! - `ingress(e)`: ingress → executor e;
 //! - `exec(a, b)`: executor a → executor b (a == b included: a chained request to a key group
 //!   the same executor owns takes the same path, so every local hop costs the same);
-//! - `control(e)`: coordinator → executor e (end of stream, stop);
-//! - `report(e)`: executor e → coordinator (ledger deltas, acknowledgements);
+//! - `control(e)`: coordinator → executor e (end of stream, plans, stop: a
+//!   `Command` (see [`super::messages`]));
+//! - `report(e)`: executor e → coordinator (ledger deltas, flushes, faults, migration progress:
+//!   a `Report`);
 //! - `net_out(e)`: executor e → network thread (remote chained requests, in emission order);
 //! - `net_in(e)`: network thread → executor e (chained requests from other workers).
 //!
@@ -17,8 +19,9 @@
 //! also the producer of the `ingress(e)` rings: roots from the driver go there, so an executor
 //! with pending overflow stops taking new roots but keeps serving its peers.
 //!
-//! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), the
-//! coordinator on doorbell E, the ingress (waiting for completions, its in-flight bound) on
+//! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), a
+//! local coordinator on doorbell E (a cluster worker's coordinator is its network thread), the
+//! ingress (waiting for completions, its in-flight bound) on
 //! doorbell E + 1, the network thread on doorbell E + 2. The network thread parks in io_uring,
 //! not on a futex, so executors also wake it through its transport's eventfd
 //! (`crate::runtime::executor::NetLink`) when it announced that it parks.

@@ -1,5 +1,5 @@
 //! What a worker's coordinator and its executors tell each other over the `control(e)` and
-//! `report(e)` rings of the worker's segment: [`Command`]s one way, [`Report`]s the other.
+//! `report(e)` rings of the worker's segment: `Command`s one way, `Report`s the other.
 //!
 //! These never leave the process (the segment is shared with the ingress only, which writes
 //! neither ring), so they are not the message layer between processes: one tag byte, then a
@@ -7,7 +7,7 @@
 //! decoding checks every length, so a corrupt frame becomes an error, never a panic.
 //!
 //! A report's ledger deltas stay a borrowed run of [`DELTA_BYTES`]-byte records
-//! ([`DeltaBatch`]): the local coordinator applies them one by one; a cluster worker forwards
+//! (`DeltaBatch`): the local coordinator applies them one by one; a cluster worker forwards
 //! them to the driver as they are.
 
 use super::ledger::{DELTA_BYTES, Delta};

@@ -12,14 +12,14 @@
 //!   and chained requests from other workers arrive over the transport; ledger deltas and
 //!   flush acknowledgements go to the driver, which sequences the end of stream.
 
-pub(crate) mod coordinator;
+pub mod coordinator;
 mod error;
 pub mod executor;
 pub mod ingress;
 pub mod layout;
 pub mod ledger;
 pub mod local;
-pub(crate) mod messages;
+pub mod messages;
 pub(crate) mod results;
 
 pub use error::RuntimeError;
