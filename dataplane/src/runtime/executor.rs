@@ -60,10 +60,20 @@ const MIN_STATE_PART_BYTES: usize = 256;
 /// How long an executor with pending overflow sleeps before retrying.
 const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
 
-/// Input order of an executor's fan-in.
+/// Input order of an executor's fan-in: commands, the ingress, each executor of the worker
+/// ([`input_exec`]), then the network thread ([`input_net_in`]).
 const INPUT_CONTROL: usize = 0;
 const INPUT_INGRESS: usize = 1;
-const INPUT_EXEC0: usize = 2;
+
+/// The fan-in input of the ring from executor `a`.
+const fn input_exec(a: usize) -> usize {
+    2 + a
+}
+
+/// The fan-in input of the ring from the network thread, after the executors' rings.
+const fn input_net_in(executors: usize) -> usize {
+    input_exec(executors)
+}
 
 /// How an executor reaches its worker's network thread (cluster mode only): the network thread
 /// parks in io_uring, not on its doorbell, so after publishing to `net_out` or a report the
@@ -265,9 +275,9 @@ impl Executor {
                 }
             }
             for a in 0..executors {
-                work += self.poll_input(INPUT_EXEC0 + a, BATCH_FRAMES, |eng, f| eng.handle(f));
+                work += self.poll_input(input_exec(a), BATCH_FRAMES, |eng, f| eng.handle(f));
             }
-            work += self.poll_input(INPUT_EXEC0 + executors, BATCH_FRAMES, |eng, f| {
+            work += self.poll_input(input_net_in(executors), BATCH_FRAMES, |eng, f| {
                 eng.handle(f)
             });
             if self.engine.out.overflow_bytes() == 0 {
@@ -306,7 +316,7 @@ impl Executor {
     /// what is in it must run (or be exported) under the old table — running it now is the
     /// simplest. Ends because an app is a DAG.
     fn run_own_queue(&mut self) {
-        let me = INPUT_EXEC0 + self.engine.me;
+        let me = input_exec(self.engine.me);
         let own = self.engine.out.executor_lane(self.engine.me);
         loop {
             self.engine.out.drain_overflow();
