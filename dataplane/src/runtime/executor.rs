@@ -16,12 +16,12 @@
 //! In a cluster, an emission whose key group another worker owns is written the same way into
 //! `net_out(e)`, the ring to the worker's network thread (which finds the destination from the
 //! frame's header and appends it to that worker's batch): every ring written is a lane of one
-//! `Outbound` (its `outbound` module), with its own overflow queue. Requests from other workers arrive on
-//! `net_in(e)`, which is served like the other executors' rings (never gated: refusing it could
-//! block a peer that waits for us).
+//! `Outbound` (its `outbound` module), with its own overflow queue. Requests from other
+//! workers arrive on `net_in(e)`, which is served like the other executors' rings (never
+//! gated: refusing it could block a peer that waits for us).
 
 use super::RuntimeError;
-use super::layout::{ExecutorMetrics, WorkerSegment, scalar};
+use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
 use crate::migrate::{Slots, flatten};
@@ -40,12 +40,14 @@ use std::time::Duration;
 mod migrating;
 mod outbound;
 
-/// Longest error message an executor reports (the report rings hold 64 KiB).
+/// Longest error message an executor reports (a frame must fit its report ring).
 const ERROR_REPORT_BYTES_MAX: usize = 4096;
 /// Frames read from one ring before the executor looks at the others.
 const BATCH_FRAMES: usize = 32;
-/// Ledger deltas per report frame (the report rings hold 64 KiB).
+/// Ledger deltas per report frame (a frame must fit its report ring).
 const DELTAS_PER_REPORT: usize = 1024;
+const _: () = assert!(deltas_frame_bytes(DELTAS_PER_REPORT) <= MESSAGE_FRAME_BYTES_MAX);
+const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 /// Execution time is measured on 1 request in this many and scaled up: two clock reads per
 /// request cost about as much as dispatching it (`clasp bench dispatch --local` reports the
 /// metrics' cost), and the capacity model needs the mean τ̄, which sampling estimates without

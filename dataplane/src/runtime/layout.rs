@@ -40,6 +40,11 @@ const VERSION: u32 = 2;
 pub const MAX_EXECUTORS: usize = 64;
 /// Most operators in an app the worker runs.
 pub const MAX_OPERATORS: usize = 256;
+/// Capacity of each `control(e)` and `report(e)` ring (commands and reports are small).
+pub const MESSAGE_RING_BYTES: usize = 64 * 1024;
+/// Longest frame on a `control(e)` or `report(e)` ring.
+pub const MESSAGE_FRAME_BYTES_MAX: usize =
+    MESSAGE_RING_BYTES / 2 - clasp_shmring::FRAME_HEADER_BYTES;
 const LINE: usize = 128;
 
 /// Ingress states.
@@ -376,7 +381,7 @@ pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, LayoutError> {
         max_frame_bytes: s.max_frame_bytes,
     };
     request.validate().map_err(LayoutError::RingSizes)?;
-    let small = RingConfig::new(64 * 1024);
+    let small = RingConfig::new(MESSAGE_RING_BYTES);
     let mut rings = Vec::with_capacity(idx.rings());
     for e in 0..s.executors {
         rings.push(RingSpec {

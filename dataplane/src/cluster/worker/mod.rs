@@ -10,7 +10,8 @@
 //! faults), then one `Transport::poll`, which delivers received frames into the owning
 //! executor's ring (`ingress(e)` for roots from the driver, `net_in(e)` for chained requests
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
-//! there is nothing to do. Executors wake it through the transport's eventfd ([`NetLink`](crate::runtime::executor::NetLink)).
+//! there is nothing to do. Executors wake it through the transport's eventfd
+//! ([`NetLink`](crate::runtime::executor::NetLink)).
 
 mod start;
 mod summary;

@@ -1,13 +1,14 @@
 //! A worker on its own (`clasp local`): a cluster of one worker, fed by a local ingress
 //! process through the worker's shared-memory segment instead of by a driver over the network.
 //!
-//! This is the front of the worker's coordinator ([`super::coordinator`]) for that case. The coordinator starts the
-//! executors and decodes their reports as in a cluster; this front applies the ledger deltas
-//! here (latency, completions, the ingress's in-flight bound), samples the executors' counters
-//! every interval, and runs the end of the stream: once the ingress is done and every request
-//! is processed, it asks the executors to flush operator after operator in topological order,
-//! waiting for the worker to be quiescent after each, exactly as the oracle drains between
-//! flushes (in a cluster the driver does this across every worker).
+//! This is the front of the worker's coordinator ([`super::coordinator`]) for that case. The
+//! coordinator starts the executors and decodes their reports as in a cluster; this front
+//! applies the ledger deltas here (latency, completions, the ingress's in-flight bound),
+//! samples the executors' counters every interval, and runs the end of the stream: once the
+//! ingress is done and every request is processed, it asks the executors to flush operator
+//! after operator in topological order, waiting for the worker to be quiescent after each,
+//! exactly as the oracle drains between flushes (in a cluster the driver does this across
+//! every worker).
 //!
 //! Quiescence is read from the segment: every executor parked with nothing in overflow, every
 //! request ring empty, and the executors' counters unchanged between two reads.
