@@ -203,3 +203,71 @@ impl Outbound {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::{RoutingTable, Spread};
+    use crate::runtime::layout::{SegmentSizes, WorkerSegment};
+
+    /// A worker of two executors whose first slot is 4, and executor 0's lanes.
+    fn outbound(tag: &str) -> (WorkerSegment, Outbound) {
+        let sizes = SegmentSizes {
+            executors: 2,
+            operators: 1,
+            ring_bytes: 4096,
+            max_frame_bytes: 1024,
+        };
+        let table = RoutingTable::spread(1, &[0], 2, Spread::Even);
+        let name = format!("clasp-outbound-test-{tag}-{}", std::process::id());
+        let seg = WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment");
+        let rings = (0..2)
+            .map(|b| seg.segment.producer(seg.index.exec(0, b)).expect("a ring"))
+            .collect();
+        (seg, Outbound::new(rings, None, 4, 1024))
+    }
+
+    #[test]
+    fn slots_of_this_worker_have_lanes_and_others_none_without_a_network() {
+        let (_seg, out) = outbound("lanes");
+        assert_eq!(out.lane_of(4), Some(out.executor_lane(0)));
+        assert_eq!(out.lane_of(5), Some(out.executor_lane(1)));
+        assert_eq!(out.lane_of(3), None);
+        assert_eq!(out.lane_of(6), None);
+        assert!(!out.is_remote(out.executor_lane(1)));
+    }
+
+    #[test]
+    fn a_full_ring_overflows_in_order_and_drains_in_order() {
+        let (seg, mut out) = outbound("order");
+        let lane = out.executor_lane(1);
+        let mut reader = seg.segment.consumer(seg.index.exec(0, 1)).expect("a ring");
+        let mut queued = 0;
+        for i in 0..200u32 {
+            match out.send_with(lane, 64, |b| b[..4].copy_from_slice(&i.to_le_bytes())) {
+                Sent::Written => assert_eq!(queued, 0, "a frame overtook the overflow"),
+                Sent::Queued => queued += 1,
+                Sent::Dropped(why) => panic!("{why}"),
+            }
+        }
+        assert!(queued > 0 && out.has_overflow(lane));
+        assert_eq!(out.overflow_bytes(), queued * 64);
+        assert!(matches!(
+            out.send_with(lane, 2048, |_| {}),
+            Sent::Dropped(_)
+        ));
+        out.publish();
+        let mut seen = Vec::new();
+        while seen.len() < 200 {
+            reader
+                .pop_batch(usize::MAX, |f| {
+                    seen.push(u32::from_le_bytes([f[0], f[1], f[2], f[3]]))
+                })
+                .expect("a frame");
+            out.drain_overflow();
+        }
+        assert_eq!(seen, (0..200).collect::<Vec<_>>());
+        assert_eq!(out.overflow_bytes(), 0);
+        assert!(!out.has_overflow(lane));
+    }
+}
