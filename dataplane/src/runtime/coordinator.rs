@@ -355,3 +355,21 @@ impl StallWatch {
         self.timeout
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StallWatch;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stall_is_no_change_for_the_timeout() {
+        let mut w = StallWatch::new(Duration::from_secs(3600));
+        assert!(!w.stalled((1, 0)));
+        assert!(!w.stalled((1, 0)), "not for the timeout yet");
+        let mut w = StallWatch::new(Duration::ZERO);
+        assert!(!w.stalled((1, 0)), "a change is progress");
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(w.stalled((1, 0)));
+        assert!(!w.stalled((1, 1)));
+    }
+}
