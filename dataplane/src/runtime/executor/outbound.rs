@@ -108,10 +108,11 @@ impl Outbound {
         Lane(e)
     }
 
-    /// Whether `lane` leaves this worker.
+    /// Whether `lane` leaves this worker (the one lane after the executors' is the network's).
     #[inline]
     pub(crate) fn is_remote(&self, lane: Lane) -> bool {
-        Some(lane) == self.network
+        debug_assert!(lane.0 < self.executors || Some(lane) == self.network);
+        lane.0 >= self.executors
     }
 
     /// Bytes waiting in every lane's overflow.
