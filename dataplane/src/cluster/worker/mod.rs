@@ -500,7 +500,7 @@ pub fn run_cluster_worker(
         } else {
             AppSpec::from_toml_str(&job.app_toml).map_err(|e| format!("the job's app: {e}"))?
         };
-        start_executors(cfg, &job, Arc::new(spec), &node.t)
+        start_executors(cfg, &job, Arc::new(spec), &node.t).map_err(|e| e.to_string())
     })();
     let mut run = match setup {
         Ok(r) => r,

@@ -5,10 +5,11 @@
 use super::{ClusterWorkerConfig, Job, Running};
 use crate::migrate::Slots;
 use crate::routing::RoutingTable;
+use crate::runtime::RuntimeError;
 use crate::runtime::coordinator::{Coordinator, Launch};
 use crate::runtime::executor::{NetLink, Seat};
-use crate::runtime::layout::{SegmentSizes, WorkerSegment};
-use crate::transport::{Limits, Transport};
+use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
+use crate::transport::{Limits, PeerId, Transport};
 use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
 use clasp_shmring::WaitPolicy;
@@ -17,21 +18,47 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A job this worker cannot start.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    /// Too few or too many executors per worker.
+    #[error("{0} executors per worker")]
+    Executors(usize),
+    /// Request rings that are not a power of two of at least 4 KiB.
+    #[error("ring of {0} bytes")]
+    RingBytes(usize),
+    /// The job's workers do not include this one.
+    #[error("worker {0} is not in the job")]
+    NotInJob(PeerId),
+    /// The job's slots or routing table do not fit the frame format.
+    #[error("{0}")]
+    Slots(String),
+    /// The worker's segment.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// An executor's ring to the network thread.
+    #[error("a net_out ring: {0}")]
+    NetOut(#[source] clasp_shmring::Error),
+    /// The executors.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
 /// Checks the job, makes this worker's segment and starts its executors.
 pub(super) fn start_executors(
     cfg: &ClusterWorkerConfig,
     job: &Job,
     spec: Arc<AppSpec>,
     t: &Transport,
-) -> Result<Running, String> {
+) -> Result<Running, StartError> {
     let ops = spec.operators.len();
     let executors = job.executors as usize;
     if executors == 0 || executors > crate::runtime::layout::MAX_EXECUTORS {
-        return Err(format!("{executors} executors per worker"));
+        return Err(StartError::Executors(executors));
     }
     let ring_bytes = job.ring_bytes as usize;
     if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
-        return Err(format!("ring of {ring_bytes} bytes"));
+        return Err(StartError::RingBytes(ring_bytes));
     }
     let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread);
     let slots = Slots {
@@ -42,10 +69,10 @@ pub(super) fn start_executors(
         .workers
         .iter()
         .position(|&w| w == cfg.id)
-        .ok_or_else(|| format!("worker {} is not in the job", cfg.id))?;
-    slots.check_count()?;
+        .ok_or(StartError::NotInJob(cfg.id))?;
+    slots.check_count().map_err(StartError::Slots)?;
     let seat = Seat {
-        routing: Arc::new(slots.routing_of(&table)?),
+        routing: Arc::new(slots.routing_of(&table).map_err(StartError::Slots)?),
         slots: slots.clone(),
         index,
         remote_frame_bytes_max: remote_frame_bytes_max(&cfg.limits),
@@ -65,12 +92,11 @@ pub(super) fn start_executors(
         std::process::id(),
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
-    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)
-        .map_err(|e| e.to_string())?;
+    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)?;
     let net_out = (0..executors)
         .map(|e| seg.segment.consumer(seg.index.net_out(e)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::NetOut)?;
     let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
         (0..executors).map(|_| Default::default()).collect();
     let parked = Arc::new(AtomicBool::new(false));
@@ -94,7 +120,7 @@ pub(super) fn start_executors(
         pin: job.pin,
         links,
     };
-    let coordinator = Coordinator::start(seg, launch).map_err(|e| e.to_string())?;
+    let coordinator = Coordinator::start(seg, launch)?;
     Ok(Running {
         spec,
         coordinator,
