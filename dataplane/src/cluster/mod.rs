@@ -85,7 +85,7 @@ pub mod kind {
 }
 
 /// A worker's cumulative counters (the planner differentiates consecutive ones into the
-/// per-interval metrics of the paper's Table 2).
+/// per-interval metrics its capacity model reads).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     /// The worker.
