@@ -6,16 +6,17 @@ mod moves;
 use super::control::{
     Controller, IntervalView, MigrationRecord, Move, Static, WorkerInterval, active_workers,
 };
-use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
+use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, read_u16};
+use crate::clock::monotonic_ns;
 use crate::migrate::{
     Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
 };
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
 use crate::routing::{RoutingTable, Spread};
+use crate::runtime::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use crate::worker::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
 use clasp_controlplane::protocol::Assignment;
 use clasp_controlplane::protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use clasp_operators::key::{key_group, key_hash};
@@ -151,7 +152,7 @@ impl Inbound for DriverInbox {
 
     fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
         if k == kind::DELTAS {
-            let now = now_ns();
+            let now = monotonic_ns();
             let mut done = false;
             for c in body.chunks_exact(DELTA_BYTES) {
                 let mut d = [0u8; DELTA_BYTES];
@@ -289,7 +290,7 @@ impl Driver<'_> {
                             r.worker
                         ));
                     }
-                    let now = now_ns();
+                    let now = monotonic_ns();
                     for a in self.planner.on_completed::<()>(now, r) {
                         self.planner_action(a)?;
                     }
@@ -297,7 +298,8 @@ impl Driver<'_> {
                 kind::PROGRESS => {
                     let (slot, epoch, waiting) =
                         decode_progress(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.planner.on_progress(now_ns(), slot, epoch, waiting);
+                    self.planner
+                        .on_progress(monotonic_ns(), slot, epoch, waiting);
                 }
                 kind::COUNTERS => {
                     let c = Counters::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
@@ -322,7 +324,7 @@ impl Driver<'_> {
                     .push(format!("worker {from} sent unknown message {other}")),
             }
         }
-        for a in self.planner.on_tick::<()>(now_ns()) {
+        for a in self.planner.on_tick::<()>(monotonic_ns()) {
             self.planner_action(a)?;
         }
         if self.last_progress.elapsed() > self.cfg.stall_timeout {
@@ -628,7 +630,7 @@ pub fn run_driver_with(
             key_hash: hash,
             request_id: id,
             root_id: id,
-            admitted_ns: now_ns(),
+            admitted_ns: monotonic_ns(),
         };
         frame.resize(frame_len(key.len(), payload.len()), 0);
         header.write(&key, &payload, &mut frame);

@@ -85,7 +85,7 @@ impl Driver<'_> {
         let after = active_workers(&m.routing, &self.slots).len();
         let actions = self
             .planner
-            .start_migration::<()>(now_ns(), m.routing, self.slots.len())
+            .start_migration::<()>(crate::clock::monotonic_ns(), m.routing, self.slots.len())
             .map_err(|e| format!("cannot migrate: {e}"))?;
         let epoch = self.planner.epoch();
         self.in_flight = Some(InFlight {

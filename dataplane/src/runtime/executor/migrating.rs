@@ -19,7 +19,7 @@ use crate::migrate::{
     frame_kind, peer_of, read_seal, seal_body, state_parts,
 };
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
-use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
+use crate::runtime::messages::Report;
 use clasp_controlplane::migration::Routing;
 use clasp_controlplane::protocol::worker::{Action, Worker};
 use clasp_controlplane::protocol::{Assignment, Msg, Req};
@@ -112,9 +112,7 @@ impl Migration {
     }
 }
 
-fn now_ns() -> u64 {
-    crate::cluster::now_ns()
-}
+use crate::clock::monotonic_ns as now_ns;
 
 impl Engine {
     /// Reads the plans the network thread left in the mailbox.
@@ -139,8 +137,8 @@ impl Engine {
         while !self.mig.outgoing.is_empty() {
             if self.run_exports() == 0 {
                 // Waiting for room behind an overflowed part.
-                self.drain_overflow();
-                self.publish();
+                self.out.drain_overflow();
+                self.out.publish();
                 std::thread::yield_now();
             }
         }
@@ -268,7 +266,7 @@ impl Engine {
             };
             match Request::parse(&f) {
                 Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(r),
-                _ => self.metrics.add(super::scalar::BAD_FRAMES, 1),
+                _ => self.metrics.view().add(super::scalar::BAD_FRAMES, 1),
             }
             n += 1;
         }
@@ -290,23 +288,12 @@ impl Engine {
         self.apply(actions);
     }
 
-    /// The ring that leads to `slot`: the slot's own on this worker, else `net_out`.
-    fn ring_to(&self, slot: usize) -> usize {
-        let local = slot.wrapping_sub(self.slot_base);
-        if local < self.executors {
-            local
-        } else {
-            self.executors
-        }
-    }
-
     /// Sends a frame to `slot` (a ring of this worker, or `net_out`).
     fn send_to_slot(&mut self, slot: usize, frame: &[u8]) {
-        let b = self.ring_to(slot);
-        if b == self.executors && self.net.is_none() {
-            return self.report_error(format!("a frame for slot {slot}, which is not here"));
+        match self.out.lane_of(slot) {
+            Some(lane) => self.send_frame(lane, frame),
+            None => self.report_error(format!("a frame for slot {slot}, which is not here")),
         }
-        self.send_frame(b, frame);
     }
 
     fn send_control(&mut self, kind: u16, epoch: u64, to: usize, body: &[u8]) {
@@ -373,11 +360,11 @@ impl Engine {
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
-                    self.push_report(REPORT_MIGRATED, &encode_report(&report))
+                    self.push_report(&Report::Migrated(&encode_report(&report)))
                 }
                 Action::Progress { epoch, waiting } => {
                     let body = encode_progress(self.my_slot as usize, epoch, &waiting);
-                    self.push_report(REPORT_PROGRESS, &body);
+                    self.push_report(&Report::Progress(&body));
                 }
                 Action::Fault(e) => self.report_error(format!("migration: {e}")),
             }
@@ -386,6 +373,7 @@ impl Engine {
             // An executor reads a plan between requests: nothing runs, so it is drained.
             // Emissions from now on are routed by the new table.
             if let Some((epoch, routing)) = self.mig.next.take() {
+                debug_assert!(epoch > self.epoch, "a plan moves the epoch forward");
                 self.table = flatten(&routing);
                 self.epoch = epoch;
             }
@@ -437,7 +425,10 @@ impl Engine {
             // its ingress).
             let blocked = match self.mig.outgoing.front() {
                 None => break,
-                Some(Outgoing::Export { to, .. }) => !self.overflow[self.ring_to(*to)].is_empty(),
+                Some(Outgoing::Export { to, .. }) => self
+                    .out
+                    .lane_of(*to)
+                    .is_some_and(|lane| self.out.has_overflow(lane)),
                 Some(Outgoing::Seal { .. }) => false,
             };
             if blocked {
@@ -499,11 +490,5 @@ impl Engine {
             }
         }
         sent
-    }
-
-    fn push_report(&mut self, kind: u64, body: &[u8]) {
-        let mut f = kind.to_le_bytes().to_vec();
-        f.extend_from_slice(body);
-        self.pending_reports.push_back(f);
     }
 }
