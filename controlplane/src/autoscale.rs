@@ -48,9 +48,10 @@ use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationConfig, SaturationDetector,
     WorkerSample, aggregate, derive_problem, projection_factor,
 };
-use crate::migration::{KEY_GROUPS_PER_OPERATOR, Routing, initial_routing, reassign};
 use crate::model::{CostModel, DEFAULT_HEADROOM, DEFAULT_SLOTS_PER_WORKER, Problem, Shares};
 use crate::scaling::{Explanation, Trigger, TriggerConfig, Triggers};
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 /// Window over which λ and Λ are averaged for the triggers and the projection (intervals).
 pub const DEFAULT_RATE_WINDOW_INTERVALS: usize = 4;
@@ -183,7 +184,7 @@ pub struct ScaleDecision {
     /// `shares[o][w]`: the fraction of operator o's demand on worker w (`workers` columns).
     pub shares: Shares,
     /// The shares as key groups, keeping as many as possible where they were.
-    pub routing: Routing,
+    pub routing: RoutingTable,
     /// Key groups whose owner changed.
     pub key_groups_moved: usize,
     /// The input rate planned for (per second).
@@ -231,7 +232,7 @@ pub struct Autoscaler {
     profile: Aggregate,
     window: VecDeque<Interval>,
     workers: usize,
-    routing: Routing,
+    routing: RoutingTable,
     first_rate_per_s: f64,
     saturated_per_worker_per_s: Option<f64>,
     last_migration_us: f64,
@@ -308,7 +309,7 @@ impl Autoscaler {
             profile,
             window: VecDeque::new(),
             workers: 0,
-            routing: Vec::new(),
+            routing: RoutingTable::default(),
             first_rate_per_s: first,
             saturated_per_worker_per_s: cfg.saturated_throughput_per_worker_prior_per_s,
             last_migration_us: f64::NEG_INFINITY,
@@ -468,10 +469,11 @@ impl Autoscaler {
         let new_routing = reassign(&self.routing, &d.placement.shares);
         let moved = self
             .routing
+            .owners()
             .iter()
-            .zip(&new_routing)
-            .map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count())
-            .sum();
+            .zip(new_routing.owners())
+            .filter(|(x, y)| x != y)
+            .count();
         if moved == 0 && workers == self.workers {
             return None;
         }
@@ -564,7 +566,7 @@ impl Autoscaler {
     }
 
     /// The current key-group routing (`routing[o][g]` = worker).
-    pub fn routing(&self) -> &Routing {
+    pub fn routing(&self) -> &RoutingTable {
         &self.routing
     }
 
@@ -657,7 +659,7 @@ impl Autoscaler {
         rate_per_s: f64,
         workers: usize,
         shares: Shares,
-        routing: Routing,
+        routing: RoutingTable,
         moved: usize,
         (saturated, fraction_placed): (bool, f64),
     ) -> ScaleDecision {
@@ -804,7 +806,7 @@ mod tests {
         assert_eq!(d.workers_before, 0);
         assert!(d.workers >= 1 && d.workers == a.workers());
         assert_eq!(d.shares.len(), 2);
-        assert_eq!(d.routing.len(), 2);
+        assert_eq!(d.routing.operators(), 2);
         assert_eq!(d.trigger, "initial");
         let kv = parse_line(&d.explanation);
         assert_eq!(kv["policy"], "clasp");

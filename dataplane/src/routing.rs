@@ -1,20 +1,17 @@
-//! The routing table: (operator, key group) → (worker, executor), with an epoch.
+//! A job's first routing table: how key groups are laid over the executor slots before any
+//! migration.
 //!
-//! A worker's share of an operator is realised as a set of key groups; routing a request reads
-//! its header only (operator and key group) and one table entry. The table is plain data:
-//! the planner computes it, every executor holds a copy, and a migration replaces it under a
-//! new epoch.
+//! The table itself is the protocol's [`RoutingTable`] — (operator, key group) → slot, with
+//! its epoch — the one the planner, the migration protocol and the executors all use. A slot
+//! names an executor of a worker ([`Slots`] maps it back: executor `e` of the worker at index
+//! `i` of the job is slot `i × executors + e`), so routing a request reads its header only
+//! (operator and key group) and one table entry. Every process of a job computes the same
+//! first table from the job's settings; a migration replaces it under a new epoch.
 
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::{Epoch, RoutingTable, Slot};
 
-/// Where a key group of an operator runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Owner {
-    /// Worker id.
-    pub worker: u32,
-    /// Executor index on that worker.
-    pub executor: u16,
-}
+use crate::migrate::Slots;
 
 /// How a table spreads key groups (a setting of `clasp local` and of tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,95 +26,60 @@ pub enum Spread {
     Alternate,
 }
 
-/// The routing table of one epoch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RoutingTable {
-    /// Epoch this table belongs to.
-    pub epoch: u32,
-    operators: usize,
-    /// `owners[op * KEY_GROUPS + kg]`.
-    owners: Vec<Owner>,
-}
-
-impl RoutingTable {
-    /// A table for `operators` operators over `workers` × `executors` executors.
-    pub fn spread(operators: usize, workers: &[u32], executors: u16, spread: Spread) -> Self {
-        assert!(
-            !workers.is_empty() && executors > 0,
-            "a table needs an executor"
-        );
-        let slots = workers.len() * executors as usize;
-        let kgs = KEY_GROUPS as usize;
-        let mut owners = Vec::with_capacity(operators * kgs);
-        for op in 0..operators {
-            for kg in 0..kgs {
-                let slot = match spread {
-                    Spread::Even => kg * slots / kgs,
-                    Spread::Alternate => {
-                        (op % executors as usize)
-                            + (op / executors as usize % workers.len()) * executors as usize
-                    }
-                };
-                owners.push(Owner {
-                    worker: workers[slot / executors as usize],
-                    executor: (slot % executors as usize) as u16,
-                });
-            }
-        }
-        RoutingTable {
-            epoch: 0,
-            operators,
-            owners,
-        }
+/// The epoch-0 table of `operators` operators over the job's `slots`.
+pub fn spread(operators: usize, slots: &Slots, spread: Spread) -> Result<RoutingTable, String> {
+    if slots.is_empty() {
+        return Err("a routing table needs at least one executor".into());
     }
-
-    /// Number of operators.
-    pub fn operators(&self) -> usize {
-        self.operators
-    }
-
-    /// The owner of `key_group` of `operator`. Both must be in range (the caller validated the
-    /// request header).
-    #[inline]
-    pub fn owner(&self, operator: u16, key_group: u16) -> Owner {
-        self.owners[operator as usize * KEY_GROUPS as usize + key_group as usize]
-    }
-
-    /// Changes one entry.
-    pub fn set(&mut self, operator: u16, key_group: u16, owner: Owner) {
-        self.owners[operator as usize * KEY_GROUPS as usize + key_group as usize] = owner;
-    }
-
-    /// The key groups of `operator` owned by `owner`.
-    pub fn groups_of(&self, operator: u16, owner: Owner) -> impl Iterator<Item = u16> + '_ {
-        (0..KEY_GROUPS).filter(move |&kg| self.owner(operator, kg) == owner)
-    }
+    let (count, executors, workers) = (slots.len(), slots.executors, slots.workers.len());
+    let kgs = KEY_GROUPS as usize;
+    Ok(RoutingTable::from_fn(
+        Epoch::INITIAL,
+        operators,
+        kgs,
+        |op, kg| {
+            Slot::at(match spread {
+                Spread::Even => kg.index() * count / kgs,
+                Spread::Alternate => (op % executors) + (op / executors % workers) * executors,
+            })
+        },
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clasp_protocol::KeyGroup;
+
+    fn slots(workers: &[u32], executors: usize) -> Slots {
+        Slots {
+            workers: workers.to_vec(),
+            executors,
+        }
+    }
 
     #[test]
     fn even_spread_splits_key_groups_in_equal_ranges_and_keeps_operators_together() {
-        let t = RoutingTable::spread(3, &[0], 4, Spread::Even);
+        let t = spread(3, &slots(&[0], 4), Spread::Even).unwrap();
         for e in 0..4 {
-            let owner = Owner {
-                worker: 0,
-                executor: e,
-            };
-            assert_eq!(t.groups_of(0, owner).count(), 256);
+            assert_eq!(t.groups_of(0, Slot(e)).count(), 256);
         }
         for kg in 0..KEY_GROUPS {
-            assert_eq!(t.owner(0, kg), t.owner(2, kg));
+            assert_eq!(t.owner(0, KeyGroup(kg)), t.owner(2, KeyGroup(kg)));
         }
     }
 
     #[test]
     fn alternate_places_consecutive_operators_on_different_executors() {
-        let t = RoutingTable::spread(4, &[0], 2, Spread::Alternate);
-        assert_eq!(t.owner(0, 5).executor, 0);
-        assert_eq!(t.owner(1, 5).executor, 1);
-        assert_eq!(t.owner(2, 900).executor, 0);
+        let t = spread(4, &slots(&[0], 2), Spread::Alternate).unwrap();
+        assert_eq!(t.owner(0, KeyGroup(5)), Slot(0));
+        assert_eq!(t.owner(1, KeyGroup(5)), Slot(1));
+        assert_eq!(t.owner(2, KeyGroup(900)), Slot(0));
+    }
+
+    #[test]
+    fn a_job_without_executors_is_an_error() {
+        assert!(spread(1, &slots(&[], 2), Spread::Even).is_err());
+        assert!(spread(1, &slots(&[0], 0), Spread::Even).is_err());
     }
 }

@@ -24,10 +24,11 @@ use super::ledger::{DELTA_BYTES, Delta};
 use super::{ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED};
 use crate::migrate::{Slots, flatten};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
-use clasp_controlplane::migration::Routing;
-use clasp_controlplane::protocol::Assignment;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::Epoch;
+use clasp_protocol::routing::RoutingTable;
 use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,7 +107,7 @@ pub struct Placement {
     /// This worker's index in `slots.workers`.
     pub index: usize,
     /// The initial (epoch 0) slot routing.
-    pub routing: Arc<Routing>,
+    pub routing: Arc<RoutingTable>,
     /// Longest frame the transport carries to another worker (state is sent in parts that
     /// fit; `usize::MAX` for a worker without peers).
     pub remote_frame_bytes_max: usize,
@@ -115,10 +116,11 @@ pub struct Placement {
 pub(crate) struct Engine {
     me: usize,
     worker: u32,
-    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by.
+    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by (the protocol
+    /// table's flat form, narrowed to 16-bit slots).
     table: Vec<u16>,
     /// Epoch of `table`.
-    epoch: u64,
+    epoch: Epoch,
     /// This executor's slot, and the first slot of its worker.
     my_slot: u16,
     slot_base: usize,
@@ -196,7 +198,7 @@ impl Executor {
                 me,
                 worker,
                 table: flatten(&place.routing),
-                epoch: 0,
+                epoch: Epoch::INITIAL,
                 my_slot,
                 slot_base,
                 mig: migrating::Migration::new(my_slot, Arc::clone(&place.routing), plans),
@@ -388,7 +390,7 @@ impl Engine {
         };
         // Outside a migration every request of the current epoch runs at once; anything else
         // goes through the protocol machine (forwarded, held, or queued in order).
-        if !self.mig.settled || req.header.epoch != self.epoch as u16 {
+        if !self.mig.settled || req.header.epoch != self.epoch.0 as u16 {
             self.on_unsettled_request(&req.header, frame);
             return;
         }
@@ -445,7 +447,7 @@ impl Engine {
                         operator: to,
                         key_group: kg,
                         flags: parent.flags & FLAG_TRACKED,
-                        epoch: self.epoch as u16,
+                        epoch: self.epoch.0 as u16,
                         dest: slot,
                         root_home: parent.root_home,
                         source: self.my_slot,

@@ -23,11 +23,12 @@
 //! not on a futex, so executors also wake it through its transport's eventfd
 //! (`crate::worker::executor::NetLink`) when it announced that it parks.
 //!
-//! The user area starts with [`SharedControl`], then the routing table (`u16` executor per
-//! operator and key group), then one block of counters per executor ([`MetricsView`]).
+//! The user area starts with [`SharedControl`], then the routing table's serialised form (the
+//! owning slot's executor on its worker, `u16`, per operator and key group — all a local
+//! ingress needs to pick a ring), then one block of counters per executor ([`MetricsView`]).
 
-use crate::routing::RoutingTable;
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::{KeyGroup, RoutingTable};
 use clasp_shmring::{ParkMode, RingConfig, RingSpec, Segment, SegmentLayout};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -353,6 +354,15 @@ impl WorkerSegment {
         sample_every: u64,
         table: &RoutingTable,
     ) -> Result<WorkerSegment, String> {
+        if table.operators() != sizes.operators || table.key_groups() != KEY_GROUPS as usize {
+            return Err(format!(
+                "a routing table of {} operators × {} key groups for a segment of {} × {}",
+                table.operators(),
+                table.key_groups(),
+                sizes.operators,
+                KEY_GROUPS
+            ));
+        }
         let layout = segment_layout(sizes)?;
         let segment =
             Segment::create(name, &layout).map_err(|e| format!("worker segment {name}: {e}"))?;
@@ -470,14 +480,17 @@ impl WorkerSegment {
         unsafe { self.segment.user_area().0.add(control_bytes()).cast() }
     }
 
+    /// Writes each entry's executor: slot `i × executors + e` is executor `e` of its worker.
+    /// The table's shape was checked against the segment's in [`WorkerSegment::create`].
     fn write_table(&self, table: &RoutingTable) {
         let base = self.table_base();
         for op in 0..self.operators {
             for kg in 0..KEY_GROUPS {
+                let executor = table.owner(op, KeyGroup(kg)).index() % self.index.executors;
                 // SAFETY: in bounds of the table (operators × KEY_GROUPS u16).
                 unsafe {
                     base.add(op * KEY_GROUPS as usize + kg as usize)
-                        .write_volatile(table.owner(op as u16, kg).executor)
+                        .write_volatile(executor as u16)
                 }
             }
         }

@@ -15,7 +15,7 @@ pub mod ingress;
 pub mod layout;
 pub mod ledger;
 
-use crate::routing::{RoutingTable, Spread};
+use crate::routing::{self, Spread};
 use clasp_operators::{AppSpec, OperatorSummary};
 use clasp_shmring::{FanIn, Producer, ShmRing, WaitPolicy};
 use layout::{SegmentSizes, WorkerSegment, scalar};
@@ -186,12 +186,11 @@ pub fn run_worker(
     mut watch: impl FnMut() -> Option<String>,
 ) -> Result<WorkerReport, String> {
     let ops = spec.operators.len();
-    let table = Arc::new(RoutingTable::spread(
-        ops,
-        &[cfg.worker_id],
-        cfg.executors as u16,
-        cfg.spread,
-    ));
+    let slots = crate::migrate::Slots {
+        workers: vec![cfg.worker_id],
+        executors: cfg.executors,
+    };
+    let table = Arc::new(routing::spread(ops, &slots, cfg.spread)?);
     let sizes = SegmentSizes {
         executors: cfg.executors,
         operators: ops,
@@ -228,12 +227,8 @@ pub fn run_worker(
     let policy = WaitPolicy::for_runnable_threads(runnable + 1);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::new();
-    let slots = crate::migrate::Slots {
-        workers: vec![cfg.worker_id],
-        executors: cfg.executors,
-    };
     let place = executor::Placement {
-        routing: Arc::new(slots.routing_of(&table)?),
+        routing: Arc::clone(&table),
         slots,
         index: 0,
         remote_frame_bytes_max: usize::MAX,

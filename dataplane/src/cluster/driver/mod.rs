@@ -11,15 +11,16 @@ use crate::migrate::{
     Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
 };
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
-use crate::routing::{RoutingTable, Spread};
+use crate::routing::{self, Spread};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
 use crate::worker::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
-use clasp_controlplane::protocol::Assignment;
-use clasp_controlplane::protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, OperatorSummary};
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::{KeyGroup, Slot};
+use clasp_protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -283,7 +284,7 @@ impl Driver<'_> {
                 }
                 kind::MIGRATED => {
                     let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if self.slots.worker_of(r.worker) != Some(from) {
+                    if self.slots.worker_of(r.worker.index()) != Some(from) {
                         return Err(format!(
                             "worker {from} reported a migration for slot {}, which is not its own",
                             r.worker
@@ -455,8 +456,7 @@ pub fn run_driver_with(
         executors: cfg.executors as usize,
     };
     slots.check_count()?;
-    let table = RoutingTable::spread(ops, &ids, cfg.executors, cfg.spread);
-    let initial = slots.routing_of(&table)?;
+    let initial = routing::spread(ops, &slots, cfg.spread)?;
     let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
     let pcfg = PlannerConfig {
         timeout_ns: cfg.migration_timeout.as_nanos() as u64,
@@ -611,18 +611,21 @@ pub fn run_driver_with(
         generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
-        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, kg as usize, ())
+        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, KeyGroup(kg), ())
         else {
             unreachable!("admit routes");
         };
-        let owner = d.slots.worker_of(to).ok_or("the routing names no worker")?;
+        let owner = d
+            .slots
+            .worker_of(to.index())
+            .ok_or("the routing names no worker")?;
         let id = root_id(i);
         let header = RequestHeader {
             operator: spec.source as u16,
             key_group: kg,
             flags: if is_tracked { FLAG_TRACKED } else { 0 },
-            epoch: req.epoch as u16,
-            dest: to as u16,
+            epoch: req.epoch.0 as u16,
+            dest: to.0 as u16,
             root_home: DRIVER_ID as u16,
             source: INGRESS_SLOT,
             key_hash: hash,

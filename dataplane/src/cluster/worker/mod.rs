@@ -17,7 +17,6 @@ use summary::{counters, finish};
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
 use crate::migrate::{Slots, decode_plans};
 use crate::request::RequestHeader;
-use crate::routing::RoutingTable;
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
@@ -28,8 +27,9 @@ use crate::worker::{
     ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_MIGRATED,
     REPORT_PRODUCER_DIED, REPORT_PROGRESS, pin_thread, quiescent, send,
 };
-use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::Slot;
 use clasp_shmring::{Consumer, FanIn, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -596,11 +596,11 @@ fn start_executors(
     if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
         return Err(format!("ring of {ring_bytes} bytes"));
     }
-    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread);
     let slots = Slots {
         workers: job.workers.clone(),
         executors,
     };
+    let table = Arc::new(crate::routing::spread(ops, &slots, job.spread)?);
     let index = job
         .workers
         .iter()
@@ -609,7 +609,7 @@ fn start_executors(
     slots.check_count()?;
     let l = &cfg.limits;
     let place = Placement {
-        routing: Arc::new(slots.routing_of(&table)?),
+        routing: Arc::clone(&table),
         slots: slots.clone(),
         index,
         // What one batch carries (the peers of one cluster share these limits), less the
@@ -792,7 +792,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                     Ok(parts) => {
                         let base = run.slots.slot(run.index, 0);
                         for (slot, a) in parts {
-                            let e = slot.wrapping_sub(base);
+                            let e = slot.index().wrapping_sub(base);
                             if e >= run.executors {
                                 node.fault(format!("a plan for slot {slot}, not on this worker"));
                                 continue;
@@ -821,9 +821,9 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
 /// Checks decoded plans against the job (a plan from a confused or hostile driver must be an
 /// error here, not an index out of bounds in an executor).
 fn check_plans(
-    parts: Vec<(usize, Assignment)>,
+    parts: Vec<(Slot, Assignment)>,
     run: &Running,
-) -> Result<Vec<(usize, Assignment)>, String> {
+) -> Result<Vec<(Slot, Assignment)>, String> {
     let ops = run.spec.operators.len();
     for (slot, a) in &parts {
         run.slots.check(&a.routing, ops)?;
@@ -834,13 +834,17 @@ fn check_plans(
             ));
         }
         let n = run.slots.len();
-        let slot_ok = |s: &usize| *s < n;
+        let slot_ok = |s: &Slot| s.index() < n;
         let sets_ok = a.plan.markers_to.iter().all(slot_ok)
             && a.plan.hear_from.iter().all(slot_ok)
             && a.fence_to.iter().all(slot_ok)
             && a.fence_from.iter().all(slot_ok)
             && a.upstream_old.iter().flatten().all(slot_ok);
-        let sends_ok = a.plan.sends.iter().all(|t| t.operator < ops && t.to < n);
+        let sends_ok = a
+            .plan
+            .sends
+            .iter()
+            .all(|t| t.operator < ops && t.to.index() < n);
         if !sets_ok || !sends_ok {
             return Err(format!(
                 "slot {slot}: a plan naming an unknown slot or operator"
