@@ -177,7 +177,7 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
         ring_bytes: 4096,
         max_frame_bytes: 1024,
     };
-    let slots = clasp_dataplane::migrate::Slots {
+    let slots = clasp_dataplane::routing::Slots {
         workers: vec![0],
         executors: 1,
     };

@@ -1,17 +1,104 @@
-//! A job's first routing table: how key groups are laid over the executor slots before any
-//! migration.
+//! Routing in the data plane: the job's executor slots, its first routing table, and the
+//! executors' compact form of a table.
 //!
 //! The table itself is the protocol's [`RoutingTable`] — (operator, key group) → slot, with
 //! its epoch — the one the planner, the migration protocol and the executors all use. A slot
-//! names an executor of a worker ([`Slots`] maps it back: executor `e` of the worker at index
+//! names an executor of a worker; [`Slots`] maps it back (executor `e` of the worker at index
 //! `i` of the job is slot `i × executors + e`), so routing a request reads its header only
 //! (operator and key group) and one table entry. Every process of a job computes the same
-//! first table from the job's settings; a migration replaces it under a new epoch.
+//! first table from the job's settings ([`spread`]); a migration replaces it under a new epoch.
 
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::{Epoch, RoutingTable, Slot};
 
-use crate::migrate::Slots;
+use crate::request::INGRESS_SLOT;
+
+/// Executor slots of a job: slot ↔ (worker, executor).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slots {
+    /// Worker ids in job order.
+    pub workers: Vec<u32>,
+    /// Executors per worker.
+    pub executors: usize,
+}
+
+impl Slots {
+    /// Slots in the cluster.
+    pub fn len(&self) -> usize {
+        self.workers.len() * self.executors
+    }
+
+    /// True when there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Index in the job's worker list of the worker hosting `slot`.
+    #[inline]
+    pub fn worker_index(&self, slot: Slot) -> usize {
+        slot.index() / self.executors
+    }
+
+    /// Worker id hosting `slot`.
+    #[inline]
+    pub fn worker_of(&self, slot: Slot) -> Option<u32> {
+        self.workers.get(slot.index() / self.executors).copied()
+    }
+
+    /// The slot of executor `e` of the worker at index `index`.
+    #[inline]
+    pub fn slot(&self, index: usize, e: usize) -> Slot {
+        Slot::at(index * self.executors + e)
+    }
+
+    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
+    pub fn check_count(&self) -> Result<(), String> {
+        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
+            return Err(format!(
+                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
+                 bits, so at most {}",
+                self.workers.len(),
+                self.executors,
+                self.len(),
+                INGRESS_SLOT - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a slot routing: every operator has every key group, every owner is a slot.
+    pub fn check(&self, routing: &RoutingTable, operators: usize) -> Result<(), String> {
+        self.check_count()?;
+        if routing.operators() != operators {
+            return Err(format!(
+                "routing for {} operators, the app has {operators}",
+                routing.operators()
+            ));
+        }
+        if operators > 0 && routing.key_groups() != KEY_GROUPS as usize {
+            return Err(format!(
+                "{} key groups per operator, not {KEY_GROUPS}",
+                routing.key_groups()
+            ));
+        }
+        for (op, row) in routing.rows().enumerate() {
+            if let Some(s) = row.iter().find(|s| s.index() >= self.len()) {
+                return Err(format!(
+                    "operator {op}: slot {s} of a cluster of {} slots",
+                    self.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A slot routing's flat form, `[op * KEY_GROUPS + kg] → slot`, narrowed to the 16 bits a
+/// frame numbers slots in (the executors' form: half the cache lines of the table's own;
+/// [`Slots::check`] has bounded every slot).
+pub fn flatten(routing: &RoutingTable) -> Vec<u16> {
+    routing.owners().iter().map(|s| s.0 as u16).collect()
+}
 
 /// How a table spreads key groups (a setting of `clasp local` and of tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +162,19 @@ mod tests {
         assert_eq!(t.owner(0, KeyGroup(5)), Slot(0));
         assert_eq!(t.owner(1, KeyGroup(5)), Slot(1));
         assert_eq!(t.owner(2, KeyGroup(900)), Slot(0));
+    }
+
+    #[test]
+    fn slots_map_tables() {
+        let s = slots(&[4, 7], 2);
+        let r = spread(2, &s, Spread::Even).unwrap();
+        assert_eq!(r.owner(0, KeyGroup(0)), Slot(0));
+        assert_eq!(r.owner(1, KeyGroup(1023)), Slot(3));
+        s.check(&r, 2).unwrap();
+        assert!(s.check(&r, 3).is_err());
+        assert_eq!(s.worker_of(Slot(3)), Some(7));
+        assert_eq!(s.slot(1, 1), Slot(3));
+        assert_eq!(flatten(&r).len(), 2048);
     }
 
     #[test]

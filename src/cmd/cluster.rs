@@ -11,7 +11,7 @@ use clap::Args;
 use clasp_dataplane::cluster::control::{Chaos, Controller, Static};
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
-use clasp_dataplane::migrate::Slots;
+use clasp_dataplane::routing::Slots;
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::transport::{ClusterSecret, Limits, MAX_PEER_ID, PeerId};
 use clasp_operators::AppSpec;

@@ -20,9 +20,8 @@ use clasp_controlplane::pattern::RatePattern;
 use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
-use clasp_dataplane::migrate::Slots;
+use clasp_dataplane::routing::Slots;
 use clasp_operators::AppSpec;
-use clasp_protocol::ids::Slot;
 use clasp_protocol::routing::RoutingTable;
 use std::io::IsTerminal;
 
@@ -72,7 +71,7 @@ impl Live {
             routing.epoch(),
             routing.operators(),
             routing.key_groups(),
-            |o, g| Slot::at(self.slots.slot(routing.owner(o, g).index(), g.index() % e)),
+            |o, g| self.slots.slot(routing.owner(o, g).index(), g.index() % e),
         )
     }
 

@@ -4,7 +4,7 @@
 //! schedule of random migrations ([`Chaos`], for testing that nothing is lost whatever the
 //! moves), or nothing at all (a static run).
 
-use crate::migrate::Slots;
+use crate::routing::Slots;
 use crate::worker::ledger::LatencySummary;
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::ids::{Epoch, Slot};
@@ -134,7 +134,7 @@ impl Controller for Static {}
 pub fn active_workers(routing: &RoutingTable, slots: &Slots) -> Vec<usize> {
     let mut used = vec![false; slots.workers.len()];
     for s in routing.owners() {
-        if let Some(u) = used.get_mut(slots.worker_index(s.index())) {
+        if let Some(u) = used.get_mut(slots.worker_index(*s)) {
             *u = true;
         }
     }
@@ -218,7 +218,7 @@ impl Chaos {
         let chosen: Vec<Slot> = idx[..workers]
             .iter()
             .flat_map(|&w| (0..self.slots.executors).map(move |e| (w, e)))
-            .map(|(w, e)| Slot::at(self.slots.slot(w, e)))
+            .map(|(w, e)| self.slots.slot(w, e))
             .collect();
         let kgs = KEY_GROUPS as usize;
         let rows = (0..self.operators)

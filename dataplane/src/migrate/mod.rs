@@ -9,8 +9,8 @@
 //! Plans and completion reports travel on the driver's control channel, which has no such
 //! order requirement.
 //!
-//! The protocol's participants are executor *slots* (see [`crate::request`]): executor `e` of
-//! the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
+//! The protocol's participants are executor *slots* ([`crate::routing::Slots`]): executor `e`
+//! of the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
 //! table maps `(operator, key group)` to a slot.
 
 mod codec;
@@ -26,7 +26,6 @@ use crate::request::{FLAG_CONTROL, INGRESS_SLOT, REQUEST_HEADER_BYTES, RequestHe
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
 use clasp_protocol::message::Peer;
-use clasp_protocol::routing::RoutingTable;
 
 /// Control-frame kinds (the `operator` field of a control frame's header).
 pub mod frame_kind {
@@ -45,97 +44,10 @@ pub const STATE_PART_BYTES_MAX: usize = 16 << 10;
 /// Largest state message a receiver reassembles (a bound before allocating).
 pub const STATE_MESSAGE_BYTES_MAX: usize = 1 << 30;
 
-/// Executor slots of a job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Slots {
-    /// Worker ids in job order.
-    pub workers: Vec<u32>,
-    /// Executors per worker.
-    pub executors: usize,
-}
-
-impl Slots {
-    /// Slots in the cluster.
-    pub fn len(&self) -> usize {
-        self.workers.len() * self.executors
-    }
-
-    /// True when there are no slots.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Index in the job's worker list of the worker hosting `slot`.
-    #[inline]
-    pub fn worker_index(&self, slot: usize) -> usize {
-        slot / self.executors
-    }
-
-    /// Worker id hosting `slot`.
-    #[inline]
-    pub fn worker_of(&self, slot: usize) -> Option<u32> {
-        self.workers.get(slot / self.executors).copied()
-    }
-
-    /// The slot of executor `e` of the worker at index `index`.
-    #[inline]
-    pub fn slot(&self, index: usize, e: usize) -> usize {
-        index * self.executors + e
-    }
-
-    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
-    pub fn check_count(&self) -> Result<(), String> {
-        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
-            return Err(format!(
-                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
-                 bits, so at most {}",
-                self.workers.len(),
-                self.executors,
-                self.len(),
-                INGRESS_SLOT - 1
-            ));
-        }
-        Ok(())
-    }
-
-    /// Checks a slot routing: every operator has every key group, every owner is a slot.
-    pub fn check(&self, routing: &RoutingTable, operators: usize) -> Result<(), String> {
-        self.check_count()?;
-        if routing.operators() != operators {
-            return Err(format!(
-                "routing for {} operators, the app has {operators}",
-                routing.operators()
-            ));
-        }
-        if operators > 0 && routing.key_groups() != KEY_GROUPS as usize {
-            return Err(format!(
-                "{} key groups per operator, not {KEY_GROUPS}",
-                routing.key_groups()
-            ));
-        }
-        for (op, row) in routing.rows().enumerate() {
-            if let Some(s) = row.iter().find(|s| s.index() >= self.len()) {
-                return Err(format!(
-                    "operator {op}: slot {s} of a cluster of {} slots",
-                    self.len()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A slot routing's flat form, `[op * KEY_GROUPS + kg] → slot`, narrowed to the 16 bits a
-/// frame numbers slots in (the executors' form: half the cache lines of the table's own;
-/// [`Slots::check`] has bounded every slot).
-pub fn flatten(routing: &RoutingTable) -> Vec<u16> {
-    routing.owners().iter().map(|s| s.0 as u16).collect()
-}
-
 /// The protocol peer a frame's `source` names.
 #[inline]
 pub fn peer_of(source: u16) -> Peer {
-    if source == crate::request::INGRESS_SLOT {
+    if source == INGRESS_SLOT {
         Peer::Ingress
     } else {
         Peer::Worker(Slot(u32::from(source)))
@@ -210,6 +122,7 @@ mod tests {
     use clasp_protocol::assignment::Assignment;
     use clasp_protocol::assignment::assignments;
     use clasp_protocol::plan::plan;
+    use clasp_protocol::routing::RoutingTable;
     use clasp_protocol::worker::{Waiting, WorkerReport};
     use std::sync::Arc;
 
@@ -299,20 +212,5 @@ mod tests {
             decode_progress(&encode_progress(Slot(7), Epoch(9), &w)).unwrap(),
             (Slot(7), Epoch(9), w)
         );
-    }
-
-    #[test]
-    fn slots_map_tables() {
-        let s = Slots {
-            workers: vec![4, 7],
-            executors: 2,
-        };
-        let r = crate::routing::spread(2, &s, crate::routing::Spread::Even).unwrap();
-        assert_eq!(r.owner(0, KeyGroup(0)), Slot(0));
-        assert_eq!(r.owner(1, KeyGroup(1023)), Slot(3));
-        s.check(&r, 2).unwrap();
-        assert!(s.check(&r, 3).is_err());
-        assert_eq!(s.worker_of(3), Some(7));
-        assert_eq!(flatten(&r).len(), 2048);
     }
 }

@@ -22,8 +22,8 @@
 use super::layout::{MetricsView, WorkerSegment, scalar};
 use super::ledger::{DELTA_BYTES, Delta};
 use super::{ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED};
-use crate::migrate::{Slots, flatten};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
+use crate::routing::{Slots, flatten};
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
 use clasp_protocol::assignment::Assignment;
@@ -189,7 +189,7 @@ impl Executor {
         if place.slots.executors != idx.executors || place.index >= place.slots.workers.len() {
             return Err(format!("executor {me}: placement does not fit the segment"));
         }
-        let slot_base = place.slots.slot(place.index, 0);
+        let slot_base = place.slots.slot(place.index, 0).index();
         let my_slot = (slot_base + me) as u16;
         let plans = net.as_ref().map(|n| n.plans.clone());
         Ok(Executor {

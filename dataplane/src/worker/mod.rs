@@ -186,7 +186,7 @@ pub fn run_worker(
     mut watch: impl FnMut() -> Option<String>,
 ) -> Result<WorkerReport, String> {
     let ops = spec.operators.len();
-    let slots = crate::migrate::Slots {
+    let slots = routing::Slots {
         workers: vec![cfg.worker_id],
         executors: cfg.executors,
     };

@@ -7,11 +7,9 @@ use super::control::{
     Controller, IntervalView, MigrationRecord, Move, Static, WorkerInterval, active_workers,
 };
 use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
-use crate::migrate::{
-    Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
-};
+use crate::migrate::{control_frame, decode_progress, decode_report, encode_plans, frame_kind};
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
-use crate::routing::{self, Spread};
+use crate::routing::{self, Slots, Spread};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
@@ -284,7 +282,7 @@ impl Driver<'_> {
                 }
                 kind::MIGRATED => {
                     let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if self.slots.worker_of(r.worker.index()) != Some(from) {
+                    if self.slots.worker_of(r.worker) != Some(from) {
                         return Err(format!(
                             "worker {from} reported a migration for slot {}, which is not its own",
                             r.worker
@@ -615,10 +613,7 @@ pub fn run_driver_with(
         else {
             unreachable!("admit routes");
         };
-        let owner = d
-            .slots
-            .worker_of(to.index())
-            .ok_or("the routing names no worker")?;
+        let owner = d.slots.worker_of(to).ok_or("the routing names no worker")?;
         let id = root_id(i);
         let header = RequestHeader {
             operator: spec.source as u16,

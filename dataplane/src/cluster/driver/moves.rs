@@ -33,7 +33,7 @@ impl Driver<'_> {
                         .map(|s| {
                             format!(
                                 "slot {s} (worker {})",
-                                self.slots.worker_of(s.index()).unwrap_or(u32::MAX)
+                                self.slots.worker_of(*s).unwrap_or(u32::MAX)
                             )
                         })
                         .collect::<Vec<_>>()
@@ -56,10 +56,7 @@ impl Driver<'_> {
                     &[],
                     &mut f,
                 );
-                let w = self
-                    .slots
-                    .worker_of(to.index())
-                    .ok_or("a marker for no slot")?;
+                let w = self.slots.worker_of(to).ok_or("a marker for no slot")?;
                 self.append(w, &f)
             }
         }
@@ -107,7 +104,7 @@ impl Driver<'_> {
         for a in actions {
             match a {
                 PlannerAction::SendPlan { to, assignment } => {
-                    plans[self.slots.worker_index(to.index())].push((to, assignment))
+                    plans[self.slots.worker_index(to)].push((to, assignment))
                 }
                 other => rest.push(other),
             }

@@ -15,8 +15,9 @@ mod summary;
 use summary::{counters, finish};
 
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
-use crate::migrate::{Slots, decode_plans};
+use crate::migrate::decode_plans;
 use crate::request::RequestHeader;
+use crate::routing::Slots;
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
@@ -300,7 +301,7 @@ impl Node {
                 };
                 let dest = match RequestHeader::peek(&frame)
                     .ok()
-                    .and_then(|h| run.slots.worker_of(h.dest as usize))
+                    .and_then(|h| run.slots.worker_of(Slot(u32::from(h.dest))))
                 {
                     Some(w) if w != self.id => w,
                     _ => {
@@ -540,7 +541,7 @@ pub fn run_cluster_worker(
     };
     node.rx.rings = Some(Rings {
         slots: run.slots.clone(),
-        base: run.slots.slot(run.index, 0),
+        base: run.slots.slot(run.index, 0).index(),
         driver: job.driver,
         ingress: (0..run.executors)
             .map(|e| run.seg.segment.producer(run.seg.index.ingress(e)))
@@ -790,7 +791,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 },
                 kind::PLAN => match decode_plans(&body).and_then(|p| check_plans(p, run)) {
                     Ok(parts) => {
-                        let base = run.slots.slot(run.index, 0);
+                        let base = run.slots.slot(run.index, 0).index();
                         for (slot, a) in parts {
                             let e = slot.index().wrapping_sub(base);
                             if e >= run.executors {

@@ -15,10 +15,11 @@
 
 use super::Engine;
 use crate::migrate::{
-    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, flatten,
-    frame_kind, peer_of, read_seal, seal_body, state_parts,
+    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, frame_kind,
+    peer_of, read_seal, seal_body, state_parts,
 };
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
+use crate::routing::flatten;
 use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::assignment::Assignment;
