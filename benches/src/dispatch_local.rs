@@ -171,7 +171,6 @@ fn alpha(r: &LocalReport) -> (f64, f64) {
 /// Times the per-request metric updates of an executor (see `Engine::handle` and `route`) on
 /// a real worker segment's counters.
 fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
-    use clasp_dataplane::routing::RoutingTable;
     use clasp_dataplane::runtime::layout::{SegmentSizes, WorkerSegment, scalar};
     let ops = spec.operators.len();
     let sizes = SegmentSizes {
@@ -180,7 +179,11 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
         ring_bytes: 4096,
         max_frame_bytes: 1024,
     };
-    let table = RoutingTable::spread(ops, &[0], 1, Spread::Even);
+    let slots = clasp_dataplane::routing::Slots {
+        workers: vec![0],
+        executors: 1,
+    };
+    let table = clasp_dataplane::routing::spread(ops, &slots, Spread::Even)?;
     let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)
         .map_err(|e| e.to_string())?;
     let m = seg.metrics(0);

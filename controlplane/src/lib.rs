@@ -1,8 +1,10 @@
 //! The planner: capacity model (RLS), placement, parallelism, scaling policies (CLASP and the
-//! baselines), migration planning and the cluster simulator. The algorithms are pure functions
-//! over plain data, so the live planner, the simulator and the tests all drive the same code.
+//! baselines) and the cluster simulator. The algorithms are pure functions over plain data, so
+//! the live planner, the simulator and the tests all drive the same code. Key-group routing,
+//! migration plans and the migration protocol itself live in `clasp-protocol`, which the data
+//! plane shares without linking the planner.
 //!
-//! Map (DESIGN.md §6–8):
+//! Map:
 //! - [`model`]: the placement problem, the load model `L_w(Φ)` (eq. 5), the problem file;
 //! - [`placement`]: CLASP's reverse-topological packing and the bisection on s;
 //! - [`exact`]: the exhaustive reference for small instances (the heuristic's gap);
@@ -13,9 +15,6 @@
 //! - [`autoscale`]: the whole autoscaling loop as one pure state machine (metrics in,
 //!   decisions out), which the simulator and the live planner both drive;
 //! - [`pattern`]: input-rate patterns (the paper's Burst and Gradual, constant, steps, a file);
-//! - [`migration`]: shares → key groups with the fewest moves, and the epoch-tagged plan;
-//! - [`protocol`]: the coordinated migration itself (DESIGN.md §7, plus the gate rule its
-//!   simulation showed was missing), as sans-I/O state machines for workers and the planner;
 //! - [`app`]: the plain-data application model the simulator runs;
 //! - [`sim`]: the discrete-event cluster simulator and the paper's experiments.
 
@@ -25,10 +24,8 @@ pub mod baselines;
 pub mod estimator;
 pub mod exact;
 pub mod metrics;
-pub mod migration;
 pub mod model;
 pub mod pattern;
 pub mod placement;
-pub mod protocol;
 pub mod scaling;
 pub mod sim;

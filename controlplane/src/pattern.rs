@@ -11,7 +11,7 @@
 //! Seeded and pure: the same (pattern, seed) gives the same rate at the same time, everywhere.
 //! Only [`RatePattern::parse`] touches the file system (to read a `t_s,rate_per_s` file).
 
-use crate::sim::rng::SimRng;
+use clasp_protocol::rng::SimRng;
 
 /// Stage length bounds of the paper's patterns (µs), as the paper's 5–10 s.
 pub const STAGE_MIN_US: f64 = 5_000_000.0;

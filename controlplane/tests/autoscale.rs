@@ -119,7 +119,7 @@ fn initial_placement_fits_the_first_rate_and_explains_itself() {
     assert_eq!(d.workers_before, 0);
     assert!(d.workers >= 1 && d.workers == a.workers());
     assert_eq!(d.shares.len(), 2);
-    assert_eq!(d.routing.len(), 2);
+    assert_eq!(d.routing.operators(), 2);
     assert_eq!(d.trigger, "initial");
     let kv = parse_line(&d.explanation);
     assert_eq!(kv["policy"], "clasp");

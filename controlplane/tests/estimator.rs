@@ -5,7 +5,7 @@ use clasp_controlplane::estimator::{
     CapacityEstimator, EstimatorConfig, SaturatedPoint, StepOutcome,
 };
 use clasp_controlplane::model::CostModel;
-use clasp_controlplane::sim::rng::SimRng;
+use clasp_protocol::rng::SimRng;
 
 const CAPACITY: f64 = 2_000_000.0;
 

@@ -1,19 +1,103 @@
-//! The routing table: (operator, key group) → (worker, executor), with an epoch.
+//! Routing in the data plane: the job's executor slots, its first routing table, and the
+//! executors' compact form of a table.
 //!
-//! A worker's share of an operator is realised as a set of key groups; routing a request reads
-//! its header only (operator and key group) and one table entry. The table is plain data:
-//! the planner computes it, every executor holds a copy, and a migration replaces it under a
-//! new epoch.
+//! The table itself is the protocol's [`RoutingTable`] — (operator, key group) → slot, with
+//! its epoch — the one the planner, the migration protocol and the executors all use. A slot
+//! names an executor of a worker; [`Slots`] maps it back (executor `e` of the worker at index
+//! `i` of the job is slot `i × executors + e`), so routing a request reads its header only
+//! (operator and key group) and one table entry. Every process of a job computes the same
+//! first table from the job's settings ([`spread`]); a migration replaces it under a new epoch.
 
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::{Epoch, RoutingTable, Slot};
 
-/// Where a key group of an operator runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Owner {
-    /// Worker id.
-    pub worker: u32,
-    /// Executor index on that worker.
-    pub executor: u16,
+use crate::request::INGRESS_SLOT;
+
+/// Executor slots of a job: slot ↔ (worker, executor).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slots {
+    /// Worker ids in job order.
+    pub workers: Vec<u32>,
+    /// Executors per worker.
+    pub executors: usize,
+}
+
+impl Slots {
+    /// Slots in the cluster.
+    pub fn len(&self) -> usize {
+        self.workers.len() * self.executors
+    }
+
+    /// True when there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Index in the job's worker list of the worker hosting `slot`.
+    #[inline]
+    pub fn worker_index(&self, slot: Slot) -> usize {
+        slot.index() / self.executors
+    }
+
+    /// Worker id hosting `slot`.
+    #[inline]
+    pub fn worker_of(&self, slot: Slot) -> Option<u32> {
+        self.workers.get(slot.index() / self.executors).copied()
+    }
+
+    /// The slot of executor `e` of the worker at index `index`.
+    #[inline]
+    pub fn slot(&self, index: usize, e: usize) -> Slot {
+        Slot::at(index * self.executors + e)
+    }
+
+    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
+    pub fn check_count(&self) -> Result<(), String> {
+        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
+            return Err(format!(
+                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
+                 bits, so at most {}",
+                self.workers.len(),
+                self.executors,
+                self.len(),
+                INGRESS_SLOT - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a slot routing: every operator has every key group, every owner is a slot.
+    pub fn check(&self, routing: &RoutingTable, operators: usize) -> Result<(), String> {
+        self.check_count()?;
+        if routing.operators() != operators {
+            return Err(format!(
+                "routing for {} operators, the app has {operators}",
+                routing.operators()
+            ));
+        }
+        if operators > 0 && routing.key_groups() != KEY_GROUPS as usize {
+            return Err(format!(
+                "{} key groups per operator, not {KEY_GROUPS}",
+                routing.key_groups()
+            ));
+        }
+        for (op, row) in routing.rows().enumerate() {
+            if let Some(s) = row.iter().find(|s| s.index() >= self.len()) {
+                return Err(format!(
+                    "operator {op}: slot {s} of a cluster of {} slots",
+                    self.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A slot routing's flat form, `[op * KEY_GROUPS + kg] → slot`, narrowed to the 16 bits a
+/// frame numbers slots in (the executors' form: half the cache lines of the table's own;
+/// [`Slots::check`] has bounded every slot).
+pub fn flatten(routing: &RoutingTable) -> Vec<u16> {
+    routing.owners().iter().map(|s| s.0 as u16).collect()
 }
 
 /// How a table spreads key groups (a setting of `clasp local` and of tests).
@@ -29,95 +113,73 @@ pub enum Spread {
     Alternate,
 }
 
-/// The routing table of one epoch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RoutingTable {
-    /// Epoch this table belongs to.
-    pub epoch: u32,
-    operators: usize,
-    /// `owners[op * KEY_GROUPS + kg]`.
-    owners: Vec<Owner>,
-}
-
-impl RoutingTable {
-    /// A table for `operators` operators over `workers` × `executors` executors.
-    pub fn spread(operators: usize, workers: &[u32], executors: u16, spread: Spread) -> Self {
-        assert!(
-            !workers.is_empty() && executors > 0,
-            "a table needs an executor"
-        );
-        let slots = workers.len() * executors as usize;
-        let kgs = KEY_GROUPS as usize;
-        let mut owners = Vec::with_capacity(operators * kgs);
-        for op in 0..operators {
-            for kg in 0..kgs {
-                let slot = match spread {
-                    Spread::Even => kg * slots / kgs,
-                    Spread::Alternate => {
-                        (op % executors as usize)
-                            + (op / executors as usize % workers.len()) * executors as usize
-                    }
-                };
-                owners.push(Owner {
-                    worker: workers[slot / executors as usize],
-                    executor: (slot % executors as usize) as u16,
-                });
-            }
-        }
-        RoutingTable {
-            epoch: 0,
-            operators,
-            owners,
-        }
+/// The epoch-0 table of `operators` operators over the job's `slots`.
+pub fn spread(operators: usize, slots: &Slots, spread: Spread) -> Result<RoutingTable, String> {
+    if slots.is_empty() {
+        return Err("a routing table needs at least one executor".into());
     }
-
-    /// Number of operators.
-    pub fn operators(&self) -> usize {
-        self.operators
-    }
-
-    /// The owner of `key_group` of `operator`. Both must be in range (the caller validated the
-    /// request header).
-    #[inline]
-    pub fn owner(&self, operator: u16, key_group: u16) -> Owner {
-        self.owners[operator as usize * KEY_GROUPS as usize + key_group as usize]
-    }
-
-    /// Changes one entry.
-    pub fn set(&mut self, operator: u16, key_group: u16, owner: Owner) {
-        self.owners[operator as usize * KEY_GROUPS as usize + key_group as usize] = owner;
-    }
-
-    /// The key groups of `operator` owned by `owner`.
-    pub fn groups_of(&self, operator: u16, owner: Owner) -> impl Iterator<Item = u16> + '_ {
-        (0..KEY_GROUPS).filter(move |&kg| self.owner(operator, kg) == owner)
-    }
+    let (count, executors, workers) = (slots.len(), slots.executors, slots.workers.len());
+    let kgs = KEY_GROUPS as usize;
+    Ok(RoutingTable::from_fn(
+        Epoch::INITIAL,
+        operators,
+        kgs,
+        |op, kg| {
+            Slot::at(match spread {
+                Spread::Even => kg.index() * count / kgs,
+                Spread::Alternate => (op % executors) + (op / executors % workers) * executors,
+            })
+        },
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clasp_protocol::KeyGroup;
+
+    fn slots(workers: &[u32], executors: usize) -> Slots {
+        Slots {
+            workers: workers.to_vec(),
+            executors,
+        }
+    }
 
     #[test]
     fn even_spread_splits_key_groups_in_equal_ranges_and_keeps_operators_together() {
-        let t = RoutingTable::spread(3, &[0], 4, Spread::Even);
+        let t = spread(3, &slots(&[0], 4), Spread::Even).unwrap();
         for e in 0..4 {
-            let owner = Owner {
-                worker: 0,
-                executor: e,
-            };
-            assert_eq!(t.groups_of(0, owner).count(), 256);
+            assert_eq!(t.groups_of(0, Slot(e)).count(), 256);
         }
         for kg in 0..KEY_GROUPS {
-            assert_eq!(t.owner(0, kg), t.owner(2, kg));
+            assert_eq!(t.owner(0, KeyGroup(kg)), t.owner(2, KeyGroup(kg)));
         }
     }
 
     #[test]
     fn alternate_places_consecutive_operators_on_different_executors() {
-        let t = RoutingTable::spread(4, &[0], 2, Spread::Alternate);
-        assert_eq!(t.owner(0, 5).executor, 0);
-        assert_eq!(t.owner(1, 5).executor, 1);
-        assert_eq!(t.owner(2, 900).executor, 0);
+        let t = spread(4, &slots(&[0], 2), Spread::Alternate).unwrap();
+        assert_eq!(t.owner(0, KeyGroup(5)), Slot(0));
+        assert_eq!(t.owner(1, KeyGroup(5)), Slot(1));
+        assert_eq!(t.owner(2, KeyGroup(900)), Slot(0));
+    }
+
+    #[test]
+    fn slots_map_tables() {
+        let s = slots(&[4, 7], 2);
+        let r = spread(2, &s, Spread::Even).unwrap();
+        assert_eq!(r.owner(0, KeyGroup(0)), Slot(0));
+        assert_eq!(r.owner(1, KeyGroup(1023)), Slot(3));
+        s.check(&r, 2).unwrap();
+        assert!(s.check(&r, 3).is_err());
+        assert_eq!(s.worker_of(Slot(3)), Some(7));
+        assert_eq!(s.slot(1, 1), Slot(3));
+        assert_eq!(flatten(&r).len(), 2048);
+    }
+
+    #[test]
+    fn a_job_without_executors_is_an_error() {
+        assert!(spread(1, &slots(&[], 2), Spread::Even).is_err());
+        assert!(spread(1, &slots(&[0], 0), Spread::Even).is_err());
     }
 }

@@ -3,14 +3,14 @@
 //! that move nothing, growing from one worker, shrinking to one). The multi-process runs are in
 //! the CLI's `tests/cli_cluster.rs`.
 
-use clasp_controlplane::migration::Routing;
 use clasp_dataplane::cluster::control::{Chaos, Controller, Move, Static};
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
-use clasp_dataplane::migrate::Slots;
-use clasp_dataplane::routing::Spread;
+use clasp_dataplane::routing::{Slots, Spread};
 use clasp_dataplane::transport::{ClusterSecret, Limits};
 use clasp_operators::{Comparable, apps, oracle};
+use clasp_protocol::ids::{Epoch, Slot};
+use clasp_protocol::routing::RoutingTable;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -213,7 +213,7 @@ fn every_app_with_random_live_migrations_equals_the_oracle() {
 
 /// A scripted controller: moves at given admitted counts.
 struct Script {
-    moves: Vec<(u64, Routing)>,
+    moves: Vec<(u64, RoutingTable)>,
 }
 
 impl Controller for Script {
@@ -230,10 +230,10 @@ impl Controller for Script {
 }
 
 /// Every operator's key groups split evenly over `slots`.
-fn over(ops: usize, slots: &[usize]) -> Routing {
-    (0..ops)
-        .map(|_| (0..1024).map(|g| slots[g * slots.len() / 1024]).collect())
-        .collect()
+fn over(ops: usize, slots: &[u32]) -> RoutingTable {
+    RoutingTable::from_fn(Epoch(0), ops, 1024, |_, g| {
+        Slot(slots[g.index() * slots.len() / 1024])
+    })
 }
 
 #[test]

@@ -48,9 +48,10 @@ use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor,
 };
-use crate::migration::{KEY_GROUPS_PER_OPERATOR, Routing, initial_routing, reassign};
 use crate::model::{CostModel, Problem, Shares};
 use crate::scaling::{Explanation, Trigger, Triggers};
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 mod config;
 
@@ -83,7 +84,7 @@ pub struct ScaleDecision {
     /// `shares[o][w]`: the fraction of operator o's demand on worker w (`workers` columns).
     pub shares: Shares,
     /// The shares as key groups, keeping as many as possible where they were.
-    pub routing: Routing,
+    pub routing: RoutingTable,
     /// Key groups whose owner changed.
     pub key_groups_moved: usize,
     /// The input rate planned for (per second).
@@ -131,7 +132,7 @@ pub struct Autoscaler {
     profile: Aggregate,
     window: VecDeque<Interval>,
     workers: usize,
-    routing: Routing,
+    routing: RoutingTable,
     first_rate_per_s: f64,
     saturated_per_worker_per_s: Option<f64>,
     last_migration_us: f64,
@@ -208,7 +209,7 @@ impl Autoscaler {
             profile,
             window: VecDeque::new(),
             workers: 0,
-            routing: Vec::new(),
+            routing: RoutingTable::default(),
             first_rate_per_s: first,
             saturated_per_worker_per_s: cfg.saturated_throughput_per_worker_prior_per_s,
             last_migration_us: f64::NEG_INFINITY,
@@ -337,10 +338,11 @@ impl Autoscaler {
         let new_routing = reassign(&self.routing, &d.placement.shares);
         let moved = self
             .routing
+            .owners()
             .iter()
-            .zip(&new_routing)
-            .map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count())
-            .sum();
+            .zip(new_routing.owners())
+            .filter(|(x, y)| x != y)
+            .count();
         if moved == 0 && workers == self.workers {
             return None;
         }
@@ -477,7 +479,7 @@ impl Autoscaler {
     }
 
     /// The current key-group routing (`routing[o][g]` = worker).
-    pub fn routing(&self) -> &Routing {
+    pub fn routing(&self) -> &RoutingTable {
         &self.routing
     }
 
@@ -570,7 +572,7 @@ impl Autoscaler {
         rate_per_s: f64,
         workers: usize,
         shares: Shares,
-        routing: Routing,
+        routing: RoutingTable,
         moved: usize,
         (saturated, fraction_placed): (bool, f64),
     ) -> ScaleDecision {

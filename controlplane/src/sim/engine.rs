@@ -19,11 +19,14 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::rng::{KeyGroupSampler, SimRng};
+use super::rng::KeyGroupSampler;
 use crate::app::AppModel;
 use crate::metrics::{OperatorSample, PlannerSample, WorkerSample};
-use crate::migration::{KEY_GROUPS_PER_OPERATOR, Routing, initial_routing, reassign};
 use crate::model::{CostModel, PAPER_COSTS, Shares};
+use clasp_protocol::ids::KeyGroup;
+use clasp_protocol::rng::SimRng;
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 /// Executor threads per simulated worker.
 pub const DEFAULT_EXECUTORS: usize = 2;
@@ -215,7 +218,7 @@ pub struct Cluster {
     out: Vec<Vec<(usize, u32, f64)>>, // (edge index, to, fanout)
     sources: Vec<u32>,
     samplers: Vec<KeyGroupSampler>,
-    pub routing: Routing,
+    pub routing: RoutingTable,
     pub active_workers: usize,
     workers: Vec<Worker>,
     heap: BinaryHeap<Timed>,
@@ -364,7 +367,7 @@ impl Cluster {
         };
         let op = self.sources[self.input_rng.below(self.sources.len())];
         let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
-        let w = self.routing[op as usize][kg as usize];
+        let w = owner_of(&self.routing, op as usize, kg as usize);
         self.admitted += 1.0;
         self.total_admitted += 1;
         let t = self.now_us + self.cfg.link_latency_us;
@@ -383,7 +386,7 @@ impl Cluster {
     }
 
     fn enqueue(&mut self, w: usize, mut req: Req) {
-        let owner = self.routing[req.op as usize][req.kg as usize];
+        let owner = owner_of(&self.routing, req.op as usize, req.kg as usize);
         if owner != w {
             // Routed before a migration: forward to the new owner.
             req.enqueued_us = self.now_us + self.cfg.link_latency_us;
@@ -426,7 +429,7 @@ impl Cluster {
             self.workers[w].c.edges[edge] += k as f64;
             for _ in 0..k {
                 let kg = self.samplers[to as usize].sample(&mut self.rng) as u32;
-                let owner = self.routing[to as usize][kg as usize];
+                let owner = owner_of(&self.routing, to as usize, kg as usize);
                 let jitter = 0.9 + 0.2 * self.rng.uniform();
                 let wk = &mut self.workers[w];
                 if owner == w {
@@ -473,7 +476,7 @@ impl Cluster {
                     root: req.root,
                     enqueued_us: now,
                 };
-                let owner = self.routing[to as usize][kg as usize];
+                let owner = owner_of(&self.routing, to as usize, kg as usize);
                 if owner == w {
                     self.enqueue(w, child);
                 } else {
@@ -657,13 +660,12 @@ impl Cluster {
         let new_routing = reassign(&self.routing, shares);
         let mut involved = vec![0usize; self.workers.len()];
         let mut moved = 0;
-        for (o, (a, b)) in self.routing.iter().zip(&new_routing).enumerate() {
-            let _ = o;
+        for (a, b) in self.routing.rows().zip(new_routing.rows()) {
             for (&x, &y) in a.iter().zip(b) {
                 if x != y {
                     moved += 1;
-                    involved[x] += 1;
-                    involved[y] += 1;
+                    involved[x.index()] += 1;
+                    involved[y.index()] += 1;
                 }
             }
         }
@@ -681,7 +683,7 @@ impl Cluster {
             // Forward queued requests whose key group left this worker.
             let q = std::mem::take(&mut self.workers[w].queue);
             for req in q {
-                let owner = self.routing[req.op as usize][req.kg as usize];
+                let owner = owner_of(&self.routing, req.op as usize, req.kg as usize);
                 if owner == w {
                     self.workers[w].queue.push_back(req);
                 } else {
@@ -693,4 +695,9 @@ impl Cluster {
         }
         moved
     }
+}
+
+/// The worker owning key group `kg` of operator `op` (the simulator's slots are workers).
+fn owner_of(routing: &RoutingTable, op: usize, kg: usize) -> usize {
+    routing.owner(op, KeyGroup::at(kg)).index()
 }

@@ -23,6 +23,7 @@ use crate::model::{
     CostModel, EdgeLoad, OperatorLoad, PAPER_CAPACITY_US_PER_S, PAPER_COSTS, Problem, worker_loads,
 };
 use crate::placement::place;
+use clasp_protocol::rng::SimRng;
 pub use lab::SimSettings;
 
 /// Seeds averaged by default.
@@ -110,7 +111,7 @@ pub fn run(
 }
 
 /// A random small instance (≤ 4 operators, chain or fork-join, ≤ 3 workers' worth of demand).
-pub fn random_instance(rng: &mut rng::SimRng) -> Problem {
+pub fn random_instance(rng: &mut SimRng) -> Problem {
     let n = 2 + rng.below(3);
     let b = PAPER_CAPACITY_US_PER_S * crate::model::DEFAULT_HEADROOM;
     let mut ops = Vec::new();
@@ -151,7 +152,7 @@ pub fn random_instance(rng: &mut rng::SimRng) -> Problem {
 
 /// The heuristic's gap to the exact reference and to ⌈ΣD̃/B⌉ over random small instances.
 pub fn gap(seed: u64, instances: usize) -> (Value, Vec<String>) {
-    let mut rng = rng::SimRng::new(seed);
+    let mut rng = SimRng::new(seed);
     let mut csv =
         vec!["instance,clasp_workers,exact_workers,lower_bound,clasp_feasible".to_string()];
     let (mut compared, mut gap_sum, mut worse, mut better, mut lb_gap_sum) =

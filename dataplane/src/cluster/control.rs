@@ -4,10 +4,11 @@
 //! schedule of random migrations ([`Chaos`], for testing that nothing is lost whatever the
 //! moves), or nothing at all (a static run).
 
-use crate::migrate::Slots;
+use crate::routing::Slots;
 use crate::runtime::ledger::LatencySummary;
-use clasp_controlplane::migration::Routing;
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::ids::{Epoch, Slot};
+use clasp_protocol::routing::RoutingTable;
 
 /// One worker's figures over one interval (rates per second).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -58,8 +59,9 @@ pub struct IntervalView {
 /// A move to a new placement.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Move {
-    /// The new slot routing (every operator × every key group → a slot).
-    pub routing: Routing,
+    /// The new slot routing (every operator × every key group → a slot); the planner gives
+    /// it the migration's epoch.
+    pub routing: RoutingTable,
     /// Why (`chaos`, or the policy's one-line explanation).
     pub reason: String,
 }
@@ -129,13 +131,11 @@ pub struct Static;
 impl Controller for Static {}
 
 /// Workers (indices into the job's list) that own at least one key group under `routing`.
-pub fn active_workers(routing: &Routing, slots: &Slots) -> Vec<usize> {
+pub fn active_workers(routing: &RoutingTable, slots: &Slots) -> Vec<usize> {
     let mut used = vec![false; slots.workers.len()];
-    for row in routing {
-        for &s in row {
-            if let Some(u) = used.get_mut(slots.worker_index(s)) {
-                *u = true;
-            }
+    for s in routing.owners() {
+        if let Some(u) = used.get_mut(slots.worker_index(*s)) {
+            *u = true;
         }
     }
     (0..used.len()).filter(|&i| used[i]).collect()
@@ -206,7 +206,7 @@ impl Chaos {
     }
 
     /// A random placement on a random number of workers.
-    pub fn random_routing(&mut self) -> Routing {
+    pub fn random_routing(&mut self) -> RoutingTable {
         let n = self.slots.workers.len();
         let workers = 1 + self.rng.below(n);
         // A random subset of `workers` worker indices.
@@ -215,13 +215,13 @@ impl Chaos {
             let j = i + self.rng.below(n - i);
             idx.swap(i, j);
         }
-        let chosen: Vec<usize> = idx[..workers]
+        let chosen: Vec<Slot> = idx[..workers]
             .iter()
             .flat_map(|&w| (0..self.slots.executors).map(move |e| (w, e)))
             .map(|(w, e)| self.slots.slot(w, e))
             .collect();
         let kgs = KEY_GROUPS as usize;
-        (0..self.operators)
+        let rows = (0..self.operators)
             .map(|_| {
                 let k = 1 + self.rng.below(chosen.len());
                 let mut pick = chosen.clone();
@@ -236,7 +236,8 @@ impl Chaos {
                     (0..kgs).map(|_| pick[self.rng.below(k)]).collect()
                 }
             })
-            .collect()
+            .collect();
+        RoutingTable::from_rows(Epoch::INITIAL, rows).expect("every row has every key group")
     }
 }
 

@@ -16,7 +16,7 @@
 //! # The run
 //! 1. The driver connects to every worker and sends a [`Job`] (the app, the executors per
 //!    worker, how key groups are spread, and the driver's own address). Each worker builds the
-//!    same routing table from it (`RoutingTable::spread` over the workers in cluster-file
+//!    same routing table from it (`routing::spread` over the workers in cluster-file
 //!    order), connects back to the driver, and answers `READY` once its links to the driver
 //!    and to every other worker are up (or `ERROR` with the reason).
 //! 2. The driver admits the input, at most `max_in_flight` tracked roots open at a time.

@@ -4,35 +4,38 @@
 
 use super::{read_groups, write_groups};
 use crate::cluster::{Reader, Writer};
-use clasp_controlplane::migration::{Routing, Transfer, WorkerPlan};
-use clasp_controlplane::protocol::worker::{Waiting, WorkerReport};
-use clasp_controlplane::protocol::{Assignment, Peer};
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::{Epoch, Slot};
+use clasp_protocol::message::Peer;
+use clasp_protocol::plan::{Transfer, WorkerPlan};
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::worker::{Waiting, WorkerReport};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-fn write_set(w: &mut Writer, s: &BTreeSet<usize>) {
+fn write_set(w: &mut Writer, s: &BTreeSet<Slot>) {
     w.u32(s.len() as u32);
-    for &x in s {
-        w.u32(x as u32);
+    for x in s {
+        w.u32(x.0);
     }
 }
 
-fn read_set(r: &mut Reader) -> Result<BTreeSet<usize>, String> {
+fn read_set(r: &mut Reader) -> Result<BTreeSet<Slot>, String> {
     let n = r.len()?;
-    (0..n).map(|_| Ok(r.u32()? as usize)).collect()
+    (0..n).map(|_| Ok(Slot(r.u32()?))).collect()
 }
 
 /// A routing table, per operator as runs of equal owners or, when shorter, one `u16` slot
 /// per key group (a scattered placement has no runs).
-fn write_routing(w: &mut Writer, routing: &Routing) {
-    w.u32(routing.len() as u32);
-    for row in routing {
+fn write_routing(w: &mut Writer, routing: &RoutingTable) {
+    w.u32(routing.operators() as u32);
+    for row in routing.rows() {
         let mut runs: Vec<(u16, u16)> = Vec::new();
-        for &s in row {
+        for s in row {
             match runs.last_mut() {
-                Some((n, last)) if *last == s as u16 => *n += 1,
-                _ => runs.push((1, s as u16)),
+                Some((n, last)) if *last == s.0 as u16 => *n += 1,
+                _ => runs.push((1, s.0 as u16)),
             }
         }
         if runs.len() * 4 < row.len() * 2 {
@@ -42,14 +45,14 @@ fn write_routing(w: &mut Writer, routing: &Routing) {
             }
         } else {
             w.u8(1);
-            for &s in row {
-                w.u16(s as u16);
+            for s in row {
+                w.u16(s.0 as u16);
             }
         }
     }
 }
 
-fn read_routing(r: &mut Reader) -> Result<Routing, String> {
+fn read_routing(r: &mut Reader, epoch: Epoch) -> Result<RoutingTable, String> {
     let ops = r.len()?;
     let kgs = KEY_GROUPS as usize;
     let mut routing = Vec::with_capacity(ops);
@@ -60,7 +63,7 @@ fn read_routing(r: &mut Reader) -> Result<Routing, String> {
                 let runs = r.len()?;
                 for _ in 0..runs {
                     let n = r.u16()? as usize;
-                    let s = r.u16()? as usize;
+                    let s = Slot(u32::from(r.u16()?));
                     if row.len() + n > kgs {
                         return Err(format!("operator {op}: more than {kgs} key groups"));
                     }
@@ -69,7 +72,7 @@ fn read_routing(r: &mut Reader) -> Result<Routing, String> {
             }
             1 => {
                 for _ in 0..kgs {
-                    row.push(r.u16()? as usize);
+                    row.push(Slot(u32::from(r.u16()?)));
                 }
             }
             m => return Err(format!("operator {op}: unknown routing encoding {m}")),
@@ -79,13 +82,14 @@ fn read_routing(r: &mut Reader) -> Result<Routing, String> {
         }
         routing.push(row);
     }
-    Ok(routing)
+    RoutingTable::from_rows(epoch, routing).map_err(|e| e.to_string())
 }
 
 /// A worker's plans: the new table once, then each of its slots' parts.
-pub fn encode_plans(epoch: u64, routing: &Routing, parts: &[(usize, &Assignment)]) -> Vec<u8> {
+/// The table's epoch is the plans'.
+pub fn encode_plans(routing: &RoutingTable, parts: &[(Slot, &Assignment)]) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u64(epoch);
+    w.u64(routing.epoch().0);
     write_routing(&mut w, routing);
     if let Some((_, a)) = parts.first() {
         w.u32(a.upstream_old.len() as u32);
@@ -97,9 +101,9 @@ pub fn encode_plans(epoch: u64, routing: &Routing, parts: &[(usize, &Assignment)
     }
     w.u32(parts.len() as u32);
     for (slot, a) in parts {
-        w.u32(*slot as u32).u32(a.plan.sends.len() as u32);
+        w.u32(slot.0).u32(a.plan.sends.len() as u32);
         for t in &a.plan.sends {
-            w.u16(t.operator as u16).u32(t.to as u32);
+            w.u16(t.operator as u16).u32(t.to.0);
             write_groups(&mut w, &t.key_groups);
         }
         write_set(&mut w, &a.plan.markers_to);
@@ -112,22 +116,22 @@ pub fn encode_plans(epoch: u64, routing: &Routing, parts: &[(usize, &Assignment)
 }
 
 /// Reads a worker's plans: `(slot, assignment)` per slot.
-pub fn decode_plans(b: &[u8]) -> Result<Vec<(usize, Assignment)>, String> {
+pub fn decode_plans(b: &[u8]) -> Result<Vec<(Slot, Assignment)>, String> {
     let mut r = Reader::new(b);
-    let epoch = r.u64()?;
-    let routing = Arc::new(read_routing(&mut r)?);
+    let epoch = Epoch(r.u64()?);
+    let routing = Arc::new(read_routing(&mut r, epoch)?);
     let n = r.len()?;
-    let upstream_old: Arc<Vec<BTreeSet<usize>>> =
+    let upstream_old: Arc<Vec<BTreeSet<Slot>>> =
         Arc::new((0..n).map(|_| read_set(&mut r)).collect::<Result<_, _>>()?);
     let n = r.len()?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let slot = r.u32()? as usize;
+        let slot = Slot(r.u32()?);
         let k = r.len()?;
         let mut sends = Vec::with_capacity(k);
         for _ in 0..k {
             let operator = r.u16()? as usize;
-            let to = r.u32()? as usize;
+            let to = Slot(r.u32()?);
             sends.push(Transfer {
                 operator,
                 to,
@@ -143,7 +147,6 @@ pub fn decode_plans(b: &[u8]) -> Result<Vec<(usize, Assignment)>, String> {
         out.push((
             slot,
             Assignment {
-                epoch,
                 routing: Arc::clone(&routing),
                 plan,
                 fence_to: read_set(&mut r)?,
@@ -158,8 +161,8 @@ pub fn decode_plans(b: &[u8]) -> Result<Vec<(usize, Assignment)>, String> {
 /// A slot's completion report.
 pub fn encode_report(r: &WorkerReport) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u32(r.worker as u32)
-        .u64(r.epoch)
+    w.u32(r.worker.0)
+        .u64(r.epoch.0)
         .u64(r.pause_ns)
         .u64(r.received_queued)
         .u64(r.forwarded)
@@ -173,8 +176,8 @@ pub fn encode_report(r: &WorkerReport) -> Vec<u8> {
 pub fn decode_report(b: &[u8]) -> Result<WorkerReport, String> {
     let mut r = Reader::new(b);
     Ok(WorkerReport {
-        worker: r.u32()? as usize,
-        epoch: r.u64()?,
+        worker: Slot(r.u32()?),
+        epoch: Epoch(r.u64()?),
         pause_ns: r.u64()?,
         received_queued: r.u64()?,
         forwarded: r.u64()?,
@@ -187,45 +190,45 @@ pub fn decode_report(b: &[u8]) -> Result<WorkerReport, String> {
 fn peer_code(p: &Peer) -> u32 {
     match p {
         Peer::Ingress => u32::MAX,
-        Peer::Worker(w) => *w as u32,
+        Peer::Worker(w) => w.0,
     }
 }
 
 /// A slot's progress: what it still waits for.
-pub fn encode_progress(slot: usize, epoch: u64, w: &Waiting) -> Vec<u8> {
+pub fn encode_progress(slot: Slot, epoch: Epoch, w: &Waiting) -> Vec<u8> {
     let mut b = Writer::default();
-    b.u32(slot as u32)
-        .u64(epoch)
+    b.u32(slot.0)
+        .u64(epoch.0)
         .u8(w.draining as u8)
         .u32(w.markers_from.len() as u32);
     for p in &w.markers_from {
         b.u32(peer_code(p));
     }
     b.u32(w.state_or_seal_from.len() as u32);
-    for &s in &w.state_or_seal_from {
-        b.u32(s as u32);
+    for s in &w.state_or_seal_from {
+        b.u32(s.0);
     }
     b.0
 }
 
 /// Reads a progress message: `(slot, epoch, waiting)`.
-pub fn decode_progress(b: &[u8]) -> Result<(usize, u64, Waiting), String> {
+pub fn decode_progress(b: &[u8]) -> Result<(Slot, Epoch, Waiting), String> {
     let mut r = Reader::new(b);
-    let slot = r.u32()? as usize;
-    let epoch = r.u64()?;
+    let slot = Slot(r.u32()?);
+    let epoch = Epoch(r.u64()?);
     let draining = r.u8()? != 0;
     let n = r.len()?;
     let markers_from = (0..n)
         .map(|_| {
             Ok(match r.u32()? {
                 u32::MAX => Peer::Ingress,
-                w => Peer::Worker(w as usize),
+                w => Peer::Worker(Slot(w)),
             })
         })
         .collect::<Result<_, String>>()?;
     let n = r.len()?;
     let state_or_seal_from = (0..n)
-        .map(|_| Ok(r.u32()? as usize))
+        .map(|_| Ok(Slot(r.u32()?)))
         .collect::<Result<_, String>>()?;
     Ok((
         slot,

@@ -2,15 +2,15 @@
 //! encodings of plans and reports.
 //!
 //! Why here: the protocol itself is the sans-I/O machine of
-//! [`clasp_controlplane::protocol`]; the data plane only has to carry its messages. Markers,
+//! [`clasp_protocol`]; the data plane only has to carry its messages. Markers,
 //! seals and state travel as *control frames* ([`FLAG_CONTROL`]) on the very rings and
 //! connections that carry requests, because the protocol's correctness rests on their order
 //! relative to those requests (a marker is "nothing older follows on this connection").
 //! Plans and completion reports travel on the driver's control channel, which has no such
 //! order requirement.
 //!
-//! The protocol's participants are executor *slots* (see [`crate::request`]): executor `e` of
-//! the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
+//! The protocol's participants are executor *slots* ([`crate::routing::Slots`]): executor `e`
+//! of the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
 //! table maps `(operator, key group)` to a slot.
 
 mod codec;
@@ -23,10 +23,9 @@ pub use state::{Reassembly, StateMsg, state_parts};
 
 use crate::cluster::{Reader, Writer};
 use crate::request::{FLAG_CONTROL, INGRESS_SLOT, REQUEST_HEADER_BYTES, RequestHeader, frame_len};
-use crate::routing::RoutingTable;
-use clasp_controlplane::migration::Routing;
-use clasp_controlplane::protocol::Peer;
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
+use clasp_protocol::message::Peer;
 
 /// Control-frame kinds (the `operator` field of a control frame's header).
 pub mod frame_kind {
@@ -45,127 +44,20 @@ pub const STATE_PART_BYTES_MAX: usize = 16 << 10;
 /// Largest state message a receiver reassembles (a bound before allocating).
 pub const STATE_MESSAGE_BYTES_MAX: usize = 1 << 30;
 
-/// Executor slots of a job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Slots {
-    /// Worker ids in job order.
-    pub workers: Vec<u32>,
-    /// Executors per worker.
-    pub executors: usize,
-}
-
-impl Slots {
-    /// Slots in the cluster.
-    pub fn len(&self) -> usize {
-        self.workers.len() * self.executors
-    }
-
-    /// True when there are no slots.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Index in the job's worker list of the worker hosting `slot`.
-    #[inline]
-    pub fn worker_index(&self, slot: usize) -> usize {
-        slot / self.executors
-    }
-
-    /// Worker id hosting `slot`.
-    #[inline]
-    pub fn worker_of(&self, slot: usize) -> Option<u32> {
-        self.workers.get(slot / self.executors).copied()
-    }
-
-    /// The slot of executor `e` of the worker at index `index`.
-    #[inline]
-    pub fn slot(&self, index: usize, e: usize) -> usize {
-        index * self.executors + e
-    }
-
-    /// The slot routing of a [`RoutingTable`] whose workers are `self.workers`.
-    pub fn routing_of(&self, table: &RoutingTable) -> Result<Routing, String> {
-        (0..table.operators())
-            .map(|op| {
-                (0..KEY_GROUPS)
-                    .map(|kg| {
-                        let o = table.owner(op as u16, kg);
-                        let i = self
-                            .workers
-                            .iter()
-                            .position(|&w| w == o.worker)
-                            .ok_or_else(|| format!("worker {} is not in the job", o.worker))?;
-                        Ok(self.slot(i, o.executor as usize))
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
-    pub fn check_count(&self) -> Result<(), String> {
-        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
-            return Err(format!(
-                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
-                 bits, so at most {}",
-                self.workers.len(),
-                self.executors,
-                self.len(),
-                INGRESS_SLOT - 1
-            ));
-        }
-        Ok(())
-    }
-
-    /// Checks a slot routing: every operator has every key group, every owner is a slot.
-    pub fn check(&self, routing: &Routing, operators: usize) -> Result<(), String> {
-        self.check_count()?;
-        if routing.len() != operators {
-            return Err(format!(
-                "routing for {} operators, the app has {operators}",
-                routing.len()
-            ));
-        }
-        for (op, row) in routing.iter().enumerate() {
-            if row.len() != KEY_GROUPS as usize {
-                return Err(format!(
-                    "operator {op}: {} key groups, not {KEY_GROUPS}",
-                    row.len()
-                ));
-            }
-            if let Some(s) = row.iter().find(|&&s| s >= self.len()) {
-                return Err(format!(
-                    "operator {op}: slot {s} of a cluster of {} slots",
-                    self.len()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Flattens a slot routing into `[op * KEY_GROUPS + kg] → slot`, the executors' form.
-pub fn flatten(routing: &Routing) -> Vec<u16> {
-    routing
-        .iter()
-        .flat_map(|row| row.iter().map(|&s| s as u16))
-        .collect()
-}
-
 /// The protocol peer a frame's `source` names.
 #[inline]
 pub fn peer_of(source: u16) -> Peer {
-    if source == crate::request::INGRESS_SLOT {
+    if source == INGRESS_SLOT {
         Peer::Ingress
     } else {
-        Peer::Worker(source as usize)
+        Peer::Worker(Slot(u32::from(source)))
     }
 }
 
 /// Writes one control frame into `out` (resized to fit).
 pub fn control_frame(
     kind: u16,
-    epoch: u64,
+    epoch: Epoch,
     source: u16,
     dest: u16,
     body: &[u8],
@@ -174,7 +66,7 @@ pub fn control_frame(
     let header = RequestHeader {
         operator: kind,
         flags: FLAG_CONTROL,
-        epoch: epoch as u16,
+        epoch: epoch.0 as u16,
         dest,
         source,
         ..RequestHeader::default()
@@ -190,14 +82,14 @@ pub fn control_body(frame: &[u8]) -> &[u8] {
     frame.get(REQUEST_HEADER_BYTES..).unwrap_or(&[])
 }
 
-fn write_groups(w: &mut Writer, groups: &[usize]) {
+fn write_groups(w: &mut Writer, groups: &[KeyGroup]) {
     w.u32(groups.len() as u32);
-    for &g in groups {
-        w.u16(g as u16);
+    for g in groups {
+        w.u16(g.0);
     }
 }
 
-fn read_groups(r: &mut Reader) -> Result<Vec<usize>, String> {
+fn read_groups(r: &mut Reader) -> Result<Vec<KeyGroup>, String> {
     let n = r.len()?;
     (0..n)
         .map(|_| {
@@ -205,13 +97,13 @@ fn read_groups(r: &mut Reader) -> Result<Vec<usize>, String> {
             if g >= KEY_GROUPS {
                 return Err(format!("key group {g} out of range"));
             }
-            Ok(g as usize)
+            Ok(KeyGroup(g))
         })
         .collect()
 }
 
 /// A seal's body.
-pub fn seal_body(operator: usize, key_groups: &[usize]) -> Vec<u8> {
+pub fn seal_body(operator: usize, key_groups: &[KeyGroup]) -> Vec<u8> {
     let mut w = Writer::default();
     w.u16(operator as u16);
     write_groups(&mut w, key_groups);
@@ -219,7 +111,7 @@ pub fn seal_body(operator: usize, key_groups: &[usize]) -> Vec<u8> {
 }
 
 /// Reads a seal's body.
-pub fn read_seal(b: &[u8]) -> Result<(usize, Vec<usize>), String> {
+pub fn read_seal(b: &[u8]) -> Result<(usize, Vec<KeyGroup>), String> {
     let mut r = Reader::new(b);
     Ok((r.u16()? as usize, read_groups(&mut r)?))
 }
@@ -227,34 +119,38 @@ pub fn read_seal(b: &[u8]) -> Result<(usize, Vec<usize>), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clasp_controlplane::migration::plan;
-    use clasp_controlplane::protocol::Assignment;
-    use clasp_controlplane::protocol::assignments;
-    use clasp_controlplane::protocol::worker::{Waiting, WorkerReport};
+    use clasp_protocol::assignment::Assignment;
+    use clasp_protocol::assignment::assignments;
+    use clasp_protocol::plan::plan;
+    use clasp_protocol::routing::RoutingTable;
+    use clasp_protocol::worker::{Waiting, WorkerReport};
     use std::sync::Arc;
 
-    fn routing(ops: usize, f: impl Fn(usize, usize) -> usize) -> Routing {
-        (0..ops)
-            .map(|o| (0..KEY_GROUPS as usize).map(|g| f(o, g)).collect())
-            .collect()
+    fn routing(epoch: u64, ops: usize, f: impl Fn(usize, usize) -> u32) -> RoutingTable {
+        RoutingTable::from_fn(Epoch(epoch), ops, KEY_GROUPS as usize, |o, g| {
+            Slot(f(o, g.index()))
+        })
     }
 
     #[test]
     fn plans_round_trip() {
-        let old = routing(3, |_, g| g % 2);
-        let new = Arc::new(routing(
-            3,
-            |o, g| if o == 0 { g * 4 / 1024 } else { (g + o) % 4 },
-        ));
+        let old = routing(0, 3, |_, g| (g % 2) as u32);
+        let new = Arc::new(routing(1, 3, |o, g| {
+            (if o == 0 { g * 4 / 1024 } else { (g + o) % 4 }) as u32
+        }));
         let preds = vec![vec![], vec![0], vec![1]];
-        let p = plan(1, &old, &new, &preds);
+        let p = plan(&old, &new, &preds);
         let parts = assignments(&p, &old, &new, &preds, 4);
-        let refs: Vec<(usize, &Assignment)> = parts.iter().enumerate().collect();
-        let b = encode_plans(1, &new, &refs);
+        let refs: Vec<(Slot, &Assignment)> = parts
+            .iter()
+            .enumerate()
+            .map(|(s, a)| (Slot::at(s), a))
+            .collect();
+        let b = encode_plans(&new, &refs);
         let back = decode_plans(&b).unwrap();
         assert_eq!(back.len(), 4);
         for (slot, a) in back {
-            assert_eq!(a, parts[slot]);
+            assert_eq!(a, parts[slot.index()]);
         }
         for bytes in [&[][..], &b[..b.len() / 2], &[0xFF; 64][..]] {
             assert!(decode_plans(bytes).is_err());
@@ -297,8 +193,8 @@ mod tests {
     #[test]
     fn reports_and_progress_round_trip() {
         let r = WorkerReport {
-            worker: 3,
-            epoch: 9,
+            worker: Slot(3),
+            epoch: Epoch(9),
             pause_ns: 1,
             received_queued: 2,
             forwarded: 3,
@@ -309,28 +205,12 @@ mod tests {
         assert_eq!(decode_report(&encode_report(&r)).unwrap(), r);
         let w = Waiting {
             draining: true,
-            markers_from: vec![Peer::Ingress, Peer::Worker(4)],
-            state_or_seal_from: vec![1, 2],
+            markers_from: vec![Peer::Ingress, Peer::Worker(Slot(4))],
+            state_or_seal_from: vec![Slot(1), Slot(2)],
         };
         assert_eq!(
-            decode_progress(&encode_progress(7, 9, &w)).unwrap(),
-            (7, 9, w)
+            decode_progress(&encode_progress(Slot(7), Epoch(9), &w)).unwrap(),
+            (Slot(7), Epoch(9), w)
         );
-    }
-
-    #[test]
-    fn slots_map_tables() {
-        let s = Slots {
-            workers: vec![4, 7],
-            executors: 2,
-        };
-        let t = RoutingTable::spread(2, &[4, 7], 2, crate::routing::Spread::Even);
-        let r = s.routing_of(&t).unwrap();
-        assert_eq!(r[0][0], 0);
-        assert_eq!(r[1][1023], 3);
-        s.check(&r, 2).unwrap();
-        assert!(s.check(&r, 3).is_err());
-        assert_eq!(s.worker_of(3), Some(7));
-        assert_eq!(flatten(&r).len(), 2048);
     }
 }

@@ -24,12 +24,13 @@ use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
-use crate::migrate::{Slots, flatten};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
-use clasp_controlplane::migration::Routing;
-use clasp_controlplane::protocol::Assignment;
+use crate::routing::{Slots, flatten};
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::Epoch;
+use clasp_protocol::routing::RoutingTable;
 use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
 use outbound::{Lane, Outbound, Sent};
 use std::collections::VecDeque;
@@ -123,7 +124,7 @@ pub struct Seat {
     /// This worker's index in `slots.workers`.
     pub index: usize,
     /// The initial (epoch 0) slot routing.
-    pub routing: Arc<Routing>,
+    pub routing: Arc<RoutingTable>,
     /// Longest frame the transport carries to another worker (state is sent in parts that
     /// fit; `usize::MAX` for a worker without peers).
     pub remote_frame_bytes_max: usize,
@@ -132,10 +133,11 @@ pub struct Seat {
 pub(crate) struct Engine {
     me: usize,
     worker: u32,
-    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by.
+    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by (the protocol
+    /// table's flat form, narrowed to 16-bit slots).
     table: Vec<u16>,
     /// Epoch of `table`.
-    epoch: u64,
+    epoch: Epoch,
     /// This executor's slot.
     my_slot: u16,
     /// The migration protocol and its queues.
@@ -216,7 +218,7 @@ impl Executor {
                 "executor {me}: the seat does not fit the segment"
             )));
         }
-        let slot_base = seat.slots.slot(seat.index, 0);
+        let slot_base = seat.slots.slot(seat.index, 0).index();
         let my_slot = (slot_base + me) as u16;
         let plans = net.as_ref().map(|n| n.plans.clone());
         Ok(Executor {
@@ -225,7 +227,7 @@ impl Executor {
                 me,
                 worker,
                 table: flatten(&seat.routing),
-                epoch: 0,
+                epoch: Epoch::INITIAL,
                 my_slot,
                 mig: migrating::Migration::new(my_slot, Arc::clone(&seat.routing), plans),
                 state_part_bytes: crate::migrate::STATE_PART_BYTES_MAX
@@ -411,7 +413,7 @@ impl Engine {
         };
         // Outside a migration every request of the current epoch runs at once; anything else
         // goes through the protocol machine (forwarded, held, or queued in order).
-        if !self.mig.settled || req.header.epoch != self.epoch as u16 {
+        if !self.mig.settled || req.header.epoch != self.epoch.0 as u16 {
             self.on_unsettled_request(&req.header, frame);
             return;
         }
@@ -476,7 +478,7 @@ impl Engine {
                         operator: to,
                         key_group: kg,
                         flags: parent.flags & FLAG_TRACKED,
-                        epoch: self.epoch as u16,
+                        epoch: self.epoch.0 as u16,
                         dest: slot,
                         root_home: parent.root_home,
                         source: self.my_slot,

@@ -26,11 +26,12 @@
 //! not on a futex, so executors also wake it through its transport's eventfd
 //! (`crate::runtime::executor::NetLink`) when it announced that it parks.
 //!
-//! The user area starts with [`SharedControl`], then the routing table (`u16` executor per
-//! operator and key group), then one block of counters per executor ([`MetricsView`]).
+//! The user area starts with [`SharedControl`], then the routing table's serialised form (the
+//! owning slot's executor on its worker, `u16`, per operator and key group — all a local
+//! ingress needs to pick a ring), then one block of counters per executor ([`MetricsView`]).
 
-use crate::routing::RoutingTable;
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::{KeyGroup, RoutingTable};
 use clasp_shmring::{ParkMode, RingConfig, RingSpec, Segment, SegmentLayout};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -70,6 +71,20 @@ pub enum LayoutError {
     /// The request rings' sizes are not valid.
     #[error("request rings: {0}")]
     RingSizes(#[source] clasp_shmring::Error),
+    /// The routing table does not have the segment's shape.
+    #[error(
+        "a routing table of {operators} operators × {key_groups} key groups for a segment of \
+         {segment_operators} operators × {} key groups",
+        KEY_GROUPS
+    )]
+    TableShape {
+        /// The table's operators.
+        operators: usize,
+        /// The table's key groups per operator.
+        key_groups: usize,
+        /// The segment's operators.
+        segment_operators: usize,
+    },
     /// The shared memory itself.
     #[error("worker segment {name}: {source}")]
     Segment {
@@ -459,6 +474,13 @@ impl WorkerSegment {
         sample_every: u64,
         table: &RoutingTable,
     ) -> Result<WorkerSegment, LayoutError> {
+        if table.operators() != sizes.operators || table.key_groups() != KEY_GROUPS as usize {
+            return Err(LayoutError::TableShape {
+                operators: table.operators(),
+                key_groups: table.key_groups(),
+                segment_operators: sizes.operators,
+            });
+        }
         let layout = segment_layout(sizes)?;
         let segment = Segment::create(name, &layout).map_err(segment_error(name))?;
         let (base, len) = segment.user_area();
@@ -577,14 +599,17 @@ impl WorkerSegment {
         unsafe { self.segment.user_area().0.add(control_bytes()).cast() }
     }
 
+    /// Writes each entry's executor: slot `i × executors + e` is executor `e` of its worker.
+    /// The table's shape was checked against the segment's in [`WorkerSegment::create`].
     fn write_table(&self, table: &RoutingTable) {
         let base = self.table_base();
         for op in 0..self.operators {
             for kg in 0..KEY_GROUPS {
+                let executor = table.owner(op, KeyGroup(kg)).index() % self.index.executors;
                 // SAFETY: in bounds of the table (operators × KEY_GROUPS u16).
                 unsafe {
                     base.add(op * KEY_GROUPS as usize + kg as usize)
-                        .write_volatile(table.owner(op as u16, kg).executor)
+                        .write_volatile(executor as u16)
                 }
             }
         }
@@ -661,7 +686,15 @@ mod tests {
             ring_bytes: 4096,
             max_frame_bytes: 1024,
         };
-        let table = RoutingTable::spread(3, &[0], 2, crate::routing::Spread::Even);
+        let table = crate::routing::spread(
+            3,
+            &crate::routing::Slots {
+                workers: vec![0],
+                executors: 2,
+            },
+            crate::routing::Spread::Even,
+        )
+        .expect("a table");
         let name = format!("clasp-layout-test-{tag}-{}", std::process::id());
         WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment")
     }

@@ -18,15 +18,15 @@ use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
 use clasp_controlplane::baselines::PolicyKind;
 use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
-use clasp_controlplane::migration::Routing;
 use clasp_controlplane::model::CostModel;
 use clasp_controlplane::pattern::RatePattern;
 use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
 use clasp_dataplane::cluster::driver::ClusterReport;
-use clasp_dataplane::migrate::Slots;
+use clasp_dataplane::routing::Slots;
 use clasp_operators::AppSpec;
+use clasp_protocol::routing::RoutingTable;
 use std::io::IsTerminal;
 
 /// Default workers a live run starts.
@@ -71,17 +71,14 @@ impl Live {
     /// The autoscaler's worker-level key groups on the first `n` workers → slots (key group g of
     /// a worker's share runs on executor `g % executors`, so a key group that stays on its worker
     /// stays on its executor).
-    fn slot_routing(&self, routing: &Routing) -> Routing {
+    fn slot_routing(&self, routing: &RoutingTable) -> RoutingTable {
         let e = self.slots.executors;
-        routing
-            .iter()
-            .map(|row| {
-                row.iter()
-                    .enumerate()
-                    .map(|(g, &w)| self.slots.slot(w, g % e))
-                    .collect()
-            })
-            .collect()
+        RoutingTable::from_fn(
+            routing.epoch(),
+            routing.operators(),
+            routing.key_groups(),
+            |o, g| self.slots.slot(routing.owner(o, g).index(), g.index() % e),
+        )
     }
 
     fn sample(&self, w: &WorkerInterval, worker: usize) -> WorkerSample {

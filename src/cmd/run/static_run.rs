@@ -9,7 +9,7 @@ use super::view::print_report;
 use crate::cmd::apps::load_app;
 use crate::cmd::usage_error;
 use clasp_dataplane::cluster::control::{Chaos, Controller, Static};
-use clasp_dataplane::migrate::Slots;
+use clasp_dataplane::routing::Slots;
 
 /// Input records a static run admits without `--records`.
 const DEFAULT_RECORDS: u64 = 100_000;

@@ -8,19 +8,18 @@ use super::control::{
 };
 use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, read_u16};
 use crate::clock::monotonic_ns;
-use crate::migrate::{
-    Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
-};
+use crate::migrate::{control_frame, decode_progress, decode_report, encode_plans, frame_kind};
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
-use crate::routing::{RoutingTable, Spread};
+use crate::routing::{self, Slots, Spread};
 use crate::runtime::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use clasp_controlplane::protocol::Assignment;
-use clasp_controlplane::protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, OperatorSummary};
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::{KeyGroup, Slot};
+use clasp_protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -457,8 +456,7 @@ pub fn run_driver_with(
         executors: cfg.executors as usize,
     };
     slots.check_count()?;
-    let table = RoutingTable::spread(ops, &ids, cfg.executors, cfg.spread);
-    let initial = slots.routing_of(&table)?;
+    let initial = routing::spread(ops, &slots, cfg.spread)?;
     let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
     let pcfg = PlannerConfig {
         timeout_ns: cfg.migration_timeout.as_nanos() as u64,
@@ -613,7 +611,7 @@ pub fn run_driver_with(
         generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
-        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, kg as usize, ())
+        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, KeyGroup(kg), ())
         else {
             unreachable!("admit routes");
         };
@@ -623,8 +621,8 @@ pub fn run_driver_with(
             operator: spec.source as u16,
             key_group: kg,
             flags: if is_tracked { FLAG_TRACKED } else { 0 },
-            epoch: req.epoch as u16,
-            dest: to as u16,
+            epoch: req.epoch.0 as u16,
+            dest: to.0 as u16,
             root_home: DRIVER_ID as u16,
             source: INGRESS_SLOT,
             key_hash: hash,

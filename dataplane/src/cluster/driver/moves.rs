@@ -28,12 +28,12 @@ impl Driver<'_> {
                 Ok(())
             }
             PlannerAction::Failed(f) => {
-                let slots = |v: &[usize]| {
+                let slots = |v: &[Slot]| {
                     v.iter()
-                        .map(|&s| {
+                        .map(|s| {
                             format!(
                                 "slot {s} (worker {})",
-                                self.slots.worker_of(s).unwrap_or(u32::MAX)
+                                self.slots.worker_of(*s).unwrap_or(u32::MAX)
                             )
                         })
                         .collect::<Vec<_>>()
@@ -52,7 +52,7 @@ impl Driver<'_> {
                     frame_kind::MARKER,
                     epoch,
                     INGRESS_SLOT,
-                    to as u16,
+                    to.0 as u16,
                     &[],
                     &mut f,
                 );
@@ -90,7 +90,7 @@ impl Driver<'_> {
         let epoch = self.planner.epoch();
         self.in_flight = Some(InFlight {
             record: MigrationRecord {
-                epoch,
+                epoch: epoch.0,
                 t_s: self.t0.elapsed().as_secs_f64(),
                 reason: m.reason,
                 workers_before: before,
@@ -99,7 +99,7 @@ impl Driver<'_> {
             },
         });
         self.interval_migrating = true;
-        let mut plans: Vec<Vec<(usize, Assignment)>> = vec![Vec::new(); self.ids.len()];
+        let mut plans: Vec<Vec<(Slot, Assignment)>> = vec![Vec::new(); self.ids.len()];
         let mut rest = Vec::new();
         for a in actions {
             match a {
@@ -111,8 +111,8 @@ impl Driver<'_> {
         }
         let routing = self.planner.routing().clone();
         for (i, parts) in plans.iter().enumerate() {
-            let refs: Vec<(usize, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
-            let body = encode_plans(epoch, &routing, &refs);
+            let refs: Vec<(Slot, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
+            let body = encode_plans(&routing, &refs);
             if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
                 return Err(format!(
                     "the plan for worker {} is {} bytes, over the control limit (an app with \

@@ -20,8 +20,9 @@ use start::start_executors;
 use summary::{counters, finish};
 
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
-use crate::migrate::{Slots, decode_plans};
+use crate::migrate::decode_plans;
 use crate::request::RequestHeader;
+use crate::routing::Slots;
 use crate::runtime::coordinator::Coordinator;
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::runtime::ledger::DELTA_BYTES;
@@ -29,8 +30,9 @@ use crate::runtime::messages::{Command, Report};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::Slot;
 use clasp_shmring::{Consumer, Producer, ShmRing};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -297,7 +299,7 @@ impl Node {
                 };
                 let dest = match RequestHeader::peek(&frame)
                     .ok()
-                    .and_then(|h| run.slots.worker_of(h.dest as usize))
+                    .and_then(|h| run.slots.worker_of(Slot(u32::from(h.dest))))
                 {
                     Some(w) if w != self.id => w,
                     _ => {
@@ -517,7 +519,7 @@ pub fn run_cluster_worker(
     };
     node.rx.rings = Some(Rings {
         slots: run.slots.clone(),
-        base: run.slots.slot(run.index, 0),
+        base: run.slots.slot(run.index, 0).index(),
         driver: job.driver,
         ingress: (0..run.executors)
             .map(|e| run.seg().segment.producer(run.seg().index.ingress(e)))
@@ -640,9 +642,9 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 },
                 kind::PLAN => match decode_plans(&body).and_then(|p| check_plans(p, run)) {
                     Ok(parts) => {
-                        let base = run.slots.slot(run.index, 0);
+                        let base = run.slots.slot(run.index, 0).index();
                         for (slot, a) in parts {
-                            let e = slot.wrapping_sub(base);
+                            let e = slot.index().wrapping_sub(base);
                             if e >= run.executors {
                                 node.fault(format!("a plan for slot {slot}, not on this worker"));
                                 continue;
@@ -671,9 +673,9 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
 /// Checks decoded plans against the job (a plan from a confused or hostile driver must be an
 /// error here, not an index out of bounds in an executor).
 fn check_plans(
-    parts: Vec<(usize, Assignment)>,
+    parts: Vec<(Slot, Assignment)>,
     run: &Running,
-) -> Result<Vec<(usize, Assignment)>, String> {
+) -> Result<Vec<(Slot, Assignment)>, String> {
     let ops = run.spec.operators.len();
     for (slot, a) in &parts {
         run.slots.check(&a.routing, ops)?;
@@ -684,13 +686,17 @@ fn check_plans(
             ));
         }
         let n = run.slots.len();
-        let slot_ok = |s: &usize| *s < n;
+        let slot_ok = |s: &Slot| s.index() < n;
         let sets_ok = a.plan.markers_to.iter().all(slot_ok)
             && a.plan.hear_from.iter().all(slot_ok)
             && a.fence_to.iter().all(slot_ok)
             && a.fence_from.iter().all(slot_ok)
             && a.upstream_old.iter().flatten().all(slot_ok);
-        let sends_ok = a.plan.sends.iter().all(|t| t.operator < ops && t.to < n);
+        let sends_ok = a
+            .plan
+            .sends
+            .iter()
+            .all(|t| t.operator < ops && t.to.index() < n);
         if !sets_ok || !sends_ok {
             return Err(format!(
                 "slot {slot}: a plan naming an unknown slot or operator"

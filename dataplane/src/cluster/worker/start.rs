@@ -3,15 +3,14 @@
 //! [`Coordinator`] with one link per executor to the network thread.
 
 use super::{ClusterWorkerConfig, Job, Running};
-use crate::migrate::Slots;
-use crate::routing::RoutingTable;
+use crate::routing::Slots;
 use crate::runtime::RuntimeError;
 use crate::runtime::coordinator::{Coordinator, Launch};
 use crate::runtime::executor::{NetLink, Seat};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
 use crate::transport::{Limits, PeerId, Transport};
-use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
+use clasp_protocol::assignment::Assignment;
 use clasp_shmring::WaitPolicy;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,11 +59,12 @@ pub(super) fn start_executors(
     if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
         return Err(StartError::RingBytes(ring_bytes));
     }
-    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread);
     let slots = Slots {
         workers: job.workers.clone(),
         executors,
     };
+    let table =
+        Arc::new(crate::routing::spread(ops, &slots, job.spread).map_err(StartError::Slots)?);
     let index = job
         .workers
         .iter()
@@ -72,7 +72,7 @@ pub(super) fn start_executors(
         .ok_or(StartError::NotInJob(cfg.id))?;
     slots.check_count().map_err(StartError::Slots)?;
     let seat = Seat {
-        routing: Arc::new(slots.routing_of(&table).map_err(StartError::Slots)?),
+        routing: Arc::clone(&table),
         slots: slots.clone(),
         index,
         remote_frame_bytes_max: remote_frame_bytes_max(&cfg.limits),

@@ -1,5 +1,5 @@
 //! An executor's side of a live migration: the protocol machine of
-//! [`clasp_controlplane::protocol::worker`] driven by the frames the executor reads.
+//! [`clasp_protocol::worker`] driven by the frames the executor reads.
 //!
 //! Why per executor: an executor is the unit that owns key-group state and runs
 //! single-threaded, so it is the protocol's "worker" exactly — it has no running executions to
@@ -15,15 +15,18 @@
 
 use super::Engine;
 use crate::migrate::{
-    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, flatten,
-    frame_kind, peer_of, read_seal, seal_body, state_parts,
+    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, frame_kind,
+    peer_of, read_seal, seal_body, state_parts,
 };
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
+use crate::routing::flatten;
 use crate::runtime::messages::Report;
-use clasp_controlplane::migration::Routing;
-use clasp_controlplane::protocol::worker::{Action, Worker};
-use clasp_controlplane::protocol::{Assignment, Msg, Req};
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
+use clasp_protocol::message::{Msg, Req};
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::worker::{Action, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,18 +57,18 @@ const EXPORT_GROUPS_PER_TURN: usize = 32;
 enum Outgoing {
     /// Key groups of `operator` still to pack for `to`, with their queued requests.
     Export {
-        to: usize,
-        epoch: u64,
+        to: Slot,
+        epoch: Epoch,
         operator: usize,
-        groups: VecDeque<usize>,
-        queued: HashMap<usize, Vec<Frame>>,
+        groups: VecDeque<KeyGroup>,
+        queued: HashMap<KeyGroup, Vec<Frame>>,
     },
     /// A seal to send once everything before it is out.
     Seal {
-        to: usize,
-        epoch: u64,
+        to: Slot,
+        epoch: Epoch,
         operator: usize,
-        key_groups: Vec<usize>,
+        key_groups: Vec<KeyGroup>,
     },
 }
 
@@ -79,7 +82,7 @@ pub(crate) struct Migration {
     /// Plans from the network thread.
     plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     /// The plan whose table emissions switch to on the drain.
-    next: Option<(u64, Arc<Routing>)>,
+    next: Option<(Epoch, Arc<RoutingTable>)>,
     /// State to pack and seals to send, in order (see [`Outgoing`]).
     outgoing: VecDeque<Outgoing>,
     /// No migration, nothing early, nothing ready: the fast path applies.
@@ -90,11 +93,11 @@ pub(crate) struct Migration {
 impl Migration {
     pub(super) fn new(
         slot: u16,
-        routing: Arc<Routing>,
+        routing: Arc<RoutingTable>,
         plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     ) -> Self {
         Migration {
-            proto: Worker::new(slot as usize, routing, 0),
+            proto: Worker::new(Slot(u32::from(slot)), routing, Epoch::INITIAL),
             ready: VecDeque::new(),
             parts: HashMap::new(),
             plans,
@@ -143,7 +146,7 @@ impl Engine {
             }
         }
         for a in plans {
-            self.mig.next = Some((a.epoch, Arc::clone(&a.routing)));
+            self.mig.next = Some((a.epoch(), Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
             self.apply(actions);
         }
@@ -158,7 +161,7 @@ impl Engine {
         };
         let req = Req {
             operator: h.operator as usize,
-            key_group: h.key_group as usize,
+            key_group: KeyGroup(h.key_group),
             epoch,
             body: frame.to_vec(),
         };
@@ -215,10 +218,10 @@ impl Engine {
 
     /// A frame's full epoch, or `None` (reported) for one from further ahead than any peer
     /// can be: waiting for its plan would park its sender's connection forever.
-    fn frame_epoch(&mut self, h: &RequestHeader) -> Option<u64> {
+    fn frame_epoch(&mut self, h: &RequestHeader) -> Option<Epoch> {
         let current = self.mig.proto.epoch();
-        let epoch = widen_epoch(current, h.epoch);
-        if epoch > current + MAX_EPOCHS_AHEAD {
+        let epoch = Epoch(widen_epoch(current.0, h.epoch));
+        if epoch.0 > current.0 + MAX_EPOCHS_AHEAD {
             self.report_error(format!(
                 "a frame of epoch {epoch} from slot {} while at epoch {current}; dropped",
                 h.source
@@ -228,7 +231,7 @@ impl Engine {
         Some(epoch)
     }
 
-    fn state_msg(&self, epoch: u64, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
+    fn state_msg(&self, epoch: Epoch, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
         let m = StateMsg::decode(bytes)?;
         if m.operator >= self.instances.len() {
             return Err(format!("operator {} out of range", m.operator));
@@ -240,15 +243,15 @@ impl Engine {
                 .header;
             queued.push(Req {
                 operator: h.operator as usize,
-                key_group: h.key_group as usize,
-                epoch: widen_epoch(self.mig.proto.epoch(), h.epoch),
+                key_group: KeyGroup(h.key_group),
+                epoch: Epoch(widen_epoch(self.mig.proto.epoch().0, h.epoch)),
                 body: f,
             });
         }
         Ok(Msg::State {
             epoch,
             operator: m.operator,
-            key_groups: m.groups.iter().map(|g| g.0).collect(),
+            key_groups: m.groups.iter().map(|g| KeyGroup::at(g.0)).collect(),
             state: m.groups,
             queued,
         })
@@ -296,10 +299,10 @@ impl Engine {
         }
     }
 
-    fn send_control(&mut self, kind: u16, epoch: u64, to: usize, body: &[u8]) {
+    fn send_control(&mut self, kind: u16, epoch: Epoch, to: Slot, body: &[u8]) {
         let mut f = Vec::new();
-        control_frame(kind, epoch, self.my_slot, to as u16, body, &mut f);
-        self.send_to_slot(to, &f);
+        control_frame(kind, epoch, self.my_slot, to.0 as u16, body, &mut f);
+        self.send_to_slot(to.index(), &f);
     }
 
     /// Carries out the machine's actions, in order.
@@ -310,8 +313,8 @@ impl Engine {
                 Action::SendRequest { to, req } | Action::ForwardRequest { to, req } => {
                     let mut f = req.body;
                     if f.len() >= REQUEST_HEADER_BYTES {
-                        RequestHeader::set_route(&mut f, self.my_slot, to as u16);
-                        self.send_to_slot(to, &f);
+                        RequestHeader::set_route(&mut f, self.my_slot, to.0 as u16);
+                        self.send_to_slot(to.index(), &f);
                     }
                 }
                 Action::SendMarker { to, epoch } => {
@@ -363,7 +366,7 @@ impl Engine {
                     self.push_report(&Report::Migrated(&encode_report(&report)))
                 }
                 Action::Progress { epoch, waiting } => {
-                    let body = encode_progress(self.my_slot as usize, epoch, &waiting);
+                    let body = encode_progress(Slot(u32::from(self.my_slot)), epoch, &waiting);
                     self.push_report(&Report::Progress(&body));
                 }
                 Action::Fault(e) => self.report_error(format!("migration: {e}")),
@@ -385,22 +388,22 @@ impl Engine {
     /// Queues the export of key groups of `operator` to slot `to`: their queued requests leave
     /// the ready queue now (they must not run here); their state is packed later, a few groups
     /// per turn ([`Engine::run_exports`]).
-    fn export(&mut self, to: usize, epoch: u64, operator: usize, key_groups: &[usize]) {
+    fn export(&mut self, to: Slot, epoch: Epoch, operator: usize, key_groups: &[KeyGroup]) {
         if key_groups.is_empty() {
             return;
         }
         let mut moving = vec![false; KEY_GROUPS as usize];
-        for &g in key_groups {
-            if let Some(m) = moving.get_mut(g) {
+        for g in key_groups {
+            if let Some(m) = moving.get_mut(g.index()) {
                 *m = true;
             }
         }
-        let mut queued: HashMap<usize, Vec<Frame>> = HashMap::new();
+        let mut queued: HashMap<KeyGroup, Vec<Frame>> = HashMap::new();
         let mut kept = VecDeque::with_capacity(self.mig.ready.len());
         for f in self.mig.ready.drain(..) {
             match RequestHeader::peek(&f) {
                 Ok(h) if h.operator as usize == operator && moving[h.key_group as usize] => {
-                    queued.entry(h.key_group as usize).or_default().push(f)
+                    queued.entry(KeyGroup(h.key_group)).or_default().push(f)
                 }
                 _ => kept.push_back(f),
             }
@@ -427,7 +430,7 @@ impl Engine {
                 None => break,
                 Some(Outgoing::Export { to, .. }) => self
                     .out
-                    .lane_of(*to)
+                    .lane_of(to.index())
                     .is_some_and(|lane| self.out.has_overflow(lane)),
                 Some(Outgoing::Seal { .. }) => false,
             };
@@ -460,7 +463,7 @@ impl Engine {
                     queued,
                 } => {
                     let (to, epoch, operator) = (*to, *epoch, *operator);
-                    let take: Vec<usize> = (0..EXPORT_GROUPS_PER_TURN)
+                    let take: Vec<KeyGroup> = (0..EXPORT_GROUPS_PER_TURN)
                         .map_while(|_| groups.pop_front())
                         .collect();
                     let queued_now: Vec<Frame> = take
@@ -475,7 +478,7 @@ impl Engine {
                         operator,
                         groups: take
                             .iter()
-                            .map(|&g| (g, self.instances[operator].export_group(g as u16)))
+                            .map(|&g| (g.index(), self.instances[operator].export_group(g.0)))
                             .collect(),
                         queued: queued_now,
                     }

@@ -208,7 +208,6 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routing::{RoutingTable, Spread};
     use crate::runtime::layout::{SegmentSizes, WorkerSegment};
 
     /// A worker of two executors whose first slot is 4, and executor 0's lanes.
@@ -219,7 +218,15 @@ mod tests {
             ring_bytes: 4096,
             max_frame_bytes: 1024,
         };
-        let table = RoutingTable::spread(1, &[0], 2, Spread::Even);
+        let table = crate::routing::spread(
+            1,
+            &crate::routing::Slots {
+                workers: vec![0],
+                executors: 2,
+            },
+            crate::routing::Spread::Even,
+        )
+        .expect("a table");
         let name = format!("clasp-outbound-test-{tag}-{}", std::process::id());
         let seg = WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment");
         let rings = (0..2)

@@ -23,7 +23,7 @@ use super::executor::Seat;
 use super::layout::{self, SegmentSizes, WorkerSegment};
 use super::ledger::Ledger;
 use super::messages::Report;
-use crate::routing::{RoutingTable, Spread};
+use crate::routing::{self, Slots, Spread};
 use clasp_operators::AppSpec;
 use clasp_shmring::WaitPolicy;
 use report::Sampler;
@@ -112,7 +112,11 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
                 layout::MAX_EXECUTORS
             ))
         })?;
-    let table = RoutingTable::spread(ops, &[cfg.worker_id], executors, cfg.spread);
+    let slots = Slots {
+        workers: vec![cfg.worker_id],
+        executors: usize::from(executors),
+    };
+    let table = Arc::new(routing::spread(ops, &slots, cfg.spread).map_err(RuntimeError::Seat)?);
     let sizes = SegmentSizes {
         executors: cfg.executors,
         operators: ops,
@@ -127,12 +131,8 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         cfg.sample_every,
         &table,
     )?;
-    let slots = crate::migrate::Slots {
-        workers: vec![cfg.worker_id],
-        executors: cfg.executors,
-    };
     let seat = Seat {
-        routing: Arc::new(slots.routing_of(&table).map_err(RuntimeError::Seat)?),
+        routing: Arc::clone(&table),
         slots,
         index: 0,
         remote_frame_bytes_max: usize::MAX,

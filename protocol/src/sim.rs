@@ -1,4 +1,4 @@
-//! A seeded, deterministic simulation of the migration protocol (DESIGN.md §10).
+//! A seeded, deterministic simulation of the migration protocol.
 //!
 //! Why a simulation rather than only unit tests: the protocol's bugs live in interleavings —
 //! which connection delivers first — and a seeded event loop explores thousands of them in a
@@ -24,11 +24,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::planner::{MigrationFailure, MigrationReport, Planner, PlannerAction, PlannerConfig};
-use super::worker::{Action, Waiting, Worker, WorkerReport};
-use super::{Assignment, Epoch, Msg, Peer, Req};
-use crate::migration::{Routing, initial_routing, reassign};
-use crate::sim::rng::SimRng;
+use crate::assignment::Assignment;
+use crate::ids::{Epoch, KeyGroup, Slot};
+use crate::message::{Msg, Peer, Req};
+use crate::planner::{MigrationFailure, MigrationReport, Planner, PlannerAction, PlannerConfig};
+use crate::rng::SimRng;
+use crate::routing::RoutingTable;
+use crate::split::{initial_routing, reassign};
+use crate::worker::{Action, Waiting, Worker, WorkerReport};
 
 /// Safety net against a protocol that livelocks: no seed of the default size comes near it.
 pub const EVENTS_MAX: u64 = 5_000_000;
@@ -74,8 +77,7 @@ pub struct SimConfig {
     /// Kill one worker during a migration.
     pub kill: bool,
     /// Send and await fence markers and gate kept key groups on them; off, the workers follow
-    /// §7's rule with the plan's markers only, which reorders keys (see the module docs of
-    /// [`super`]).
+    /// the rule with the plan's markers only, which reorders keys (see the crate docs).
     pub fence: bool,
     pub tick_ns: u64,
     pub planner: PlannerConfig,
@@ -111,7 +113,7 @@ impl Default for SimConfig {
 pub struct SimOutcome {
     pub migrations: Vec<MigrationReport>,
     pub failure: Option<MigrationFailure>,
-    pub killed: Option<usize>,
+    pub killed: Option<Slot>,
     pub processed: u64,
     pub admitted: u64,
     pub events: u64,
@@ -129,7 +131,7 @@ pub struct Body {
 /// Per key group: last number seen per (path, key).
 type Store = BTreeMap<(u64, u32), u32>;
 /// Exported state: the stores of the key groups, by (operator, key group).
-type GroupState = Vec<((usize, usize), Store)>;
+type GroupState = Vec<((usize, KeyGroup), Store)>;
 type SimMsg = Msg<Body, GroupState>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -137,22 +139,22 @@ enum End {
     Ingress,
     Control,
     Planner,
-    Worker(usize),
+    Worker(Slot),
 }
 
 enum Event {
     Net {
-        to: usize,
+        to: Slot,
         from: Peer,
         msg: SimMsg,
     },
     Plan {
-        to: usize,
+        to: Slot,
         assignment: Assignment,
     },
     Completed(WorkerReport),
     Progress {
-        from: usize,
+        from: Slot,
         epoch: Epoch,
         waiting: Waiting,
     },
@@ -168,7 +170,7 @@ struct Node {
     queue: VecDeque<Req<Body>>,
     busy: bool,
     drain_pending: bool,
-    store: BTreeMap<(usize, usize), Store>,
+    store: BTreeMap<(usize, KeyGroup), Store>,
     alive: bool,
 }
 
@@ -194,10 +196,10 @@ struct Sim<'c> {
 }
 
 /// Key group of `key` for `operator` (a fixed mix, so groups differ per operator).
-pub fn key_group(key: u32, operator: usize, key_groups: usize) -> usize {
+pub fn key_group(key: u32, operator: usize, key_groups: usize) -> KeyGroup {
     let x = (u64::from(key) ^ (operator as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    ((x >> 32) % key_groups as u64) as usize
+    KeyGroup::at(((x >> 32) % key_groups as u64) as usize)
 }
 
 /// Runs one seed; `Err` says what broke (the caller prints the seed).
@@ -219,7 +221,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimOutcome, String> {
     let routing = std::sync::Arc::new(routing);
     let nodes = (0..cfg.workers_max)
         .map(|w| Node {
-            sm: Worker::new(w, std::sync::Arc::clone(&routing), 0),
+            sm: Worker::new(Slot::at(w), std::sync::Arc::clone(&routing), Epoch::INITIAL),
             queue: VecDeque::new(),
             busy: false,
             drain_pending: false,
@@ -311,7 +313,7 @@ impl Sim<'_> {
         t
     }
 
-    fn send(&mut self, from: Peer, to: usize, msg: SimMsg) {
+    fn send(&mut self, from: Peer, to: Slot, msg: SimMsg) {
         let src = match from {
             Peer::Ingress => End::Ingress,
             Peer::Worker(w) => End::Worker(w),
@@ -353,12 +355,14 @@ impl Sim<'_> {
         let now = self.now;
         match e {
             Event::Net { to, from, msg } => {
+                let to = to.index();
                 if self.nodes[to].alive {
                     let acts = self.nodes[to].sm.on_message(now, from, msg);
                     self.apply(to, acts);
                 }
             }
             Event::Plan { to, assignment } => {
+                let to = to.index();
                 if self.nodes[to].alive {
                     let acts = self.nodes[to].sm.on_plan(now, assignment);
                     self.apply(to, acts);
@@ -399,7 +403,7 @@ impl Sim<'_> {
             }
             Event::Kill(w) => {
                 self.nodes[w].alive = false;
-                self.out.killed = Some(w);
+                self.out.killed = Some(Slot::at(w));
             }
         }
     }
@@ -438,16 +442,16 @@ impl Sim<'_> {
             reassign(&old, &shares)
         };
         if self.kill_in == Some(self.migrations_started) {
-            let hosts: BTreeSet<usize> = old_and_new_hosts(self.planner.routing(), &new);
-            let hosts: Vec<usize> = hosts.into_iter().collect();
-            let victim = hosts[self.rng.below(hosts.len())];
+            let hosts: BTreeSet<Slot> = old_and_new_hosts(self.planner.routing(), &new);
+            let hosts: Vec<Slot> = hosts.into_iter().collect();
+            let victim = hosts[self.rng.below(hosts.len())].index();
             let after = self.rng.below(4 * self.cfg.link_delay_ns.1 as usize) as u64;
             self.at(self.now + after, Event::Kill(victim));
         }
         self.start_with(new);
     }
 
-    fn start_with(&mut self, new: Routing) {
+    fn start_with(&mut self, new: RoutingTable) {
         self.migrations_started += 1;
         match self
             .planner
@@ -496,10 +500,10 @@ impl Sim<'_> {
         for a in acts {
             match a {
                 Action::SendRequest { to, req } | Action::ForwardRequest { to, req } => {
-                    self.send(Peer::Worker(w), to, Msg::Request(req));
+                    self.send(Peer::Worker(Slot::at(w)), to, Msg::Request(req));
                 }
                 Action::SendMarker { to, epoch } => {
-                    self.send(Peer::Worker(w), to, Msg::Marker { epoch });
+                    self.send(Peer::Worker(Slot::at(w)), to, Msg::Marker { epoch });
                 }
                 Action::ExportState {
                     to,
@@ -508,7 +512,7 @@ impl Sim<'_> {
                     key_groups,
                 } => {
                     let n = &mut self.nodes[w];
-                    let groups: BTreeSet<usize> = key_groups.iter().copied().collect();
+                    let groups: BTreeSet<KeyGroup> = key_groups.iter().copied().collect();
                     let (queued, rest): (VecDeque<_>, VecDeque<_>) =
                         n.queue.drain(..).partition(|r: &Req<Body>| {
                             r.operator == operator && groups.contains(&r.key_group)
@@ -525,7 +529,7 @@ impl Sim<'_> {
                         state,
                         queued: queued.into(),
                     };
-                    self.send(Peer::Worker(w), to, msg);
+                    self.send(Peer::Worker(Slot::at(w)), to, msg);
                 }
                 Action::SendSeal {
                     to,
@@ -538,7 +542,7 @@ impl Sim<'_> {
                         operator,
                         key_groups,
                     };
-                    self.send(Peer::Worker(w), to, msg);
+                    self.send(Peer::Worker(Slot::at(w)), to, msg);
                 }
                 Action::InstallState { state, .. } => {
                     for (k, s) in state {
@@ -551,15 +555,15 @@ impl Sim<'_> {
                 Action::Drain => self.nodes[w].drain_pending = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
-                    let t = self.link(End::Worker(w), End::Planner);
+                    let t = self.link(End::Worker(Slot::at(w)), End::Planner);
                     self.at(t, Event::Completed(report));
                 }
                 Action::Progress { epoch, waiting } => {
-                    let t = self.link(End::Worker(w), End::Planner);
+                    let t = self.link(End::Worker(Slot::at(w)), End::Planner);
                     self.at(
                         t,
                         Event::Progress {
-                            from: w,
+                            from: Slot::at(w),
                             epoch,
                             waiting,
                         },
@@ -669,7 +673,7 @@ impl Sim<'_> {
             }
         }
         // Every key group's state on one worker; every key complete along every path.
-        let mut state: BTreeMap<(usize, usize), &Store> = BTreeMap::new();
+        let mut state: BTreeMap<(usize, KeyGroup), &Store> = BTreeMap::new();
         for (w, n) in self.nodes.iter().enumerate() {
             for (k, s) in &n.store {
                 if state.insert(*k, s).is_some() {
@@ -710,6 +714,6 @@ impl Sim<'_> {
     }
 }
 
-fn old_and_new_hosts(old: &Routing, new: &Routing) -> BTreeSet<usize> {
-    old.iter().chain(new).flatten().copied().collect()
+fn old_and_new_hosts(old: &RoutingTable, new: &RoutingTable) -> BTreeSet<Slot> {
+    old.owners().iter().chain(new.owners()).copied().collect()
 }

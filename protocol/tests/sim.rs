@@ -1,8 +1,8 @@
-//! The migration protocol in the seeded simulation (`clasp_controlplane::protocol::sim`):
+//! The migration protocol in the seeded simulation (`clasp_protocol::sim`):
 //! many seeds of each shape, with and without a killed worker. A failure prints its seed;
-//! replay one with `PROTOCOL_SEED=<seed> cargo test -p clasp-controlplane --test protocol one_seed -- --nocapture`.
+//! replay one with `PROTOCOL_SEED=<seed> cargo test -p clasp-protocol --test sim one_seed -- --nocapture`.
 
-use clasp_controlplane::protocol::sim::{Shape, SimConfig, SimOutcome, run};
+use clasp_protocol::sim::{Shape, SimConfig, SimOutcome, run};
 
 /// Seeds per shape in CI-sized tests (debug build: a few seconds in all).
 const SEEDS: u64 = 250;
@@ -44,7 +44,7 @@ fn diamond_many_seeds() {
     summary("diamond", &outs);
 }
 
-/// How often §7 with the plan's markers only breaks (run by hand for the docs).
+/// How often the rule with the plan's markers only breaks (run by hand for the docs).
 #[test]
 #[ignore]
 fn without_the_gate_failure_rate() {
@@ -61,7 +61,7 @@ fn without_the_gate_failure_rate() {
 
 fn summary(name: &str, outs: &[SimOutcome]) {
     let migs: Vec<_> = outs.iter().flat_map(|o| &o.migrations).collect();
-    let sum = |f: &dyn Fn(&clasp_controlplane::protocol::planner::MigrationReport) -> u64| -> u64 {
+    let sum = |f: &dyn Fn(&clasp_protocol::planner::MigrationReport) -> u64| -> u64 {
         migs.iter().map(|m| f(m)).sum()
     };
     eprintln!(
@@ -98,7 +98,7 @@ fn killed_worker_is_named_and_nobody_waits_forever() {
     }
 }
 
-/// §7's rule without the upstream gate and fence (the plan's markers only) reorders a key at a
+/// The rule without the upstream gate and fence (the plan's markers only) reorders a key at a
 /// key group that stays put while its upstream key group moves: the simulation's first finding.
 #[test]
 fn without_the_gate_a_moved_upstream_reorders_a_key() {
@@ -166,7 +166,7 @@ fn same_seed_same_run() {
 }
 
 /// A heavier sweep, not in CI: `PROTOCOL_STRESS_SEEDS=5000 cargo test --release -p
-/// clasp-controlplane --test protocol stress -- --ignored --nocapture`.
+/// clasp-protocol --test sim stress -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn stress() {

@@ -1,21 +1,33 @@
-//! The worker state machine driven by hand through §7's key case: key group (0, 0) of a source
-//! operator moves from worker 0 to worker 1 while the ingress keeps sending.
+//! The worker state machine driven by hand through the protocol's key case: key group (0, 0) of
+//! a source operator moves from worker 0 to worker 1 while the ingress keeps sending.
 
 use std::sync::Arc;
 
-use clasp_controlplane::migration::plan;
-use clasp_controlplane::protocol::worker::{Action, Worker};
-use clasp_controlplane::protocol::{Msg, Peer, Req, assignments};
+use clasp_protocol::assignment::assignments;
+use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
+use clasp_protocol::message::{Msg, Peer, Req};
+use clasp_protocol::plan::plan;
+use clasp_protocol::routing::RoutingTable;
+use clasp_protocol::worker::{Action, Worker};
 
 type A = Action<u32, &'static str>;
 
 fn req(epoch: u64, body: u32) -> Req<u32> {
     Req {
         operator: 0,
-        key_group: 0,
-        epoch,
+        key_group: KeyGroup(0),
+        epoch: Epoch(epoch),
         body,
     }
+}
+
+/// A table at `epoch` from rows of slot numbers.
+fn table(epoch: u64, rows: &[&[u32]]) -> RoutingTable {
+    let rows = rows
+        .iter()
+        .map(|r| r.iter().map(|&s| Slot(s)).collect())
+        .collect();
+    RoutingTable::from_rows(Epoch(epoch), rows).expect("rows of one length")
 }
 
 fn processed(acts: &[A]) -> Vec<u32> {
@@ -29,14 +41,14 @@ fn processed(acts: &[A]) -> Vec<u32> {
 
 #[test]
 fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
-    let old = vec![vec![0]];
-    let new = Arc::new(vec![vec![1]]);
+    let old = table(0, &[&[0]]);
+    let new = Arc::new(table(1, &[&[1]]));
     let preds = vec![vec![]];
-    let p = plan(1, &old, &new, &preds);
+    let p = plan(&old, &new, &preds);
     assert!(p.workers[0].hear_from_ingress);
     let parts = assignments(&p, &old, &new, &preds, 2);
-    let mut a: Worker<u32, &str> = Worker::new(0, Arc::new(old.clone()), 0);
-    let mut b: Worker<u32, &str> = Worker::new(1, Arc::new(old), 0);
+    let mut a: Worker<u32, &str> = Worker::new(Slot(0), Arc::new(old.clone()), Epoch(0));
+    let mut b: Worker<u32, &str> = Worker::new(Slot(1), Arc::new(old), Epoch(0));
 
     // B hears of the new epoch first: a new-epoch root for the group is held.
     assert_eq!(b.on_plan(10, parts[1].clone()), vec![A::Drain]);
@@ -56,12 +68,15 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     assert_eq!(
         acts,
         vec![
-            A::SendMarker { to: 1, epoch: 1 },
+            A::SendMarker {
+                to: Slot(1),
+                epoch: Epoch(1)
+            },
             A::ExportState {
-                to: 1,
-                epoch: 1,
+                to: Slot(1),
+                epoch: Epoch(1),
                 operator: 0,
-                key_groups: vec![0]
+                key_groups: vec![KeyGroup(0)]
             },
         ]
     );
@@ -69,24 +84,24 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     assert_eq!(
         a.on_message(26, Peer::Ingress, Msg::Request(req(0, 20))),
         vec![A::ForwardRequest {
-            to: 1,
+            to: Slot(1),
             req: req(0, 20)
         }]
     );
-    let acts = a.on_message(30, Peer::Ingress, Msg::Marker { epoch: 1 });
+    let acts = a.on_message(30, Peer::Ingress, Msg::Marker { epoch: Epoch(1) });
     assert_eq!(
         acts[0],
         A::SendSeal {
-            to: 1,
-            epoch: 1,
+            to: Slot(1),
+            epoch: Epoch(1),
             operator: 0,
-            key_groups: vec![0]
+            key_groups: vec![KeyGroup(0)]
         }
     );
     assert_eq!(
         acts[1],
         A::Resume {
-            epoch: 1,
+            epoch: Epoch(1),
             pause_ns: 10
         }
     );
@@ -94,13 +109,13 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
 
     // B, on A's FIFO connection: state (with the queued root), the forward, the marker, the seal.
     let state = Msg::State {
-        epoch: 1,
+        epoch: Epoch(1),
         operator: 0,
-        key_groups: vec![0],
+        key_groups: vec![KeyGroup(0)],
         state: "counts",
         queued: vec![req(0, 10)],
     };
-    let acts = b.on_message(31, Peer::Worker(0), state);
+    let acts = b.on_message(31, Peer::Worker(Slot(0)), state);
     assert!(matches!(
         acts[0],
         A::InstallState {
@@ -112,23 +127,25 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
         processed(&acts).is_empty(),
         "no request runs before the seal"
     );
-    assert!(processed(&b.on_message(32, Peer::Worker(0), Msg::Request(req(0, 20)))).is_empty());
-    let acts = b.on_message(33, Peer::Worker(0), Msg::Marker { epoch: 1 });
+    assert!(
+        processed(&b.on_message(32, Peer::Worker(Slot(0)), Msg::Request(req(0, 20)))).is_empty()
+    );
+    let acts = b.on_message(33, Peer::Worker(Slot(0)), Msg::Marker { epoch: Epoch(1) });
     assert_eq!(
         acts,
         vec![A::Resume {
-            epoch: 1,
+            epoch: Epoch(1),
             pause_ns: 23
         }],
         "resumes; the group stays held"
     );
     let acts = b.on_message(
         34,
-        Peer::Worker(0),
+        Peer::Worker(Slot(0)),
         Msg::Seal {
-            epoch: 1,
+            epoch: Epoch(1),
             operator: 0,
-            key_groups: vec![0],
+            key_groups: vec![KeyGroup(0)],
         },
     );
     assert_eq!(
@@ -147,16 +164,19 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
 fn markers_go_to_every_peer_in_the_plan_even_with_nothing_else() {
     // Operator 1 (fed by operator 0 on worker 0) moves from worker 1 to worker 2: worker 0
     // gives up nothing, yet owes worker 1 a marker (it is an upstream sender of operator 1).
-    let old = vec![vec![0], vec![1]];
-    let new = Arc::new(vec![vec![0], vec![2]]);
+    let old = table(0, &[&[0], &[1]]);
+    let new = Arc::new(table(1, &[&[0], &[2]]));
     let preds = vec![vec![], vec![0]];
-    let p = plan(1, &old, &new, &preds);
+    let p = plan(&old, &new, &preds);
     let parts = assignments(&p, &old, &new, &preds, 3);
-    let mut w0: Worker<u32, ()> = Worker::new(0, Arc::new(old), 0);
+    let mut w0: Worker<u32, ()> = Worker::new(Slot(0), Arc::new(old), Epoch(0));
     assert_eq!(w0.on_plan(0, parts[0].clone()), vec![Action::Drain]);
     let acts = w0.on_drained(1);
     assert!(
-        acts.contains(&Action::SendMarker { to: 1, epoch: 1 }),
+        acts.contains(&Action::SendMarker {
+            to: Slot(1),
+            epoch: Epoch(1)
+        }),
         "{acts:?}"
     );
     assert!(acts.iter().any(|a| matches!(a, Action::Completed(_))));

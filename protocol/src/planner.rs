@@ -19,15 +19,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use super::worker::{Waiting, WorkerReport};
-use super::{Assignment, Epoch, Req, assignments, ingress_markers};
-use crate::migration::{self, Routing};
+use crate::assignment::{Assignment, assignments, ingress_markers};
+use crate::ids::{Epoch, KeyGroup, Slot};
+use crate::message::Req;
+use crate::plan;
+use crate::routing::RoutingTable;
+use crate::worker::{Waiting, WorkerReport};
 
 /// How long the planner waits for every worker's completion before it reports a failure.
 pub const MIGRATION_TIMEOUT_NS: u64 = 1_000_000_000;
 /// A worker not heard from (completion or progress) for this long is reported as failed.
-/// Several [`super::worker::PROGRESS_INTERVAL_NS`] so that one slow report is not a failure.
-pub const SILENT_NS: u64 = 20 * super::worker::PROGRESS_INTERVAL_NS;
+/// Several [`crate::worker::PROGRESS_INTERVAL_NS`] so that one slow report is not a failure.
+pub const SILENT_NS: u64 = 20 * crate::worker::PROGRESS_INTERVAL_NS;
 
 const _: () = assert!(SILENT_NS < MIGRATION_TIMEOUT_NS);
 
@@ -51,11 +54,11 @@ impl Default for PlannerConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum PlannerAction<P> {
     /// Send a worker its part of the plan (on the control connection).
-    SendPlan { to: usize, assignment: Assignment },
+    SendPlan { to: Slot, assignment: Assignment },
     /// Send a root request from the ingress (on the ingress's data connection to `to`).
-    SendRequest { to: usize, req: Req<P> },
+    SendRequest { to: Slot, req: Req<P> },
     /// Send the ingress's end-of-epoch marker (on the same data connection).
-    SendMarker { to: usize, epoch: Epoch },
+    SendMarker { to: Slot, epoch: Epoch },
     /// Every worker completed.
     Finished(MigrationReport),
     /// The migration timed out.
@@ -79,8 +82,8 @@ pub struct MigrationReport {
     pub gated: u64,
     /// Roots the ingress admitted while the migration was in progress.
     pub admitted_during: u64,
-    /// Each worker's pause.
-    pub pause_ns: Vec<(usize, u64)>,
+    /// Each slot's pause.
+    pub pause_ns: Vec<(Slot, u64)>,
     /// The longest pause.
     pub pause_ns_max: u64,
 }
@@ -90,34 +93,41 @@ pub struct MigrationReport {
 pub struct MigrationFailure {
     pub epoch: Epoch,
     pub waited_ns: u64,
-    /// Workers whose completion is missing.
-    pub not_completed: Vec<usize>,
-    /// Of those, the ones not heard from for `silent_ns`: the failed workers.
-    pub silent: Vec<usize>,
-    /// What each live, incomplete worker last said it waits for.
-    pub waiting: Vec<(usize, Waiting)>,
+    /// Slots whose completion is missing.
+    pub not_completed: Vec<Slot>,
+    /// Of those, the ones not heard from for `silent_ns`: the failed ones.
+    pub silent: Vec<Slot>,
+    /// What each live, incomplete slot last said it waits for.
+    pub waiting: Vec<(Slot, Waiting)>,
 }
 
 impl fmt::Display for MigrationFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "migration to epoch {} did not complete in {} ms: worker(s) {:?} silent (failed); \
-             not completed: {:?}",
+            "migration to epoch {} did not complete in {} ms: worker(s) {} silent (failed); \
+             not completed: {}",
             self.epoch,
             self.waited_ns / 1_000_000,
-            self.silent,
-            self.not_completed
+            list(&self.silent),
+            list(&self.not_completed)
         )?;
         for (w, waiting) in &self.waiting {
             write!(
                 f,
-                "; worker {w} waits for markers from {:?}, state or seal from {:?}",
-                waiting.markers_from, waiting.state_or_seal_from
+                "; worker {w} waits for markers from {}, state or seal from {}",
+                list(&waiting.markers_from),
+                list(&waiting.state_or_seal_from)
             )?;
         }
         Ok(())
     }
+}
+
+/// `[a, b, c]` of the items' `Display`.
+fn list<T: fmt::Display>(items: &[T]) -> String {
+    let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+    format!("[{}]", items.join(", "))
 }
 
 /// Why a migration could not start.
@@ -135,16 +145,16 @@ struct InFlight {
     workers: usize,
     key_groups_moved: usize,
     admitted_at_start: u64,
-    completed: BTreeMap<usize, WorkerReport>,
-    last_heard_ns: BTreeMap<usize, u64>,
-    waiting: BTreeMap<usize, Waiting>,
+    completed: BTreeMap<Slot, WorkerReport>,
+    last_heard_ns: BTreeMap<Slot, u64>,
+    waiting: BTreeMap<Slot, Waiting>,
 }
 
 /// The planner's protocol state: current table and epoch, the ingress, the migration in flight.
 pub struct Planner {
     cfg: PlannerConfig,
     epoch: Epoch,
-    routing: Arc<Routing>,
+    routing: Arc<RoutingTable>,
     preds: Vec<Vec<usize>>,
     admitted: u64,
     in_flight: Option<InFlight>,
@@ -152,11 +162,11 @@ pub struct Planner {
 }
 
 impl Planner {
-    /// A planner at epoch 0 with `routing`; `preds[o]` lists operator o's predecessors.
-    pub fn new(routing: Routing, preds: Vec<Vec<usize>>, cfg: PlannerConfig) -> Self {
+    /// A planner at `routing`'s epoch; `preds[o]` lists operator o's predecessors.
+    pub fn new(routing: RoutingTable, preds: Vec<Vec<usize>>, cfg: PlannerConfig) -> Self {
         Planner {
             cfg,
-            epoch: 0,
+            epoch: routing.epoch(),
             routing: Arc::new(routing),
             preds,
             admitted: 0,
@@ -169,7 +179,7 @@ impl Planner {
         self.epoch
     }
 
-    pub fn routing(&self) -> &Arc<Routing> {
+    pub fn routing(&self) -> &Arc<RoutingTable> {
         &self.routing
     }
 
@@ -183,10 +193,13 @@ impl Planner {
     }
 
     /// The ingress admits a root for `(operator, key_group)`: route it by the current table.
-    pub fn admit<P>(&mut self, operator: usize, key_group: usize, body: P) -> PlannerAction<P> {
+    ///
+    /// # Panics
+    /// If the operator or key group is outside the table (the caller's own admission).
+    pub fn admit<P>(&mut self, operator: usize, key_group: KeyGroup, body: P) -> PlannerAction<P> {
         self.admitted += 1;
         PlannerAction::SendRequest {
-            to: self.routing[operator][key_group],
+            to: self.routing.owner(operator, key_group),
             req: Req {
                 operator,
                 key_group,
@@ -196,12 +209,12 @@ impl Planner {
         }
     }
 
-    /// Plans the move to `new` on a cluster of `workers` workers and broadcasts it; the ingress
-    /// switches to the new table now.
+    /// Plans the move to `new` (whose epoch becomes the next one) on a cluster of `workers`
+    /// slots and broadcasts it; the ingress switches to the new table now.
     pub fn start_migration<P>(
         &mut self,
         now_ns: u64,
-        new: Routing,
+        new: RoutingTable,
         workers: usize,
     ) -> Result<Vec<PlannerAction<P>>, PlannerError> {
         if self.failed {
@@ -210,15 +223,20 @@ impl Planner {
         if let Some(f) = &self.in_flight {
             return Err(PlannerError::Busy(f.epoch));
         }
-        let epoch = self.epoch + 1;
-        let plan = migration::plan(epoch, &self.routing, &new, &self.preds);
+        debug_assert!(self.in_flight.is_none() && !self.failed);
+        let epoch = self.epoch.next();
+        let new = new.with_epoch(epoch);
+        let plan = plan::plan(&self.routing, &new, &self.preds);
         let new = Arc::new(new);
         let parts = assignments(&plan, &self.routing, &new, &self.preds, workers);
         let workers = parts.len();
         let mut out: Vec<PlannerAction<P>> = parts
             .into_iter()
             .enumerate()
-            .map(|(to, assignment)| PlannerAction::SendPlan { to, assignment })
+            .map(|(to, assignment)| PlannerAction::SendPlan {
+                to: Slot::at(to),
+                assignment,
+            })
             .collect();
         out.extend(
             ingress_markers(&plan)
@@ -251,7 +269,7 @@ impl Planner {
         f.completed.insert(report.worker, report);
         if f.completed.len() == f.workers {
             let f = self.in_flight.take().expect("in flight");
-            let pause_ns: Vec<(usize, u64)> = f
+            let pause_ns: Vec<(Slot, u64)> = f
                 .completed
                 .values()
                 .map(|r| (r.worker, r.pause_ns))
@@ -273,7 +291,7 @@ impl Planner {
     }
 
     /// A worker's progress report arrived.
-    pub fn on_progress(&mut self, now_ns: u64, worker: usize, epoch: Epoch, waiting: Waiting) {
+    pub fn on_progress(&mut self, now_ns: u64, worker: Slot, epoch: Epoch, waiting: Waiting) {
         if let Some(f) = self.in_flight.as_mut().filter(|f| f.epoch == epoch) {
             f.last_heard_ns.insert(worker, now_ns);
             f.waiting.insert(worker, waiting);
@@ -290,10 +308,11 @@ impl Planner {
         if waited_ns < self.cfg.timeout_ns {
             return out;
         }
-        let not_completed: Vec<usize> = (0..f.workers)
+        let not_completed: Vec<Slot> = (0..f.workers)
+            .map(Slot::at)
             .filter(|w| !f.completed.contains_key(w))
             .collect();
-        let silent: BTreeSet<usize> = not_completed
+        let silent: BTreeSet<Slot> = not_completed
             .iter()
             .copied()
             .filter(|w| {

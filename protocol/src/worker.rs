@@ -1,4 +1,4 @@
-//! One worker's side of the migration protocol (see the module docs of [`super`] for the rule).
+//! One worker's side of the migration protocol (the crate docs state the rule).
 //!
 //! The machine owns only what the protocol needs: the routing view, the markers heard, the
 //! requests it holds for key groups it is receiving, and the counters. The worker's queues,
@@ -12,8 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
 use std::sync::Arc;
 
-use super::{Assignment, Epoch, Msg, Peer, Req};
-use crate::migration::Routing;
+use crate::assignment::Assignment;
+use crate::ids::{Epoch, KeyGroup, Slot};
+use crate::message::{Msg, Peer, Req};
+use crate::routing::RoutingTable;
 
 /// How often a worker still in a migration tells the planner what it waits for (and so that
 /// it is alive), in ns of the injected clock.
@@ -23,30 +25,30 @@ pub const PROGRESS_INTERVAL_NS: u64 = 100_000;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action<P, S> {
     /// Send a request routed by this worker's current table.
-    SendRequest { to: usize, req: Req<P> },
+    SendRequest { to: Slot, req: Req<P> },
     /// Forward an old-epoch request for a key group this worker gave up, ahead of its seal.
-    ForwardRequest { to: usize, req: Req<P> },
+    ForwardRequest { to: Slot, req: Req<P> },
     /// Send the end-of-epoch marker.
-    SendMarker { to: usize, epoch: Epoch },
+    SendMarker { to: Slot, epoch: Epoch },
     /// Take the state and the queued requests (in queue order) of these key groups out of the
     /// local store and queue, and send them to `to` as [`Msg::State`].
     ExportState {
-        to: usize,
+        to: Slot,
         epoch: Epoch,
         operator: usize,
-        key_groups: Vec<usize>,
+        key_groups: Vec<KeyGroup>,
     },
     /// Send the seal of these key groups.
     SendSeal {
-        to: usize,
+        to: Slot,
         epoch: Epoch,
         operator: usize,
-        key_groups: Vec<usize>,
+        key_groups: Vec<KeyGroup>,
     },
     /// Put this state into the local store (its key groups' requests follow as `Process`).
     InstallState {
         operator: usize,
-        key_groups: Vec<usize>,
+        key_groups: Vec<KeyGroup>,
         state: S,
     },
     /// Append to the local queue (executed in queue order once not paused).
@@ -66,7 +68,7 @@ pub enum Action<P, S> {
 /// One worker's numbers for one migration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WorkerReport {
-    pub worker: usize,
+    pub worker: Slot,
     pub epoch: Epoch,
     /// From the plan's arrival to resuming.
     pub pause_ns: u64,
@@ -90,7 +92,7 @@ pub struct Waiting {
     /// Peers whose end-of-epoch marker is missing (resume, seals and fences).
     pub markers_from: Vec<Peer>,
     /// Old owners whose state or seal of a key group this worker receives is missing.
-    pub state_or_seal_from: Vec<usize>,
+    pub state_or_seal_from: Vec<Slot>,
 }
 
 /// A broken invariant, reported rather than acted on.
@@ -98,25 +100,25 @@ pub struct Waiting {
 pub enum ProtocolError {
     #[error("worker {worker}: request for ({operator}, {key_group}) epoch {epoch} after its seal")]
     AfterSeal {
-        worker: usize,
+        worker: Slot,
         operator: usize,
-        key_group: usize,
+        key_group: KeyGroup,
         epoch: Epoch,
     },
     #[error(
-        "worker {worker}: request for ({operator}, {key_group}) epoch {epoch} from {from:?}, \
+        "worker {worker}: request for ({operator}, {key_group}) epoch {epoch} from {from}, \
          which this worker does not own"
     )]
     NotOwner {
-        worker: usize,
+        worker: Slot,
         from: Peer,
         operator: usize,
-        key_group: usize,
+        key_group: KeyGroup,
         epoch: Epoch,
     },
-    #[error("worker {worker}: unexpected {what} from {from:?} for epoch {epoch}")]
+    #[error("worker {worker}: unexpected {what} from {from} for epoch {epoch}")]
     Unexpected {
-        worker: usize,
+        worker: Slot,
         from: Peer,
         what: &'static str,
         epoch: Epoch,
@@ -134,9 +136,22 @@ enum OutPhase {
     Sealed,
 }
 
+/// Where a worker is in its part of a migration (it has none outside one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The plan is in: no execution starts, the running ones finish.
+    Draining,
+    /// Drained: emissions use the new table, markers are sent and state exported; waiting for
+    /// the markers that let it seal what it gave up.
+    Sealing,
+    /// Sealed and executing again; waiting for the state and seals it receives and its fence
+    /// markers before it reports completion.
+    Resumed,
+}
+
 /// A key group this worker receives, not yet installed.
 struct Incoming<P> {
-    from: usize,
+    from: Slot,
     state_in: bool,
     seal_in: bool,
     /// Queued requests exported with the state.
@@ -160,16 +175,14 @@ struct Migration<P> {
     epoch: Epoch,
     started_ns: u64,
     plan: Assignment,
-    drained: bool,
-    resumed: bool,
-    sealed: bool,
+    phase: Phase,
     markers: BTreeSet<Peer>,
     /// Markers needed to resume and seal: the plan's hear-from (and the ingress).
     resume_from: BTreeSet<Peer>,
     /// Markers needed to complete: `resume_from` and the fence.
     complete_from: BTreeSet<Peer>,
-    outgoing: BTreeMap<(usize, usize), (usize, OutPhase)>,
-    incoming: BTreeMap<(usize, usize), Incoming<P>>,
+    outgoing: BTreeMap<(usize, KeyGroup), (Slot, OutPhase)>,
+    incoming: BTreeMap<(usize, KeyGroup), Incoming<P>>,
     /// Per operator: peers (old hosts of its predecessors) whose markers new-epoch requests for
     /// key groups this worker keeps wait for, and those requests in arrival order.
     gates: BTreeMap<usize, Gate<P>>,
@@ -179,13 +192,13 @@ struct Migration<P> {
 
 /// One worker's protocol state, across epochs.
 pub struct Worker<P, S> {
-    id: usize,
+    id: Slot,
     /// Latest epoch whose plan arrived.
     epoch: Epoch,
     /// Ownership view: the latest plan's table.
-    owners: Arc<Routing>,
+    owners: Arc<RoutingTable>,
     /// The table this worker's own chained requests are routed by (the old one until drained).
-    emit_routing: Arc<Routing>,
+    emit_routing: Arc<RoutingTable>,
     emit_epoch: Epoch,
     migration: Option<Migration<P>>,
     /// Messages from a newer epoch than the latest plan, and everything after them on the same
@@ -196,7 +209,7 @@ pub struct Worker<P, S> {
 
 impl<P, S> Worker<P, S> {
     /// A worker at `epoch` with `routing`.
-    pub fn new(id: usize, routing: Arc<Routing>, epoch: Epoch) -> Self {
+    pub fn new(id: Slot, routing: Arc<RoutingTable>, epoch: Epoch) -> Self {
         Worker {
             id,
             epoch,
@@ -209,7 +222,7 @@ impl<P, S> Worker<P, S> {
         }
     }
 
-    pub fn id(&self) -> usize {
+    pub fn id(&self) -> Slot {
         self.id
     }
 
@@ -231,17 +244,19 @@ impl<P, S> Worker<P, S> {
 
     /// True while the worker must not start executions (from the plan to resuming).
     pub fn paused(&self) -> bool {
-        self.migration.as_ref().is_some_and(|m| !m.resumed)
+        self.migration
+            .as_ref()
+            .is_some_and(|m| m.phase != Phase::Resumed)
     }
 
     /// What the worker waits for, if it is in a migration.
     pub fn waiting(&self) -> Option<Waiting> {
         let m = self.migration.as_ref()?;
-        let mut state_or_seal_from: Vec<usize> = m.incoming.values().map(|i| i.from).collect();
+        let mut state_or_seal_from: Vec<Slot> = m.incoming.values().map(|i| i.from).collect();
         state_or_seal_from.sort_unstable();
         state_or_seal_from.dedup();
         Some(Waiting {
-            draining: !m.drained,
+            draining: m.phase == Phase::Draining,
             markers_from: m.complete_from.difference(&m.markers).copied().collect(),
             state_or_seal_from,
         })
@@ -250,12 +265,12 @@ impl<P, S> Worker<P, S> {
     /// The planner's plan for a new epoch arrived.
     pub fn on_plan(&mut self, now_ns: u64, plan: Assignment) -> Vec<Action<P, S>> {
         let mut out = Vec::new();
-        if plan.epoch <= self.epoch || self.migration.is_some() {
+        if plan.epoch() <= self.epoch || self.migration.is_some() {
             out.push(Action::Fault(ProtocolError::Unexpected {
                 worker: self.id,
                 from: Peer::Ingress,
                 what: "plan",
-                epoch: plan.epoch,
+                epoch: plan.epoch(),
             }));
             return out;
         }
@@ -267,11 +282,11 @@ impl<P, S> Worker<P, S> {
             }
         }
         let mut incoming = BTreeMap::new();
-        for (o, (old, new)) in self.owners.iter().zip(plan.routing.iter()).enumerate() {
+        for (o, (old, new)) in self.owners.rows().zip(plan.routing.rows()).enumerate() {
             for (g, (&a, &b)) in old.iter().zip(new).enumerate() {
                 if b == me && a != me {
                     incoming.insert(
-                        (o, g),
+                        (o, KeyGroup::at(g)),
                         Incoming {
                             from: a,
                             state_in: false,
@@ -300,7 +315,7 @@ impl<P, S> Worker<P, S> {
             .upstream_old
             .iter()
             .enumerate()
-            .filter(|(o, _)| owners.get(*o).is_some_and(|gs| gs.contains(&me)))
+            .filter(|(o, _)| *o < owners.operators() && owners.row(*o).contains(&me))
             .map(|(o, ups)| {
                 let from = ups
                     .iter()
@@ -319,14 +334,12 @@ impl<P, S> Worker<P, S> {
             .collect();
         let mut complete_from = resume_from.clone();
         complete_from.extend(plan.fence_from.iter().map(|&w| Peer::Worker(w)));
-        self.epoch = plan.epoch;
+        self.epoch = plan.epoch();
         self.owners = Arc::clone(&plan.routing);
         self.migration = Some(Migration {
-            epoch: plan.epoch,
+            epoch: plan.epoch(),
             started_ns: now_ns,
-            drained: false,
-            resumed: false,
-            sealed: false,
+            phase: Phase::Draining,
             markers: BTreeSet::new(),
             resume_from,
             complete_from,
@@ -335,7 +348,7 @@ impl<P, S> Worker<P, S> {
             gates,
             report: WorkerReport {
                 worker: me,
-                epoch: plan.epoch,
+                epoch: plan.epoch(),
                 ..WorkerReport::default()
             },
             last_progress_ns: now_ns,
@@ -361,7 +374,10 @@ impl<P, S> Worker<P, S> {
     }
 
     /// A local execution emitted a chained request: route it by the current table.
-    pub fn on_emit(&mut self, operator: usize, key_group: usize, body: P) -> Vec<Action<P, S>> {
+    ///
+    /// # Panics
+    /// If the operator or key group is outside the table (the caller's own emission).
+    pub fn on_emit(&mut self, operator: usize, key_group: KeyGroup, body: P) -> Vec<Action<P, S>> {
         let mut out = Vec::new();
         let req = Req {
             operator,
@@ -369,7 +385,7 @@ impl<P, S> Worker<P, S> {
             epoch: self.emit_epoch,
             body,
         };
-        let to = self.emit_routing[operator][key_group];
+        let to = self.emit_routing.owner(operator, key_group);
         if to == self.id {
             self.request(Peer::Worker(self.id), req, &mut out);
         } else {
@@ -384,16 +400,20 @@ impl<P, S> Worker<P, S> {
         let Some(m) = self.migration.as_mut() else {
             return out;
         };
-        if m.drained {
+        if m.phase != Phase::Draining {
             return out;
         }
-        m.drained = true;
+        debug_assert!(
+            m.outgoing.values().all(|o| o.1 == OutPhase::Owned),
+            "nothing is exported before the drain"
+        );
+        m.phase = Phase::Sealing;
         self.emit_routing = Arc::clone(&m.plan.routing);
         self.emit_epoch = m.epoch;
         // Markers first: a receiver waits for them to resume, and the state (which may be
         // large and slow to pack) is not needed for that — its key groups' requests are held
         // until state and seal are in either way, and the seal follows the state.
-        let to: BTreeSet<usize> = m
+        let to: BTreeSet<Slot> = m
             .plan
             .plan
             .markers_to
@@ -588,6 +608,7 @@ impl<P, S> Worker<P, S> {
                 match phase {
                     OutPhase::Owned => out.push(Action::Process(req)),
                     OutPhase::Exported if req.epoch < m.epoch => {
+                        debug_assert_eq!(m.phase, Phase::Sealing, "forwards only before the seal");
                         m.report.forwarded += 1;
                         out.push(Action::ForwardRequest { to, req });
                     }
@@ -601,7 +622,7 @@ impl<P, S> Worker<P, S> {
                 return;
             }
         }
-        if self.owners[req.operator][req.key_group] == id {
+        if self.owners.get(req.operator, req.key_group) == Some(id) {
             if let Some(m) = self.migration.as_mut()
                 && req.epoch == m.epoch
                 && let Some(g) = m.gates.get_mut(&req.operator)
@@ -626,7 +647,7 @@ impl<P, S> Worker<P, S> {
     fn install_ready(
         &mut self,
         operator: usize,
-        key_groups: &[usize],
+        key_groups: &[KeyGroup],
         out: &mut Vec<Action<P, S>>,
     ) {
         let Some(m) = self.migration.as_mut() else {
@@ -655,11 +676,14 @@ impl<P, S> Worker<P, S> {
         let Some(m) = self.migration.as_mut() else {
             return;
         };
-        if !m.drained {
+        if m.phase == Phase::Draining {
             return;
         }
-        if !m.sealed && m.resume_from.is_subset(&m.markers) {
-            m.sealed = true;
+        if m.phase == Phase::Sealing && m.resume_from.is_subset(&m.markers) {
+            debug_assert!(
+                m.outgoing.values().all(|o| o.1 == OutPhase::Exported),
+                "every key group given up is exported before its seal"
+            );
             for t in &m.plan.plan.sends {
                 out.push(Action::SendSeal {
                     to: t.to,
@@ -671,21 +695,20 @@ impl<P, S> Worker<P, S> {
             for phase in m.outgoing.values_mut() {
                 phase.1 = OutPhase::Sealed;
             }
-        }
-        if m.sealed && !m.resumed {
-            m.resumed = true;
+            m.phase = Phase::Resumed;
             m.report.pause_ns = now_ns - m.started_ns;
             out.push(Action::Resume {
                 epoch: m.epoch,
                 pause_ns: m.report.pause_ns,
             });
         }
-        if m.resumed
+        if m.phase == Phase::Resumed
             && m.incoming.is_empty()
             && m.gates.is_empty()
             && m.complete_from.is_subset(&m.markers)
         {
             let m = self.migration.take().expect("in a migration");
+            debug_assert_eq!(self.emit_epoch, m.epoch, "emissions use the new table");
             out.push(Action::Completed(m.report));
         }
     }
