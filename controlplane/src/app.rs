@@ -51,7 +51,7 @@ pub struct AppModel {
     pub edges: Vec<AppEdge>,
 }
 
-/// The built-in apps' names (APPS.md; the same list as `clasp_operators::apps::builtin_names`).
+/// The built-in apps' names (the same list as `clasp_operators::apps::builtin_names`).
 pub const BUILTIN_APPS: [&str; 7] = ["wc", "sd", "aa", "pl", "nwm", "etl", "syn"];
 
 /// Input records of the oracle run behind [`AppModel::builtin`] and the default of

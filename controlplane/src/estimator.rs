@@ -1,4 +1,4 @@
-//! Online estimation of α, β, γ and the worker capacity W̄ (DESIGN.md §6, eq. 2–4).
+//! Online estimation of α, β, γ and the worker capacity W̄ (eq. 2–4 of the CLASP paper).
 //!
 //! Between two saturated samples the unknown capacity W cancels:
 //! `ΔE = −α·ΔR^l − β·ΔR^r − γ·Δδ + ε`. Recursive least squares runs on regressors divided by

@@ -1,5 +1,5 @@
 //! The runtime metrics of the paper's Table 2 as plain data, saturation detection, and load
-//! derivation (DESIGN.md §6): what a worker (or the simulator) reports each interval and what
+//! derivation: what a worker (or the simulator) reports each interval and what
 //! the planner makes of it.
 
 use std::collections::VecDeque;
@@ -68,7 +68,7 @@ pub struct PlannerSample {
     pub throughput_per_s: f64,
 }
 
-/// Saturation settings (DESIGN.md §6).
+/// Saturation settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SaturationConfig {
     pub growth_intervals: usize,

@@ -1,4 +1,4 @@
-//! The placement problem as plain data, the load model of DESIGN.md §6 (eq. 5), and the JSON
+//! The placement problem as plain data, the load model `L_w(Φ)` (eq. 5 of the CLASP paper), and the JSON
 //! problem file of `clasp place`.
 //!
 //! Why one module: every policy, the exact reference, the simulator and the tests must agree on
@@ -31,7 +31,7 @@ pub const PAPER_COSTS: CostModel = CostModel {
 };
 /// The paper's smoothed whole-worker capacity W̄ (µs per second, §5.3).
 pub const PAPER_CAPACITY_US_PER_S: f64 = 850_000.0;
-/// The packing headroom h of `B = h·W̄` (DESIGN.md §6).
+/// The packing headroom h of `B = h·W̄`.
 pub const DEFAULT_HEADROOM: f64 = 0.9;
 /// Executor slots per worker in the paper's testbed (§5.1.1); the slot-based baselines use it.
 pub const DEFAULT_SLOTS_PER_WORKER: usize = 10;

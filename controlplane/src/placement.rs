@@ -1,4 +1,4 @@
-//! CLASP placement (DESIGN.md §6, eq. 5–6): reverse-topological bin-packing of divisible
+//! CLASP placement (eq. 5–6 of the CLASP paper): reverse-topological bin-packing of divisible
 //! operator demands onto the fewest workers, counting the chained-request cost each share adds.
 //!
 //! Why reverse-topological: the dispatch cost of o's chained requests on w depends on where o's

@@ -91,7 +91,7 @@ pub struct TriggerConfig {
 }
 
 impl TriggerConfig {
-    /// DESIGN.md §6 as first written: the same 2 s hold both ways.
+    /// The same 2 s hold both ways (the triggers' first, symmetric design).
     pub fn symmetric() -> Self {
         TriggerConfig {
             rate_up_hold_us: DEFAULT_RATE_HOLD_US,

@@ -1,4 +1,4 @@
-//! Each equation of DESIGN.md §6 on hand-computed cases.
+//! Each equation of the capacity model (eq. 1–8 of the CLASP paper) on hand-computed cases.
 
 use clasp_controlplane::metrics::{
     DerivationContext, OperatorSample, SaturationConfig, SaturationDetector, WorkerSample,
@@ -186,7 +186,7 @@ fn parallelism_eq7_8() {
 
 #[test]
 fn triggers_hold_windows() {
-    // DESIGN.md §6's symmetric form: 2 s either way.
+    // The symmetric form: 2 s either way.
     let mut t = Triggers::new(TriggerConfig::symmetric(), 1000.0);
     assert_eq!(t.observe(0, 1300.0, 1300.0), None);
     assert_eq!(t.observe(1_000_000, 1300.0, 1300.0), None);

@@ -1,7 +1,7 @@
 //! Pinning threads to cores, verified.
 //!
 //! `core_affinity::set_for_current` was seen on this project's 2-core VM to report success for
-//! a new thread that then kept running on its parent's CPU (DESIGN.md §4). So we call
+//! a new thread that then kept running on its parent's CPU. So we call
 //! `sched_setaffinity` directly and check with `sched_getcpu` that the thread really moved.
 
 /// Pins the calling thread to `cpu` and checks where it runs. Returns the CPU it runs on.

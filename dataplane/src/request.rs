@@ -3,7 +3,7 @@
 //! A request is written once, when it is emitted, as one frame: a fixed 48-byte header, the
 //! routing key padded to 16 bytes, then the payload. The same bytes go into a local ring or
 //! are appended to a network batch; routing reads the header only, and nothing is decoded and
-//! re-encoded on the way (DESIGN.md §4). All integers are little-endian, so a frame means the
+//! re-encoded on the way. All integers are little-endian, so a frame means the
 //! same on every host. The payload starts 16-byte aligned (frames start 16-aligned in rings and
 //! batches, the header is 48 bytes and the key is padded), so it may hold an rkyv archive.
 //!

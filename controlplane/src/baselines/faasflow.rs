@@ -1,4 +1,4 @@
-//! FaaSFlow (Li et al., 2022) as DESIGN.md §6 describes it: the worker count by linear
+//! FaaSFlow (Li et al., 2022) as its authors describe it: the worker count by linear
 //! extrapolation of the throughput per worker observed while saturated, capacity counted in
 //! executor slots only, operators grouped along the heaviest edges while a group's slot demand
 //! fits one worker, idle workers joining the largest group.

@@ -1,9 +1,9 @@
 //! Scaling policies behind one interface: CLASP, the paper's baselines (FaaSFlow, Zhang24) and
 //! their "-SP" ablations (their worker counts, CLASP's placement), plus the exact reference.
 //!
-//! A policy sees the projected problem (DESIGN.md §6, load derivation) and, when the caller has
+//! A policy sees the projected problem (`metrics::derive_problem`) and, when the caller has
 //! one, what was observed in the current configuration; it returns a worker count and shares.
-//! The baselines are written from the paper's and DESIGN.md's descriptions: they deliberately do
+//! The baselines are written from their published descriptions: they deliberately do
 //! not count chained-request cost, which is the paper's point — `worker_loads` on their shares
 //! shows what that costs.
 

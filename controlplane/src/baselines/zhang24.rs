@@ -1,9 +1,9 @@
-//! Zhang24 (Zhang et al., 2024a) as DESIGN.md §6 describes it: per-operator parallelism from the
+//! Zhang24 (Zhang et al., 2024a) as its authors describe it: per-operator parallelism from the
 //! overhead model `r(p) = b·(1 − e^{−k·p})` (r = scheduling / (scheduling + execution) time),
 //! fitted online; the smallest p with `p·(slot/τ_o)·(1 − r(p))·0.9 ≥ rate_o`; instances placed
 //! in topological order by `0.5·data-affinity + 0.5·load-balance` over all workers.
 //!
-//! One unit choice of ours: DESIGN.md writes the per-instance rate as 10^6/τ_o (one executor
+//! One unit choice of ours: the original writes the per-instance rate as 10^6/τ_o (one executor
 //! second per second); we use one slot's share of the worker capacity, W̄/slots, so a Zhang24
 //! instance is the same size as a FaaSFlow slot and both live in the units of the problem file.
 //! Load balancing over *all* workers is what makes it spread each operator widely and use every

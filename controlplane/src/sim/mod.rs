@@ -1,4 +1,4 @@
-//! The cluster simulator (DESIGN.md §8) and the paper's experiments on it.
+//! The cluster simulator and the paper's experiments on it.
 //!
 //! Why a simulator: ten- and thousand-worker experiments do not fit on a 2-core machine, and
 //! the planner's algorithms are pure, so the same code can be driven by a modelled cluster.
