@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 
@@ -169,15 +170,7 @@ fn plot_rate(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
     let input = finite(rows.iter().map(|r| (r.t_s, r.input_per_s)));
     let output = finite(rows.iter().map(|r| (r.t_s, r.throughput_per_s)));
     let y_max = upper(input.iter().chain(&output).map(|p| p.1));
-    // Workers as a step line: the count changes at the interval where it was first seen.
-    let mut steps = Vec::with_capacity(rows.len() * 2);
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            steps.push((r.t_s, rows[i - 1].workers as f64));
-        }
-        steps.push((r.t_s, r.workers as f64));
-    }
-    let steps = finite(steps.into_iter());
+    let steps = worker_steps(rows);
     let w_max = rows.iter().map(|r| r.workers).max().unwrap_or(0) as f64 + 1.0;
 
     let mut chart = ChartBuilder::on(&root)
@@ -243,6 +236,40 @@ fn plot_rate(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
         .map_err(err)?
         .label("workers (right axis)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], WORKERS));
+    mark_migrations(&mut chart, rec, y_max)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Workers as a step line: the count changes at the interval where it was first seen.
+fn worker_steps(rows: &[IntervalRow]) -> Vec<(f64, f64)> {
+    let mut steps = Vec::with_capacity(rows.len() * 2);
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 {
+            steps.push((r.t_s, rows[i - 1].workers as f64));
+        }
+        steps.push((r.t_s, r.workers as f64));
+    }
+    finite(steps.into_iter())
+}
+
+/// The rate plot's primary axes: time (s) × per second.
+type RateChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Every migration as a vertical line labelled `before→after`, policy and chaos moves in their
+/// own colours and legend entries.
+fn mark_migrations(
+    chart: &mut RateChart<'_, '_>,
+    rec: &RunRecord,
+    y_max: f64,
+) -> Result<(), String> {
     for (chaos, reason, color) in [
         (false, "policy", POLICY_MIGRATION),
         (true, "chaos", CHAOS_MIGRATION),
@@ -274,14 +301,7 @@ fn plot_rate(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
             }))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    Ok(())
 }
 
 fn plot_latency(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
