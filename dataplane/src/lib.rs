@@ -3,6 +3,7 @@
 
 pub mod affinity;
 pub mod cluster;
+pub mod message;
 pub mod migrate;
 pub mod request;
 pub mod routing;

@@ -6,16 +6,15 @@ mod moves;
 use super::control::{
     Controller, IntervalView, MigrationRecord, Move, Static, WorkerInterval, active_workers,
 };
-use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, now_ns, read_u16};
-use crate::migrate::{
-    Slots, control_frame, decode_progress, decode_report, encode_plans, frame_kind,
-};
+use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, now_ns};
+use crate::message::{CONTROL_KIND, Decoder, Message, MessageError, Plans, encode};
+use crate::migrate::{Slots, control_frame};
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
 use crate::routing::{RoutingTable, Spread};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use crate::worker::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
+use crate::worker::ledger::{LatencySummary, Ledger};
 use clasp_controlplane::protocol::Assignment;
 use clasp_controlplane::protocol::planner::{Planner, PlannerAction, PlannerConfig};
 use clasp_operators::key::{key_group, key_hash};
@@ -135,40 +134,52 @@ pub struct ClusterReport {
 struct DriverInbox {
     ledger: Ledger,
     last_completion: Instant,
-    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
+    /// Messages from workers (ledger deltas are applied on arrival instead), or why one
+    /// could not be read.
+    msgs: VecDeque<(PeerId, Result<Message, MessageError>)>,
+    decoder: Decoder,
     events: Vec<Event>,
 }
 
 impl Inbound for DriverInbox {
     fn deliver(&mut self, from: PeerId, _frame: &[u8]) -> Delivered {
-        self.msgs.push_back((
-            from,
-            kind::ERROR,
-            format!("worker {from} sent the driver a request frame; dropped").into_bytes(),
-        ));
+        let e = "sent the driver a request frame; dropped".to_string();
+        self.msgs.push_back((from, Ok(Message::Error(e))));
         Delivered::Accepted
     }
 
     fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
-        if k == kind::DELTAS {
+        let msg = if k == CONTROL_KIND {
+            self.decoder.decode(body)
+        } else {
+            Err(MessageError::Kind(k))
+        };
+        if let Ok(Message::Deltas(deltas)) = msg {
             let now = now_ns();
             let mut done = false;
-            for c in body.chunks_exact(DELTA_BYTES) {
-                let mut d = [0u8; DELTA_BYTES];
-                d.copy_from_slice(c);
-                done |= self.ledger.apply(Delta::read(&d), now);
+            for d in deltas {
+                done |= self.ledger.apply(d.into(), now);
             }
             if done {
                 self.last_completion = Instant::now();
             }
         } else {
-            self.msgs.push_back((from, k, body.to_vec()));
+            self.msgs.push_back((from, msg));
         }
     }
 
     fn event(&mut self, e: Event) {
         self.events.push(e);
     }
+}
+
+/// What workers acknowledge, each counted until every worker did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ack {
+    /// Ready for input.
+    Ready,
+    /// Every executor flushed this operator at the end of the stream.
+    EosDone(u16),
 }
 
 /// A migration in progress.
@@ -207,7 +218,7 @@ struct Driver<'a> {
     ids: Vec<PeerId>,
     sent: BTreeMap<PeerId, u64>,
     errors: Vec<String>,
-    acks: BTreeMap<(u16, u16), usize>,
+    acks: BTreeMap<Ack, usize>,
     statuses: BTreeMap<u64, Vec<(PeerId, Status)>>,
     summaries: Vec<WorkerSummary>,
     last_progress: Instant,
@@ -255,7 +266,7 @@ impl Driver<'_> {
                 }
                 Event::Refused { addr, reason } => {
                     let e = format!("refused a connection from {addr:?}: {reason}");
-                    eprintln!("clasp run: {e}");
+                    tracing::warn!("{e}");
                     if !self.errors.contains(&e) {
                         self.errors.push(e);
                     }
@@ -263,64 +274,9 @@ impl Driver<'_> {
                 Event::PeerUp { .. } => {}
             }
         }
-        while let Some((from, k, body)) = self.rx.msgs.pop_front() {
-            // Periodic messages (counters, a migration's progress, faults) say a worker lives,
-            // not that the run moves: they must not hold off the stall timeout.
-            if !matches!(k, kind::COUNTERS | kind::PROGRESS | kind::ERROR) {
-                self.last_progress = Instant::now();
-            }
-            match k {
-                kind::READY => {
-                    *self.acks.entry((u16::MAX, 0)).or_default() += 1;
-                }
-                kind::EOS_ACK => {
-                    let op = read_u16(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    *self.acks.entry((op, 1)).or_default() += 1;
-                }
-                kind::STATUS => {
-                    let st = Status::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.statuses.entry(st.round).or_default().push((from, st));
-                }
-                kind::MIGRATED => {
-                    let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if self.slots.worker_of(r.worker) != Some(from) {
-                        return Err(format!(
-                            "worker {from} reported a migration for slot {}, which is not its own",
-                            r.worker
-                        ));
-                    }
-                    let now = now_ns();
-                    for a in self.planner.on_completed::<()>(now, r) {
-                        self.planner_action(a)?;
-                    }
-                }
-                kind::PROGRESS => {
-                    let (slot, epoch, waiting) =
-                        decode_progress(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.planner.on_progress(now_ns(), slot, epoch, waiting);
-                }
-                kind::COUNTERS => {
-                    let c = Counters::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
-                        self.counters[i] = Some(c);
-                    }
-                }
-                kind::SUMMARY => {
-                    let s =
-                        WorkerSummary::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.summaries.push(s);
-                }
-                kind::ERROR => {
-                    let e = format!("worker {from}: {}", String::from_utf8_lossy(&body));
-                    eprintln!("clasp run: {e}");
-                    if !self.errors.contains(&e) {
-                        self.errors.push(e);
-                    }
-                }
-                other => self
-                    .errors
-                    .push(format!("worker {from} sent unknown message {other}")),
-            }
+        while let Some((from, msg)) = self.rx.msgs.pop_front() {
+            let msg = msg.map_err(|e| format!("worker {from}: {e}"))?;
+            self.on_message(from, msg)?;
         }
         for a in self.planner.on_tick::<()>(now_ns()) {
             self.planner_action(a)?;
@@ -341,11 +297,65 @@ impl Driver<'_> {
         Ok(())
     }
 
-    fn broadcast(&mut self, k: u16, body: &[u8]) -> Result<(), String> {
+    /// Handles one message from worker `from`.
+    fn on_message(&mut self, from: PeerId, msg: Message) -> Result<(), String> {
+        // Periodic messages (counters, a migration's progress, faults) say a worker lives,
+        // not that the run moves: they must not hold off the stall timeout.
+        if !matches!(
+            msg,
+            Message::Counters(_) | Message::Progress(_) | Message::Error(_)
+        ) {
+            self.last_progress = Instant::now();
+        }
+        match msg {
+            Message::Ready => *self.acks.entry(Ack::Ready).or_default() += 1,
+            Message::EosAck { operator } => {
+                *self.acks.entry(Ack::EosDone(operator)).or_default() += 1;
+            }
+            Message::Status(st) => self.statuses.entry(st.round).or_default().push((from, st)),
+            Message::Migrated(r) => {
+                if self.slots.worker_of(r.slot as usize) != Some(from) {
+                    return Err(format!(
+                        "worker {from} reported a migration for slot {}, which is not its own",
+                        r.slot
+                    ));
+                }
+                for a in self.planner.on_completed::<()>(now_ns(), r.into()) {
+                    self.planner_action(a)?;
+                }
+            }
+            Message::Progress(p) => {
+                let waiting = p.waiting();
+                self.planner
+                    .on_progress(now_ns(), p.slot as usize, p.epoch, waiting);
+            }
+            Message::Counters(c) => {
+                if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
+                    self.counters[i] = Some(*c);
+                }
+            }
+            Message::Summary(s) => self.summaries.push(*s),
+            Message::Error(e) => {
+                let e = format!("worker {from}: {e}");
+                tracing::warn!("{e}");
+                if !self.errors.contains(&e) {
+                    self.errors.push(e);
+                }
+            }
+            other => self.errors.push(format!(
+                "worker {from} sent the driver a {} message",
+                other.name()
+            )),
+        }
+        Ok(())
+    }
+
+    fn broadcast(&mut self, msg: &Message) -> Result<(), String> {
+        let body = encode(msg).map_err(|e| format!("a {}: {e}", msg.name()))?;
         for i in 0..self.ids.len() {
             let p = self.ids[i];
             loop {
-                match self.t.send_control(p, k, body) {
+                match self.t.send_control(p, CONTROL_KIND, &body) {
                     Ok(true) => break,
                     Ok(false) => self.turn(Duration::from_micros(200))?,
                     Err(e) => return Err(format!("to worker {p}: {e}")),
@@ -355,7 +365,7 @@ impl Driver<'_> {
         Ok(())
     }
 
-    fn wait_acks(&mut self, key: (u16, u16), what: &str, timeout: Duration) -> Result<(), String> {
+    fn wait_acks(&mut self, key: Ack, what: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         while self.acks.get(&key).copied().unwrap_or(0) < self.ids.len() {
             if Instant::now() >= deadline {
@@ -377,7 +387,7 @@ impl Driver<'_> {
         loop {
             *round += 1;
             let r = *round;
-            self.broadcast(kind::PROBE, &r.to_le_bytes())?;
+            self.broadcast(&Message::Probe { round: r })?;
             while self.statuses.get(&r).map_or(0, |v| v.len()) < self.ids.len() {
                 self.turn(DRIVER_PARK)?;
             }
@@ -489,6 +499,7 @@ pub fn run_driver_with(
             ledger: Ledger::new(),
             last_completion: Instant::now(),
             msgs: VecDeque::new(),
+            decoder: Decoder::default(),
             events: Vec::new(),
         },
         ids: ids.clone(),
@@ -521,7 +532,7 @@ pub fn run_driver_with(
         app_name: cfg.app_name.clone(),
         app_toml: cfg.app_toml.clone(),
         executors: cfg.executors,
-        spread: cfg.spread,
+        spread: cfg.spread.into(),
         ring_bytes: cfg.ring_bytes as u64,
         pin: cfg.pin,
         workers: ids.clone(),
@@ -529,17 +540,17 @@ pub fn run_driver_with(
         driver_addr: advertise.to_string(),
         interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
     };
-    d.broadcast(kind::JOB, &job.encode())?;
+    d.broadcast(&Message::Job(Box::new(job)))?;
     {
         let deadline = Instant::now() + cfg.ready_timeout;
-        while d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0) < ids.len() {
+        while d.acks.get(&Ack::Ready).copied().unwrap_or(0) < ids.len() {
             if !d.errors.is_empty() {
                 return Err(format!("workers failed to start: {}", d.errors.join("; ")));
             }
             if Instant::now() >= deadline {
                 return Err(format!(
                     "{} of {} workers ready within {:?}",
-                    d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0),
+                    d.acks.get(&Ack::Ready).copied().unwrap_or(0),
                     ids.len(),
                     cfg.ready_timeout
                 ));
@@ -664,12 +675,12 @@ pub fn run_driver_with(
     d.quiesce(&mut round)?;
     for op in spec.topological_order() {
         let op = op as u16;
-        d.broadcast(kind::EOS, &op.to_le_bytes())?;
-        d.wait_acks((op, 1), "end of stream", cfg.stall_timeout)?;
+        d.broadcast(&Message::Eos { operator: op })?;
+        d.wait_acks(Ack::EosDone(op), "end of stream", cfg.stall_timeout)?;
         d.quiesce(&mut round)?;
     }
     // 5. Summaries.
-    d.broadcast(kind::FINISH, &[])?;
+    d.broadcast(&Message::Finish)?;
     let deadline = Instant::now() + cfg.stall_timeout;
     while d.summaries.len() < ids.len() {
         if Instant::now() >= deadline {
@@ -682,7 +693,7 @@ pub fn run_driver_with(
         }
         d.turn(DRIVER_PARK)?;
     }
-    d.broadcast(kind::BYE, &[])?;
+    d.broadcast(&Message::Bye)?;
     // Let the byes leave (the workers close their connections when they exit).
     let until = Instant::now() + Duration::from_millis(200);
     while Instant::now() < until {

@@ -48,14 +48,8 @@ impl Driver<'_> {
             PlannerAction::SendPlan { .. } | PlannerAction::SendRequest { .. } => Ok(()),
             PlannerAction::SendMarker { to, epoch } => {
                 let mut f = Vec::new();
-                control_frame(
-                    frame_kind::MARKER,
-                    epoch,
-                    INGRESS_SLOT,
-                    to as u16,
-                    &[],
-                    &mut f,
-                );
+                control_frame(&Message::Marker, epoch, INGRESS_SLOT, to as u16, &mut f)
+                    .map_err(|e| format!("a marker: {e}"))?;
                 let w = self.slots.worker_of(to).ok_or("a marker for no slot")?;
                 self.append(w, &f)
             }
@@ -112,7 +106,8 @@ impl Driver<'_> {
         let routing = self.planner.routing().clone();
         for (i, parts) in plans.iter().enumerate() {
             let refs: Vec<(usize, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
-            let body = encode_plans(epoch, &routing, &refs);
+            let plans = Message::Plans(Box::new(Plans::new(epoch, &routing, &refs)));
+            let body = encode(&plans).map_err(|e| format!("plans: {e}"))?;
             if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
                 return Err(format!(
                     "the plan for worker {} is {} bytes, over the control limit (an app with \
@@ -123,7 +118,7 @@ impl Driver<'_> {
             }
             let p = self.ids[i];
             loop {
-                match self.t.send_control(p, kind::PLAN, &body) {
+                match self.t.send_control(p, CONTROL_KIND, &body) {
                     Ok(true) => break,
                     Ok(false) => self.turn(Duration::from_micros(200))?,
                     Err(e) => return Err(format!("plan to worker {p}: {e}")),

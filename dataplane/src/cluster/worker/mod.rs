@@ -14,8 +14,9 @@ mod summary;
 
 use summary::{counters, finish};
 
-use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
-use crate::migrate::{Slots, decode_plans};
+use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
+use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
+use crate::migrate::Slots;
 use crate::request::RequestHeader;
 use crate::routing::RoutingTable;
 use crate::transport::{
@@ -23,7 +24,7 @@ use crate::transport::{
 };
 use crate::worker::executor::{Executor, ExecutorResult, NetLink, Placement};
 use crate::worker::layout::{SegmentSizes, WorkerSegment, scalar};
-use crate::worker::ledger::DELTA_BYTES;
+use crate::worker::ledger::{DELTA_BYTES, Delta};
 use crate::worker::{
     ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_MIGRATED,
     REPORT_PRODUCER_DIED, REPORT_PROGRESS, pin_thread, quiescent, send,
@@ -98,7 +99,8 @@ struct Rings {
 /// The network thread's receive side.
 struct Receiver {
     rings: Option<Rings>,
-    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
+    msgs: VecDeque<(PeerId, Result<Message, MessageError>)>,
+    decoder: Decoder,
     events: Vec<Event>,
     /// Frames delivered into our rings, per sender.
     received: Vec<u64>,
@@ -187,7 +189,12 @@ impl Inbound for Receiver {
     }
 
     fn control(&mut self, from: PeerId, kind: u16, body: &[u8]) {
-        self.msgs.push_back((from, kind, body.to_vec()));
+        let msg = if kind == CONTROL_KIND {
+            self.decoder.decode(body)
+        } else {
+            Err(MessageError::Kind(kind))
+        };
+        self.msgs.push_back((from, msg));
     }
 
     fn event(&mut self, event: Event) {
@@ -221,10 +228,10 @@ struct Node {
     rx: Receiver,
     id: PeerId,
     driver: Option<PeerId>,
-    /// Control messages for the driver, in order (deltas before the acknowledgements after
+    /// Encoded messages for the driver, in order (deltas before the acknowledgements after
     /// them).
-    outbox: VecDeque<(u16, Vec<u8>)>,
-    deltas: Vec<u8>,
+    outbox: VecDeque<Vec<u8>>,
+    deltas: Vec<LedgerDelta>,
     /// Request frames handed to the transport, per destination.
     sent: Vec<u64>,
     /// A `net_out` frame was refused this turn.
@@ -237,7 +244,16 @@ impl Node {
         eprintln!("clasp worker {}: {e}", self.id);
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
             self.errors.push(e.clone());
-            self.outbox.push_back((kind::ERROR, e.into_bytes()));
+            self.push(&Message::Error(e));
+        }
+    }
+
+    /// Queues a message for the driver.
+    fn push(&mut self, msg: &Message) {
+        match encode(msg) {
+            Ok(body) => self.outbox.push_back(body),
+            // Only a bug makes encoding fail; say so rather than lose it silently.
+            Err(e) => eprintln!("clasp worker {}: a {}: {e}", self.id, msg.name()),
         }
     }
 
@@ -245,8 +261,8 @@ impl Node {
         let Some(driver) = self.driver else {
             return Ok(());
         };
-        while let Some((k, body)) = self.outbox.front() {
-            match self.t.send_control(driver, *k, body) {
+        while let Some(body) = self.outbox.front() {
+            match self.t.send_control(driver, CONTROL_KIND, body) {
                 Ok(true) => {
                     self.outbox.pop_front();
                 }
@@ -355,8 +371,11 @@ impl Node {
             let body = f.get(8..).unwrap_or(&[]);
             match k {
                 REPORT_DELTAS => {
-                    let whole = body.len() / DELTA_BYTES * DELTA_BYTES;
-                    deltas.extend_from_slice(&body[..whole]);
+                    deltas.extend(body.chunks_exact(DELTA_BYTES).map(|c| {
+                        let mut d = [0u8; DELTA_BYTES];
+                        d.copy_from_slice(c);
+                        LedgerDelta::from(Delta::read(&d))
+                    }));
                 }
                 REPORT_EOS_DONE => {
                     let op = body.get(..8).map_or(u64::MAX, |b| {
@@ -367,8 +386,8 @@ impl Node {
                     }
                 }
                 REPORT_PRODUCER_DIED => {}
-                REPORT_MIGRATED => migration.push((kind::MIGRATED, body.to_vec())),
-                REPORT_PROGRESS => migration.push((kind::PROGRESS, body.to_vec())),
+                // Already a message (the executor encoded it): forwarded as it is.
+                REPORT_MIGRATED | REPORT_PROGRESS => migration.push(body.to_vec()),
                 REPORT_ERROR => faults.push(String::from_utf8_lossy(body).into_owned()),
                 other => faults.push(format!("executor {e} sent an unknown report kind {other}")),
             }
@@ -381,9 +400,11 @@ impl Node {
             }
         };
         // Deltas go out before anything read after them.
-        for chunk in self.deltas.chunks(DELTAS_PER_MESSAGE * DELTA_BYTES) {
-            self.outbox.push_back((kind::DELTAS, chunk.to_vec()));
+        let deltas = std::mem::take(&mut self.deltas);
+        for chunk in deltas.chunks(DELTAS_PER_MESSAGE) {
+            self.push(&Message::Deltas(chunk.to_vec()));
         }
+        self.deltas = deltas;
         self.deltas.clear();
         self.outbox.extend(migration);
         for f in faults {
@@ -392,8 +413,9 @@ impl Node {
         for op in 0..run.eos_done.len() {
             if !run.eos_acked[op] && run.eos_done[op] >= run.executors {
                 run.eos_acked[op] = true;
-                self.outbox
-                    .push_back((kind::EOS_ACK, (op as u16).to_le_bytes().to_vec()));
+                self.push(&Message::EosAck {
+                    operator: op as u16,
+                });
             }
         }
         n > 0
@@ -457,6 +479,7 @@ pub fn run_cluster_worker(
         rx: Receiver {
             rings: None,
             msgs: VecDeque::new(),
+            decoder: Decoder::default(),
             events: Vec::new(),
             received: Vec::new(),
             held: false,
@@ -488,10 +511,13 @@ pub fn run_cluster_worker(
                 _ => {}
             }
         }
-        if let Some((from, _, body)) = node.rx.msgs.iter().find(|m| m.1 == kind::JOB).cloned() {
-            node.rx.msgs.clear();
-            let job = Job::decode(&body).map_err(|e| format!("job from {from}: {e}"))?;
-            break job;
+        let first = node.rx.msgs.drain(..).find(|m| {
+            matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. }))
+        });
+        match first {
+            Some((_, Ok(Message::Job(job)))) => break *job,
+            Some((from, Err(e))) => return Err(format!("job from {from}: {e}")),
+            _ => {}
         }
         node.rx.msgs.clear();
         if Instant::now() >= deadline {
@@ -596,7 +622,7 @@ fn start_executors(
     if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
         return Err(format!("ring of {ring_bytes} bytes"));
     }
-    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread);
+    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread.into());
     let slots = Slots {
         workers: job.workers.clone(),
         executors,
@@ -718,7 +744,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         {
             next_counters = Instant::now() + iv;
             let c = counters(node.id, run, &node.sent);
-            node.outbox.push_back((kind::COUNTERS, c.encode()));
+            node.push(&Message::Counters(Box::new(c)));
         }
         let moved = node.pump_out(run);
         let reported = node.read_reports(run);
@@ -729,7 +755,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
             && node.t.is_connected(driver)
             && peers.iter().all(|&p| node.t.is_connected(p))
         {
-            node.outbox.push_back((kind::READY, Vec::new()));
+            node.push(&Message::Ready);
             ready_sent = true;
         }
         node.flush_outbox()?;
@@ -762,59 +788,73 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 Event::PeerUp { .. } => {}
             }
         }
-        while let Some((from, k, body)) = node.rx.msgs.pop_front() {
+        while let Some((from, msg)) = node.rx.msgs.pop_front() {
             if from != driver {
-                node.fault(format!(
-                    "control message {k} from {from}, not the driver; ignored"
-                ));
+                node.fault(format!("a control message from {from}, not the driver; ignored"));
                 continue;
             }
-            match k {
-                kind::EOS => match read_u16(&body) {
-                    Ok(op) if (op as usize) < run.eos_done.len() => {
-                        run.eos_done[op as usize] = 0;
-                        run.eos_acked[op as usize] = false;
-                        send(&mut run.controls, ControlMsg::EndOfStream { operator: op });
+            match msg {
+                Ok(msg) => {
+                    if on_message(node, run, msg)? {
+                        return Ok(());
                     }
-                    _ => node.fault("bad end-of-stream message from the driver".into()),
-                },
-                kind::PROBE => match read_u64(&body) {
-                    Ok(round) => {
-                        // Answer only once every frame and report before the probe is out.
-                        node.pump_out(run);
-                        node.read_reports(run);
-                        let st = node.status(round, run);
-                        node.outbox.push_back((kind::STATUS, st.encode()));
-                    }
-                    Err(e) => node.fault(format!("bad probe: {e}")),
-                },
-                kind::PLAN => match decode_plans(&body).and_then(|p| check_plans(p, run)) {
-                    Ok(parts) => {
-                        let base = run.slots.slot(run.index, 0);
-                        for (slot, a) in parts {
-                            let e = slot.wrapping_sub(base);
-                            if e >= run.executors {
-                                node.fault(format!("a plan for slot {slot}, not on this worker"));
-                                continue;
-                            }
-                            match run.plans[e].lock() {
-                                Ok(mut q) => q.push_back(a),
-                                Err(_) => {
-                                    node.fault("a plan mailbox is poisoned".into());
-                                    continue;
-                                }
-                            }
-                            send(std::slice::from_mut(&mut run.controls[e]), ControlMsg::Plan);
-                        }
-                    }
-                    Err(e) => node.fault(format!("bad plan from the driver: {e}")),
-                },
-                kind::FINISH => return Ok(()),
-                kind::BYE => return Err("the driver said bye before finish".into()),
-                kind::JOB => node.fault("a second job; ignored".into()),
-                other => node.fault(format!("unknown control message {other} from the driver")),
+                }
+                Err(e) => node.fault(format!("a bad message from the driver: {e}")),
             }
         }
+    }
+}
+
+/// Handles one message from the driver. Returns whether it said `Finish`.
+fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, String> {
+    match msg {
+        Message::Eos { operator: op } if (op as usize) < run.eos_done.len() => {
+            run.eos_done[op as usize] = 0;
+            run.eos_acked[op as usize] = false;
+            send(&mut run.controls, ControlMsg::EndOfStream { operator: op });
+        }
+        Message::Eos { operator } => {
+            node.fault(format!("end of stream for operator {operator}, which the app lacks"))
+        }
+        Message::Probe { round } => {
+            // Answer only once every frame and report before the probe is out.
+            node.pump_out(run);
+            node.read_reports(run);
+            let st = node.status(round, run);
+            node.push(&Message::Status(st));
+        }
+        Message::Plans(plans) => {
+            let parts = plans.assignments().map_err(|e| e.to_string());
+            match parts.and_then(|p| check_plans(p, run)) {
+                Ok(parts) => deliver_plans(node, run, parts),
+                Err(e) => node.fault(format!("bad plan from the driver: {e}")),
+            }
+        }
+        Message::Finish => return Ok(true),
+        Message::Bye => return Err("the driver said bye before finish".into()),
+        Message::Job(_) => node.fault("a second job; ignored".into()),
+        other => node.fault(format!("a {} message from the driver; ignored", other.name())),
+    }
+    Ok(false)
+}
+
+/// Hands each slot's plan to its executor.
+fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(usize, Assignment)>) {
+    let base = run.slots.slot(run.index, 0);
+    for (slot, a) in parts {
+        let e = slot.wrapping_sub(base);
+        if e >= run.executors {
+            node.fault(format!("a plan for slot {slot}, not on this worker"));
+            continue;
+        }
+        match run.plans[e].lock() {
+            Ok(mut q) => q.push_back(a),
+            Err(_) => {
+                node.fault("a plan mailbox is poisoned".into());
+                continue;
+            }
+        }
+        send(std::slice::from_mut(&mut run.controls[e]), ControlMsg::Plan);
     }
 }
 

@@ -14,10 +14,9 @@
 //! through the machine, and requests it releases run from `ready`, in order.
 
 use super::Engine;
-use crate::migrate::{
-    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, flatten,
-    frame_kind, peer_of, read_seal, seal_body, state_parts,
-};
+use crate::message::migration::key_groups_of;
+use crate::message::{Decoder, Message, Progress, Report, Seal, StateMsg, encode};
+use crate::migrate::{Reassembly, control_body, control_frame, flatten, peer_of, state_parts};
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
 use clasp_controlplane::migration::Routing;
@@ -76,6 +75,8 @@ pub(crate) struct Migration {
     ready: VecDeque<Frame>,
     /// Half-received state messages, per sender slot.
     parts: HashMap<u16, Reassembly>,
+    /// Decodes control frames' messages (one scratch buffer for all).
+    decoder: Decoder,
     /// Plans from the network thread.
     plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     /// The plan whose table emissions switch to on the drain.
@@ -97,6 +98,7 @@ impl Migration {
             proto: Worker::new(slot as usize, routing, 0),
             ready: VecDeque::new(),
             parts: HashMap::new(),
+            decoder: Decoder::default(),
             plans,
             next: None,
             outgoing: VecDeque::new(),
@@ -178,37 +180,39 @@ impl Engine {
         let Some(epoch) = self.frame_epoch(h) else {
             return;
         };
-        let body = control_body(frame);
-        let msg = match h.operator {
-            frame_kind::MARKER => Msg::Marker { epoch },
-            frame_kind::SEAL => match read_seal(body) {
-                Ok((operator, key_groups)) => Msg::Seal {
+        let from = h.source;
+        let msg = match self.mig.decoder.decode(control_body(frame)) {
+            Ok(Message::Marker) => Msg::Marker { epoch },
+            Ok(Message::Seal(seal)) => match key_groups_of(&seal.key_groups) {
+                Ok(key_groups) => Msg::Seal {
                     epoch,
-                    operator,
+                    operator: seal.operator as usize,
                     key_groups,
                 },
-                Err(e) => return self.report_error(format!("seal from slot {}: {e}", h.source)),
+                Err(e) => return self.report_error(format!("seal from slot {from}: {e}")),
             },
-            frame_kind::STATE_PART => {
-                let whole = self.mig.parts.entry(h.source).or_default().add(body);
+            Ok(Message::StatePart(part)) => {
+                let whole = self.mig.parts.entry(from).or_default().add(part);
                 let bytes = match whole {
                     Ok(Some(b)) => b,
                     Ok(None) => {
                         self.mig.refresh();
                         return;
                     }
-                    Err(e) => {
-                        return self.report_error(format!("state from slot {}: {e}", h.source));
-                    }
+                    Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 };
                 match self.state_msg(epoch, &bytes) {
                     Ok(m) => m,
-                    Err(e) => {
-                        return self.report_error(format!("state from slot {}: {e}", h.source));
-                    }
+                    Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 }
             }
-            k => return self.report_error(format!("unknown control frame {k} from {}", h.source)),
+            Ok(other) => {
+                return self.report_error(format!(
+                    "a {} message in a control frame from slot {from}",
+                    other.name()
+                ));
+            }
+            Err(e) => return self.report_error(format!("control frame from slot {from}: {e}")),
         };
         let actions = self.mig.proto.on_message(now_ns(), peer_of(h.source), msg);
         self.apply(actions);
@@ -230,11 +234,17 @@ impl Engine {
         Some(epoch)
     }
 
-    fn state_msg(&self, epoch: u64, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
-        let m = StateMsg::decode(bytes)?;
-        if m.operator >= self.instances.len() {
-            return Err(format!("operator {} out of range", m.operator));
+    fn state_msg(&mut self, epoch: u64, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
+        let m: StateMsg = match self.mig.decoder.decode(bytes).map_err(|e| e.to_string())? {
+            Message::State(m) => *m,
+            other => return Err(format!("a {} message where state was due", other.name())),
+        };
+        let operator = m.operator as usize;
+        if operator >= self.instances.len() {
+            return Err(format!("operator {operator} out of range"));
         }
+        let groups: Vec<u16> = m.groups.iter().map(|g| g.0).collect();
+        let key_groups = key_groups_of(&groups).map_err(|e| e.to_string())?;
         let mut queued = Vec::with_capacity(m.queued.len());
         for f in m.queued {
             let h = Request::parse(&f)
@@ -249,9 +259,13 @@ impl Engine {
         }
         Ok(Msg::State {
             epoch,
-            operator: m.operator,
-            key_groups: m.groups.iter().map(|g| g.0).collect(),
-            state: m.groups,
+            operator,
+            key_groups,
+            state: m
+                .groups
+                .into_iter()
+                .map(|(g, archive)| (g as usize, archive))
+                .collect(),
             queued,
         })
     }
@@ -309,10 +323,21 @@ impl Engine {
         self.send_frame(b, frame);
     }
 
-    fn send_control(&mut self, kind: u16, epoch: u64, to: usize, body: &[u8]) {
+    /// Sends `msg` to `slot` in a control frame, in line with the requests on that path.
+    fn send_message(&mut self, msg: &Message, epoch: u64, to: usize) {
         let mut f = Vec::new();
-        control_frame(kind, epoch, self.my_slot, to as u16, body, &mut f);
-        self.send_to_slot(to, &f);
+        match control_frame(msg, epoch, self.my_slot, to as u16, &mut f) {
+            Ok(()) => self.send_to_slot(to, &f),
+            Err(e) => self.report_error(format!("a {} for slot {to}: {e}", msg.name())),
+        }
+    }
+
+    /// Queues a report for the network thread: `kind`, then `msg` encoded.
+    fn report_message(&mut self, kind: u64, msg: &Message) {
+        match encode(msg) {
+            Ok(body) => self.push_report(kind, &body),
+            Err(e) => self.report_error(format!("a {}: {e}", msg.name())),
+        }
     }
 
     /// Carries out the machine's actions, in order.
@@ -327,9 +352,7 @@ impl Engine {
                         self.send_to_slot(to, &f);
                     }
                 }
-                Action::SendMarker { to, epoch } => {
-                    self.send_control(frame_kind::MARKER, epoch, to, &[])
-                }
+                Action::SendMarker { to, epoch } => self.send_message(&Message::Marker, epoch, to),
                 Action::SendSeal {
                     to,
                     epoch,
@@ -337,12 +360,7 @@ impl Engine {
                     key_groups,
                 } => {
                     if self.mig.outgoing.is_empty() {
-                        self.send_control(
-                            frame_kind::SEAL,
-                            epoch,
-                            to,
-                            &seal_body(operator, &key_groups),
-                        )
+                        self.send_message(&seal(operator, &key_groups), epoch, to)
                     } else {
                         self.mig.outgoing.push_back(Outgoing::Seal {
                             to,
@@ -373,11 +391,12 @@ impl Engine {
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
-                    self.push_report(REPORT_MIGRATED, &encode_report(&report))
+                    let msg = Message::Migrated(Report::from(&report));
+                    self.report_message(REPORT_MIGRATED, &msg)
                 }
                 Action::Progress { epoch, waiting } => {
-                    let body = encode_progress(self.my_slot as usize, epoch, &waiting);
-                    self.push_report(REPORT_PROGRESS, &body);
+                    let p = Progress::new(self.my_slot as usize, epoch, &waiting);
+                    self.report_message(REPORT_PROGRESS, &Message::Progress(p));
                 }
                 Action::Fault(e) => self.report_error(format!("migration: {e}")),
             }
@@ -457,8 +476,7 @@ impl Engine {
                     else {
                         unreachable!("front is a seal");
                     };
-                    let body = seal_body(operator, &key_groups);
-                    self.send_control(frame_kind::SEAL, epoch, to, &body);
+                    self.send_message(&seal(operator, &key_groups), epoch, to);
                     sent += 1;
                 }
                 Outgoing::Export {
@@ -480,17 +498,23 @@ impl Engine {
                     if done {
                         self.mig.outgoing.pop_front();
                     }
-                    let msg = StateMsg {
-                        operator,
+                    let msg = Message::State(Box::new(StateMsg {
+                        operator: operator as u16,
                         groups: take
                             .iter()
-                            .map(|&g| (g, self.instances[operator].export_group(g as u16)))
+                            .map(|&g| (g as u16, self.instances[operator].export_group(g as u16)))
                             .collect(),
                         queued: queued_now,
-                    }
-                    .encode();
-                    for part in state_parts(&msg, self.state_part_bytes) {
-                        self.send_control(frame_kind::STATE_PART, epoch, to, &part);
+                    }));
+                    let bytes = match encode(&msg) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            self.report_error(format!("state for slot {to}: {e}"));
+                            break;
+                        }
+                    };
+                    for part in state_parts(&bytes, self.state_part_bytes) {
+                        self.send_message(&Message::StatePart(part), epoch, to);
                     }
                     sent += 1;
                     // One chunk per turn: the kept key groups' requests run in between.
@@ -506,4 +530,12 @@ impl Engine {
         f.extend_from_slice(body);
         self.pending_reports.push_back(f);
     }
+}
+
+/// A seal's message.
+fn seal(operator: usize, key_groups: &[usize]) -> Message {
+    Message::Seal(Seal {
+        operator: operator as u16,
+        key_groups: key_groups.iter().map(|&g| g as u16).collect(),
+    })
 }
