@@ -55,7 +55,9 @@ impl RoutingRow {
                 let mut row = Vec::with_capacity(kgs);
                 for &(n, s) in runs {
                     if row.len() + n as usize > kgs {
-                        return Err(content(format!("operator {op}: more than {kgs} key groups")));
+                        return Err(content(format!(
+                            "operator {op}: more than {kgs} key groups"
+                        )));
                     }
                     row.extend(std::iter::repeat_n(s as usize, n as usize));
                 }

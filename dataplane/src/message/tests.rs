@@ -14,7 +14,13 @@ fn text() -> impl Strategy<Value = String> {
 fn job() -> impl Strategy<Value = Message> {
     (
         (text(), text(), any::<u16>(), any::<bool>(), any::<u64>()),
-        (any::<bool>(), vec(any::<u32>(), 0..5), any::<u32>(), text(), any::<u32>()),
+        (
+            any::<bool>(),
+            vec(any::<u32>(), 0..5),
+            any::<u32>(),
+            text(),
+            any::<u32>(),
+        ),
     )
         .prop_map(|((app_name, app_toml, executors, alt, ring_bytes), rest)| {
             let (pin, workers, driver, driver_addr, interval_ms) = rest;
@@ -84,20 +90,22 @@ fn summary() -> impl Strategy<Value = Message> {
         (u64s(), u64s(), u64s(), u64s()),
         (vec((text(), any::<u64>()), 0..3), vec(text(), 0..3)),
     )
-        .prop_map(|((worker, summaries, state_keys), malformed, m, (totals, errors))| {
-            Message::Summary(Box::new(WorkerSummary {
-                worker,
-                summaries,
-                state_keys,
-                malformed,
-                processed: m.0,
-                exec_ns: m.1,
-                edges_local: m.2,
-                edges_remote: m.3,
-                totals,
-                errors,
-            }))
-        })
+        .prop_map(
+            |((worker, summaries, state_keys), malformed, m, (totals, errors))| {
+                Message::Summary(Box::new(WorkerSummary {
+                    worker,
+                    summaries,
+                    state_keys,
+                    malformed,
+                    processed: m.0,
+                    exec_ns: m.1,
+                    edges_local: m.2,
+                    edges_remote: m.3,
+                    totals,
+                    errors,
+                }))
+            },
+        )
 }
 
 fn u32s() -> impl Strategy<Value = Vec<u32>> {
@@ -130,16 +138,20 @@ fn plans() -> impl Strategy<Value = Message> {
             fence_to: s.3,
             fence_from: s.4,
         });
-    (any::<u64>(), vec(row, 0..3), vec(u32s(), 0..3), vec(slot, 0..3)).prop_map(
-        |(epoch, routing, upstream_old, slots)| {
+    (
+        any::<u64>(),
+        vec(row, 0..3),
+        vec(u32s(), 0..3),
+        vec(slot, 0..3),
+    )
+        .prop_map(|(epoch, routing, upstream_old, slots)| {
             Message::Plans(Box::new(Plans {
                 epoch,
                 routing,
                 upstream_old,
                 slots,
             }))
-        },
-    )
+        })
 }
 
 fn migration() -> impl Strategy<Value = Message> {
@@ -158,53 +170,66 @@ fn migration() -> impl Strategy<Value = Message> {
             gated: v[5],
             early: v[6],
         })),
-        (any::<u32>(), any::<u64>(), any::<bool>(), vec(peer, 0..4), u32s()).prop_map(
-            |(slot, epoch, draining, markers_from, state_or_seal_from)| {
-                Message::Progress(Progress {
-                    slot,
-                    epoch,
-                    draining,
-                    markers_from,
-                    state_or_seal_from,
-                })
-            }
-        ),
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<bool>(),
+            vec(peer, 0..4),
+            u32s()
+        )
+            .prop_map(
+                |(slot, epoch, draining, markers_from, state_or_seal_from)| {
+                    Message::Progress(Progress {
+                        slot,
+                        epoch,
+                        draining,
+                        markers_from,
+                        state_or_seal_from,
+                    })
+                }
+            ),
         Just(Message::Marker),
-        (any::<u16>(), vec(any::<u16>(), 0..6))
-            .prop_map(|(operator, key_groups)| Message::Seal(Seal {
+        (any::<u16>(), vec(any::<u16>(), 0..6)).prop_map(|(operator, key_groups)| Message::Seal(
+            Seal {
                 operator,
                 key_groups
-            })),
-        (any::<u32>(), any::<u32>(), vec(any::<u8>(), 0..64)).prop_map(
-            |(total, offset, bytes)| Message::StatePart(StatePart {
+            }
+        )),
+        (any::<u32>(), any::<u32>(), vec(any::<u8>(), 0..64)).prop_map(|(total, offset, bytes)| {
+            Message::StatePart(StatePart {
                 total,
                 offset,
-                bytes
+                bytes,
             })
-        ),
+        }),
         (
             any::<u16>(),
             vec((any::<u16>(), vec(any::<u8>(), 0..40)), 0..3),
             vec(vec(any::<u8>(), 0..40), 0..3)
         )
-            .prop_map(|(operator, groups, queued)| Message::State(Box::new(StateMsg {
-                operator,
-                groups,
-                queued
-            }))),
+            .prop_map(
+                |(operator, groups, queued)| Message::State(Box::new(StateMsg {
+                    operator,
+                    groups,
+                    queued
+                }))
+            ),
     ]
 }
 
 fn message() -> impl Strategy<Value = Message> {
-    let status = (any::<u64>(), any::<bool>(), vec(any::<(u32, u64, u64)>(), 0..4)).prop_map(
-        |(round, idle, counts)| {
+    let status = (
+        any::<u64>(),
+        any::<bool>(),
+        vec(any::<(u32, u64, u64)>(), 0..4),
+    )
+        .prop_map(|(round, idle, counts)| {
             Message::Status(Status {
                 round,
                 idle,
                 counts,
             })
-        },
-    );
+        });
     let delta = any::<[u64; 3]>().prop_map(|d| LedgerDelta {
         root_id: d[0],
         xor: d[1],

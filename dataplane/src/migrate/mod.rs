@@ -214,7 +214,12 @@ mod tests {
         let small = encode(&Message::State(Box::default())).unwrap();
         let parts = state_parts(&small, 4096);
         assert_eq!(parts.len(), 1);
-        assert!(Reassembly::default().add(parts[0].clone()).unwrap().is_some());
+        assert!(
+            Reassembly::default()
+                .add(parts[0].clone())
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]
@@ -222,7 +227,10 @@ mod tests {
         let mut f = Vec::new();
         control_frame(&Message::Marker, 3, INGRESS_SLOT, 5, &mut f).unwrap();
         let h = RequestHeader::peek(&f).unwrap();
-        assert_eq!((h.flags, h.epoch, h.source, h.dest), (FLAG_CONTROL, 3, INGRESS_SLOT, 5));
+        assert_eq!(
+            (h.flags, h.epoch, h.source, h.dest),
+            (FLAG_CONTROL, 3, INGRESS_SLOT, 5)
+        );
         assert_eq!(decode(control_body(&f)).unwrap(), Message::Marker);
         assert!(crate::request::Request::parse(&f).is_ok());
     }

@@ -511,9 +511,11 @@ pub fn run_cluster_worker(
                 _ => {}
             }
         }
-        let first = node.rx.msgs.drain(..).find(|m| {
-            matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. }))
-        });
+        let first = node
+            .rx
+            .msgs
+            .drain(..)
+            .find(|m| matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. })));
         match first {
             Some((_, Ok(Message::Job(job)))) => break *job,
             Some((from, Err(e))) => return Err(format!("job from {from}: {e}")),
@@ -790,7 +792,9 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         }
         while let Some((from, msg)) = node.rx.msgs.pop_front() {
             if from != driver {
-                node.fault(format!("a control message from {from}, not the driver; ignored"));
+                node.fault(format!(
+                    "a control message from {from}, not the driver; ignored"
+                ));
                 continue;
             }
             match msg {
@@ -813,9 +817,9 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
             run.eos_acked[op as usize] = false;
             send(&mut run.controls, ControlMsg::EndOfStream { operator: op });
         }
-        Message::Eos { operator } => {
-            node.fault(format!("end of stream for operator {operator}, which the app lacks"))
-        }
+        Message::Eos { operator } => node.fault(format!(
+            "end of stream for operator {operator}, which the app lacks"
+        )),
         Message::Probe { round } => {
             // Answer only once every frame and report before the probe is out.
             node.pump_out(run);
@@ -833,7 +837,10 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
         Message::Finish => return Ok(true),
         Message::Bye => return Err("the driver said bye before finish".into()),
         Message::Job(_) => node.fault("a second job; ignored".into()),
-        other => node.fault(format!("a {} message from the driver; ignored", other.name())),
+        other => node.fault(format!(
+            "a {} message from the driver; ignored",
+            other.name()
+        )),
     }
     Ok(false)
 }

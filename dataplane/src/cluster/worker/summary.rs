@@ -120,7 +120,9 @@ pub(super) fn finish(
     s.totals = totals.into_iter().collect();
     let mut msg = Message::Summary(Box::new(s));
     let too_long = |m: &Message| {
-        encode(m).map_or(true, |b| b.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES)
+        encode(m).map_or(true, |b| {
+            b.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES
+        })
     };
     if too_long(&msg)
         && let Message::Summary(s) = &mut msg
