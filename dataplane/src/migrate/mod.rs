@@ -13,121 +13,22 @@
 //! the worker at index `i` of the job's worker list is slot `i × executors + e`. A routing
 //! table maps `(operator, key group)` to a slot.
 
+mod slots;
 mod state;
 
+pub use slots::{SlotError, Slots};
 pub use state::{Reassembly, state_parts};
 
 use crate::message::{Message, MessageError, encode_into};
-use crate::request::{FLAG_CONTROL, INGRESS_SLOT, REQUEST_HEADER_BYTES, RequestHeader};
-use crate::routing::RoutingTable;
+use crate::request::{FLAG_CONTROL, REQUEST_HEADER_BYTES, RequestHeader};
 use clasp_controlplane::migration::Routing;
 use clasp_controlplane::protocol::Peer;
-use clasp_operators::key::KEY_GROUPS;
 
 /// Most bytes of one control frame carrying a state part (also bounded by the ring's largest
 /// frame).
 pub const STATE_PART_BYTES_MAX: usize = 16 << 10;
 /// Largest state message a receiver reassembles (a bound before allocating).
 pub const STATE_MESSAGE_BYTES_MAX: usize = 1 << 30;
-
-/// Executor slots of a job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Slots {
-    /// Worker ids in job order.
-    pub workers: Vec<u32>,
-    /// Executors per worker.
-    pub executors: usize,
-}
-
-impl Slots {
-    /// Slots in the cluster.
-    pub fn len(&self) -> usize {
-        self.workers.len() * self.executors
-    }
-
-    /// True when there are no slots.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Index in the job's worker list of the worker hosting `slot`.
-    #[inline]
-    pub fn worker_index(&self, slot: usize) -> usize {
-        slot / self.executors
-    }
-
-    /// Worker id hosting `slot`.
-    #[inline]
-    pub fn worker_of(&self, slot: usize) -> Option<u32> {
-        self.workers.get(slot / self.executors).copied()
-    }
-
-    /// The slot of executor `e` of the worker at index `index`.
-    #[inline]
-    pub fn slot(&self, index: usize, e: usize) -> usize {
-        index * self.executors + e
-    }
-
-    /// The slot routing of a [`RoutingTable`] whose workers are `self.workers`.
-    pub fn routing_of(&self, table: &RoutingTable) -> Result<Routing, String> {
-        (0..table.operators())
-            .map(|op| {
-                (0..KEY_GROUPS)
-                    .map(|kg| {
-                        let o = table.owner(op as u16, kg);
-                        let i = self
-                            .workers
-                            .iter()
-                            .position(|&w| w == o.worker)
-                            .ok_or_else(|| format!("worker {} is not in the job", o.worker))?;
-                        Ok(self.slot(i, o.executor as usize))
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
-    pub fn check_count(&self) -> Result<(), String> {
-        if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
-            return Err(format!(
-                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
-                 bits, so at most {}",
-                self.workers.len(),
-                self.executors,
-                self.len(),
-                INGRESS_SLOT - 1
-            ));
-        }
-        Ok(())
-    }
-
-    /// Checks a slot routing: every operator has every key group, every owner is a slot.
-    pub fn check(&self, routing: &Routing, operators: usize) -> Result<(), String> {
-        self.check_count()?;
-        if routing.len() != operators {
-            return Err(format!(
-                "routing for {} operators, the app has {operators}",
-                routing.len()
-            ));
-        }
-        for (op, row) in routing.iter().enumerate() {
-            if row.len() != KEY_GROUPS as usize {
-                return Err(format!(
-                    "operator {op}: {} key groups, not {KEY_GROUPS}",
-                    row.len()
-                ));
-            }
-            if let Some(s) = row.iter().find(|&&s| s >= self.len()) {
-                return Err(format!(
-                    "operator {op}: slot {s} of a cluster of {} slots",
-                    self.len()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Flattens a slot routing into `[op * KEY_GROUPS + kg] → slot`, the executors' form.
 pub fn flatten(routing: &Routing) -> Vec<u16> {
@@ -179,6 +80,8 @@ pub fn control_body(frame: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
     use crate::message::{StateMsg, decode, encode};
+    use crate::request::INGRESS_SLOT;
+    use crate::routing::RoutingTable;
 
     #[test]
     fn state_messages_split_and_reassemble() {

@@ -1,6 +1,7 @@
 //! Why a driver's run stopped.
 
 use crate::message::MessageError;
+use crate::migrate::SlotError;
 use crate::transport::{PeerId, TransportError};
 use std::time::Duration;
 
@@ -10,6 +11,9 @@ pub enum DriverError {
     /// Settings or an app the run cannot start with.
     #[error("{0}")]
     Config(String),
+    /// The cluster's slots cannot number its executors.
+    #[error(transparent)]
+    Slots(#[from] SlotError),
     /// The driver's own transport failed.
     #[error("{context}: {source}")]
     Transport {

@@ -170,9 +170,9 @@ impl<'a> Driver<'a> {
             workers: ids.clone(),
             executors: cfg.executors as usize,
         };
-        slots.check_count().map_err(DriverError::Config)?;
+        slots.check_count()?;
         let table = RoutingTable::spread(ops, &ids, cfg.executors, cfg.spread);
-        let initial = slots.routing_of(&table).map_err(DriverError::Config)?;
+        let initial = slots.routing_of(&table)?;
         let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
         let timeout_ns = cfg.migration_timeout.as_nanos() as u64;
         let pcfg = PlannerConfig {
