@@ -14,7 +14,7 @@
 //! decoder copies the archive into an aligned scratch buffer it keeps, because neither a
 //! receive buffer nor a ring frame promises the alignment rkyv's validation checks.
 
-use super::Message;
+use super::{ArchivedMessage, Message};
 use rkyv::util::AlignedVec;
 
 /// "CLMS", little-endian: the first bytes of every message.
@@ -119,10 +119,18 @@ impl Decoder {
     /// Decodes one message (never panics, whatever the bytes; nothing is allocated by a
     /// length the bytes claim before validation checked it against the buffer).
     pub fn decode(&mut self, bytes: &[u8]) -> Result<Message, MessageError> {
+        let archived = self.access(bytes)?;
+        rkyv::deserialize::<Message, rkyv::rancor::Error>(archived)
+            .map_err(|e| MessageError::Archive(e.to_string()))
+    }
+
+    /// Validates one message and returns it archived, without deserializing it (the driver
+    /// applies ledger deltas straight from the archive).
+    pub fn access(&mut self, bytes: &[u8]) -> Result<&ArchivedMessage, MessageError> {
         let archive = check_header(bytes)?;
         self.scratch.clear();
         self.scratch.extend_from_slice(archive);
-        rkyv::from_bytes::<Message, rkyv::rancor::Error>(&self.scratch)
+        rkyv::access::<ArchivedMessage, rkyv::rancor::Error>(&self.scratch)
             .map_err(|e| MessageError::Archive(e.to_string()))
     }
 }

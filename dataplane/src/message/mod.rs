@@ -16,8 +16,8 @@
 //! allocated, so decoding never panics and a peer cannot make the receiver allocate by
 //! claiming a length; and the types are derived, so there is no hand-written encoder to drift
 //! from its decoder. The hot messages are cheap in it: ledger deltas are an array of 24-byte
-//! records, encoded in place behind the header into a reused buffer, and a marker is a header
-//! and a tag. rkyv has no notion of a version, hence the header: a peer that speaks another
+//! records that the driver applies straight from the validated archive ([`Decoder::access`]),
+//! and a marker is a header and a tag. rkyv has no notion of a version, hence the header: a peer that speaks another
 //! version is refused with both versions named, before its archive is looked at.
 //!
 //! No variant carries bytes that another codec decodes, except a key group's operator-state
@@ -36,6 +36,7 @@ pub use migration::{
     PeerCode, Plans, Progress, Report, RoutingRow, Seal, SlotPlan, StateMsg, StatePart,
     TransferCode,
 };
+pub use run::ArchivedLedgerDelta;
 pub use run::{Counters, DELTAS_PER_MESSAGE, Job, LedgerDelta, SpreadCode, Status, WorkerSummary};
 
 use rkyv::{Archive, Deserialize, Serialize};

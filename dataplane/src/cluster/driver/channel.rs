@@ -5,9 +5,11 @@
 use super::barrier::Ack;
 use super::{Driver, DriverError};
 use crate::cluster::now_ns;
-use crate::message::{CONTROL_KIND, Decoder, Message, MessageError, encode};
+use crate::message::{
+    ArchivedLedgerDelta, ArchivedMessage, CONTROL_KIND, Decoder, Message, MessageError, encode,
+};
 use crate::transport::{Delivered, Event, Inbound, PeerId};
-use crate::worker::ledger::Ledger;
+use crate::worker::ledger::{Delta, Ledger};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -42,27 +44,41 @@ impl Inbound for DriverInbox {
     }
 
     fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
-        let msg = if k == CONTROL_KIND {
-            self.decoder.decode(body)
-        } else {
-            Err(MessageError::Kind(k))
-        };
-        if let Ok(Message::Deltas(deltas)) = msg {
-            let now = now_ns();
-            let mut done = false;
-            for d in deltas {
-                done |= self.ledger.apply(d.into(), now);
-            }
-            if done {
-                self.last_completion = Instant::now();
-            }
-        } else {
-            self.msgs.push_back((from, msg));
+        if k != CONTROL_KIND {
+            self.msgs.push_back((from, Err(MessageError::Kind(k))));
+            return;
         }
+        let msg = match self.decoder.access(body) {
+            // The hot message: applied from the archive, nothing deserialized.
+            Ok(ArchivedMessage::Deltas(deltas)) => {
+                let now = now_ns();
+                let mut done = false;
+                for d in deltas.iter() {
+                    done |= self.ledger.apply(delta(d), now);
+                }
+                if done {
+                    self.last_completion = Instant::now();
+                }
+                return;
+            }
+            Ok(archived) => rkyv::deserialize::<Message, rkyv::rancor::Error>(archived)
+                .map_err(|e| MessageError::Archive(e.to_string())),
+            Err(e) => Err(e),
+        };
+        self.msgs.push_back((from, msg));
     }
 
     fn event(&mut self, e: Event) {
         self.events.push(e);
+    }
+}
+
+/// A ledger delta read from its archive.
+fn delta(d: &ArchivedLedgerDelta) -> Delta {
+    Delta {
+        root_id: d.root_id.to_native(),
+        xor: d.xor.to_native(),
+        admitted_ns: d.admitted_ns.to_native(),
     }
 }
 

@@ -253,7 +253,7 @@ impl Node {
         match encode(msg) {
             Ok(body) => self.outbox.push_back(body),
             // Only a bug makes encoding fail; say so rather than lose it silently.
-            Err(e) => eprintln!("clasp worker {}: a {}: {e}", self.id, msg.name()),
+            Err(e) => tracing::error!("worker {}: a {}: {e}", self.id, msg.name()),
         }
     }
 
