@@ -51,14 +51,14 @@ enum Command {
     Ingress(cmd::local::IngressArgs),
     /// One worker of a static cluster: listens, authenticates its peers with the cluster
     /// secret, and runs the job a driver sends it (docs/cluster.md).
-    Worker(cmd::cluster::WorkerArgs),
+    Worker(cmd::worker::WorkerArgs),
     /// Run an app on a cluster: by default the live planner autoscales up to --max-workers
     /// local worker processes under a rate pattern, migrating state live (docs/planner.md);
     /// `--static` fixes the workers and placement (docs/cluster.md).
-    Run(cmd::cluster::RunArgs),
+    Run(cmd::run::RunArgs),
     /// The live planner alone, for workers that are already running (`clasp worker`, here or
     /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
-    Planner(cmd::cluster::RunArgs),
+    Planner(cmd::run::RunArgs),
     /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
@@ -69,9 +69,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Local(a) => cmd::local::run_local(a),
         Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
-        Command::Worker(a) => cmd::cluster::run_worker_cmd(a),
-        Command::Run(a) => cmd::cluster::run(a),
-        Command::Planner(a) => cmd::cluster::run_planner(a),
+        Command::Worker(a) => cmd::worker::run_worker_cmd(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Planner(a) => cmd::run::run_planner(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Apps(a) => cmd::apps::run_apps(a),

@@ -4,21 +4,8 @@
 
 mod common;
 
-use common::{ClusterDir, Workers, clasp, clasp_env, json};
+use common::{ClusterDir, Workers, assert_measured_run_equals_oracle, clasp, clasp_env, json};
 use std::process::Command;
-
-/// [`common::assert_equals_oracle`], plus the records and positive throughput and latency.
-fn assert_equals_oracle(app: &str, records: &str, seed: &str, run: &serde_json::Value) {
-    common::assert_equals_oracle(app, records, seed, run);
-    assert_eq!(run["records"].as_u64(), records.parse().ok(), "{app}");
-    assert!(run["throughput_per_s"].as_f64().unwrap() > 0.0);
-    for p in ["p50", "p95", "p99", "max"] {
-        assert!(
-            run["latency_us"][p].as_f64().unwrap() > 0.0,
-            "{app}: latency {p}"
-        );
-    }
-}
 
 #[test]
 fn every_app_on_a_three_worker_static_cluster_equals_the_oracle() {
@@ -46,7 +33,7 @@ fn every_app_on_a_three_worker_static_cluster_equals_the_oracle() {
             "--stall-timeout-s",
             "30",
         ]));
-        assert_equals_oracle(app, "2000", "4", &run);
+        assert_measured_run_equals_oracle(app, "2000", "4", &run);
         assert_eq!(run["workers"], 3);
     }
 }
@@ -81,7 +68,7 @@ fn a_crossed_placement_with_tiny_rings_and_credit_does_not_deadlock() {
             "--stall-timeout-s",
             "30",
         ]));
-        assert_equals_oracle(app, "2000", "2", &run);
+        assert_measured_run_equals_oracle(app, "2000", "2", &run);
         assert!(
             run["totals"]["remote_sent"].as_u64().unwrap() > 0,
             "{app}: {}",

@@ -3,7 +3,10 @@
 //! across real (virtual) links. Skipped, with the reason printed, where namespaces cannot be
 //! made (not root, no `ip`, a sandbox without CAP_NET_ADMIN).
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::{clasp, clasp_env, json};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "a namespace test secret of enough bytes";
@@ -96,14 +99,6 @@ fn make(h: &Hosts) -> Result<(), String> {
     Ok(())
 }
 
-fn clasp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(args)
-        .env("CLASP_CLUSTER_SECRET", SECRET)
-        .output()
-        .expect("clasp runs")
-}
-
 #[test]
 fn a_cluster_across_network_namespaces_equals_the_oracle() {
     let mut h = Hosts {
@@ -154,9 +149,7 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
             h.workers.push(child);
         }
         let args = ["--app", app, "--records", "1500", "--seed", "9"];
-        let oracle = clasp(&[&["oracle", "--json"][..], &args].concat());
-        assert!(oracle.status.success());
-        let oracle: serde_json::Value = serde_json::from_slice(&oracle.stdout).unwrap();
+        let oracle = json(&clasp(&[&["oracle", "--json"][..], &args].concat()));
         let path_str = path.to_str().unwrap();
         let run_args = [
             &[
@@ -171,13 +164,7 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
             &args,
         ]
         .concat();
-        let out = clasp(&run_args);
-        assert!(
-            out.status.success(),
-            "{app}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run = json(&clasp_env(&run_args, &[("CLASP_CLUSTER_SECRET", SECRET)]));
         for key in ["state_digest", "output_digest", "processed"] {
             assert_eq!(run[key], oracle[key], "{app}: {key} across namespaces");
         }

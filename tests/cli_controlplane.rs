@@ -1,6 +1,8 @@
 //! `clasp place` and `clasp sim` through the binary.
 
-use std::process::Command;
+mod common;
+
+use common::clasp;
 
 const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
  "alpha_us": 38.5, "beta_us": 275, "gamma_us": 51500,
@@ -15,13 +17,6 @@ fn write(name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write");
     p
-}
-
-fn clasp(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(args)
-        .output()
-        .expect("run clasp")
 }
 
 #[test]

@@ -1,37 +1,13 @@
 //! `clasp local` through the real binary: a worker process and a separate ingress process.
 //! Its digests and processed counts must equal `clasp oracle`'s on every app.
 
-use std::process::Command;
+mod common;
 
-fn clasp(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(args)
-        .output()
-        .expect("clasp runs")
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "clasp failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
+use common::{assert_measured_run_equals_oracle, clasp, json};
 
 #[test]
 fn local_equals_the_oracle_on_every_app() {
     for app in ["wc", "sd", "aa", "pl", "nwm", "etl", "syn"] {
-        let oracle = json(&clasp(&[
-            "oracle",
-            "--app",
-            app,
-            "--records",
-            "3000",
-            "--seed",
-            "5",
-            "--json",
-        ]));
         for executors in ["1", "2"] {
             let local = json(&clasp(&[
                 "local",
@@ -47,27 +23,7 @@ fn local_equals_the_oracle_on_every_app() {
                 "16384",
                 "--json",
             ]));
-            for key in [
-                "state_digest",
-                "output_digest",
-                "processed",
-                "app",
-                "records",
-                "seed",
-            ] {
-                assert_eq!(
-                    local[key], oracle[key],
-                    "{app} on {executors} executors: {key}"
-                );
-            }
-            assert!(local["throughput_per_s"].as_f64().unwrap() > 0.0);
-            for p in ["p50", "p95", "p99", "max"] {
-                assert!(
-                    local["latency_us"][p].as_f64().unwrap() > 0.0,
-                    "{app}: latency {p}"
-                );
-            }
-            assert_eq!(local["errors"].as_array().unwrap().len(), 0);
+            assert_measured_run_equals_oracle(app, "3000", "5", &local);
         }
     }
 }

@@ -1,18 +1,8 @@
 //! The `apps`, `gen` and `oracle` subcommands, run as the built binary.
 
-use std::process::Command;
+mod common;
 
-fn clasp(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(args)
-        .output()
-        .expect("run clasp");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::clasp_text as clasp;
 
 #[test]
 fn apps_json_lists_seven_apps() {

@@ -19,8 +19,8 @@
 //! Medians of interleaved repetitions, with the spread.
 
 use clasp_dataplane::routing::Spread;
-use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
-use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
+use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::{AppSpec, apps};
 use serde::Serialize;
 use std::sync::Arc;
@@ -107,17 +107,17 @@ fn run_syn(
     records: u64,
     sample_every: u64,
     rate: Option<f64>,
-) -> Result<WorkerReport, String> {
-    let cfg = WorkerConfig {
+) -> Result<LocalReport, String> {
+    let cfg = LocalConfig {
         segment_name: segment_name(),
         executors,
         spread,
         sample_every,
         max_in_flight: 4096,
-        ..WorkerConfig::default()
+        ..LocalConfig::default()
     };
     let ingress = std::sync::Mutex::new(None);
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
@@ -137,10 +137,12 @@ fn run_syn(
             Ok(())
         },
         || None,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(h) = ingress.lock().unwrap().take() {
         h.join()
-            .map_err(|_| "the ingress thread panicked".to_string())??;
+            .map_err(|_| "the ingress thread panicked".to_string())?
+            .map_err(|e| e.to_string())?;
     }
     if !report.errors.is_empty() {
         return Err(report.errors.join("; "));
@@ -156,7 +158,7 @@ fn run_syn(
 }
 
 /// (CPU ns per local chained request excluding operator execution, records per second).
-fn alpha(r: &WorkerReport) -> (f64, f64) {
+fn alpha(r: &LocalReport) -> (f64, f64) {
     let cpu = r.totals["cpu_ns"] as f64;
     let exec = r.totals["busy_ns"] as f64;
     let chained = r.totals["local_sent"].max(1) as f64;
@@ -170,7 +172,7 @@ fn alpha(r: &WorkerReport) -> (f64, f64) {
 /// a real worker segment's counters.
 fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
     use clasp_dataplane::routing::RoutingTable;
-    use clasp_dataplane::worker::layout::{SegmentSizes, WorkerSegment, scalar};
+    use clasp_dataplane::runtime::layout::{SegmentSizes, WorkerSegment, scalar};
     let ops = spec.operators.len();
     let sizes = SegmentSizes {
         executors: 1,
@@ -179,12 +181,13 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
         max_frame_bytes: 1024,
     };
     let table = RoutingTable::spread(ops, &[0], 1, Spread::Even);
-    let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)?;
+    let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)
+        .map_err(|e| e.to_string())?;
     let m = seg.metrics(0);
     let clock = quanta::Clock::new();
     const N: u64 = 5_000_000;
     let start = std::time::Instant::now();
-    let sample = u64::from(clasp_dataplane::worker::executor::EXEC_TIMING_SAMPLE);
+    let sample = u64::from(clasp_dataplane::runtime::executor::EXEC_TIMING_SAMPLE);
     for i in 0..N {
         let op = (i % ops as u64) as usize;
         m.add(scalar::FRAMES_IN, 1);

@@ -1,4 +1,4 @@
-//! Placement time (DESIGN.md §9: a 10-operator app on 100 workers within 1 ms): CLASP's packing
+//! Placement time (target: a 10-operator app on 100 workers within 1 ms): CLASP's packing
 //! on a synthetic layered DAG, checked feasible before it is timed.
 
 use clasp_controlplane::model::{

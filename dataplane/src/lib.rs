@@ -1,11 +1,14 @@
-//! The worker: executors, key-group routing, the state server, the transport and the metrics
-//! monitor. It moves bytes and runs operators; it decides nothing (that is the control plane).
+//! The data plane: the worker runtime (executors over shared-memory rings and the coordinator
+//! that runs them), key-group routing, the request frame, live migration of state between
+//! executors, the io_uring transport between workers, and the static cluster (driver and
+//! workers). It moves bytes and runs operators; it decides nothing (that is the control plane).
 
 pub mod affinity;
+pub mod clock;
 pub mod cluster;
 pub mod message;
 pub mod migrate;
 pub mod request;
 pub mod routing;
+pub mod runtime;
 pub mod transport;
-pub mod worker;

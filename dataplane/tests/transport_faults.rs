@@ -20,7 +20,6 @@ fn header(kind: Kind, payload: usize, seq: u32) -> Vec<u8> {
         kind,
         payload_bytes: payload as u32,
         sender: RAW_ID,
-        epoch: 0,
         seq,
         data_credit_bytes: 0,
         control_credit_bytes: 0,

@@ -5,9 +5,9 @@
 
 use clasp_dataplane::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use clasp_dataplane::routing::Spread;
-use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
-use clasp_dataplane::worker::layout::{INGRESS_DONE, WorkerSegment};
-use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
+use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::layout::{INGRESS_DONE, WorkerSegment};
+use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::{AppSpec, Comparable, apps, oracle};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,9 +15,9 @@ use std::time::Duration;
 
 const CHILD_ENV: &str = "CLASP_WORKER_TEST_CHILD";
 
-fn config(tag: &str, executors: usize, ring_bytes: usize, spread: Spread) -> WorkerConfig {
+fn config(tag: &str, executors: usize, ring_bytes: usize, spread: Spread) -> LocalConfig {
     static N: AtomicU32 = AtomicU32::new(0);
-    WorkerConfig {
+    LocalConfig {
         segment_name: format!(
             "clasp-wtest-{tag}-{}-{}",
             std::process::id(),
@@ -29,14 +29,14 @@ fn config(tag: &str, executors: usize, ring_bytes: usize, spread: Spread) -> Wor
         max_in_flight: 256,
         interval: Duration::from_millis(20),
         stall_timeout: Duration::from_secs(120),
-        ..WorkerConfig::default()
+        ..LocalConfig::default()
     }
 }
 
 /// Runs `spec` on a worker with the ingress on a thread.
-fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &WorkerConfig) -> WorkerReport {
+fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> LocalReport {
     let ingress = std::sync::Mutex::new(None);
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         cfg,
         |seg| {
@@ -68,13 +68,7 @@ fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &WorkerConfig) -> Work
     report
 }
 
-fn assert_equals_oracle(
-    spec: &AppSpec,
-    records: u64,
-    seed: u64,
-    report: &WorkerReport,
-    what: &str,
-) {
+fn assert_equals_oracle(spec: &AppSpec, records: u64, seed: u64, report: &LocalReport, what: &str) {
     assert!(
         report.errors.is_empty(),
         "{what}: faults {:?}",
@@ -144,7 +138,7 @@ fn garbage_frames_are_counted_and_dropped_and_the_worker_goes_on() {
     let cfg = config("garbage", 1, 1 << 16, Spread::Even);
     let records = 300u64;
     let feeder = std::sync::Mutex::new(None);
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
@@ -216,7 +210,7 @@ fn feed_with_garbage(spec: &AppSpec, seg: &WorkerSegment, records: u64) {
 fn an_idle_worker_parks_instead_of_spinning() {
     let spec = Arc::new(apps::builtin("syn").unwrap());
     let cfg = config("idle", 2, 1 << 16, Spread::Even);
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
@@ -252,7 +246,7 @@ fn a_dead_producer_is_reported_and_the_worker_finishes_what_it_admitted() {
     let cfg = config("dead", 2, 1 << 16, Spread::Even);
     let child = std::sync::Mutex::new(None);
     let segment = std::sync::Mutex::new(None);
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {

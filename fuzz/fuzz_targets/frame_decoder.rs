@@ -7,7 +7,7 @@ use clasp_dataplane::transport::wire::{self, Entries, Kind, NET_HEADER_BYTES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(h) = wire::decode_frame(data, wire::MAX_FRAME_BYTES) {
+    if let Ok(h) = wire::decode_frame(data, wire::FRAME_BYTES_MAX) {
         assert!(h.frame_bytes() <= data.len());
         if h.kind == Kind::Batch {
             for e in Entries::new(&data[NET_HEADER_BYTES..h.frame_bytes()], 0) {

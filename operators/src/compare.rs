@@ -1,4 +1,4 @@
-//! What "equal to the oracle" means (APPS.md), as data: a [`Comparable`] holds exactly what a
+//! What "equal to the oracle" means, as data: a [`Comparable`] holds exactly what a
 //! run must reproduce, and [`Comparable::compare`] says which operator differs and how.
 //!
 //! * processed counts of every operator, always;

@@ -1,7 +1,7 @@
 //! Seeded, deterministic input generators.
 //!
-//! Every app has a generator (APPS.md: the real data sets cannot be downloaded here, so each
-//! generator produces records of the same shape and statistics). The rules that keep a run
+//! Every app has a generator: the real data sets the apps model are not bundled, so each
+//! generator produces records of the same shape and statistics. The rules that keep a run
 //! reproducible on every machine and after every `cargo update`:
 //!
 //! * **Named, pinned RNG.** Draws come from ChaCha8 (`rand_chacha::ChaCha8Rng`, pinned with

@@ -18,8 +18,8 @@ use crate::operator::{InstanceContext, Operator, OperatorInstance, Runtime};
 /// is a far lower, sane bound).
 pub const OPERATORS_MAX: usize = 1024;
 
-/// How a distributed run is compared with the oracle for this operator (APPS.md, "What equal
-/// to the oracle means").
+/// How a distributed run is compared with the oracle for this operator (see
+/// [`crate::compare`] for what "equal to the oracle" means).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Determinism {

@@ -7,8 +7,8 @@ use crate::cmd::apps::load_app;
 use crate::cmd::usage_error;
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
-use clasp_dataplane::worker::ingress::{IngressConfig, run_ingress};
-use clasp_dataplane::worker::{WorkerConfig, WorkerReport, run_worker};
+use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::AppSpec;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -144,7 +144,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             "--max-in-flight, --sample-every and --interval-ms must be positive",
         ));
     }
-    let cfg = WorkerConfig {
+    let cfg = LocalConfig {
         segment_name: format!("clasp-local-{}", std::process::id()),
         executors: args.executors,
         spread: match args.spread {
@@ -156,12 +156,12 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         sample_every: args.sample_every,
         pin: args.pin,
         interval: Duration::from_millis(args.interval_ms),
-        ..WorkerConfig::default()
+        ..LocalConfig::default()
     };
     let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
     let spawn_child = child.clone();
     let watch_child = child.clone();
-    let report = run_worker(
+    let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
@@ -214,7 +214,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_report(spec: &AppSpec, args: &LocalArgs, r: &WorkerReport) -> anyhow::Result<()> {
+fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Result<()> {
     let t = &r.totals;
     let view = crate::cmd::report::RunView {
         spec,

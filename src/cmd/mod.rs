@@ -1,4 +1,7 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
+//! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
+//! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
+//! finished run).
 
 pub mod apps;
 pub mod bench;
@@ -7,8 +10,8 @@ pub mod local;
 pub mod place;
 pub mod report;
 pub mod run;
-pub mod run_out;
 pub mod sim;
+pub mod worker;
 
 /// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2
 /// rather than 1. Wrap them with [`usage_error`].

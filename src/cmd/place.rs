@@ -1,4 +1,4 @@
-//! `clasp place`: one placement decision on a problem file (DESIGN.md §6), for any policy.
+//! `clasp place`: one placement decision on a problem file, for any policy.
 
 use clap::Args;
 use clasp_controlplane::baselines::{PolicyKind, policy};

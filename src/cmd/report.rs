@@ -1,7 +1,7 @@
 //! How a run is printed, shared by `clasp local` and `clasp run --static`: the same keys as
 //! `clasp oracle --json` (so digests compare directly) plus throughput, latency and metrics.
 
-use clasp_dataplane::worker::ledger::LatencySummary;
+use clasp_dataplane::runtime::ledger::LatencySummary;
 use clasp_operators::{AppSpec, Comparable, OperatorSummary};
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! `clasp sim`: the cluster simulator and the paper's experiments (DESIGN.md §8).
+//! `clasp sim`: the cluster simulator and the paper's experiments.
 
 use clap::Args;
 use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};

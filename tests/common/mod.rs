@@ -1,5 +1,6 @@
-//! Helpers shared by the tests that drive the `clasp` binary with worker processes: a bounded
-//! runner, the oracle comparison, and workers started from a cluster file by the test itself.
+//! Helpers shared by every test that drives the `clasp` binary: a bounded runner, the oracle
+//! comparison, and workers started from a cluster file by the test itself. Each test file
+//! declares `mod common;` and uses these instead of its own.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -84,6 +85,17 @@ pub fn clasp(args: &[&str]) -> Output {
     clasp_env(args, &[])
 }
 
+/// Runs clasp, bounded by [`RUN_TIMEOUT`]: its exit code (-1 when killed by a signal), stdout
+/// and stderr as text.
+pub fn clasp_text(args: &[&str]) -> (i32, String, String) {
+    let out = clasp(args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The JSON a successful run printed.
 pub fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -119,6 +131,25 @@ pub fn assert_equals_oracle(app: &str, records: &str, seed: &str, run: &serde_js
         assert_eq!(run[key], oracle[key], "{app}: {key}");
     }
     assert_eq!(run["errors"].as_array().unwrap().len(), 0, "{app}");
+}
+
+/// [`assert_equals_oracle`], plus what a measured run (`clasp local`, `clasp run --static`)
+/// reports: the records it was asked for, a positive throughput and positive latencies.
+pub fn assert_measured_run_equals_oracle(
+    app: &str,
+    records: &str,
+    seed: &str,
+    run: &serde_json::Value,
+) {
+    assert_equals_oracle(app, records, seed, run);
+    assert_eq!(run["records"].as_u64(), records.parse().ok(), "{app}");
+    assert!(run["throughput_per_s"].as_f64().unwrap() > 0.0, "{app}");
+    for p in ["p50", "p95", "p99", "max"] {
+        assert!(
+            run["latency_us"][p].as_f64().unwrap() > 0.0,
+            "{app}: latency {p}"
+        );
+    }
 }
 
 /// Worker processes started by a test, killed when it ends.

@@ -5,7 +5,7 @@
 //! moves), or nothing at all (a static run).
 
 use crate::migrate::Slots;
-use crate::worker::ledger::LatencySummary;
+use crate::runtime::ledger::LatencySummary;
 use clasp_controlplane::migration::Routing;
 use clasp_operators::key::KEY_GROUPS;
 
@@ -79,7 +79,7 @@ pub struct MigrationRecord {
     pub workers_after: usize,
     /// (operator, key group) pairs that changed slot.
     pub key_groups_moved: usize,
-    /// Plan broadcast → every slot's completion (the paper's planner duration).
+    /// Plan broadcast → every slot's completion (the planner's duration of a migration).
     pub planner_ms: f64,
     /// The longest pause of any slot (plan arrival → resume).
     pub worker_pause_ms: f64,

@@ -4,13 +4,14 @@
 //! ledger: it sends each root request over the transport to the worker that owns the root's
 //! key group, applies the ledger deltas the workers send back, and runs the end of the stream.
 //! Each **worker** ([`worker::run_cluster_worker`]) runs E executor threads over its shared-memory
-//! segment, exactly as a single worker does, plus one network thread that owns the worker's
-//! [`Transport`](crate::transport::Transport): it moves remote-bound request frames from the
-//! executors' `net_out` rings into per-destination batches, delivers received frames into the
-//! owning executor's ring, and is the worker's coordinator (it forwards the driver's
-//! end-of-stream and stop messages to the executors and their reports to the driver). A
-//! cluster worker has no local ingress and no local ledger, so a separate coordinator thread
-//! would only add a hop on a machine that has few cores already.
+//! segment under the same [`Coordinator`](crate::runtime::coordinator) as a worker on its own,
+//! plus one network thread that owns the worker's [`Transport`](crate::transport::Transport):
+//! it moves remote-bound request frames from the executors' `net_out` rings into
+//! per-destination batches, delivers received frames into the owning executor's ring, and is
+//! the coordinator's front (it passes the driver's end-of-stream, plan and stop messages to the
+//! coordinator and the executors' reports to the driver). A cluster worker has no local ingress
+//! and no local ledger, so a separate coordinator thread would only add a hop on a machine that
+//! has few cores already.
 //!
 //! # The run
 //! 1. The driver connects to every worker and sends a [`Job`] (the app, the executors per
@@ -48,9 +49,3 @@ pub use crate::message::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummar
 
 /// The driver's peer id. Workers' ids are 1..=`MAX_PEER_ID`.
 pub const DRIVER_ID: PeerId = 0;
-
-/// CLOCK_MONOTONIC in ns (the clock of admission times and the ledger).
-pub(crate) fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}

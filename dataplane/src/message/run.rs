@@ -2,8 +2,8 @@
 //! answer, the periodic counters, the final summary and the ledger deltas.
 
 use crate::routing::Spread;
+use crate::runtime::ledger::Delta;
 use crate::transport::PeerId;
-use crate::worker::ledger::Delta;
 use clasp_operators::OperatorSummary;
 use rkyv::{Archive, Deserialize, Serialize};
 
@@ -157,6 +157,6 @@ impl From<LedgerDelta> for Delta {
 pub const DELTAS_PER_MESSAGE: usize = 2048;
 
 const _: () = assert!(
-    DELTAS_PER_MESSAGE * crate::worker::ledger::DELTA_BYTES + 256
+    DELTAS_PER_MESSAGE * crate::runtime::ledger::DELTA_BYTES + 256
         <= crate::transport::wire::MAX_CONTROL_BODY_BYTES
 );

@@ -2,8 +2,9 @@
 //! cluster secret and bound to the cluster id and both peer ids.
 //!
 //! Why: a stray process (a port scanner, a worker of another cluster, a mistyped address)
-//! must not be able to inject requests. The data path stays plaintext (DESIGN.md §4); what is
-//! authenticated is who opened the connection. Both sides prove knowledge of the secret, so a
+//! must not be able to inject requests. The data path stays plaintext (workers run inside one
+//! trusted network; encryption would cost every request a copy); what is authenticated is who
+//! opened the connection. Both sides prove knowledge of the secret, so a
 //! worker also never sends requests to an impostor listening on a peer's address.
 //!
 //! ```text

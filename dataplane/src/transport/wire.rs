@@ -13,7 +13,7 @@
 //!              6    2  reserved              zero
 //!              8    4  payload_bytes         bytes after the header, multiple of 16
 //!             12    4  sender                the sending worker's id
-//!             16    4  epoch                 the sender's routing epoch
+//!             16    4  reserved              zero (the request header carries the epoch)
 //!             20    4  seq                   frame number on this connection, from 0, +1 each
 //!             24    4  data_credit_bytes     data credit granted back (credit frames)
 //!             28    4  control_credit_bytes  control credit granted back (credit frames)
@@ -56,7 +56,7 @@ pub const ENTRY_HEADER_BYTES: usize = 16;
 /// Alignment of frames, entries and payloads.
 pub const WIRE_ALIGN: usize = 16;
 /// Hard upper bound on any frame (header + payload); settings may only lower it.
-pub const MAX_FRAME_BYTES: usize = 1 << 20;
+pub const FRAME_BYTES_MAX: usize = 1 << 20;
 /// Bytes of the prefix before a control archive.
 pub const CONTROL_PREFIX_BYTES: usize = 16;
 /// Longest control body (the bytes the worker passes to `send_control`).
@@ -66,11 +66,11 @@ pub const MIN_REQUEST_FRAME_BYTES: usize = REQUEST_HEADER_BYTES;
 
 const _: () = assert!(WIRE_ALIGN == FRAME_ALIGN);
 const _: () = assert!(NET_HEADER_BYTES % WIRE_ALIGN == 0);
-const _: () = assert!(MAX_FRAME_BYTES % WIRE_ALIGN == 0);
-const _: () = assert!(MAX_FRAME_BYTES <= u32::MAX as usize);
+const _: () = assert!(FRAME_BYTES_MAX % WIRE_ALIGN == 0);
+const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
 // A control message with its archive overhead fits in one frame.
 const _: () = assert!(
-    NET_HEADER_BYTES + CONTROL_PREFIX_BYTES + MAX_CONTROL_BODY_BYTES + 256 <= MAX_FRAME_BYTES
+    NET_HEADER_BYTES + CONTROL_PREFIX_BYTES + MAX_CONTROL_BODY_BYTES + 256 <= FRAME_BYTES_MAX
 );
 
 /// What a frame carries. This is the transport's framing, not a message vocabulary: the
@@ -96,8 +96,6 @@ pub struct NetHeader {
     pub payload_bytes: u32,
     /// Sender's worker id.
     pub sender: u32,
-    /// Sender's routing epoch.
-    pub epoch: u32,
     /// Frame number on this connection.
     pub seq: u32,
     /// Data credit granted (credit frames; zero otherwise).
@@ -224,7 +222,7 @@ impl NetHeader {
         h[6..8].fill(0);
         h[8..12].copy_from_slice(&self.payload_bytes.to_le_bytes());
         h[12..16].copy_from_slice(&self.sender.to_le_bytes());
-        h[16..20].copy_from_slice(&self.epoch.to_le_bytes());
+        h[16..20].fill(0);
         h[20..24].copy_from_slice(&self.seq.to_le_bytes());
         h[24..28].copy_from_slice(&self.data_credit_bytes.to_le_bytes());
         h[28..32].copy_from_slice(&self.control_credit_bytes.to_le_bytes());
@@ -248,7 +246,7 @@ impl NetHeader {
             return Err(WireError::Version(bytes[4]));
         }
         let kind = Kind::from_u8(bytes[5])?;
-        if bytes[6] != 0 || bytes[7] != 0 {
+        if bytes[6] != 0 || bytes[7] != 0 || u32_at(bytes, 16) != 0 {
             return Err(WireError::Reserved);
         }
         let payload = u32_at(bytes, 8) as usize;
@@ -256,7 +254,7 @@ impl NetHeader {
             return Err(WireError::Misaligned(payload));
         }
         let frame_bytes = NET_HEADER_BYTES + payload;
-        let limit_bytes = limit_bytes.min(MAX_FRAME_BYTES);
+        let limit_bytes = limit_bytes.min(FRAME_BYTES_MAX);
         if frame_bytes > limit_bytes {
             return Err(WireError::Oversized {
                 frame_bytes,
@@ -278,7 +276,6 @@ impl NetHeader {
             kind,
             payload_bytes: payload as u32,
             sender: u32_at(bytes, 12),
-            epoch: u32_at(bytes, 16),
             seq: u32_at(bytes, 20),
             data_credit_bytes: u32_at(bytes, 24),
             control_credit_bytes: u32_at(bytes, 28),
@@ -410,7 +407,6 @@ pub struct ControlMessage {
 /// Encodes a control frame (header with `seq` 0; the sender stamps it) into `out`.
 pub fn encode_control(
     sender: u32,
-    epoch: u32,
     kind: u16,
     body: &[u8],
     out: &mut Vec<u8>,
@@ -434,7 +430,6 @@ pub fn encode_control(
         kind: Kind::Control,
         payload_bytes: payload as u32,
         sender,
-        epoch,
         seq: 0,
         data_credit_bytes: 0,
         control_credit_bytes: 0,
@@ -487,17 +482,23 @@ pub fn decode_control<'s>(
 }
 
 /// Writes a credit frame (header only) into `out[..NET_HEADER_BYTES]`.
-pub fn write_credit(out: &mut [u8], sender: u32, epoch: u32, seq: u32, data: u32, control: u32) {
+pub fn write_credit(out: &mut [u8], sender: u32, seq: u32, data: u32, control: u32) {
     NetHeader {
         kind: Kind::Credit,
         payload_bytes: 0,
         sender,
-        epoch,
         seq,
         data_credit_bytes: data,
         control_credit_bytes: control,
     }
     .write(out);
+}
+
+/// Stamps `seq` into the header of the frame that starts `frame` (control frames are encoded
+/// before their sequence number is known).
+#[inline]
+pub(crate) fn stamp_seq(frame: &mut [u8], seq: u32) {
+    frame[20..24].copy_from_slice(&seq.to_le_bytes());
 }
 
 /// Decodes one whole frame (header and payload) the way the transport does, for tests and
@@ -552,7 +553,6 @@ mod tests {
             kind: Kind::Batch,
             payload_bytes: payload,
             sender: 7,
-            epoch: 1,
             seq: 0,
             data_credit_bytes: 0,
             control_credit_bytes: 0,
@@ -567,7 +567,7 @@ mod tests {
             .map(|i| request(i, &vec![i as u8; i as usize * 7]))
             .collect();
         let f = batch_frame(&frames);
-        let h = decode_frame(&f, MAX_FRAME_BYTES).unwrap();
+        let h = decode_frame(&f, FRAME_BYTES_MAX).unwrap();
         assert_eq!((h.kind, h.sender), (Kind::Batch, 7));
         let got: Vec<_> = Entries::new(&f[NET_HEADER_BYTES..], 0).collect();
         assert_eq!(got.len(), 5);
@@ -579,8 +579,8 @@ mod tests {
     #[test]
     fn a_control_message_round_trips() {
         let mut out = Vec::new();
-        encode_control(3, 9, 42, b"state bytes", &mut out).unwrap();
-        let h = decode_frame(&out, MAX_FRAME_BYTES).unwrap();
+        encode_control(3, 42, b"state bytes", &mut out).unwrap();
+        let h = decode_frame(&out, FRAME_BYTES_MAX).unwrap();
         assert_eq!(h.kind, Kind::Control);
         let mut scratch = rkyv::util::AlignedVec::new();
         let (kind, body) = decode_control(&out[NET_HEADER_BYTES..], &mut scratch).unwrap();
@@ -593,50 +593,53 @@ mod tests {
         let mut f = good.clone();
         f[0] ^= 1;
         assert!(matches!(
-            decode_frame(&f, MAX_FRAME_BYTES),
+            decode_frame(&f, FRAME_BYTES_MAX),
             Err(WireError::Magic(_))
         ));
         let mut f = good.clone();
         f[4] = 9;
         assert_eq!(
-            decode_frame(&f, MAX_FRAME_BYTES),
+            decode_frame(&f, FRAME_BYTES_MAX),
             Err(WireError::Version(9))
         );
         let mut f = good.clone();
+        f[16] = 1; // the reserved word where an epoch once was
+        assert_eq!(decode_frame(&f, FRAME_BYTES_MAX), Err(WireError::Reserved));
+        let mut f = good.clone();
         f[5] = 77;
-        assert_eq!(decode_frame(&f, MAX_FRAME_BYTES), Err(WireError::Kind(77)));
+        assert_eq!(decode_frame(&f, FRAME_BYTES_MAX), Err(WireError::Kind(77)));
         assert!(matches!(
             decode_frame(&good, 64),
             Err(WireError::Oversized { .. })
         ));
         assert!(matches!(
-            decode_frame(&good[..good.len() - 16], MAX_FRAME_BYTES),
+            decode_frame(&good[..good.len() - 16], FRAME_BYTES_MAX),
             Err(WireError::Truncated { .. })
         ));
         let mut f = good.clone();
         f[NET_HEADER_BYTES..NET_HEADER_BYTES + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(
-            decode_frame(&f, MAX_FRAME_BYTES),
+            decode_frame(&f, FRAME_BYTES_MAX),
             Err(WireError::EntryBounds { .. })
         ));
         let mut f = good.clone();
         // The request's flags: an unknown bit.
         f[NET_HEADER_BYTES + ENTRY_HEADER_BYTES + 6] = 0x80;
         assert!(matches!(
-            decode_frame(&f, MAX_FRAME_BYTES),
+            decode_frame(&f, FRAME_BYTES_MAX),
             Err(WireError::Request { .. })
         ));
         let mut f = good.clone();
         f[8] = 3;
         assert!(matches!(
-            decode_frame(&f, MAX_FRAME_BYTES),
+            decode_frame(&f, FRAME_BYTES_MAX),
             Err(WireError::Misaligned(_))
         ));
         let mut ctl = Vec::new();
-        encode_control(3, 9, 42, b"state", &mut ctl).unwrap();
+        encode_control(3, 42, b"state", &mut ctl).unwrap();
         let last = ctl.len() - 20;
         ctl[last] ^= 0xFF;
-        assert!(decode_frame(&ctl, MAX_FRAME_BYTES).is_err());
+        assert!(decode_frame(&ctl, FRAME_BYTES_MAX).is_err());
     }
 
     #[test]
@@ -661,7 +664,7 @@ mod tests {
     proptest! {
         #[test]
         fn random_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
-            let _ = decode_frame(&bytes, MAX_FRAME_BYTES);
+            let _ = decode_frame(&bytes, FRAME_BYTES_MAX);
         }
 
         #[test]
@@ -688,10 +691,10 @@ mod tests {
             f.extend_from_slice(&body);
             f.extend_from_slice(&noise[..pad16(noise.len()) - 16.min(pad16(noise.len()))]);
             let payload = (f.len() - NET_HEADER_BYTES) as u32;
-            NetHeader { kind: Kind::Batch, payload_bytes: payload, sender: 1, epoch: 0, seq: 0,
+            NetHeader { kind: Kind::Batch, payload_bytes: payload, sender: 1, seq: 0,
                 data_credit_bytes: 0, control_credit_bytes: 0 }.write(&mut f);
             f[5] = kind;
-            let _ = decode_frame(&f, MAX_FRAME_BYTES);
+            let _ = decode_frame(&f, FRAME_BYTES_MAX);
         }
 
         #[test]
@@ -702,7 +705,7 @@ mod tests {
                 let i = at % f.len();
                 f[i] ^= x;
             }
-            if decode_frame(&f, MAX_FRAME_BYTES).is_ok() {
+            if decode_frame(&f, FRAME_BYTES_MAX).is_ok() {
                 for e in Entries::new(&f[NET_HEADER_BYTES..], 0) {
                     prop_assert!(Request::parse(e).is_ok());
                 }

@@ -1,4 +1,4 @@
-//! The seven benchmark apps of APPS.md, one module each: its operator kinds, its app
+//! The seven benchmark apps (WC, SD, AA, PL, NWM, ETL, SYN), one module each: its operator kinds, its app
 //! definition and its generator.
 
 pub mod aa;
@@ -12,7 +12,7 @@ pub mod wc;
 
 use crate::spec::{AppDef, AppSpec, OperatorDef, Registry};
 
-/// Names of the built-in apps, in APPS.md order.
+/// Names of the built-in apps, in their canonical order.
 pub fn builtin_names() -> &'static [&'static str] {
     &["wc", "sd", "aa", "pl", "nwm", "etl", "syn"]
 }

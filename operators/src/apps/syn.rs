@@ -1,4 +1,4 @@
-//! SYN — the synthetic pipeline: ten identical no-op stages in a line (paper §2.2), used to
+//! SYN — the synthetic pipeline: ten identical no-op stages in a line, used to
 //! expose dispatch cost without execution cost or imbalance.
 
 use crate::generate::{Generator, RecordRng, chacha_key};

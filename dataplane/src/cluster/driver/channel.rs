@@ -4,12 +4,12 @@
 
 use super::barrier::Ack;
 use super::{Driver, DriverError};
-use crate::cluster::now_ns;
+use crate::clock::monotonic_ns as now_ns;
 use crate::message::{
     ArchivedLedgerDelta, ArchivedMessage, CONTROL_KIND, Decoder, Message, MessageError, encode,
 };
+use crate::runtime::ledger::{Delta, Ledger};
 use crate::transport::{Delivered, Event, Inbound, PeerId};
-use crate::worker::ledger::{Delta, Ledger};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

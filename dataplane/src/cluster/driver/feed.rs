@@ -3,8 +3,9 @@
 //! that owns their key group, at most `max_in_flight` tracked roots open at a time.
 
 use super::{DRIVER_PARK, Driver, DriverError};
+use crate::clock::monotonic_ns as now_ns;
+use crate::cluster::DRIVER_ID;
 use crate::cluster::control::Controller;
-use crate::cluster::{DRIVER_ID, now_ns};
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
 use clasp_controlplane::protocol::planner::PlannerAction;
 use clasp_operators::AppSpec;

@@ -3,8 +3,8 @@
 //! table) and carrying out what the protocol's planner asks until the move completes.
 
 use super::{Driver, DriverError};
+use crate::clock::monotonic_ns as now_ns;
 use crate::cluster::control::{Controller, MigrationRecord, Move, active_workers};
-use crate::cluster::now_ns;
 use crate::message::{Message, Plans, encode};
 use crate::migrate::control_frame;
 use crate::request::INGRESS_SLOT;

@@ -1,5 +1,7 @@
 //! A cluster worker: the executors of one worker segment plus the network thread (the calling
-//! thread), which owns the transport and coordinates the executors for the driver.
+//! thread), which owns the transport and is the front of the worker's
+//! [`Coordinator`](crate::runtime::coordinator) for the driver: the same coordinator as a worker
+//! on its own, with input from the driver and reports forwarded to it.
 //!
 //! The network thread's turn: move frames from the executors' `net_out` rings into the
 //! destination workers' batches (peeked and released only once the transport took them, so a
@@ -8,30 +10,28 @@
 //! faults), then one `Transport::poll`, which delivers received frames into the owning
 //! executor's ring (`ingress(e)` for roots from the driver, `net_in(e)` for chained requests
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
-//! there is nothing to do. Executors wake it through the transport's eventfd ([`NetLink`]).
+//! there is nothing to do. Executors wake it through the transport's eventfd
+//! ([`NetLink`](crate::runtime::executor::NetLink)).
 
+mod start;
 mod summary;
 
+use start::start_executors;
 use summary::{counters, finish};
 
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
 use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
 use crate::migrate::Slots;
 use crate::request::RequestHeader;
-use crate::routing::RoutingTable;
+use crate::runtime::coordinator::Coordinator;
+use crate::runtime::layout::{WorkerSegment, scalar};
+use crate::runtime::messages::{Command, Report};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
-use crate::worker::executor::{Executor, ExecutorResult, NetLink, Placement};
-use crate::worker::layout::{SegmentSizes, WorkerSegment, scalar};
-use crate::worker::ledger::{DELTA_BYTES, Delta};
-use crate::worker::{
-    ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_MIGRATED,
-    REPORT_PRODUCER_DIED, REPORT_PROGRESS, pin_thread, quiescent, send,
-};
 use clasp_controlplane::protocol::Assignment;
 use clasp_operators::AppSpec;
-use clasp_shmring::{Consumer, FanIn, Producer, ShmRing, WaitPolicy};
+use clasp_shmring::{Consumer, Producer, ShmRing};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,11 +205,9 @@ impl Inbound for Receiver {
 /// The executors and the segment of a running job.
 struct Running {
     spec: Arc<AppSpec>,
-    seg: WorkerSegment,
+    /// The executors, their segment and their reports.
+    coordinator: Coordinator,
     executors: usize,
-    handles: Vec<std::thread::JoinHandle<(ExecutorResult, Option<String>)>>,
-    controls: Vec<Producer<ShmRing>>,
-    reports: FanIn<ShmRing>,
     net_out: Vec<Consumer<ShmRing>>,
     slots: Slots,
     /// This worker's index in the job's worker list.
@@ -218,8 +216,12 @@ struct Running {
     plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
     parked: Arc<AtomicBool>,
     interval: Option<Duration>,
-    eos_done: Vec<usize>,
-    eos_acked: Vec<bool>,
+}
+
+impl Running {
+    fn seg(&self) -> &WorkerSegment {
+        self.coordinator.segment()
+    }
 }
 
 /// The network thread's state.
@@ -279,14 +281,8 @@ impl Node {
         if let Some(r) = run {
             r.parked.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
-            let pending = r.net_out.iter().any(|c| c.pending_bytes() > 0)
-                || (0..r.executors).any(|e| {
-                    r.seg
-                        .segment
-                        .queued_bytes(r.seg.index.report(e))
-                        .unwrap_or(0)
-                        > 0
-                });
+            let pending =
+                r.net_out.iter().any(|c| c.pending_bytes() > 0) || r.coordinator.reports_pending();
             if pending {
                 timeout = Duration::ZERO;
             }
@@ -362,36 +358,16 @@ impl Node {
         }
         let mut faults = Vec::new();
         let deltas = &mut self.deltas;
-        let eos_done = &mut run.eos_done;
         let mut migration = Vec::new();
-        let n = run.reports.poll(REPORT_FRAMES_PER_TURN, |e, f| {
-            let k = f
-                .get(..8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-            let body = f.get(8..).unwrap_or(&[]);
-            match k {
-                REPORT_DELTAS => {
-                    deltas.extend(body.chunks_exact(DELTA_BYTES).map(|c| {
-                        let mut d = [0u8; DELTA_BYTES];
-                        d.copy_from_slice(c);
-                        LedgerDelta::from(Delta::read(&d))
-                    }));
-                }
-                REPORT_EOS_DONE => {
-                    let op = body.get(..8).map_or(u64::MAX, |b| {
-                        u64::from_le_bytes(b.try_into().unwrap_or([0xFF; 8]))
-                    });
-                    if let Some(c) = eos_done.get_mut(op as usize) {
-                        *c += 1;
-                    }
-                }
-                REPORT_PRODUCER_DIED => {}
+        let n = run
+            .coordinator
+            .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
+                Report::Deltas(batch) => deltas.extend(batch.iter().map(LedgerDelta::from)),
+                Report::Flushed { .. } | Report::ProducerDied { .. } => {}
                 // Already a message (the executor encoded it): forwarded as it is.
-                REPORT_MIGRATED | REPORT_PROGRESS => migration.push(body.to_vec()),
-                REPORT_ERROR => faults.push(String::from_utf8_lossy(body).into_owned()),
-                other => faults.push(format!("executor {e} sent an unknown report kind {other}")),
-            }
-        });
+                Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
+                Report::Error(e) => faults.push(e.into_owned()),
+            });
         let n = match n {
             Ok(n) => n,
             Err(e) => {
@@ -410,19 +386,14 @@ impl Node {
         for f in faults {
             self.fault(f);
         }
-        for op in 0..run.eos_done.len() {
-            if !run.eos_acked[op] && run.eos_done[op] >= run.executors {
-                run.eos_acked[op] = true;
-                self.push(&Message::EosAck {
-                    operator: op as u16,
-                });
-            }
+        for op in run.coordinator.take_flushed() {
+            self.push(&Message::EosAck { operator: op });
         }
         n > 0
     }
 
     fn status(&self, round: u64, run: &Running) -> Status {
-        let idle = !self.rx.held && !self.blocked && quiescent(&run.seg);
+        let idle = !self.rx.held && !self.blocked && run.coordinator.quiescent();
         let n = self.sent.len().max(self.rx.received.len());
         let counts = (0..n)
             .map(|p| {
@@ -551,7 +522,7 @@ pub fn run_cluster_worker(
         } else {
             AppSpec::from_toml_str(&job.app_toml).map_err(|e| format!("the job's app: {e}"))?
         };
-        start_executors(cfg, &job, Arc::new(spec), &node.t)
+        start_executors(cfg, &job, Arc::new(spec), &node.t).map_err(|e| e.to_string())
     })();
     let mut run = match setup {
         Ok(r) => r,
@@ -571,161 +542,36 @@ pub fn run_cluster_worker(
         base: run.slots.slot(run.index, 0),
         driver: job.driver,
         ingress: (0..run.executors)
-            .map(|e| run.seg.segment.producer(run.seg.index.ingress(e)))
+            .map(|e| run.seg().segment.producer(run.seg().index.ingress(e)))
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?,
         net_in: (0..run.executors)
-            .map(|e| run.seg.segment.producer(run.seg.index.net_in(e)))
+            .map(|e| run.seg().segment.producer(run.seg().index.net_in(e)))
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?,
         dirty_ingress: vec![false; run.executors],
         dirty_net_in: vec![false; run.executors],
     });
     let result = serve(cfg, &mut node, &mut run);
-    // Stop the executors whatever happened (idempotent).
-    send(&mut run.controls, ControlMsg::Stop);
-    let mut results = Vec::new();
-    for (e, h) in std::mem::take(&mut run.handles).into_iter().enumerate() {
-        match h.join() {
-            Ok((r, pin)) => {
-                if let Some(p) = pin {
-                    node.errors
-                        .push(format!("executor {e}: {p} (ran unpinned)"));
-                }
-                results.push(r)
-            }
-            Err(_) => node.errors.push(format!("executor {e} panicked")),
-        }
-    }
+    // Stop the executors whatever happened.
+    let stopped = run.coordinator.stop();
+    node.errors.extend(stopped.unpinned);
+    node.errors.extend(
+        stopped
+            .panicked
+            .iter()
+            .map(|e| format!("executor {e} panicked")),
+    );
     match result {
         Err(e) => Err(e),
         Ok(()) => {
-            finish(&mut node, &run, results)?;
+            finish(&mut node, &run, stopped.results)?;
             Ok(WorkerExit {
                 app: run.spec.name.clone(),
                 errors: node.errors,
             })
         }
     }
-}
-
-fn start_executors(
-    cfg: &ClusterWorkerConfig,
-    job: &Job,
-    spec: Arc<AppSpec>,
-    t: &Transport,
-) -> Result<Running, String> {
-    let ops = spec.operators.len();
-    let executors = job.executors as usize;
-    if executors == 0 || executors > crate::worker::layout::MAX_EXECUTORS {
-        return Err(format!("{executors} executors per worker"));
-    }
-    let ring_bytes = job.ring_bytes as usize;
-    if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
-        return Err(format!("ring of {ring_bytes} bytes"));
-    }
-    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread.into());
-    let slots = Slots {
-        workers: job.workers.clone(),
-        executors,
-    };
-    let index = job
-        .workers
-        .iter()
-        .position(|&w| w == cfg.id)
-        .ok_or_else(|| format!("worker {} is not in the job", cfg.id))?;
-    slots.check_count()?;
-    let l = &cfg.limits;
-    let place = Placement {
-        routing: Arc::new(slots.routing_of(&table)?),
-        slots: slots.clone(),
-        index,
-        // What one batch carries (the peers of one cluster share these limits), less the
-        // batch's and the entry's headers and the entry's alignment.
-        remote_frame_bytes_max: l
-            .batch_bytes_max
-            .min(l.data_credit_bytes as usize)
-            .min(l.frame_bytes_max)
-            .saturating_sub(
-                crate::transport::wire::NET_HEADER_BYTES
-                    + crate::transport::wire::ENTRY_HEADER_BYTES
-                    + crate::transport::wire::WIRE_ALIGN,
-            ),
-    };
-    let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
-        (0..executors).map(|_| Default::default()).collect();
-    let sizes = SegmentSizes {
-        executors,
-        operators: ops,
-        ring_bytes,
-        max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
-    };
-    // Unique per process and per run (tests run several clusters in one process).
-    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let name = format!(
-        "clasp-cw-{:x}-{}-{}-{}",
-        cfg.cluster_id,
-        cfg.id,
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::Relaxed)
-    );
-    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)?;
-    let idx = seg.index;
-    let controls = (0..executors)
-        .map(|e| seg.segment.producer(idx.control(e)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let reports = FanIn::new(
-        (0..executors)
-            .map(|e| seg.segment.consumer(idx.report(e)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let net_out = (0..executors)
-        .map(|e| seg.segment.consumer(idx.net_out(e)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let parked = Arc::new(AtomicBool::new(false));
-    // Every worker of the cluster may share this machine: spin only if every thread of every
-    // worker has a core.
-    let policy = WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut handles = Vec::new();
-    for (e, mailbox) in plans.iter().enumerate() {
-        let link = NetLink {
-            parked: parked.clone(),
-            waker: t.waker(),
-            plans: mailbox.clone(),
-        };
-        let exec = Executor::new(e, cfg.id, &spec, &place, &seg, policy, Some(link))?;
-        let pin = job.pin && executors < cores;
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("clasp-exec-{e}"))
-                .spawn(move || {
-                    let pinned = if pin { pin_thread(e + 1).err() } else { None };
-                    (exec.run(), pinned)
-                })
-                .map_err(|err| format!("spawn executor {e}: {err}"))?,
-        );
-    }
-    Ok(Running {
-        spec,
-        seg,
-        executors,
-        handles,
-        controls,
-        reports,
-        net_out,
-        slots,
-        index,
-        plans,
-        parked,
-        interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
-        eos_done: vec![0; ops],
-        eos_acked: vec![false; ops],
-    })
 }
 
 /// The run: until the driver says `FINISH`.
@@ -812,10 +658,8 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
 /// Handles one message from the driver. Returns whether it said `Finish`.
 fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, String> {
     match msg {
-        Message::Eos { operator: op } if (op as usize) < run.eos_done.len() => {
-            run.eos_done[op as usize] = 0;
-            run.eos_acked[op as usize] = false;
-            send(&mut run.controls, ControlMsg::EndOfStream { operator: op });
+        Message::Eos { operator: op } if (op as usize) < run.spec.operators.len() => {
+            run.coordinator.end_of_stream(op);
         }
         Message::Eos { operator } => node.fault(format!(
             "end of stream for operator {operator}, which the app lacks"
@@ -861,7 +705,7 @@ fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(usize, Assignme
                 continue;
             }
         }
-        send(std::slice::from_mut(&mut run.controls[e]), ControlMsg::Plan);
+        run.coordinator.command(e, Command::Plan);
     }
 }
 

@@ -2,13 +2,16 @@
 //! planner's metrics) and its summary at the end of the run.
 
 use super::*;
+use crate::runtime::executor::ExecutorResult;
+use crate::runtime::results::{TOTALS, counter_totals, merge};
+use std::collections::BTreeMap;
 
 /// The worker's cumulative counters now.
 pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
     let ops = run.spec.operators.len();
     let mut c = Counters {
         worker: id,
-        t_ns: crate::cluster::now_ns(),
+        t_ns: crate::clock::monotonic_ns(),
         processed: vec![0; ops],
         exec_ns: vec![0; ops],
         edges_local: vec![0; ops * ops],
@@ -16,7 +19,7 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
         ..Counters::default()
     };
     for e in 0..run.executors {
-        let m = run.seg.metrics(e);
+        let m = run.seg().metrics(e);
         for op in 0..ops {
             c.processed[op] += m.get(m.processed(op));
             c.exec_ns[op] += m.get(m.exec_ns(op));
@@ -34,14 +37,14 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
         .filter(|&(_, &n)| n > 0)
         .map(|(p, &n)| (p as PeerId, n))
         .collect();
-    let idx = run.seg.index;
+    let idx = run.seg().index;
     c.queued_bytes = (0..idx.executors)
         .flat_map(|b| {
             [idx.ingress(b), idx.net_in(b)]
                 .into_iter()
                 .chain((0..idx.executors).map(move |a| idx.exec(a, b)))
         })
-        .filter_map(|r| run.seg.segment.queued_bytes(r).ok())
+        .filter_map(|r| run.seg().segment.queued_bytes(r).ok())
         .sum();
     c
 }
@@ -52,14 +55,14 @@ pub(super) fn finish(
     run: &Running,
     results: Vec<ExecutorResult>,
 ) -> Result<(), String> {
-    let ops = run.spec.operators.len();
     // The per-operator metrics are the last counters.
     let c = counters(node.id, run, &node.sent);
+    let merged = merge(run.spec.operators.len(), results);
     let mut s = WorkerSummary {
         worker: node.id,
-        summaries: vec![Default::default(); ops],
-        state_keys: vec![0; ops],
-        malformed: vec![Vec::new(); ops],
+        summaries: merged.summaries,
+        state_keys: merged.state_keys.iter().map(|&n| n as u64).collect(),
+        malformed: merged.malformed,
         processed: c.processed,
         exec_ns: c.exec_ns,
         edges_local: c.edges_local,
@@ -67,42 +70,17 @@ pub(super) fn finish(
         totals: Vec::new(),
         errors: node.errors.clone(),
     };
-    let mut malformed: Vec<std::collections::BTreeMap<String, u64>> = vec![Default::default(); ops];
-    for r in &results {
-        for (op, m) in malformed.iter_mut().enumerate() {
-            s.summaries[op].combine(&r.summaries[op]);
-            s.state_keys[op] += r.state_keys[op] as u64;
-            for (reason, n) in &r.malformed[op] {
-                *m.entry((*reason).to_owned()).or_default() += n;
-            }
-        }
-    }
-    s.malformed = malformed
+    let mut totals: BTreeMap<String, u64> = counter_totals(run.seg(), &TOTALS)
         .into_iter()
-        .map(|m| m.into_iter().collect())
+        .chain(counter_totals(
+            run.seg(),
+            &[("remote_sent", scalar::REMOTE_SENT)],
+        ))
+        .map(|(name, n)| (name.to_owned(), n))
         .collect();
-    let names = [
-        ("parks", scalar::PARKS),
-        ("wakeups", scalar::WAKEUPS),
-        ("frames_in", scalar::FRAMES_IN),
-        ("local_sent", scalar::LOCAL_SENT),
-        ("remote_sent", scalar::REMOTE_SENT),
-        ("overflowed", scalar::OVERFLOWED),
-        ("bad_frames", scalar::BAD_FRAMES),
-        ("outputs", scalar::OUTPUTS),
-        ("busy_ns", scalar::BUSY_NS),
-        ("cpu_ns", scalar::CPU_NS),
-        ("timing_outliers", scalar::TIMING_OUTLIERS),
-    ];
-    let mut totals: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut mask = 0u64;
-    for e in 0..run.executors {
-        let m = run.seg.metrics(e);
-        for (name, slot) in names {
-            *totals.entry(name.into()).or_default() += m.get(slot);
-        }
-        mask |= m.get(scalar::REMOTE_DESTINATIONS);
-    }
+    let mask = (0..run.executors).fold(0u64, |mask, e| {
+        mask | run.seg().metrics(e).get(scalar::REMOTE_DESTINATIONS)
+    });
     totals.insert("remote_destinations".into(), u64::from(mask.count_ones()));
     let tc = node.t.counters();
     totals.insert("net_enters".into(), tc.enters);

@@ -15,13 +15,15 @@
 //!
 //! In a cluster, an emission whose key group another worker owns is written the same way into
 //! `net_out(e)`, the ring to the worker's network thread (which finds the destination from the
-//! frame's header and appends it to that worker's batch), with its own overflow queue; requests
-//! from other workers arrive on `net_in(e)`, which is served like the other executors' rings
-//! (never gated: refusing it could block a peer that waits for us).
+//! frame's header and appends it to that worker's batch): every ring written is a lane of one
+//! `Outbound` (its `outbound` module), with its own overflow queue. Requests from other
+//! workers arrive on `net_in(e)`, which is served like the other executors' rings (never
+//! gated: refusing it could block a peer that waits for us).
 
-use super::layout::{MetricsView, WorkerSegment, scalar};
-use super::ledger::{DELTA_BYTES, Delta};
-use super::{ControlMsg, REPORT_DELTAS, REPORT_EOS_DONE, REPORT_ERROR, REPORT_PRODUCER_DIED};
+use super::RuntimeError;
+use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
+use super::ledger::Delta;
+use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
 use crate::migrate::{Slots, flatten};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
 use clasp_controlplane::migration::Routing;
@@ -29,19 +31,23 @@ use clasp_controlplane::protocol::Assignment;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
 use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
+use outbound::{Lane, Outbound, Sent};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod migrating;
+mod outbound;
 
-/// Longest error message an executor reports (the report rings hold 64 KiB).
+/// Longest error message an executor reports (a frame must fit its report ring).
 const ERROR_REPORT_BYTES_MAX: usize = 4096;
 /// Frames read from one ring before the executor looks at the others.
 const BATCH_FRAMES: usize = 32;
-/// Ledger deltas per report frame (the report rings hold 64 KiB).
+/// Ledger deltas per report frame (a frame must fit its report ring).
 const DELTAS_PER_REPORT: usize = 1024;
+const _: () = assert!(deltas_frame_bytes(DELTAS_PER_REPORT) <= MESSAGE_FRAME_BYTES_MAX);
+const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 /// Execution time is measured on 1 request in this many and scaled up: two clock reads per
 /// request cost about as much as dispatching it (`clasp bench dispatch --local` reports the
 /// metrics' cost), and the capacity model needs the mean τ̄, which sampling estimates without
@@ -56,10 +62,20 @@ const MIN_STATE_PART_BYTES: usize = 256;
 /// How long an executor with pending overflow sleeps before retrying.
 const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
 
-/// Input order of an executor's fan-in.
+/// Input order of an executor's fan-in: commands, the ingress, each executor of the worker
+/// ([`input_exec`]), then the network thread ([`input_net_in`]).
 const INPUT_CONTROL: usize = 0;
 const INPUT_INGRESS: usize = 1;
-const INPUT_EXEC0: usize = 2;
+
+/// The fan-in input of the ring from executor `a`.
+const fn input_exec(a: usize) -> usize {
+    2 + a
+}
+
+/// The fan-in input of the ring from the network thread, after the executors' rings.
+const fn input_net_in(executors: usize) -> usize {
+    input_exec(executors)
+}
 
 /// How an executor reaches its worker's network thread (cluster mode only): the network thread
 /// parks in io_uring, not on its doorbell, so after publishing to `net_out` or a report the
@@ -70,7 +86,7 @@ pub struct NetLink {
     pub parked: Arc<AtomicBool>,
     /// Ends the network thread's park.
     pub waker: crate::transport::Waker,
-    /// Migration plans for this executor (announced by [`ControlMsg::Plan`]).
+    /// Migration plans for this executor (announced by `Command::Plan`).
     pub plans: Arc<Mutex<VecDeque<Assignment>>>,
 }
 
@@ -98,9 +114,10 @@ pub struct ExecutorResult {
     pub instances: Vec<Box<dyn OperatorInstance>>,
 }
 
-/// Where an executor sits in the cluster and the table it starts with.
+/// Where an executor sits in the cluster (the slots of every worker, and this worker's place
+/// among them) and the table it starts with.
 #[derive(Clone, Debug)]
-pub struct Placement {
+pub struct Seat {
     /// The cluster's slots.
     pub slots: Slots,
     /// This worker's index in `slots.workers`.
@@ -119,32 +136,29 @@ pub(crate) struct Engine {
     table: Vec<u16>,
     /// Epoch of `table`.
     epoch: u64,
-    /// This executor's slot, and the first slot of its worker.
+    /// This executor's slot.
     my_slot: u16,
-    slot_base: usize,
     /// The migration protocol and its queues.
     mig: migrating::Migration,
     /// Bytes of state per control frame (fits the rings and the transport's batches).
     state_part_bytes: usize,
     instances: Vec<Box<dyn OperatorInstance>>,
-    outs: Vec<Producer<ShmRing>>,
-    dirty: Vec<bool>,
-    overflow: Vec<VecDeque<Box<[u8]>>>,
-    overflow_bytes: usize,
+    /// The rings request frames go into.
+    out: Outbound,
     report: Producer<ShmRing>,
     /// Deltas not yet reported.
     deltas: Vec<Delta>,
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
-    metrics: MetricsView,
+    metrics: ExecutorMetrics,
     clock: quanta::Clock,
-    max_frame_bytes: usize,
     scratch: Vec<u8>,
     /// Requests handled, for sampling execution time.
     tick: u32,
-    /// Executors of this worker: `outs[executors]` is `net_out` (cluster mode).
+    /// Executors of each worker (a slot's worker is `slot / executors`).
     executors: usize,
+    /// The network thread (cluster mode), woken when a report is published.
     net: Option<NetLink>,
     /// Remote workers reached (bit `worker % 64`), mirrored in `REMOTE_DESTINATIONS`.
     remote_mask: u64,
@@ -161,63 +175,73 @@ impl Executor {
         me: usize,
         worker: u32,
         spec: &AppSpec,
-        place: &Placement,
+        seat: &Seat,
         seg: &WorkerSegment,
         policy: WaitPolicy,
         net: Option<NetLink>,
-    ) -> Result<Executor, String> {
+    ) -> Result<Executor, RuntimeError> {
         let idx = seg.index;
         let s = &seg.segment;
-        let e = |r: RingError| format!("executor {me}: {r}");
+        let e = |what: &'static str| {
+            move |source| RuntimeError::Ring {
+                executor: me,
+                what,
+                source,
+            }
+        };
         let mut consumers = vec![
-            s.consumer(idx.control(me)).map_err(e)?,
-            s.consumer(idx.ingress(me)).map_err(e)?,
+            s.consumer(idx.control(me)).map_err(e("control"))?,
+            s.consumer(idx.ingress(me)).map_err(e("ingress"))?,
         ];
         for a in 0..idx.executors {
-            consumers.push(s.consumer(idx.exec(a, me)).map_err(e)?);
+            consumers.push(s.consumer(idx.exec(a, me)).map_err(e("exec"))?);
         }
-        consumers.push(s.consumer(idx.net_in(me)).map_err(e)?);
-        let mut outs = (0..idx.executors)
-            .map(|b| s.producer(idx.exec(me, b)).map_err(e))
+        consumers.push(s.consumer(idx.net_in(me)).map_err(e("net_in"))?);
+        let to_executors = (0..idx.executors)
+            .map(|b| s.producer(idx.exec(me, b)).map_err(e("exec")))
             .collect::<Result<Vec<_>, _>>()?;
-        if net.is_some() {
-            outs.push(s.producer(idx.net_out(me)).map_err(e)?);
+        let to_network = match &net {
+            Some(link) => Some((
+                s.producer(idx.net_out(me)).map_err(e("net_out"))?,
+                link.clone(),
+            )),
+            None => None,
+        };
+        let frame_bytes_max = s
+            .ring_config(idx.exec(me, me))
+            .map_err(e("exec"))?
+            .max_frame_bytes;
+        if seat.slots.executors != idx.executors || seat.index >= seat.slots.workers.len() {
+            return Err(RuntimeError::Seat(format!(
+                "executor {me}: the seat does not fit the segment"
+            )));
         }
-        let max_frame_bytes = s.ring_config(idx.exec(me, me)).map_err(e)?.max_frame_bytes;
-        if place.slots.executors != idx.executors || place.index >= place.slots.workers.len() {
-            return Err(format!("executor {me}: placement does not fit the segment"));
-        }
-        let slot_base = place.slots.slot(place.index, 0);
+        let slot_base = seat.slots.slot(seat.index, 0);
         let my_slot = (slot_base + me) as u16;
         let plans = net.as_ref().map(|n| n.plans.clone());
         Ok(Executor {
-            inputs: FanIn::new(consumers).map_err(e)?,
+            inputs: FanIn::new(consumers).map_err(e("fan-in"))?,
             engine: Engine {
                 me,
                 worker,
-                table: flatten(&place.routing),
+                table: flatten(&seat.routing),
                 epoch: 0,
                 my_slot,
-                slot_base,
-                mig: migrating::Migration::new(my_slot, Arc::clone(&place.routing), plans),
+                mig: migrating::Migration::new(my_slot, Arc::clone(&seat.routing), plans),
                 state_part_bytes: crate::migrate::STATE_PART_BYTES_MAX
-                    .min(max_frame_bytes.min(place.remote_frame_bytes_max))
+                    .min(frame_bytes_max.min(seat.remote_frame_bytes_max))
                     .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
                     .max(MIN_STATE_PART_BYTES),
                 instances: (0..spec.operators.len())
                     .map(|op| spec.instantiate(op))
                     .collect(),
-                dirty: vec![false; outs.len()],
-                overflow: (0..outs.len()).map(|_| VecDeque::new()).collect(),
-                outs,
-                overflow_bytes: 0,
-                report: s.producer(idx.report(me)).map_err(e)?,
+                out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
+                report: s.producer(idx.report(me)).map_err(e("report"))?,
                 deltas: Vec::new(),
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
-                metrics: seg.metrics(me),
+                metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
-                max_frame_bytes,
                 scratch: Vec::new(),
                 tick: 0,
                 executors: idx.executors,
@@ -233,55 +257,53 @@ impl Executor {
         let executors = self.engine.executors;
         let mut stop = false;
         while !stop {
-            let mut work = self.engine.drain_overflow();
-            // Control first: it is rare and tells us to flush or stop.
-            let mut controls = Vec::new();
-            work += self.poll_input(INPUT_CONTROL, 16, |_, f| {
-                controls.push(ControlMsg::decode(f))
-            });
-            for msg in controls {
-                match msg {
-                    Some(ControlMsg::EndOfStream { operator }) => {
-                        self.engine.end_of_stream(operator)
-                    }
-                    Some(ControlMsg::Stop) => stop = true,
-                    Some(ControlMsg::Plan) => {
+            let mut work = self.engine.out.drain_overflow();
+            // Commands first: they are rare and tell us to flush or stop.
+            let mut commands = Vec::new();
+            work += self.poll_input(INPUT_CONTROL, 16, |_, f| commands.push(Command::decode(f)));
+            for cmd in commands {
+                match cmd {
+                    Ok(Command::EndOfStream { operator }) => self.engine.end_of_stream(operator),
+                    Ok(Command::Stop) => stop = true,
+                    Ok(Command::Plan) => {
                         self.run_own_queue();
                         self.engine.take_plans()
                     }
-                    None => self
-                        .engine
-                        .report_error("undecodable control message".into()),
+                    Err(e) => {
+                        let me = self.engine.me;
+                        self.engine
+                            .report_error(format!("executor {me}: a command it cannot read: {e}"))
+                    }
                 }
             }
             for a in 0..executors {
-                work += self.poll_input(INPUT_EXEC0 + a, BATCH_FRAMES, |eng, f| eng.handle(f));
+                work += self.poll_input(input_exec(a), BATCH_FRAMES, |eng, f| eng.handle(f));
             }
-            work += self.poll_input(INPUT_EXEC0 + executors, BATCH_FRAMES, |eng, f| {
+            work += self.poll_input(input_net_in(executors), BATCH_FRAMES, |eng, f| {
                 eng.handle(f)
             });
-            if self.engine.overflow_bytes == 0 {
+            if self.engine.out.overflow_bytes() == 0 {
                 work += self.poll_input(INPUT_INGRESS, BATCH_FRAMES, |eng, f| eng.handle(f));
             }
             work += self.engine.run_ready(BATCH_FRAMES);
             work += self.engine.run_exports();
             self.engine.migration_tick();
-            self.engine.publish();
+            self.engine.out.publish();
             self.engine.flush_reports();
-            self.engine
-                .metrics
-                .set(scalar::OVERFLOW_BYTES, self.engine.overflow_bytes as u64);
+            self.engine.metrics.view().set(
+                scalar::OVERFLOW_BYTES,
+                self.engine.out.overflow_bytes() as u64,
+            );
             if work == 0 && !stop {
                 self.idle();
             }
         }
-        self.engine.publish();
+        self.engine.out.publish();
         self.engine.flush_reports();
-        let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-        self.engine.metrics.set(
-            scalar::CPU_NS,
-            cpu.tv_sec as u64 * 1_000_000_000 + cpu.tv_nsec as u64,
-        );
+        self.engine
+            .metrics
+            .view()
+            .set(scalar::CPU_NS, crate::clock::thread_cpu_ns());
         let instances = std::mem::take(&mut self.engine.instances);
         ExecutorResult {
             summaries: instances.iter().map(|i| i.summary()).collect(),
@@ -296,12 +318,13 @@ impl Executor {
     /// what is in it must run (or be exported) under the old table — running it now is the
     /// simplest. Ends because an app is a DAG.
     fn run_own_queue(&mut self) {
-        let me = INPUT_EXEC0 + self.engine.me;
+        let me = input_exec(self.engine.me);
+        let own = self.engine.out.executor_lane(self.engine.me);
         loop {
-            self.engine.drain_overflow();
-            self.engine.publish();
+            self.engine.out.drain_overflow();
+            self.engine.out.publish();
             let n = self.poll_input(me, usize::MAX, |eng, f| eng.handle(f));
-            if n == 0 && self.engine.overflow[self.engine.me].is_empty() {
+            if n == 0 && !self.engine.out.has_overflow(own) {
                 break;
             }
             if n == 0 {
@@ -309,7 +332,7 @@ impl Executor {
                 std::thread::yield_now();
             }
         }
-        self.engine.publish();
+        self.engine.out.publish();
     }
 
     /// Reads up to `max` frames of input `i`; a corrupt ring is reported and retired.
@@ -336,17 +359,18 @@ impl Executor {
     }
 
     fn idle(&mut self) {
-        let m = &self.engine.metrics;
+        let overflow_bytes = self.engine.out.overflow_bytes();
         // In a migration, wake now and then to tell the planner what we wait for.
-        let busy = self.engine.overflow_bytes > 0
+        let busy = overflow_bytes > 0
             || !self.engine.deltas.is_empty()
             || !self.engine.pending_reports.is_empty()
             || !self.engine.mig.settled;
-        let timeout = if !self.engine.mig.settled && self.engine.overflow_bytes == 0 {
+        let timeout = if !self.engine.mig.settled && overflow_bytes == 0 {
             Some(migrating::PROGRESS_POLL)
         } else {
             busy.then_some(OVERFLOW_RETRY)
         };
+        let m = self.engine.metrics.view();
         m.add(scalar::PARKS, 1);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
@@ -359,9 +383,8 @@ impl Executor {
                 if let Some(i) = self.inputs.dead_input() {
                     self.inputs.retire(i);
                 }
-                let mut f = REPORT_PRODUCER_DIED.to_le_bytes().to_vec();
-                f.extend_from_slice(&u64::from(pid).to_le_bytes());
-                self.engine.pending_reports.push_back(f);
+                let died = Report::ProducerDied { pid };
+                self.engine.pending_reports.push_back(died.encode());
             }
             Err(e) => self
                 .engine
@@ -374,7 +397,7 @@ impl Engine {
     /// Handles one request frame.
     #[inline]
     fn handle(&mut self, frame: &[u8]) {
-        self.metrics.add(scalar::FRAMES_IN, 1);
+        self.metrics.view().add(scalar::FRAMES_IN, 1);
         let req = match Request::parse(frame) {
             Ok(r) if r.header.flags & FLAG_CONTROL != 0 => {
                 self.on_control_frame(&r.header, frame);
@@ -382,7 +405,7 @@ impl Engine {
             }
             Ok(r) if (r.header.operator as usize) < self.instances.len() => r,
             _ => {
-                self.metrics.add(scalar::BAD_FRAMES, 1);
+                self.metrics.view().add(scalar::BAD_FRAMES, 1);
                 return;
             }
         };
@@ -407,12 +430,14 @@ impl Engine {
             let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
             let ns =
                 self.clock.delta_as_nanos(t0, self.clock.raw()) * u64::from(EXEC_TIMING_SAMPLE);
-            self.metrics.add(self.metrics.exec_ns(op), ns);
-            self.metrics.add(scalar::BUSY_NS, ns);
+            let m = self.metrics.view();
+            m.add(m.exec_ns(op), ns);
+            m.add(scalar::BUSY_NS, ns);
         } else {
             let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
         }
-        self.metrics.add(self.metrics.processed(op), 1);
+        let m = self.metrics.view();
+        m.add(m.processed(op), 1);
         self.route(op, &req.header);
     }
 
@@ -434,7 +459,13 @@ impl Engine {
                     let kg = key_group(hash);
                     let slot = self.table
                         [to as usize * clasp_operators::key::KEY_GROUPS as usize + kg as usize];
-                    let local = (slot as usize).wrapping_sub(self.slot_base);
+                    let Some(lane) = self.out.lane_of(slot as usize) else {
+                        // A worker without peers owns every key group.
+                        self.report_error(format!(
+                            "operator {to} key group {kg} is owned by slot {slot}"
+                        ));
+                        continue;
+                    };
                     let id = if tracked {
                         child_id(parent.root_id, parent.request_id, i as u32)
                     } else {
@@ -454,32 +485,10 @@ impl Engine {
                         root_id: parent.root_id,
                         admitted_ns: parent.admitted_ns,
                     };
-                    if local >= self.executors {
-                        if self.net.is_none() {
-                            // A worker without peers owns every key group.
-                            self.report_error(format!(
-                                "operator {to} key group {kg} is owned by slot {slot}"
-                            ));
-                            continue;
-                        }
-                        self.send_local(self.executors, &header, e.key, e.payload);
-                        self.metrics
-                            .add(self.metrics.edge_remote(from, to as usize), 1);
-                        self.metrics.add(scalar::REMOTE_SENT, 1);
-                        let bit = 1u64 << (slot as usize / self.executors % 64);
-                        if self.remote_mask & bit == 0 {
-                            self.remote_mask |= bit;
-                            self.metrics
-                                .set(scalar::REMOTE_DESTINATIONS, self.remote_mask);
-                        }
-                        continue;
-                    }
-                    self.send_local(local, &header, e.key, e.payload);
-                    self.metrics
-                        .add(self.metrics.edge_local(from, to as usize), 1);
-                    self.metrics.add(scalar::LOCAL_SENT, 1);
+                    self.send_request(lane, &header, e.key, e.payload);
+                    self.count_chained(from, to as usize, lane, slot);
                 }
-                Target::Output => self.metrics.add(scalar::OUTPUTS, 1),
+                Target::Output => self.metrics.view().add(scalar::OUTPUTS, 1),
             }
         }
         self.emitter = emitter;
@@ -493,87 +502,48 @@ impl Engine {
         }
     }
 
-    /// Writes a request frame into executor `b`'s ring (`b == executors`: the network
-    /// thread's), or its overflow.
+    /// Counts a chained request on edge `from → to` sent down `lane` to `slot`.
     #[inline]
-    fn send_local(&mut self, b: usize, header: &RequestHeader, key: &[u8], payload: &[u8]) {
-        let len = frame_len(key.len(), payload.len());
-        self.send_with(b, len, |out| header.write(key, payload, out));
-    }
-
-    /// Writes a whole encoded frame into ring `b` (as [`Self::send_local`]), or its overflow.
-    fn send_frame(&mut self, b: usize, frame: &[u8]) {
-        self.send_with(b, frame.len(), |out| out.copy_from_slice(frame));
-    }
-
-    /// Writes a frame of `len` bytes with `write` in place into ring `b`, or, when the ring is
-    /// full or frames already wait for it, into its overflow queue (FIFO with them).
-    #[inline]
-    fn send_with(&mut self, b: usize, len: usize, write: impl FnOnce(&mut [u8])) {
-        if len > self.max_frame_bytes {
-            self.report_error(format!(
-                "a frame of {len} bytes exceeds the ring's maximum frame of {} bytes; dropped",
-                self.max_frame_bytes
-            ));
+    fn count_chained(&mut self, from: usize, to: usize, lane: Lane, slot: u16) {
+        let m = self.metrics.view();
+        if !self.out.is_remote(lane) {
+            m.add(m.edge_local(from, to), 1);
+            m.add(scalar::LOCAL_SENT, 1);
             return;
         }
-        if self.overflow[b].is_empty() {
-            match self.outs[b].reserve(len) {
-                Ok(mut g) => {
-                    write(&mut g);
-                    g.commit_deferred();
-                    self.dirty[b] = true;
-                    return;
-                }
-                Err(RingError::Full { .. }) => {}
-                Err(e) => {
-                    self.report_error(format!("ring to executor {b}: {e}"));
-                    return;
-                }
-            }
+        m.add(m.edge_remote(from, to), 1);
+        m.add(scalar::REMOTE_SENT, 1);
+        let bit = 1u64 << (slot as usize / self.executors % 64);
+        if self.remote_mask & bit == 0 {
+            self.remote_mask |= bit;
+            m.set(scalar::REMOTE_DESTINATIONS, self.remote_mask);
         }
-        let mut frame = vec![0u8; len].into_boxed_slice();
-        write(&mut frame);
-        self.overflow[b].push_back(frame);
-        self.overflow_bytes += len;
-        self.metrics.add(scalar::OVERFLOWED, 1);
     }
 
-    /// Moves overflowed frames into their rings, in order. Returns how many moved.
-    fn drain_overflow(&mut self) -> usize {
-        if self.overflow_bytes == 0 {
-            return 0;
-        }
-        let mut moved = 0;
-        for b in 0..self.outs.len() {
-            while let Some(f) = self.overflow[b].front() {
-                let Ok(mut g) = self.outs[b].reserve(f.len()) else {
-                    break;
-                };
-                g.copy_from_slice(f);
-                g.commit_deferred();
-                self.dirty[b] = true;
-                self.overflow_bytes -= f.len();
-                self.overflow[b].pop_front();
-                moved += 1;
-            }
-        }
-        self.publish();
-        moved
-    }
-
-    /// Publishes every ring written since the last call.
+    /// Writes a request frame down `lane` (or into its overflow).
     #[inline]
-    fn publish(&mut self) {
-        for (b, dirty) in self.dirty.iter_mut().enumerate() {
-            if std::mem::take(dirty) {
-                self.outs[b].publish();
-                if b == self.executors
-                    && let Some(n) = &self.net
-                {
-                    n.nudge();
-                }
-            }
+    fn send_request(&mut self, lane: Lane, header: &RequestHeader, key: &[u8], payload: &[u8]) {
+        let len = frame_len(key.len(), payload.len());
+        let sent = self
+            .out
+            .send_with(lane, len, |out| header.write(key, payload, out));
+        self.count_sent(sent);
+    }
+
+    /// Writes a whole encoded frame down `lane` (or into its overflow).
+    fn send_frame(&mut self, lane: Lane, frame: &[u8]) {
+        let sent = self
+            .out
+            .send_with(lane, frame.len(), |out| out.copy_from_slice(frame));
+        self.count_sent(sent);
+    }
+
+    #[inline]
+    fn count_sent(&mut self, sent: Sent) {
+        match sent {
+            Sent::Written => {}
+            Sent::Queued => self.metrics.view().add(scalar::OVERFLOWED, 1),
+            Sent::Dropped(why) => self.report_error(why),
         }
     }
 
@@ -587,25 +557,26 @@ impl Engine {
                 ..RequestHeader::default()
             };
             self.route(op, &parent);
-            self.publish();
+            self.out.publish();
         }
-        let mut f = REPORT_EOS_DONE.to_le_bytes().to_vec();
-        f.extend_from_slice(&u64::from(operator).to_le_bytes());
-        self.pending_reports.push_back(f);
+        self.push_report(&Report::Flushed { operator });
     }
 
     fn report_error(&mut self, message: String) {
-        let mut f = REPORT_ERROR.to_le_bytes().to_vec();
-        f.extend_from_slice(message.as_bytes());
-        f.truncate(ERROR_REPORT_BYTES_MAX);
-        self.pending_reports.push_back(f);
+        let message = truncate_utf8(&message, ERROR_REPORT_BYTES_MAX);
+        self.push_report(&Report::Error(message.into()));
+    }
+
+    /// Queues a report (other than deltas) behind those waiting for room.
+    fn push_report(&mut self, report: &Report<'_>) {
+        self.pending_reports.push_back(report.encode());
     }
 
     /// Sends ledger deltas, then other reports, as room allows (deltas first: a report that
     /// follows them, such as end-of-stream done, must not overtake them).
     fn flush_reports(&mut self) {
         let before = (self.deltas.len(), self.pending_reports.len());
-        self.push_reports();
+        self.write_reports();
         if before != (self.deltas.len(), self.pending_reports.len())
             && let Some(n) = &self.net
         {
@@ -613,18 +584,15 @@ impl Engine {
         }
     }
 
-    fn push_reports(&mut self) {
+    fn write_reports(&mut self) {
         while !self.deltas.is_empty() {
             let n = self.deltas.len().min(DELTAS_PER_REPORT);
-            let len = 8 + n * DELTA_BYTES;
-            let Ok(mut g) = self.report.reserve(len) else {
+            let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
                 return;
             };
             self.scratch.clear();
-            self.scratch.extend_from_slice(&REPORT_DELTAS.to_le_bytes());
-            for d in self.deltas.drain(..n) {
-                d.write(&mut self.scratch);
-            }
+            encode_deltas(self.deltas.drain(..n), &mut self.scratch);
+            debug_assert_eq!(self.scratch.len(), deltas_frame_bytes(n));
             g.copy_from_slice(&self.scratch);
             g.commit();
         }

@@ -7,7 +7,7 @@
 //! `max_in_flight` tracked roots that have not completed (the worker counts completions), which
 //! bounds the work in flight and so every queue and overflow behind it.
 
-use super::layout::{INGRESS_DONE, INGRESS_FAILED, WORKER_STOPPED, WorkerSegment};
+use super::layout::{INGRESS_DONE, INGRESS_FAILED, LayoutError, WORKER_STOPPED, WorkerSegment};
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use clasp_operators::AppSpec;
 use clasp_operators::key::{key_group, key_hash};
@@ -20,6 +20,51 @@ use std::time::{Duration, Instant};
 const INGRESS_PARK_MAX: Duration = Duration::from_millis(50);
 /// Records written between two publishes (and updates of `admitted`).
 const PUBLISH_EVERY: u64 = 64;
+
+/// Why an ingress stopped before admitting every record.
+#[derive(Debug, thiserror::Error)]
+pub enum IngressError {
+    /// It could not attach to the worker's segment.
+    #[error(transparent)]
+    Segment(#[from] LayoutError),
+    /// A ring or doorbell of the segment.
+    #[error("ingress ring {executor}: {source}")]
+    Ring {
+        /// The executor the ring leads to.
+        executor: usize,
+        /// Why.
+        #[source]
+        source: RingError,
+    },
+    /// The ingress's doorbell.
+    #[error("the ingress doorbell: {0}")]
+    Doorbell(#[source] RingError),
+    /// The app cannot generate input.
+    #[error("app {app} has no generator {generator}")]
+    NoGenerator {
+        /// The app.
+        app: String,
+        /// Its generator's name.
+        generator: String,
+    },
+    /// The worker stopped taking input.
+    #[error("the worker stopped after {0} records")]
+    WorkerStopped(u64),
+    /// The routing table the worker published names no executor for a key group.
+    #[error("the worker's routing table has no executor for key group {0}")]
+    NoExecutor(u16),
+    /// A record could not be written.
+    #[error("record {record} ({bytes} bytes): {source}")]
+    Write {
+        /// The record's index.
+        record: u64,
+        /// Its frame's length.
+        bytes: usize,
+        /// Why.
+        #[source]
+        source: RingError,
+    },
+}
 
 /// Settings of an ingress.
 #[derive(Debug, Clone)]
@@ -43,13 +88,8 @@ pub struct IngressReport {
     pub elapsed: Duration,
 }
 
-fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 /// Runs an ingress for `spec` into the worker segment named in `cfg`.
-pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport, String> {
+pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport, IngressError> {
     let seg = WorkerSegment::attach(&cfg.segment_name, spec.operators.len(), spec.source)?;
     let result = admit(spec, cfg, &seg);
     let control = seg.control();
@@ -72,7 +112,7 @@ fn admit(
     spec: &AppSpec,
     cfg: &IngressConfig,
     seg: &WorkerSegment,
-) -> Result<IngressReport, String> {
+) -> Result<IngressReport, IngressError> {
     let control = seg.control();
     control
         .ingress_pid
@@ -81,15 +121,23 @@ fn admit(
         .map(|e| {
             seg.segment
                 .producer(seg.index.ingress(e))
-                .map_err(|err| format!("ingress ring {e}: {err}"))
+                .map_err(|source| IngressError::Ring {
+                    executor: e,
+                    source,
+                })
         })
         .collect::<Result<_, _>>()?;
     let bell = seg
         .segment
         .doorbell(seg.index.ingress_bell())
-        .map_err(|e| e.to_string())?;
-    let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
-        .ok_or_else(|| format!("app {} has no generator {}", spec.name, spec.generator))?;
+        .map_err(IngressError::Doorbell)?;
+    let generator =
+        clasp_operators::generate::generator(&spec.generator, cfg.seed).ok_or_else(|| {
+            IngressError::NoGenerator {
+                app: spec.name.clone(),
+                generator: spec.generator.clone(),
+            }
+        })?;
     let sample = control.sample_every.max(1);
     let max_in_flight = control.max_in_flight.max(1);
     let policy = WaitPolicy::for_runnable_threads(seg.executors() + 2);
@@ -100,7 +148,7 @@ fn admit(
     let source = spec.source;
     for i in 0..cfg.records {
         if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
-            return Err(format!("the worker stopped after {i} records"));
+            return Err(IngressError::WorkerStopped(i));
         }
         if let Some(rate) = cfg.rate_per_s {
             let due = start + Duration::from_secs_f64(i as f64 / rate);
@@ -125,7 +173,7 @@ fn admit(
                 }
                 bell.finish_park(token);
                 if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
-                    return Err(format!("the worker stopped after {i} records"));
+                    return Err(IngressError::WorkerStopped(i));
                 }
             }
             tracked += 1;
@@ -133,9 +181,9 @@ fn admit(
         generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
-        let e = seg.executor_of(source, kg).ok_or_else(|| {
-            format!("the worker's routing table has no executor for key group {kg}")
-        })?;
+        let e = seg
+            .executor_of(source, kg)
+            .ok_or(IngressError::NoExecutor(kg))?;
         let id = root_id(i);
         let header = RequestHeader {
             operator: source as u16,
@@ -148,7 +196,7 @@ fn admit(
             key_hash: hash,
             request_id: id,
             root_id: id,
-            admitted_ns: now_ns(),
+            admitted_ns: crate::clock::monotonic_ns(),
         };
         let len = frame_len(key.len(), payload.len());
         loop {
@@ -164,13 +212,25 @@ fn admit(
                     control.admitted.store(i, Ordering::Release);
                     match rings[e].wait_for_space(len, policy, Some(INGRESS_PARK_MAX)) {
                         Ok(()) | Err(RingError::TimedOut { .. }) => {}
-                        Err(err) => return Err(format!("record {i}: {err}")),
+                        Err(source) => {
+                            return Err(IngressError::Write {
+                                record: i,
+                                bytes: len,
+                                source,
+                            });
+                        }
                     }
                     if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
-                        return Err(format!("the worker stopped after {i} records"));
+                        return Err(IngressError::WorkerStopped(i));
                     }
                 }
-                Err(err) => return Err(format!("record {i} ({len} bytes): {err}")),
+                Err(source) => {
+                    return Err(IngressError::Write {
+                        record: i,
+                        bytes: len,
+                        source,
+                    });
+                }
             }
         }
         if (i + 1) % PUBLISH_EVERY == 0 {

@@ -7,21 +7,24 @@
 //! - `ingress(e)`: ingress → executor e;
 //! - `exec(a, b)`: executor a → executor b (a == b included: a chained request to a key group
 //!   the same executor owns takes the same path, so every local hop costs the same);
-//! - `control(e)`: coordinator → executor e (end of stream, stop);
-//! - `report(e)`: executor e → coordinator (ledger deltas, acknowledgements);
+//! - `control(e)`: coordinator → executor e (end of stream, plans, stop: a
+//!   `Command` (see [`super::messages`]));
+//! - `report(e)`: executor e → coordinator (ledger deltas, flushes, faults, migration progress:
+//!   a `Report`);
 //! - `net_out(e)`: executor e → network thread (remote chained requests, in emission order);
 //! - `net_in(e)`: network thread → executor e (chained requests from other workers).
 //!
 //! The network rings exist in every segment (a single worker simply never writes them), so the
 //! layout does not depend on whether the worker has peers. In a cluster the network thread is
 //! also the producer of the `ingress(e)` rings: roots from the driver go there, so an executor
-//! with pending overflow stops taking new roots but keeps serving its peers (DESIGN.md §4).
+//! with pending overflow stops taking new roots but keeps serving its peers.
 //!
-//! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), the
-//! coordinator on doorbell E, the ingress (waiting for completions, its in-flight bound) on
+//! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), a
+//! local coordinator on doorbell E (a cluster worker's coordinator is its network thread), the
+//! ingress (waiting for completions, its in-flight bound) on
 //! doorbell E + 1, the network thread on doorbell E + 2. The network thread parks in io_uring,
 //! not on a futex, so executors also wake it through its transport's eventfd
-//! (`crate::worker::executor::NetLink`) when it announced that it parks.
+//! (`crate::runtime::executor::NetLink`) when it announced that it parks.
 //!
 //! The user area starts with [`SharedControl`], then the routing table (`u16` executor per
 //! operator and key group), then one block of counters per executor ([`MetricsView`]).
@@ -37,6 +40,11 @@ const VERSION: u32 = 2;
 pub const MAX_EXECUTORS: usize = 64;
 /// Most operators in an app the worker runs.
 pub const MAX_OPERATORS: usize = 256;
+/// Capacity of each `control(e)` and `report(e)` ring (commands and reports are small).
+pub const MESSAGE_RING_BYTES: usize = 64 * 1024;
+/// Longest frame on a `control(e)` or `report(e)` ring.
+pub const MESSAGE_FRAME_BYTES_MAX: usize =
+    MESSAGE_RING_BYTES / 2 - clasp_shmring::FRAME_HEADER_BYTES;
 const LINE: usize = 128;
 
 /// Ingress states.
@@ -49,6 +57,54 @@ pub const INGRESS_FAILED: u32 = 2;
 pub const WORKER_RUNNING: u32 = 0;
 /// The worker stopped taking input (finished or failed); the ingress should stop.
 pub const WORKER_STOPPED: u32 = 1;
+
+/// A worker segment that cannot be made or attached to.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// Too few or too many executors.
+    #[error("{0} executors; a worker runs 1..={MAX_EXECUTORS}")]
+    Executors(usize),
+    /// Too few or too many operators.
+    #[error("{0} operators; a worker runs apps of 1..={MAX_OPERATORS}")]
+    Operators(usize),
+    /// The request rings' sizes are not valid.
+    #[error("request rings: {0}")]
+    RingSizes(#[source] clasp_shmring::Error),
+    /// The shared memory itself.
+    #[error("worker segment {name}: {source}")]
+    Segment {
+        /// The segment's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: clasp_shmring::Error,
+    },
+    /// The segment is not a worker segment of this version, or not laid out as it says.
+    #[error("segment {name} is not a worker segment of this version{detail}")]
+    NotAWorkerSegment {
+        /// The segment's name.
+        name: String,
+        /// What did not match.
+        detail: String,
+    },
+    /// The worker runs another app.
+    #[error(
+        "worker {name} runs an app of {worker_operators} operators with source \
+         {worker_source}; this app has {operators} with source {app_source}"
+    )]
+    OtherApp {
+        /// The segment's name.
+        name: String,
+        /// Operators of the worker's app.
+        worker_operators: usize,
+        /// The worker app's source operator.
+        worker_source: usize,
+        /// Operators of this app.
+        operators: usize,
+        /// This app's source operator.
+        app_source: usize,
+    },
+}
 
 /// The shared control words at the start of the user area.
 #[repr(C, align(128))]
@@ -74,15 +130,42 @@ pub struct SharedControl {
     pub ingress_pid: AtomicU32,
 }
 
-/// Per-executor counters: the metrics of the paper's Table 2 and a few more, written by their
-/// executor only (relaxed stores of its own running sums), read by the monitor and inspectors.
-pub struct MetricsView {
-    base: *const AtomicU64,
+/// Per-executor counters: what the capacity model measures (work, hand-offs, parks), written
+/// by their executor only (relaxed stores of its own running sums), read by the coordinator and
+/// inspectors. A view borrows the segment it reads, so it cannot outlive the mapping; an index
+/// outside the block panics instead of reading past it (the scalar counters are a fixed-size
+/// array, so their constant indices are checked when compiled, not on every update).
+#[derive(Clone, Copy)]
+pub struct MetricsView<'a> {
+    scalars: &'a [AtomicU64; scalar::COUNT],
+    per_operator: &'a [AtomicU64],
     operators: usize,
 }
 
-// SAFETY: a view of atomics inside a mapped segment that outlives it.
-unsafe impl Send for MetricsView {}
+/// An executor's own counters: a [`MetricsView`] that keeps the mapping it points into alive,
+/// so the executor thread can own it for as long as it runs.
+pub struct ExecutorMetrics {
+    /// Holds the mapping (and so `base`) alive.
+    _segment: Segment,
+    base: std::ptr::NonNull<AtomicU64>,
+    len: usize,
+    operators: usize,
+}
+
+// SAFETY: `base` points at atomics inside the mapping `_segment` keeps alive; atomics may be
+// used from any thread.
+unsafe impl Send for ExecutorMetrics {}
+
+impl ExecutorMetrics {
+    /// The counters, borrowed from this handle (the mapping lives as long as it does).
+    #[inline]
+    pub fn view(&self) -> MetricsView<'_> {
+        // SAFETY: `base..base + len` is this executor's metrics block inside the mapping,
+        // checked by `WorkerSegment::metrics_block`, and `_segment` keeps it mapped while the
+        // view borrows `self`.
+        unsafe { MetricsView::from_block(self.base, self.len, self.operators) }
+    }
+}
 
 /// Indices of the scalar counters of a [`MetricsView`].
 pub mod scalar {
@@ -118,16 +201,40 @@ pub mod scalar {
     pub const COUNT: usize = 16;
 }
 
-impl MetricsView {
+impl<'a> MetricsView<'a> {
     fn slots(operators: usize) -> usize {
         (scalar::COUNT + 2 * operators + 2 * operators * operators).next_multiple_of(LINE / 8)
     }
 
+    /// A view of the block of `len` counters at `base`.
+    ///
+    /// # Safety
+    /// `base..base + len` must be a block of counters (only ever accessed as atomics) that
+    /// stays mapped for `'a`, with `len >= scalar::COUNT`.
     #[inline]
-    fn at(&self, i: usize) -> &AtomicU64 {
-        // SAFETY: `i` is below `slots(operators)` (the callers index by operator and edge
-        // within range), and the block lies inside the segment (checked by `WorkerSegment`).
-        unsafe { &*self.base.add(i) }
+    unsafe fn from_block(base: std::ptr::NonNull<AtomicU64>, len: usize, operators: usize) -> Self {
+        debug_assert!(len >= Self::slots(operators));
+        // SAFETY: the caller's contract; the scalars are the block's first `COUNT` counters.
+        unsafe {
+            MetricsView {
+                scalars: &*base.as_ptr().cast::<[AtomicU64; scalar::COUNT]>(),
+                per_operator: std::slice::from_raw_parts(
+                    base.as_ptr().add(scalar::COUNT),
+                    len - scalar::COUNT,
+                ),
+                operators,
+            }
+        }
+    }
+
+    /// Counter `i`. Panics when `i` is outside the block (a slot computed from an operator the
+    /// app does not have is a bug, not input).
+    #[inline]
+    fn at(&self, i: usize) -> &'a AtomicU64 {
+        match i.checked_sub(scalar::COUNT) {
+            None => &self.scalars[i],
+            Some(j) => &self.per_operator[j],
+        }
     }
 
     /// Adds `n` to a counter this executor owns (no read-modify-write: one writer).
@@ -259,18 +366,12 @@ fn control_bytes() -> usize {
 }
 
 /// The layout of a worker segment.
-pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, String> {
+pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, LayoutError> {
     if s.executors == 0 || s.executors > MAX_EXECUTORS {
-        return Err(format!(
-            "{} executors; a worker runs 1..={MAX_EXECUTORS}",
-            s.executors
-        ));
+        return Err(LayoutError::Executors(s.executors));
     }
     if s.operators == 0 || s.operators > MAX_OPERATORS {
-        return Err(format!(
-            "{} operators; a worker runs apps of 1..={MAX_OPERATORS}",
-            s.operators
-        ));
+        return Err(LayoutError::Operators(s.operators));
     }
     let idx = RingIndex {
         executors: s.executors,
@@ -279,10 +380,8 @@ pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, String> {
         capacity_bytes: s.ring_bytes,
         max_frame_bytes: s.max_frame_bytes,
     };
-    request
-        .validate()
-        .map_err(|e| format!("request rings: {e}"))?;
-    let small = RingConfig::new(64 * 1024);
+    request.validate().map_err(LayoutError::RingSizes)?;
+    let small = RingConfig::new(MESSAGE_RING_BYTES);
     let mut rings = Vec::with_capacity(idx.rings());
     for e in 0..s.executors {
         rings.push(RingSpec {
@@ -333,6 +432,13 @@ pub fn segment_layout(s: &SegmentSizes) -> Result<SegmentLayout, String> {
     })
 }
 
+fn segment_error(name: &str) -> impl Fn(clasp_shmring::Error) -> LayoutError + '_ {
+    move |source| LayoutError::Segment {
+        name: name.to_owned(),
+        source,
+    }
+}
+
 /// A worker segment with typed access to its user area.
 #[derive(Clone)]
 pub struct WorkerSegment {
@@ -352,10 +458,9 @@ impl WorkerSegment {
         max_in_flight: u64,
         sample_every: u64,
         table: &RoutingTable,
-    ) -> Result<WorkerSegment, String> {
+    ) -> Result<WorkerSegment, LayoutError> {
         let layout = segment_layout(sizes)?;
-        let segment =
-            Segment::create(name, &layout).map_err(|e| format!("worker segment {name}: {e}"))?;
+        let segment = Segment::create(name, &layout).map_err(segment_error(name))?;
         let (base, len) = segment.user_area();
         debug_assert!(len >= control_bytes() + table_bytes(sizes.operators));
         // An early attacher sees magic 0 and refuses (`attach`), so the plain fields are
@@ -388,13 +493,19 @@ impl WorkerSegment {
 
     /// Attaches to a worker's segment and checks it runs an app of `operators` operators with
     /// source `source`.
-    pub fn attach(name: &str, operators: usize, source: usize) -> Result<WorkerSegment, String> {
-        let segment = Segment::attach(name).map_err(|e| format!("worker segment {name}: {e}"))?;
+    pub fn attach(
+        name: &str,
+        operators: usize,
+        source: usize,
+    ) -> Result<WorkerSegment, LayoutError> {
+        let segment = Segment::attach(name).map_err(segment_error(name))?;
         let (base, len) = segment.user_area();
+        let not_ours = |detail: String| LayoutError::NotAWorkerSegment {
+            name: name.to_owned(),
+            detail,
+        };
         if len < control_bytes() {
-            return Err(format!(
-                "segment {name} is not a worker segment (user area of {len} bytes)"
-            ));
+            return Err(not_ours(format!(" (user area of {len} bytes)")));
         }
         // SAFETY: the user area holds a SharedControl (length checked); plain fields are
         // copied once with volatile reads after the magic.
@@ -411,32 +522,28 @@ impl WorkerSegment {
             )
         };
         if magic != MAGIC || version != VERSION {
-            return Err(format!(
-                "segment {name} is not a worker segment of this version"
-            ));
+            return Err(not_ours(String::new()));
         }
         if ops != operators || src != source {
-            return Err(format!(
-                "worker {name} runs an app of {ops} operators with source {src}; this app has \
-                 {operators} with source {source}"
-            ));
+            return Err(LayoutError::OtherApp {
+                name: name.to_owned(),
+                worker_operators: ops,
+                worker_source: src,
+                operators,
+                app_source: source,
+            });
         }
+        let request = segment.ring_config(0).map_err(segment_error(name))?;
         let sizes = segment_layout(&SegmentSizes {
             executors,
             operators,
-            ring_bytes: segment
-                .ring_config(0)
-                .map_err(|e| e.to_string())?
-                .capacity_bytes,
-            max_frame_bytes: segment
-                .ring_config(0)
-                .map_err(|e| e.to_string())?
-                .max_frame_bytes,
+            ring_bytes: request.capacity_bytes,
+            max_frame_bytes: request.max_frame_bytes,
         })?;
         if len < sizes.user_bytes || segment.ring_count() != sizes.rings.len() {
-            return Err(format!(
-                "segment {name}: layout does not match {executors} executors"
-            ));
+            return Err(not_ours(format!(
+                " (its layout does not match {executors} executors)"
+            )));
         }
         Ok(WorkerSegment {
             segment,
@@ -498,22 +605,103 @@ impl WorkerSegment {
         ((e as usize) < self.index.executors).then_some(e as usize)
     }
 
-    /// The counters of executor `e`.
-    pub fn metrics(&self, e: usize) -> MetricsView {
-        assert!(e < self.index.executors);
+    /// Where executor `e`'s metrics block starts, and its length in counters. Panics when
+    /// `e` is not an executor of this segment.
+    fn metrics_block(&self, e: usize) -> (std::ptr::NonNull<AtomicU64>, usize) {
+        assert!(
+            e < self.index.executors,
+            "executor {e} of {}",
+            self.index.executors
+        );
         let slots = MetricsView::slots(self.operators);
-        // SAFETY: the metrics blocks follow the table; block e is inside the user area
-        // (sized by `segment_layout`).
-        let base = unsafe {
-            self.segment
-                .user_area()
-                .0
-                .add(control_bytes() + table_bytes(self.operators) + e * slots * 8)
-                .cast::<AtomicU64>()
-        };
-        MetricsView {
+        let offset = control_bytes() + table_bytes(self.operators) + e * slots * 8;
+        let (base, len) = self.segment.user_area();
+        assert!(
+            offset + slots * 8 <= len,
+            "metrics block outside the user area"
+        );
+        // SAFETY: in bounds of the user area (checked above); the blocks are 128-aligned
+        // (the area, the control block and the table are multiples of 128 bytes).
+        let block = unsafe { base.add(offset) }.cast::<AtomicU64>();
+        debug_assert!(block.is_aligned());
+        (
+            std::ptr::NonNull::new(block).expect("a mapping is never at address 0"),
+            slots,
+        )
+    }
+
+    /// The counters of executor `e`, for as long as this segment handle lives.
+    pub fn metrics(&self, e: usize) -> MetricsView<'_> {
+        let (base, len) = self.metrics_block(e);
+        // SAFETY: the block lies inside the mapping (`metrics_block`), which `self` keeps
+        // alive while the view borrows it; its bytes are only accessed as atomics.
+        unsafe { MetricsView::from_block(base, len, self.operators) }
+    }
+
+    /// Executor `e`'s own counters, keeping the mapping alive (for the executor's thread).
+    pub fn executor_metrics(&self, e: usize) -> ExecutorMetrics {
+        let (base, len) = self.metrics_block(e);
+        ExecutorMetrics {
+            _segment: self.segment.clone(),
             base,
+            len,
             operators: self.operators,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(tag: &str) -> WorkerSegment {
+        let sizes = SegmentSizes {
+            executors: 2,
+            operators: 3,
+            ring_bytes: 4096,
+            max_frame_bytes: 1024,
+        };
+        let table = RoutingTable::spread(3, &[0], 2, crate::routing::Spread::Even);
+        let name = format!("clasp-layout-test-{tag}-{}", std::process::id());
+        WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment")
+    }
+
+    #[test]
+    fn every_counter_of_a_block_is_reachable_and_blocks_are_apart() {
+        let seg = segment("reach");
+        let (a, b) = (seg.metrics(0), seg.metrics(1));
+        let last = a.edge_remote(2, 2);
+        a.set(scalar::FRAMES_IN, 7);
+        a.add(last, 3);
+        assert_eq!((a.get(scalar::FRAMES_IN), a.get(last)), (7, 3));
+        assert_eq!((b.get(scalar::FRAMES_IN), b.get(last)), (0, 0));
+        let own = seg.executor_metrics(1);
+        own.view().add(scalar::PARKS, 2);
+        assert_eq!(seg.metrics(1).get(scalar::PARKS), 2);
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_counter_outside_the_block_panics() {
+        let seg = segment("outside");
+        let m = seg.metrics(0);
+        m.get(MetricsView::slots(3) + 1);
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_executor_the_segment_does_not_have_panics() {
+        let _ = segment("executor").metrics(2);
+    }
+
+    #[test]
+    fn attaching_checks_the_app() {
+        let seg = segment("attach");
+        let name = seg.segment.name().expect("a named segment").to_owned();
+        assert!(WorkerSegment::attach(&name, 3, 0).is_ok());
+        assert!(matches!(
+            WorkerSegment::attach(&name, 4, 0),
+            Err(LayoutError::OtherApp { .. })
+        ));
     }
 }

@@ -7,9 +7,12 @@
 //! controlplane's [`Autoscaler`] — the very loop the simulator runs — fed with the workers'
 //! counters each interval, turned into the paper's Table 2 samples.
 
+use super::args::RunArgs;
+use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use super::setup::{drive, prepare};
+use super::view::run_view;
 use crate::cmd::apps::load_app;
-use crate::cmd::cluster::{RunArgs, drive, prepare};
-use crate::cmd::run_out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use crate::cmd::report::{self, RunView};
 use crate::cmd::usage_error;
 use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
@@ -21,12 +24,15 @@ use clasp_controlplane::pattern::RatePattern;
 use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
+use clasp_dataplane::cluster::driver::ClusterReport;
 use clasp_dataplane::migrate::Slots;
 use clasp_operators::AppSpec;
 use std::io::IsTerminal;
 
 /// Default workers a live run starts.
 pub const DEFAULT_MAX_WORKERS: usize = 3;
+/// The app a live run runs without `--app` or `--app-file`.
+const DEFAULT_APP: &str = "wc";
 /// Shortest metrics interval a live run accepts (ms): counters are a control message per
 /// worker per interval.
 const MIN_INTERVAL_MS: u64 = 10;
@@ -178,7 +184,7 @@ impl Controller for Live {
             migrating: v.migrating,
         };
         if self.progress {
-            eprint!("\r{}", run_out::progress_line(&row, self.migrations));
+            eprint!("\r{}", out::progress_line(&row, self.migrations));
         }
         self.rows.push(row);
         None
@@ -231,32 +237,10 @@ fn policy_kind(name: &str) -> anyhow::Result<Option<PolicyKind>> {
 /// `clasp run` (live).
 pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
     let spec: AppSpec = match (&args.app, &args.app_file) {
-        (None, None) => load_app(Some("wc"), None)?,
+        (None, None) => load_app(Some(DEFAULT_APP), None)?,
         (a, f) => load_app(a.as_deref(), f.as_deref())?,
     };
-    if !(args.duration.is_finite() && args.duration > 0.0) {
-        return Err(usage_error(format!(
-            "--duration {}: must be a positive number of seconds",
-            args.duration
-        )));
-    }
-    if !(args.peak_rate.is_finite() && args.peak_rate > 0.0) {
-        return Err(usage_error(format!(
-            "--peak-rate {}: must be a positive number",
-            args.peak_rate
-        )));
-    }
-    if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
-        return Err(usage_error(format!(
-            "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \
-             least 1"
-        )));
-    }
-    if args.rate.is_some() {
-        return Err(usage_error(
-            "--rate is for --static runs; live runs take --pattern and --peak-rate",
-        ));
-    }
+    check_live(&args)?;
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     let kind = policy_kind(&args.policy)?;
     let max_workers = match (&args.cluster, args.max_workers) {
@@ -285,80 +269,130 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         operators: spec.operators.len(),
         auto: None,
         pending: None,
-        chaos: (args.chaos_migrations > 0).then(|| {
-            Chaos::new(
-                args.chaos_migrations,
-                // Without --records: spread over roughly the records the pattern offers (a
-                // ramp up and down averages half its peak).
-                args.records.unwrap_or(
-                    (args.peak_rate * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64,
-                ),
-                slots.clone(),
-                spec.operators.len(),
-                args.seed,
-            )
-        }),
+        chaos: (args.chaos_migrations > 0).then(|| chaos(&args, slots, spec.operators.len())),
         rows: Vec::new(),
         decisions: Vec::new(),
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
     };
     if let Some(kind) = kind {
-        let mut acfg = AutoscaleConfig::new(kind, n);
-        acfg.interval_us = args.interval_ms as f64 * 1e3;
-        acfg.capacity_prior_us_per_s = Some(1e6 * f64::from(args.executors));
-        // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
-        // holds tens of ms of work, not the prototype's 100 ms.
-        acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
-        let priors = parse_priors(&args.cost_priors_us)?;
-        let mut auto = Autoscaler::new(&model, acfg, priors, first_rate);
-        let d = auto.initial();
-        live.decisions.push(DecisionRow {
-            t_s: 0.0,
-            line: d.explanation.clone(),
-        });
-        live.pending = Some(Move {
-            routing: live.slot_routing(&d.routing),
-            reason: format!("policy: {}", d.explanation),
-        });
-        live.auto = Some(auto);
+        start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;
     }
     let report = drive(spawned, &spec, &cfg, &mut live)?;
     if live.progress {
         eprintln!();
     }
-    let rec_records = report.admitted;
-    let mut view = crate::cmd::cluster::run_view(&spec, &args, rec_records, n, &report)?;
+    let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
     view.extra_lines.clear();
-    let migrations: Vec<MigrationRow> = report
-        .migrations
-        .iter()
-        .map(|m| MigrationRow {
-            epoch: m.epoch,
-            t_s: m.t_s,
-            workers_before: m.workers_before,
-            workers_after: m.workers_after,
-            key_groups_moved: m.key_groups_moved,
-            planner_ms: m.planner_ms,
-            worker_pause_ms: m.worker_pause_ms,
-            exported: m.exported,
-            forwarded: m.forwarded,
-            held: m.held,
-            admitted_during: m.admitted_during,
-            reason: if m.reason == "chaos" {
-                "chaos".into()
-            } else {
-                "policy".into()
-            },
-        })
-        .collect();
+    let rec = record(&args, n, &view, live, &report)?;
+    if let Some(dir) = &args.out {
+        let files = out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
+        if !args.json {
+            eprintln!("wrote {} files into {}", files.len(), dir.display());
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rec.summary)?);
+    } else {
+        report::print(&view, false)?;
+        println!();
+        print!("{}", out::render_summary(&rec));
+    }
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}
+
+/// The options only a live run checks (the cluster's are checked by `prepare`).
+fn check_live(args: &RunArgs) -> anyhow::Result<()> {
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err(usage_error(format!(
+            "--duration {}: must be a positive number of seconds",
+            args.duration
+        )));
+    }
+    if !(args.peak_rate.is_finite() && args.peak_rate > 0.0) {
+        return Err(usage_error(format!(
+            "--peak-rate {}: must be a positive number",
+            args.peak_rate
+        )));
+    }
+    if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
+        return Err(usage_error(format!(
+            "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \
+             least 1"
+        )));
+    }
+    if args.rate.is_some() {
+        return Err(usage_error(
+            "--rate is for --static runs; live runs take --pattern and --peak-rate",
+        ));
+    }
+    Ok(())
+}
+
+/// `--chaos-migrations K`: K random moves over the run's records.
+fn chaos(args: &RunArgs, slots: Slots, operators: usize) -> Chaos {
+    Chaos::new(
+        args.chaos_migrations,
+        // Without --records: spread over roughly the records the pattern offers (a ramp up
+        // and down averages half its peak).
+        args.records
+            .unwrap_or((args.peak_rate * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64),
+        slots,
+        operators,
+        args.seed,
+    )
+}
+
+/// Builds the policy's autoscaler for `n` workers and queues its initial placement as the
+/// first move (made before any input).
+fn start_autoscaler(
+    live: &mut Live,
+    args: &RunArgs,
+    model: &AppModel,
+    kind: PolicyKind,
+    n: usize,
+    first_rate: f64,
+) -> anyhow::Result<()> {
+    let mut acfg = AutoscaleConfig::new(kind, n);
+    acfg.interval_us = args.interval_ms as f64 * 1e3;
+    acfg.capacity_prior_us_per_s = Some(1e6 * f64::from(args.executors));
+    // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
+    // holds tens of ms of work, not the prototype's 100 ms.
+    acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
+    let priors = parse_priors(&args.cost_priors_us)?;
+    let mut auto = Autoscaler::new(model, acfg, priors, first_rate);
+    let d = auto.initial();
+    live.decisions.push(DecisionRow {
+        t_s: 0.0,
+        line: d.explanation.clone(),
+    });
+    live.pending = Some(Move {
+        routing: live.slot_routing(&d.routing),
+        reason: format!("policy: {}", d.explanation),
+    });
+    live.auto = Some(auto);
+    Ok(())
+}
+
+/// The run's record: the run view's JSON plus the planner's keys, and the rows behind them.
+fn record(
+    args: &RunArgs,
+    workers: usize,
+    view: &RunView<'_>,
+    live: Live,
+    report: &ClusterReport,
+) -> anyhow::Result<RunRecord> {
+    let migrations: Vec<MigrationRow> = report.migrations.iter().map(migration_row).collect();
     let est = live.auto.as_ref().map(|a| a.estimates());
-    let mut summary = crate::cmd::report::json(&view);
+    let mut summary = report::json(view);
     summary["policy"] = args.policy.clone().into();
     summary["pattern"] = args.pattern.clone().into();
     summary["peak_rate_per_s"] = args.peak_rate.into();
-    summary["max_workers"] = n.into();
+    summary["max_workers"] = workers.into();
     summary["decisions"] = serde_json::to_value(&live.decisions)?;
     summary["intervals"] = serde_json::to_value(&live.rows)?;
     summary["migrations"] = serde_json::to_value(&migrations)?;
@@ -369,27 +403,32 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         }),
         None => serde_json::Value::Null,
     };
-    let rec = RunRecord {
+    Ok(RunRecord {
         summary,
         intervals: live.rows,
         migrations,
         decisions: live.decisions,
-    };
-    if let Some(dir) = &args.out {
-        let files = run_out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
-        if !args.json {
-            eprintln!("wrote {} files into {}", files.len(), dir.display());
-        }
+    })
+}
+
+/// A migration as the planner reports it (`reason`: `policy` or `chaos`).
+fn migration_row(m: &MigrationRecord) -> MigrationRow {
+    MigrationRow {
+        epoch: m.epoch,
+        t_s: m.t_s,
+        workers_before: m.workers_before,
+        workers_after: m.workers_after,
+        key_groups_moved: m.key_groups_moved,
+        planner_ms: m.planner_ms,
+        worker_pause_ms: m.worker_pause_ms,
+        exported: m.exported,
+        forwarded: m.forwarded,
+        held: m.held,
+        admitted_during: m.admitted_during,
+        reason: if m.reason == "chaos" {
+            "chaos".into()
+        } else {
+            "policy".into()
+        },
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rec.summary)?);
-    } else {
-        crate::cmd::report::print(&view, false)?;
-        println!();
-        print!("{}", run_out::render_summary(&rec));
-    }
-    if !report.errors.is_empty() {
-        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
-    }
-    Ok(())
 }

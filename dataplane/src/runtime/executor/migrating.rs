@@ -15,10 +15,10 @@
 
 use super::Engine;
 use crate::message::migration::key_groups_of;
-use crate::message::{Decoder, Message, Progress, Report, Seal, StateMsg, encode};
+use crate::message::{self, Decoder, Message, Progress, Seal, StateMsg, encode};
 use crate::migrate::{Reassembly, control_body, control_frame, flatten, peer_of, state_parts};
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
-use crate::worker::{REPORT_MIGRATED, REPORT_PROGRESS};
+use crate::runtime::messages::Report;
 use clasp_controlplane::migration::Routing;
 use clasp_controlplane::protocol::worker::{Action, Worker};
 use clasp_controlplane::protocol::{Assignment, Msg, Req};
@@ -114,9 +114,7 @@ impl Migration {
     }
 }
 
-fn now_ns() -> u64 {
-    crate::cluster::now_ns()
-}
+use crate::clock::monotonic_ns as now_ns;
 
 impl Engine {
     /// Reads the plans the network thread left in the mailbox.
@@ -141,8 +139,8 @@ impl Engine {
         while !self.mig.outgoing.is_empty() {
             if self.run_exports() == 0 {
                 // Waiting for room behind an overflowed part.
-                self.drain_overflow();
-                self.publish();
+                self.out.drain_overflow();
+                self.out.publish();
                 std::thread::yield_now();
             }
         }
@@ -282,7 +280,7 @@ impl Engine {
             };
             match Request::parse(&f) {
                 Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(r),
-                _ => self.metrics.add(super::scalar::BAD_FRAMES, 1),
+                _ => self.metrics.view().add(super::scalar::BAD_FRAMES, 1),
             }
             n += 1;
         }
@@ -304,23 +302,12 @@ impl Engine {
         self.apply(actions);
     }
 
-    /// The ring that leads to `slot`: the slot's own on this worker, else `net_out`.
-    fn ring_to(&self, slot: usize) -> usize {
-        let local = slot.wrapping_sub(self.slot_base);
-        if local < self.executors {
-            local
-        } else {
-            self.executors
-        }
-    }
-
     /// Sends a frame to `slot` (a ring of this worker, or `net_out`).
     fn send_to_slot(&mut self, slot: usize, frame: &[u8]) {
-        let b = self.ring_to(slot);
-        if b == self.executors && self.net.is_none() {
-            return self.report_error(format!("a frame for slot {slot}, which is not here"));
+        match self.out.lane_of(slot) {
+            Some(lane) => self.send_frame(lane, frame),
+            None => self.report_error(format!("a frame for slot {slot}, which is not here")),
         }
-        self.send_frame(b, frame);
     }
 
     /// Sends `msg` to `slot` in a control frame, in line with the requests on that path.
@@ -332,12 +319,11 @@ impl Engine {
         }
     }
 
-    /// Queues a report for the network thread: `kind`, then `msg` encoded.
-    fn report_message(&mut self, kind: u64, msg: &Message) {
-        match encode(msg) {
-            Ok(body) => self.push_report(kind, &body),
-            Err(e) => self.report_error(format!("a {}: {e}", msg.name())),
-        }
+    /// `msg` encoded for a report (a failure is reported instead).
+    fn encoded(&mut self, msg: &Message) -> Option<Vec<u8>> {
+        encode(msg)
+            .map_err(|e| self.report_error(format!("a {}: {e}", msg.name())))
+            .ok()
     }
 
     /// Carries out the machine's actions, in order.
@@ -391,12 +377,16 @@ impl Engine {
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
-                    let msg = Message::Migrated(Report::from(&report));
-                    self.report_message(REPORT_MIGRATED, &msg)
+                    let msg = Message::Migrated(message::Report::from(&report));
+                    if let Some(body) = self.encoded(&msg) {
+                        self.push_report(&Report::Migrated(&body));
+                    }
                 }
                 Action::Progress { epoch, waiting } => {
                     let p = Progress::new(self.my_slot as usize, epoch, &waiting);
-                    self.report_message(REPORT_PROGRESS, &Message::Progress(p));
+                    if let Some(body) = self.encoded(&Message::Progress(p)) {
+                        self.push_report(&Report::Progress(&body));
+                    }
                 }
                 Action::Fault(e) => self.report_error(format!("migration: {e}")),
             }
@@ -405,6 +395,7 @@ impl Engine {
             // An executor reads a plan between requests: nothing runs, so it is drained.
             // Emissions from now on are routed by the new table.
             if let Some((epoch, routing)) = self.mig.next.take() {
+                debug_assert!(epoch > self.epoch, "a plan moves the epoch forward");
                 self.table = flatten(&routing);
                 self.epoch = epoch;
             }
@@ -456,7 +447,10 @@ impl Engine {
             // its ingress).
             let blocked = match self.mig.outgoing.front() {
                 None => break,
-                Some(Outgoing::Export { to, .. }) => !self.overflow[self.ring_to(*to)].is_empty(),
+                Some(Outgoing::Export { to, .. }) => self
+                    .out
+                    .lane_of(*to)
+                    .is_some_and(|lane| self.out.has_overflow(lane)),
                 Some(Outgoing::Seal { .. }) => false,
             };
             if blocked {
@@ -523,12 +517,6 @@ impl Engine {
             }
         }
         sent
-    }
-
-    fn push_report(&mut self, kind: u64, body: &[u8]) {
-        let mut f = kind.to_le_bytes().to_vec();
-        f.extend_from_slice(body);
-        self.pending_reports.push_back(f);
     }
 }
 

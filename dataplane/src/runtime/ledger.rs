@@ -1,4 +1,4 @@
-//! Exact end-to-end latency of request trees (DESIGN.md §5), Storm's acker in spirit.
+//! Exact end-to-end latency of request trees Storm's acker in spirit.
 //!
 //! Every request has a 64-bit id that looks random (a hash of its root, its parent and its
 //! index among the parent's emissions). When an executor processes a tracked request it reports
@@ -38,7 +38,11 @@ impl Delta {
 
     /// Reads one from exactly [`DELTA_BYTES`] bytes.
     pub fn read(b: &[u8; DELTA_BYTES]) -> Delta {
-        let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let u = |o: usize| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(word)
+        };
         Delta {
             root_id: u(0),
             xor: u(8),

@@ -1,0 +1,215 @@
+//! The remote half of `clasp bench dispatch`: what a remote chained request costs through the
+//! real transport (io_uring, ring-format batches, credits) between two transports on loopback,
+//! against a peer baseline a user would write by hand (tokio/epoll TCP, postcard, one write per
+//! batch, buffers reused).
+//!
+//! CPU per request is user + system CPU of the whole process (`getrusage(RUSAGE_SELF)`: both
+//! sides' threads and io_uring's kernel workers) over the measured section only, divided by the
+//! requests, at saturation: the sender appends as fast as the transport takes requests. Each
+//! figure is the median of interleaved repetitions (every configuration once per round), so a
+//! burst of load from other work on the machine hits all of them alike.
+//!
+//! Both paths do the same work per request: the sender writes a request (a 48-byte header, an
+//! 8-byte key, a 16-byte payload) and hands it to its batch; the receiver validates it and
+//! copies it once into a shared-memory-layout ring (`shmring` on the heap), which it drains.
+//!
+//! The parts: `harness.rs` (what every run shares), `transport.rs` (the runs through the real
+//! transport) and `baseline.rs` (the tokio + postcard peer); this file runs them in interleaved
+//! rounds and reports the medians.
+
+mod baseline;
+mod harness;
+mod transport;
+
+pub use harness::process_cpu_s;
+
+use clasp_dataplane::request::{Request, frame_len};
+use harness::{KEY_BYTES, PAYLOAD_BYTES, emit, median};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use transport::{gamma_run, remote_latency_us, remote_run};
+
+/// Batch sizes of β.
+pub const BATCH_SIZES: [usize; 4] = [1, 8, 32, 128];
+/// Destination counts of γ.
+pub const DESTINATIONS: [usize; 3] = [1, 2, 4];
+
+/// How much to measure.
+#[derive(Clone, Debug)]
+pub struct DispatchOpts {
+    /// Requests per measured run at batch ≥ 32 (smaller batches use fewer; see `requests_for`).
+    pub requests: u64,
+    /// Interleaved repetitions (the median is reported).
+    pub repetitions: usize,
+    /// Round trips for the latency.
+    pub round_trips: usize,
+    /// Request rate for γ (requests per second, spread over the destinations).
+    pub gamma_rate_per_s: u64,
+    /// Length of one γ run.
+    pub gamma_run_ms: u64,
+}
+
+impl Default for DispatchOpts {
+    fn default() -> Self {
+        DispatchOpts {
+            requests: 1_000_000,
+            repetitions: 5,
+            round_trips: 5_000,
+            gamma_rate_per_s: 200_000,
+            gamma_run_ms: 500,
+        }
+    }
+}
+
+impl DispatchOpts {
+    /// A fast configuration for tests.
+    pub fn quick() -> Self {
+        DispatchOpts {
+            requests: 20_000,
+            repetitions: 1,
+            round_trips: 200,
+            gamma_rate_per_s: 50_000,
+            gamma_run_ms: 50,
+        }
+    }
+
+    fn requests_for(&self, batch: usize) -> u64 {
+        // Batch 1 pays a send per request: a quarter of the requests keeps runs short.
+        if batch < 8 {
+            (self.requests / 4).max(1000)
+        } else {
+            self.requests
+        }
+    }
+}
+
+/// The remote half of `clasp bench dispatch --json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RemoteDispatch {
+    /// CPU ns per remote chained request (both sides) by batch size.
+    pub remote_ns_per_request: BTreeMap<String, f64>,
+    /// Added CPU ns per request for each extra remote destination at the same total rate
+    /// (slope over 1, 2, 4 destinations).
+    pub per_destination_ns: f64,
+    /// CPU ns per request by number of destinations at `gamma_rate_per_s`.
+    pub per_destination_detail_ns: BTreeMap<String, f64>,
+    /// The total request rate of the γ runs.
+    pub gamma_rate_per_s: u64,
+    /// The tokio + postcard baseline, CPU ns per request, by batch size.
+    pub baseline_remote_ns_per_request: BTreeMap<String, f64>,
+    /// One-way latency of one request (half a round trip), median, µs.
+    pub remote_one_way_us: f64,
+    /// The same for the baseline, µs.
+    pub baseline_one_way_us: f64,
+    /// Receive path the transport used ("multishot" or "plain").
+    pub receive_path: String,
+    /// Repetitions each median is over.
+    pub repetitions: usize,
+}
+
+/// Checks that both paths deliver every request intact before anything is timed.
+fn check() {
+    let (ns, _) = remote_run(8, 2_000);
+    assert!(ns.is_finite());
+    assert!(baseline::run(8, 2_000).is_finite());
+    let frame = {
+        let mut f = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
+        emit(7, &mut f);
+        f
+    };
+    assert!(Request::parse(&frame).is_ok());
+}
+
+/// The batch-32 comparison alone (for tuning): `reps` interleaved pairs of a transport run and
+/// a baseline run at `batch`; returns (transport ns/request, baseline ns/request), every run.
+/// `CLASP_DISPATCH_ONLY=transport` (or `baseline`) runs one side only, for profiling.
+pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>) {
+    check();
+    let (mut t, mut b) = (Vec::new(), Vec::new());
+    let only = std::env::var("CLASP_DISPATCH_ONLY").unwrap_or_default();
+    for _ in 0..reps {
+        if only != "baseline" {
+            t.push(remote_run(batch, requests).0);
+        }
+        if only != "transport" {
+            b.push(baseline::run(batch, requests));
+        }
+    }
+    (t, b)
+}
+
+/// The one-way latency alone (transport, then baseline), µs.
+pub fn latency(round_trips: usize) -> (f64, f64) {
+    (
+        remote_latency_us(round_trips),
+        baseline::latency_us(round_trips),
+    )
+}
+
+/// Runs the remote half of the dispatch benchmark.
+pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
+    check();
+    let mut remote: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut base: Vec<f64> = Vec::new();
+    let mut gamma: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut multishot = false;
+    for _ in 0..opts.repetitions {
+        for &b in &BATCH_SIZES {
+            let (ns, m) = remote_run(b, opts.requests_for(b));
+            multishot = m;
+            remote.entry(b).or_default().push(ns);
+        }
+        base.push(baseline::run(32, opts.requests));
+        for &d in &DESTINATIONS {
+            gamma.entry(d).or_default().push(gamma_run(
+                d,
+                opts.gamma_rate_per_s,
+                opts.gamma_run_ms,
+            ));
+        }
+    }
+    let detail: BTreeMap<String, f64> = gamma
+        .into_iter()
+        .map(|(d, v)| (d.to_string(), median(v)))
+        .collect();
+    let g1 = detail.get("1").copied().unwrap_or(f64::NAN);
+    let g4 = detail.get("4").copied().unwrap_or(f64::NAN);
+    RemoteDispatch {
+        remote_ns_per_request: remote
+            .into_iter()
+            .map(|(b, v)| (b.to_string(), median(v)))
+            .collect(),
+        per_destination_ns: (g4 - g1) / 3.0,
+        per_destination_detail_ns: detail,
+        gamma_rate_per_s: opts.gamma_rate_per_s,
+        baseline_remote_ns_per_request: [("32".to_string(), median(base))].into_iter().collect(),
+        remote_one_way_us: remote_latency_us(opts.round_trips),
+        baseline_one_way_us: baseline::latency_us(opts.round_trips),
+        receive_path: if multishot {
+            "multishot".into()
+        } else {
+            "plain".into()
+        },
+        repetitions: opts.repetitions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remote_dispatch_bench_runs_and_reports_every_field() {
+        let r = run(&DispatchOpts::quick());
+        assert_eq!(r.remote_ns_per_request.len(), 4);
+        assert!(
+            r.remote_ns_per_request
+                .values()
+                .all(|v| v.is_finite() && *v > 0.0)
+        );
+        assert!(r.baseline_remote_ns_per_request["32"] > 0.0);
+        assert!(r.remote_one_way_us > 0.0);
+        let json = serde_json::to_value(&r).expect("json");
+        assert!(json.get("per_destination_ns").is_some());
+    }
+}

@@ -1,0 +1,149 @@
+//! Starting a job's executors: the job checked against this worker's cluster file, the
+//! routing table every worker builds alike from it, this worker's segment, and its
+//! [`Coordinator`] with one link per executor to the network thread.
+
+use super::{ClusterWorkerConfig, Job, Running};
+use crate::migrate::Slots;
+use crate::routing::RoutingTable;
+use crate::runtime::RuntimeError;
+use crate::runtime::coordinator::{Coordinator, Launch};
+use crate::runtime::executor::{NetLink, Seat};
+use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
+use crate::transport::{Limits, PeerId, Transport};
+use clasp_controlplane::protocol::Assignment;
+use clasp_operators::AppSpec;
+use clasp_shmring::WaitPolicy;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A job this worker cannot start.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    /// Too few or too many executors per worker.
+    #[error("{0} executors per worker")]
+    Executors(usize),
+    /// Request rings that are not a power of two of at least 4 KiB.
+    #[error("ring of {0} bytes")]
+    RingBytes(usize),
+    /// The job's workers do not include this one.
+    #[error("worker {0} is not in the job")]
+    NotInJob(PeerId),
+    /// The job's slots or routing table do not fit the frame format.
+    #[error(transparent)]
+    Slots(#[from] crate::migrate::SlotError),
+    /// The worker's segment.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// An executor's ring to the network thread.
+    #[error("a net_out ring: {0}")]
+    NetOut(#[source] clasp_shmring::Error),
+    /// The executors.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// Checks the job, makes this worker's segment and starts its executors.
+pub(super) fn start_executors(
+    cfg: &ClusterWorkerConfig,
+    job: &Job,
+    spec: Arc<AppSpec>,
+    t: &Transport,
+) -> Result<Running, StartError> {
+    let ops = spec.operators.len();
+    let executors = job.executors as usize;
+    if executors == 0 || executors > crate::runtime::layout::MAX_EXECUTORS {
+        return Err(StartError::Executors(executors));
+    }
+    let ring_bytes = job.ring_bytes as usize;
+    if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
+        return Err(StartError::RingBytes(ring_bytes));
+    }
+    let table = RoutingTable::spread(ops, &job.workers, job.executors, job.spread.into());
+    let slots = Slots {
+        workers: job.workers.clone(),
+        executors,
+    };
+    let index = job
+        .workers
+        .iter()
+        .position(|&w| w == cfg.id)
+        .ok_or(StartError::NotInJob(cfg.id))?;
+    slots.check_count()?;
+    let seat = Seat {
+        routing: Arc::new(slots.routing_of(&table)?),
+        slots: slots.clone(),
+        index,
+        remote_frame_bytes_max: remote_frame_bytes_max(&cfg.limits),
+    };
+    let sizes = SegmentSizes {
+        executors,
+        operators: ops,
+        ring_bytes,
+        max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
+    };
+    // Unique per process and per run (tests run several clusters in one process).
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "clasp-cw-{:x}-{}-{}-{}",
+        cfg.cluster_id,
+        cfg.id,
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    );
+    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)?;
+    let net_out = (0..executors)
+        .map(|e| seg.segment.consumer(seg.index.net_out(e)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StartError::NetOut)?;
+    let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
+        (0..executors).map(|_| Default::default()).collect();
+    let parked = Arc::new(AtomicBool::new(false));
+    let links = plans
+        .iter()
+        .map(|mailbox| {
+            Some(NetLink {
+                parked: parked.clone(),
+                waker: t.waker(),
+                plans: mailbox.clone(),
+            })
+        })
+        .collect();
+    let launch = Launch {
+        spec: &spec,
+        worker: cfg.id,
+        seat: &seat,
+        // Every worker of the cluster may share this machine: spin only if every thread of
+        // every worker has a core.
+        policy: WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1),
+        pin: job.pin,
+        links,
+    };
+    let coordinator = Coordinator::start(seg, launch)?;
+    Ok(Running {
+        spec,
+        coordinator,
+        executors,
+        net_out,
+        slots,
+        index,
+        plans,
+        parked,
+        interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
+    })
+}
+
+/// Longest frame the transport carries to another worker: what one batch carries (the peers
+/// of one cluster share these limits), less the batch's and the entry's headers and the
+/// entry's alignment.
+fn remote_frame_bytes_max(l: &Limits) -> usize {
+    l.batch_bytes_max
+        .min(l.data_credit_bytes as usize)
+        .min(l.frame_bytes_max)
+        .saturating_sub(
+            crate::transport::wire::NET_HEADER_BYTES
+                + crate::transport::wire::ENTRY_HEADER_BYTES
+                + crate::transport::wire::WIRE_ALIGN,
+        )
+}

@@ -1,0 +1,312 @@
+//! What a worker's coordinator and its executors tell each other over the `control(e)` and
+//! `report(e)` rings of the worker's segment: `Command`s one way, `Report`s the other.
+//!
+//! These never leave the process (the segment is shared with the ingress only, which writes
+//! neither ring), so they are not the message layer between processes: one tag byte, then a
+//! fixed little-endian body. Each direction is encoded and decoded here and nowhere else, and
+//! decoding checks every length, so a corrupt frame becomes an error, never a panic.
+//!
+//! A report's ledger deltas stay a borrowed run of [`DELTA_BYTES`]-byte records
+//! (`DeltaBatch`): the local coordinator applies them one by one; a cluster worker forwards
+//! them to the driver as they are.
+
+use super::ledger::{DELTA_BYTES, Delta};
+use std::borrow::Cow;
+
+/// A frame on a `control` or `report` ring that is not a message of this module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// The frame is empty.
+    #[error("an empty frame")]
+    Empty,
+    /// The tag names no message.
+    #[error("unknown message tag {0}")]
+    UnknownTag(u8),
+    /// The body does not have the length its tag requires.
+    #[error("message tag {tag}: a body of {len} bytes")]
+    BadLength {
+        /// The tag.
+        tag: u8,
+        /// The body's length.
+        len: usize,
+    },
+}
+
+/// Coordinator → executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Flush `operator` (its end of stream) and report [`Report::Flushed`].
+    EndOfStream {
+        /// The operator, by index in the app.
+        operator: u16,
+    },
+    /// Stop and hand back the operator instances.
+    Stop,
+    /// A migration plan waits in the executor's plan mailbox.
+    Plan,
+}
+
+mod tag {
+    pub const END_OF_STREAM: u8 = 1;
+    pub const STOP: u8 = 2;
+    pub const PLAN: u8 = 3;
+    pub const DELTAS: u8 = 11;
+    pub const FLUSHED: u8 = 12;
+    pub const PRODUCER_DIED: u8 = 13;
+    pub const ERROR: u8 = 14;
+    pub const MIGRATED: u8 = 15;
+    pub const PROGRESS: u8 = 16;
+}
+
+/// Bytes of an encoded [`Command`] (the longest; shorter ones are padded with zeros).
+pub(crate) const COMMAND_BYTES: usize = 3;
+
+impl Command {
+    /// The wire form.
+    pub(crate) fn encode(self) -> [u8; COMMAND_BYTES] {
+        match self {
+            Command::EndOfStream { operator } => {
+                let [lo, hi] = operator.to_le_bytes();
+                [tag::END_OF_STREAM, lo, hi]
+            }
+            Command::Stop => [tag::STOP, 0, 0],
+            Command::Plan => [tag::PLAN, 0, 0],
+        }
+    }
+
+    /// Reads one frame.
+    pub(crate) fn decode(frame: &[u8]) -> Result<Command, MessageError> {
+        let (&t, body) = frame.split_first().ok_or(MessageError::Empty)?;
+        let bad = || MessageError::BadLength {
+            tag: t,
+            len: body.len(),
+        };
+        match t {
+            tag::END_OF_STREAM => {
+                let &[lo, hi] = body else { return Err(bad()) };
+                Ok(Command::EndOfStream {
+                    operator: u16::from_le_bytes([lo, hi]),
+                })
+            }
+            tag::STOP | tag::PLAN if body != [0, 0] => Err(bad()),
+            tag::STOP => Ok(Command::Stop),
+            tag::PLAN => Ok(Command::Plan),
+            other => Err(MessageError::UnknownTag(other)),
+        }
+    }
+}
+
+/// A run of ledger deltas, as an executor wrote them (whole records only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeltaBatch<'a>(&'a [u8]);
+
+impl<'a> DeltaBatch<'a> {
+    /// The deltas.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Delta> + 'a {
+        self.0
+            .chunks_exact(DELTA_BYTES)
+            .filter_map(|c| <&[u8; DELTA_BYTES]>::try_from(c).ok())
+            .map(Delta::read)
+    }
+
+    /// Their encoding ([`DELTA_BYTES`] per delta), to forward as they are.
+    pub(crate) fn as_bytes(&self) -> &'a [u8] {
+        self.0
+    }
+}
+
+/// Executor → coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Report<'a> {
+    /// Ledger deltas of the tracked requests it processed.
+    Deltas(DeltaBatch<'a>),
+    /// It ran the end of stream of `operator` (everything that flush emitted is sent).
+    Flushed {
+        /// The operator.
+        operator: u16,
+    },
+    /// The process writing one of its inputs (the local ingress) died.
+    ProducerDied {
+        /// Its pid.
+        pid: u32,
+    },
+    /// A fault, in words.
+    Error(Cow<'a, str>),
+    /// A slot completed its part of a migration (body: an encoded
+    /// [`Message::Migrated`](crate::message::Message::Migrated)).
+    Migrated(&'a [u8]),
+    /// A slot in a migration says what it waits for (body: an encoded
+    /// [`Message::Progress`](crate::message::Message::Progress)).
+    Progress(&'a [u8]),
+}
+
+impl Report<'_> {
+    /// Appends the wire form.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        match self {
+            Report::Deltas(d) => {
+                out.push(tag::DELTAS);
+                out.extend_from_slice(d.as_bytes());
+            }
+            Report::Flushed { operator } => {
+                out.push(tag::FLUSHED);
+                out.extend_from_slice(&operator.to_le_bytes());
+            }
+            Report::ProducerDied { pid } => {
+                out.push(tag::PRODUCER_DIED);
+                out.extend_from_slice(&pid.to_le_bytes());
+            }
+            Report::Error(e) => {
+                out.push(tag::ERROR);
+                out.extend_from_slice(e.as_bytes());
+            }
+            Report::Migrated(b) => {
+                out.push(tag::MIGRATED);
+                out.extend_from_slice(b);
+            }
+            Report::Progress(b) => {
+                out.push(tag::PROGRESS);
+                out.extend_from_slice(b);
+            }
+        }
+    }
+
+    /// The wire form.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Reads one frame (borrowing its body).
+    pub(crate) fn decode(frame: &[u8]) -> Result<Report<'_>, MessageError> {
+        let (&t, body) = frame.split_first().ok_or(MessageError::Empty)?;
+        let bad = || MessageError::BadLength {
+            tag: t,
+            len: body.len(),
+        };
+        Ok(match t {
+            tag::DELTAS if body.len() % DELTA_BYTES == 0 => Report::Deltas(DeltaBatch(body)),
+            tag::FLUSHED => {
+                let &[lo, hi] = body else { return Err(bad()) };
+                Report::Flushed {
+                    operator: u16::from_le_bytes([lo, hi]),
+                }
+            }
+            tag::PRODUCER_DIED => {
+                let &[a, b, c, d] = body else {
+                    return Err(bad());
+                };
+                Report::ProducerDied {
+                    pid: u32::from_le_bytes([a, b, c, d]),
+                }
+            }
+            tag::ERROR => Report::Error(String::from_utf8_lossy(body)),
+            tag::MIGRATED => Report::Migrated(body),
+            tag::PROGRESS => Report::Progress(body),
+            tag::DELTAS => return Err(bad()),
+            other => return Err(MessageError::UnknownTag(other)),
+        })
+    }
+}
+
+/// Appends the wire form of a [`Report::Deltas`] holding `deltas` (the executor's hot path:
+/// no intermediate buffer).
+pub(crate) fn encode_deltas(deltas: impl Iterator<Item = Delta>, out: &mut Vec<u8>) {
+    out.push(tag::DELTAS);
+    for d in deltas {
+        d.write(out);
+    }
+}
+
+/// Bytes of a [`Report::Deltas`] frame carrying `n` deltas.
+pub(crate) const fn deltas_frame_bytes(n: usize) -> usize {
+    1 + n * DELTA_BYTES
+}
+
+/// Longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn commands_round_trip() {
+        for c in [
+            Command::EndOfStream { operator: 0 },
+            Command::EndOfStream { operator: 513 },
+            Command::Stop,
+            Command::Plan,
+        ] {
+            assert_eq!(Command::decode(&c.encode()), Ok(c));
+        }
+        assert_eq!(Command::decode(&[]), Err(MessageError::Empty));
+        assert_eq!(
+            Command::decode(&[9, 0, 0]),
+            Err(MessageError::UnknownTag(9))
+        );
+        assert!(Command::decode(&[1, 0]).is_err());
+    }
+
+    #[test]
+    fn reports_round_trip() {
+        let mut deltas = Vec::new();
+        let ds = [
+            Delta {
+                root_id: 1,
+                xor: 2,
+                admitted_ns: 3,
+            },
+            Delta {
+                root_id: u64::MAX,
+                xor: 7,
+                admitted_ns: 0,
+            },
+        ];
+        encode_deltas(ds.iter().copied(), &mut deltas);
+        assert_eq!(deltas.len(), deltas_frame_bytes(2));
+        match Report::decode(&deltas) {
+            Ok(Report::Deltas(b)) => assert_eq!(b.iter().collect::<Vec<_>>(), ds),
+            other => panic!("{other:?}"),
+        }
+        for r in [
+            Report::Flushed { operator: 300 },
+            Report::ProducerDied { pid: 4242 },
+            Report::Error("a fault".into()),
+            Report::Migrated(&[1, 2, 3]),
+            Report::Progress(&[]),
+        ] {
+            assert_eq!(Report::decode(&r.encode()), Ok(r));
+        }
+        assert!(Report::decode(&[tag::DELTAS, 1, 2]).is_err());
+        assert!(Report::decode(&[tag::FLUSHED, 1]).is_err());
+    }
+
+    #[test]
+    fn truncation_keeps_characters_whole() {
+        assert_eq!(truncate_utf8("héllo", 2), "h");
+        assert_eq!(truncate_utf8("héllo", 3), "hé");
+        assert_eq!(truncate_utf8("abc", 10), "abc");
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_never_panics(frame in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Command::decode(&frame);
+            if let Ok(Report::Deltas(b)) = Report::decode(&frame) {
+                prop_assert_eq!(b.iter().count() * DELTA_BYTES, b.as_bytes().len());
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Connection set-up: connecting with retries and the mutual authentication ([`super::auth`]),
+//! both on helper threads, and the state of each peer's two links.
+//!
+//! Why helper threads: a handshake blocks on a peer that may be slow, silent or hostile. Run
+//! with a timeout off the event loop, a garbage or unauthenticated client costs the loop
+//! nothing; the loop only takes finished handshakes ([`Setup`]) from a channel, woken by the
+//! [`Waker`].
+
+use super::auth::{self, ClusterSecret, Welcome};
+use super::{Direction, MAX_PEER_ID, PeerCounters, PeerId, Waker, ms};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+use tracing::warn;
+
+/// Connect retry backoff bounds.
+const CONNECT_BACKOFF_MIN_MS: u64 = 10;
+const CONNECT_BACKOFF_MAX_MS: u64 = 200;
+
+const _: () = assert!(CONNECT_BACKOFF_MIN_MS <= CONNECT_BACKOFF_MAX_MS);
+
+/// A finished handshake (or a failed one), from a helper thread.
+pub(super) enum Setup {
+    Connected {
+        peer: PeerId,
+        stream: TcpStream,
+        direction: Direction,
+        /// What the peer granted (outbound connections only).
+        welcome: Option<Welcome>,
+    },
+    Refused {
+        addr: Option<SocketAddr>,
+        reason: String,
+    },
+    ConnectFailed {
+        peer: PeerId,
+        reason: String,
+    },
+}
+
+/// One direction's link to a peer.
+#[derive(Clone, Debug, Default)]
+pub(super) enum Link {
+    #[default]
+    None,
+    Connecting,
+    Up {
+        slot: usize,
+        gen_: u32,
+    },
+    Lost(String),
+}
+
+/// What the transport knows of one peer.
+#[derive(Default)]
+pub(super) struct PeerSlot {
+    /// The connection we opened (we send requests on it).
+    pub out: Link,
+    /// The connection the peer opened (it sends requests on it).
+    pub inn: Link,
+    pub counters: PeerCounters,
+}
+
+impl PeerSlot {
+    /// The link of one direction.
+    pub(super) fn link_mut(&mut self, direction: Direction) -> &mut Link {
+        match direction {
+            Direction::Outbound => &mut self.out,
+            Direction::Inbound => &mut self.inn,
+        }
+    }
+}
+
+/// What a handshake thread needs: who we are, the secret, and where to report.
+#[derive(Clone)]
+pub(super) struct Handshaker {
+    pub tx: mpsc::Sender<Setup>,
+    pub waker: Waker,
+    pub secret: ClusterSecret,
+    pub cluster_id: u64,
+    pub own: PeerId,
+    pub handshake_timeout: Duration,
+}
+
+impl Handshaker {
+    fn report(&self, setup: Setup) {
+        let _ = self.tx.send(setup);
+        self.waker.wake();
+    }
+
+    /// Connects to `peer` at `addr`, retrying for `connect_timeout`, and authenticates, on a
+    /// helper thread.
+    pub(super) fn spawn_connect(
+        self,
+        peer: PeerId,
+        addr: SocketAddr,
+        connect_timeout: Duration,
+    ) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name(format!("clasp-connect-{peer}"))
+            .spawn(move || {
+                let setup = self.connect(peer, addr, connect_timeout);
+                self.report(setup);
+            })?;
+        Ok(())
+    }
+
+    fn connect(&self, peer: PeerId, addr: SocketAddr, connect_timeout: Duration) -> Setup {
+        let deadline = Instant::now() + connect_timeout;
+        let mut backoff = CONNECT_BACKOFF_MIN_MS;
+        loop {
+            match TcpStream::connect_timeout(&addr, self.handshake_timeout) {
+                Ok(mut s) => {
+                    let _ = s.set_nodelay(true);
+                    let r = auth::client_handshake(
+                        &mut s,
+                        &self.secret,
+                        self.cluster_id,
+                        self.own,
+                        Some(peer),
+                        self.handshake_timeout,
+                    );
+                    return match r {
+                        Ok((_, welcome)) => Setup::Connected {
+                            peer,
+                            stream: s,
+                            direction: Direction::Outbound,
+                            welcome: Some(welcome),
+                        },
+                        Err(e) => Setup::ConnectFailed {
+                            peer,
+                            reason: format!("handshake with {addr}: {e}"),
+                        },
+                    };
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    return Setup::ConnectFailed {
+                        peer,
+                        reason: format!("connect to {addr}: {e}"),
+                    };
+                }
+                Err(_) => {
+                    std::thread::sleep(ms(backoff));
+                    backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
+                }
+            }
+        }
+    }
+
+    /// Authenticates an accepted connection on a helper thread, granting `grant`.
+    /// `pending` counts handshakes in progress; it is decremented when this one ends.
+    pub(super) fn spawn_accept(
+        self,
+        mut stream: TcpStream,
+        grant: Welcome,
+        pending: Arc<AtomicUsize>,
+    ) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name("clasp-handshake".into())
+            .spawn(move || {
+                let addr = stream.peer_addr().ok();
+                let own = self.own;
+                let r = stream
+                    .set_nonblocking(false)
+                    .map_err(auth::AuthError::from)
+                    .and_then(|()| {
+                        auth::server_handshake(
+                            &mut stream,
+                            &self.secret,
+                            self.cluster_id,
+                            own,
+                            |id| id != own && id <= MAX_PEER_ID,
+                            grant,
+                            self.handshake_timeout,
+                        )
+                    });
+                let setup = match r {
+                    Ok(peer) => Setup::Connected {
+                        peer,
+                        stream,
+                        direction: Direction::Inbound,
+                        welcome: None,
+                    },
+                    Err(e) => {
+                        let reason = format!("authentication failed: {e}");
+                        warn!(?addr, %reason, "refusing connection");
+                        Setup::Refused { addr, reason }
+                    }
+                };
+                let _ = self.tx.send(setup);
+                pending.fetch_sub(1, Ordering::Relaxed);
+                self.waker.wake();
+            })?;
+        Ok(())
+    }
+}

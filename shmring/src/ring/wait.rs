@@ -1,0 +1,128 @@
+//! How an end of a ring waits for its peer: spin as [`WaitPolicy`] says, then park on a
+//! doorbell in slices of [`LIVENESS_POLL`], re-checking the condition after announcing the park
+//! (so a wake-up between the check and the sleep is never lost) and the peer's liveness after
+//! every slice (so a dead peer process is reported instead of waited for).
+
+use crate::doorbell::Doorbell;
+use crate::error::{Error, Result};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_loop};
+use std::time::{Duration, Instant};
+
+/// How long a parked side sleeps before it checks whether its peer process is still alive.
+pub const LIVENESS_POLL: Duration = Duration::from_millis(50);
+
+/// How a side waits: spin this many times, then park.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Polls before parking. 0 when runnable threads outnumber cores: a spinner would take the
+    /// core from the very thread it waits for.
+    pub spins: u32,
+}
+
+/// Polls before parking when every runnable thread has a core of its own. About 10-30 µs on a
+/// current x86 core: long enough to ride out a burst's gaps, short against a park/wake pair.
+pub const DEFAULT_SPINS: u32 = 10_000;
+
+impl WaitPolicy {
+    /// Never spin: park as soon as there is nothing to do.
+    pub const PARK: WaitPolicy = WaitPolicy { spins: 0 };
+
+    /// The policy for a process that runs `runnable_threads` busy threads: spin only when each
+    /// has a core.
+    pub fn for_runnable_threads(runnable_threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if runnable_threads > cores {
+            Self::PARK
+        } else {
+            WaitPolicy {
+                spins: DEFAULT_SPINS,
+            }
+        }
+    }
+}
+
+/// What [`park_until`] asks its probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Is the condition met? A cheap poll, used while spinning.
+    Poll,
+    /// Is the condition met? Re-checked after announcing a park (SYNC: park); must read the
+    /// shared words afresh, not a cached copy.
+    Strong,
+    /// Is the peer still alive? Asked after every timed-out park slice; answer `Ok(false)` or
+    /// the error.
+    Liveness,
+}
+
+/// Sleep on `bell` until `probe` says the condition holds, spinning first as `policy` says.
+pub(crate) fn park_until(
+    bell: &Doorbell,
+    policy: WaitPolicy,
+    timeout: Option<Duration>,
+    mut probe: impl FnMut(Probe) -> Result<bool>,
+) -> Result<()> {
+    for _ in 0..policy.spins {
+        if probe(Probe::Poll)? {
+            return Ok(());
+        }
+        spin_loop();
+    }
+    let start = Instant::now();
+    let mut last_liveness_check = start;
+    loop {
+        if probe(Probe::Poll)? {
+            return Ok(());
+        }
+        let token = bell.prepare_park();
+        let now_ready = probe(Probe::Strong);
+        if !matches!(now_ready, Ok(false)) {
+            bell.finish_park(token);
+            if now_ready? {
+                return Ok(());
+            }
+            continue;
+        }
+        let slice = match timeout {
+            Some(t) => {
+                let left = t.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    bell.finish_park(token);
+                    return Err(Error::TimedOut {
+                        waited_ms: t.as_millis() as u64,
+                    });
+                }
+                left.min(LIVENESS_POLL)
+            }
+            None => LIVENESS_POLL,
+        };
+        bell.park(token, Some(slice));
+        bell.finish_park(token);
+        // Reading /proc costs microseconds: at most once per LIVENESS_POLL, not per wake-up.
+        if last_liveness_check.elapsed() >= LIVENESS_POLL {
+            probe(Probe::Liveness)?;
+            last_liveness_check = Instant::now();
+        }
+    }
+}
+
+/// Whether the registered process (pid, start ticks) is alive; `Ok` when none is registered,
+/// or when it closed its end before going away (a clean exit, not a death).
+pub(super) fn check_alive(
+    pid: &AtomicU32,
+    start_ticks: &AtomicU64,
+    closed: &AtomicU32,
+) -> Result<()> {
+    if closed.load(Ordering::Acquire) != 0 {
+        return Ok(());
+    }
+    let pid = pid.load(Ordering::Acquire);
+    if pid == 0 {
+        return Ok(());
+    }
+    let ticks = start_ticks.load(Ordering::Acquire);
+    if crate::liveness::is_alive(pid, ticks) {
+        Ok(())
+    } else {
+        Err(Error::PeerDead { pid })
+    }
+}

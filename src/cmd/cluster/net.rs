@@ -1,0 +1,48 @@
+//! The transport settings a worker and a driver must agree on, as command-line options:
+//! `clasp worker` takes them, and `clasp run` passes its own on to the workers it starts.
+
+use crate::cmd::usage_error;
+use clap::Args;
+use clasp_dataplane::transport::{
+    DEFAULT_BATCH_AGE_MAX_US, DEFAULT_BATCH_BYTES_MAX, DEFAULT_DATA_CREDIT_BYTES, Limits,
+};
+
+/// Transport settings shared by `worker` and `run`.
+#[derive(Args, Debug, Clone)]
+pub struct NetArgs {
+    /// Flush a batch at this many bytes.
+    #[arg(long, default_value_t = DEFAULT_BATCH_BYTES_MAX)]
+    batch_bytes: usize,
+    /// ... or when its first request is this old (µs).
+    #[arg(long, default_value_t = DEFAULT_BATCH_AGE_MAX_US)]
+    batch_age_us: u64,
+    /// Data credit granted to each sender (bytes in flight).
+    #[arg(long, default_value_t = DEFAULT_DATA_CREDIT_BYTES)]
+    data_credit_bytes: u32,
+}
+
+impl NetArgs {
+    /// The transport's limits; out-of-range settings are a usage error.
+    pub fn limits(&self) -> anyhow::Result<Limits> {
+        let l = Limits {
+            batch_bytes_max: self.batch_bytes,
+            batch_age_max_us: self.batch_age_us,
+            data_credit_bytes: self.data_credit_bytes,
+            ..Limits::default()
+        };
+        l.validate().map_err(|e| usage_error(e.to_string()))?;
+        Ok(l)
+    }
+
+    /// The same settings as `clasp worker` arguments.
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--batch-bytes".into(),
+            self.batch_bytes.to_string(),
+            "--batch-age-us".into(),
+            self.batch_age_us.to_string(),
+            "--data-credit-bytes".into(),
+            self.data_credit_bytes.to_string(),
+        ]
+    }
+}

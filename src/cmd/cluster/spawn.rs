@@ -1,0 +1,197 @@
+//! Worker processes `clasp run --workers N` starts on this machine: a fresh secret and cluster
+//! id, a port each below the kernel's ephemeral range, a cluster file in a temporary directory,
+//! and a guard that stops exactly these processes (by their own pids) and removes the directory.
+
+use super::file::{ClusterFile, SECRET_ENV, WorkerEntry};
+use super::net::NetArgs;
+use crate::cmd::usage_error;
+use anyhow::Context;
+use clasp_dataplane::transport::{ClusterSecret, PeerId};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Most workers `clasp run --workers N` starts on this machine.
+const MAX_LOCAL_WORKERS: usize = 64;
+/// How long spawned workers have to exit after the run.
+const WORKER_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of the random secret `clasp run` makes for the workers it starts.
+const GENERATED_SECRET_BYTES: usize = 32;
+/// How long a started worker waits for the driver's job (s).
+const SPAWNED_JOB_TIMEOUT_S: &str = "60";
+/// Ports for local workers come from below the kernel's ephemeral range, so no `bind(0)` or
+/// outgoing connection of any process can take one between the moment we pick it and the
+/// moment the worker binds it.
+const LOCAL_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// Worker processes this run started; killed (by their own pids) if the run fails.
+pub struct Spawned {
+    children: Vec<(PeerId, Child)>,
+    dir: Option<PathBuf>,
+}
+
+impl Spawned {
+    /// No processes: the workers of a cluster file were started by someone else.
+    pub fn none() -> Spawned {
+        Spawned {
+            children: Vec::new(),
+            dir: None,
+        }
+    }
+
+    /// Workers that have already exited unsuccessfully, one line each.
+    pub fn failures(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (id, c) in &mut self.children {
+            if let Ok(Some(st)) = c.try_wait()
+                && !st.success()
+            {
+                out.push(format!("worker {id} (pid {}) exited with {st}", c.id()));
+            }
+        }
+        out
+    }
+
+    /// Waits for the workers to exit (they do after the driver's bye); kills stragglers.
+    /// Returns a line per worker that failed or had to be killed (none when `kill_now`).
+    pub fn finish(&mut self, kill_now: bool) -> Vec<String> {
+        let deadline = Instant::now()
+            + if kill_now {
+                Duration::ZERO
+            } else {
+                WORKER_EXIT_TIMEOUT
+            };
+        let mut out = Vec::new();
+        for (id, c) in &mut self.children {
+            if let Some(line) = finish_one(*id, c, deadline, kill_now) {
+                out.push(line);
+            }
+        }
+        self.children.clear();
+        out
+    }
+}
+
+/// Waits for one worker until `deadline`, then kills it; what went wrong, if anything.
+fn finish_one(id: PeerId, c: &mut Child, deadline: Instant, kill_now: bool) -> Option<String> {
+    loop {
+        match c.try_wait() {
+            Ok(Some(st)) => {
+                return (!st.success() && !kill_now)
+                    .then(|| format!("worker {id} exited with {st}"));
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return (!kill_now).then(|| format!("worker {id} did not exit; killed"));
+            }
+        }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.finish(true);
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings; returns
+/// their cluster file, the secret they hold and the guard that stops them.
+pub fn spawn_workers(
+    n: usize,
+    net: &NetArgs,
+) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
+    if n == 0 || n > MAX_LOCAL_WORKERS {
+        return Err(usage_error(format!(
+            "{n} local workers (--workers or --max-workers): must be 1..={MAX_LOCAL_WORKERS}"
+        )));
+    }
+    let secret_text = random_secret()?;
+    let secret =
+        ClusterSecret::new(secret_text.clone().into_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut file = ClusterFile {
+        // Random per run (the secret is random hex), so two runs never mistake each other.
+        cluster_id: u64::from_str_radix(&secret_text[..16], 16).context("cluster id")?,
+        workers: Vec::new(),
+    };
+    let mut held = Vec::new();
+    for id in 1..=n as u32 {
+        let (port, listener) = free_port()?;
+        held.push(listener);
+        file.workers.push(WorkerEntry {
+            id,
+            address: format!("127.0.0.1:{port}"),
+        });
+    }
+    let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
+    let mut spawned = Spawned {
+        children: Vec::new(),
+        dir: Some(dir),
+    };
+    let exe = std::env::current_exe().context("locating clasp")?;
+    for (w, listener) in file.workers.iter().zip(held) {
+        // Free the port for the worker that is about to bind it.
+        drop(listener);
+        let child = Command::new(&exe)
+            .arg("worker")
+            .args(["--id", &w.id.to_string()])
+            .arg("--cluster")
+            .arg(&path)
+            .args(["--job-timeout-s", SPAWNED_JOB_TIMEOUT_S])
+            .args(net.to_args())
+            .env(SECRET_ENV, &secret_text)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting a clasp worker")?;
+        spawned.children.push((w.id, child));
+    }
+    Ok((file, secret, spawned))
+}
+
+/// A fresh secret as hex (it travels to the workers in their environment).
+fn random_secret() -> anyhow::Result<String> {
+    let mut b = [0u8; GENERATED_SECRET_BYTES];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom for a cluster secret")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// A free port on 127.0.0.1, outside the ephemeral range, held by the returned socket until
+/// the caller drops it (just before the worker that will bind it starts), so two concurrent
+/// runs cannot pick the same one. The socket is bound but never listens: a worker that
+/// connects to the port early is refused (and retries) instead of reaching us.
+fn free_port() -> anyhow::Result<(u16, rustix::fd::OwnedFd)> {
+    let mut seed = [0u8; 2];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .context("reading /dev/urandom")?;
+    let span = LOCAL_PORTS.end - LOCAL_PORTS.start;
+    let start = u16::from_le_bytes(seed) % span;
+    for i in 0..span {
+        let port = LOCAL_PORTS.start + (start + i) % span;
+        use rustix::net::{AddressFamily, SocketFlags, SocketType, bind, ipproto, socket_with};
+        // Close-on-exec: the workers we start must not inherit the ports held for the others.
+        let fd = socket_with(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            Some(ipproto::TCP),
+        )
+        .context("creating a socket")?;
+        let addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+        if bind(&fd, &addr).is_ok() {
+            return Ok((port, fd));
+        }
+    }
+    anyhow::bail!("no free port on 127.0.0.1 in {LOCAL_PORTS:?}")
+}

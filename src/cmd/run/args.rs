@@ -1,0 +1,110 @@
+//! The options of `clasp run` and `clasp planner`: one set for the live planner and for a
+//! static cluster, since both start (or find) the same workers and run the same driver.
+
+use crate::cmd::cluster::NetArgs;
+use crate::cmd::local::SpreadArg;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A static cluster: workers and placement fixed for the run (no planner; with
+    /// --chaos-migrations, random moves). Without it: the live planner autoscales.
+    #[arg(long = "static")]
+    pub(crate) static_: bool,
+    /// Static runs: start this many `clasp worker` processes on 127.0.0.1.
+    #[arg(long, conflicts_with_all = ["cluster", "max_workers"])]
+    pub(crate) workers: Option<usize>,
+    /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
+    /// ones it does not use idle, parked).
+    #[arg(long, conflicts_with = "cluster")]
+    pub(crate) max_workers: Option<usize>,
+    /// Live runs: the scaling policy.
+    #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
+    pub(crate) policy: String,
+    /// Live runs: the input rate over time: constant, steps, gradual (a ramp up and down),
+    /// burst (shapes scaled to --peak-rate and --duration), or a file of `t_s,rate_per_s`
+    /// lines (absolute rates, each holding until the next line's time).
+    #[arg(long, default_value = "gradual")]
+    pub(crate) pattern: String,
+    /// Live runs: the pattern's peak input rate (records per second).
+    #[arg(long, default_value_t = 250_000.0)]
+    pub(crate) peak_rate: f64,
+    /// Live runs: how long to admit input (seconds), unless --records comes first.
+    #[arg(long, default_value_t = 30.0)]
+    pub(crate) duration: f64,
+    /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
+    /// remote destination per second); it refines them from saturated intervals. `clasp bench
+    /// dispatch` measures α and β on this machine.
+    #[arg(long, default_value = "0.3,1,50")]
+    pub(crate) cost_priors_us: String,
+    /// Metrics interval (ms): workers report counters, the planner looks at them.
+    #[arg(long, default_value_t = 250)]
+    pub(crate) interval_ms: u64,
+    /// Use the (already running) workers of this cluster file instead.
+    #[arg(long)]
+    pub(crate) cluster: Option<PathBuf>,
+    /// Secret file for --cluster (default: CLASP_CLUSTER_SECRET). Workers started by
+    /// --workers get a fresh random secret.
+    #[arg(long)]
+    pub(crate) secret_file: Option<PathBuf>,
+    /// Built-in app name (see `clasp apps`; live runs default to wc).
+    #[arg(long, conflicts_with = "app_file")]
+    pub(crate) app: Option<String>,
+    /// App file (TOML).
+    #[arg(long)]
+    pub(crate) app_file: Option<PathBuf>,
+    /// Input records to admit (static runs: default 100000; live runs: stop at this many or
+    /// at --duration, whichever comes first).
+    #[arg(long)]
+    pub(crate) records: Option<u64>,
+    /// Generator seed (the same as for `clasp oracle`).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Input rate in records per second (default: as fast as the cluster takes them).
+    #[arg(long)]
+    pub(crate) rate: Option<f64>,
+    /// Print one JSON object (the keys of `clasp local --json`).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Executor threads per worker.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) executors: u16,
+    /// How key groups are spread over all workers' executors.
+    #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
+    pub(crate) spread: SpreadArg,
+    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub(crate) ring_bytes: usize,
+    /// Roots admitted and not yet completed, at most.
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) max_in_flight: u64,
+    /// Track 1 in N roots for latency (and the in-flight bound).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) sample_every: u64,
+    /// Pin executors to cores when there are enough.
+    #[arg(long)]
+    pub(crate) pin: bool,
+    /// The driver's listen address (workers connect back to it).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub(crate) driver_listen: SocketAddr,
+    /// The address workers use to reach the driver (default: the bound listen address).
+    #[arg(long)]
+    pub(crate) driver_advertise: Option<SocketAddr>,
+    /// Fail when nothing progresses for this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) stall_timeout_s: u64,
+    /// Testing mode: K live migrations at random moments (seeded by --seed) to random worker
+    /// counts and placements while the input flows; the result must still equal the oracle.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) chaos_migrations: usize,
+    /// Fail a migration that does not complete within this many seconds.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) migration_timeout_s: u64,
+    #[command(flatten)]
+    pub(crate) net: NetArgs,
+}

@@ -1,0 +1,44 @@
+//! `clasp run` and `clasp planner`: an app on a cluster of `clasp worker` processes.
+//!
+//! - [`args`]: the options both commands take;
+//! - [`setup`]: options → started (or found) workers → the driver's settings, and the driver
+//!   run that stops the started workers on failure;
+//! - [`live`]: the live planner (the default): a rate pattern, a scaling policy and live
+//!   migrations (docs/planner.md);
+//! - [`static_run`]: `--static`, fixed workers and placement (docs/cluster.md);
+//! - [`view`]: a finished run as the run view `clasp local` prints too;
+//! - [`out`]: a live run's record as files, a text summary and a progress line.
+//!
+//! Cluster setup that is not about these options (the cluster file, the secret, spawning
+//! workers) lives in `cmd::cluster`, which knows nothing of this module.
+
+pub mod args;
+pub mod live;
+pub mod out;
+pub mod setup;
+pub mod static_run;
+pub mod view;
+
+pub use args::RunArgs;
+
+use crate::cmd::usage_error;
+
+/// `clasp run`: live (the planner) unless `--static`.
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.static_ {
+        static_run::run_static(args)
+    } else {
+        live::run_live(args)
+    }
+}
+
+/// `clasp planner`: the live planner over the workers of a cluster file.
+pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
+    if args.cluster.is_none() || args.static_ {
+        return Err(usage_error(
+            "clasp planner drives running workers: give --cluster FILE (and no --static); \
+             `clasp run` starts local workers itself",
+        ));
+    }
+    live::run_live(args)
+}

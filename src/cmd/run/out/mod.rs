@@ -1,0 +1,85 @@
+//! The output side of `clasp run`: plain data in, files and text out.
+//!
+//! The run loop fills a [`RunRecord`] (one [`IntervalRow`] per metrics interval, one
+//! [`MigrationRow`] per migration, one [`DecisionRow`] per scaling decision, and the JSON summary
+//! it prints with `--json`); [`files`] turns it into `--out DIR` ([`write_out`]), [`plot`] draws
+//! the SVG plots among those files, and [`text`] writes the summary at the end of a run
+//! ([`render_summary`]) and the progress line ([`progress_line`]). Nothing here touches the
+//! cluster.
+
+mod files;
+mod plot;
+mod text;
+
+#[cfg(test)]
+mod sample;
+
+pub use files::write_out;
+pub use text::{progress_line, render_summary};
+
+use serde_json::Value;
+
+/// One metrics interval of the run, as the planner saw it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IntervalRow {
+    /// Seconds since the run started, at the end of the interval.
+    pub t_s: f64,
+    /// Inputs admitted per second.
+    pub input_per_s: f64,
+    /// Request trees completed per second.
+    pub throughput_per_s: f64,
+    /// Active workers.
+    pub workers: usize,
+    pub latency_p50_ms: f64,
+    pub latency_p95_ms: f64,
+    pub latency_p99_ms: f64,
+    /// The estimator's α (local hand-off cost), µs.
+    pub alpha_us: f64,
+    /// The estimator's β (remote hand-off cost), µs.
+    pub beta_us: f64,
+    /// The estimator's γ (per-destination cost), µs.
+    pub gamma_us: f64,
+    /// The estimator's worker capacity W̄, µs.
+    pub w_bar_us: f64,
+    /// A migration was in progress during the interval.
+    pub migrating: bool,
+}
+
+/// One migration: the plan, its two durations (the planner's and the longest worker pause) and
+/// its request counts.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct MigrationRow {
+    pub epoch: u64,
+    /// Seconds since the run started, when the plan was sent.
+    pub t_s: f64,
+    pub workers_before: usize,
+    pub workers_after: usize,
+    pub key_groups_moved: usize,
+    /// Plan sent → all completions in.
+    pub planner_ms: f64,
+    /// The longest worker pause.
+    pub worker_pause_ms: f64,
+    pub exported: u64,
+    pub forwarded: u64,
+    pub held: u64,
+    /// Inputs admitted while the migration was in progress.
+    pub admitted_during: u64,
+    /// `"policy"` or `"chaos"`.
+    pub reason: String,
+}
+
+/// One scaling decision with its one-line explanation (`key=value` pairs).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DecisionRow {
+    pub t_s: f64,
+    pub line: String,
+}
+
+/// Everything a finished (or interrupted) run reports.
+pub struct RunRecord {
+    /// The full JSON summary (what `--json` prints), built by the caller.
+    pub summary: Value,
+    pub intervals: Vec<IntervalRow>,
+    pub migrations: Vec<MigrationRow>,
+    pub decisions: Vec<DecisionRow>,
+}

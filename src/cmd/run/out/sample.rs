@@ -1,0 +1,80 @@
+//! A record with every kind of row (a NaN latency, a quoted reason, a policy and a chaos
+//! migration), shared by the tests of the files and of the text.
+
+use super::{DecisionRow, IntervalRow, MigrationRow, RunRecord};
+
+pub(super) fn record() -> RunRecord {
+    let intervals = (0..20)
+        .map(|i| {
+            let t = (i + 1) as f64 * 0.5;
+            IntervalRow {
+                t_s: t,
+                input_per_s: 1000.0 * t,
+                throughput_per_s: 950.0 * t,
+                workers: 1 + i / 7,
+                latency_p50_ms: 0.2,
+                latency_p95_ms: 0.9,
+                latency_p99_ms: if i == 3 { f64::NAN } else { 2.0 + t },
+                alpha_us: 38.5,
+                beta_us: 275.0,
+                gamma_us: 51_500.0,
+                w_bar_us: 1e6,
+                migrating: i == 7 || i == 14,
+            }
+        })
+        .collect();
+    let migrations = vec![
+        MigrationRow {
+            epoch: 1,
+            t_s: 3.5,
+            workers_before: 1,
+            workers_after: 2,
+            key_groups_moved: 64,
+            planner_ms: 4.25,
+            worker_pause_ms: 0.75,
+            exported: 10,
+            forwarded: 3,
+            held: 7,
+            admitted_during: 120,
+            reason: "policy".into(),
+        },
+        MigrationRow {
+            epoch: 2,
+            t_s: 7.0,
+            workers_before: 2,
+            workers_after: 3,
+            key_groups_moved: 40,
+            planner_ms: 2.5,
+            worker_pause_ms: 0.5,
+            exported: 11,
+            forwarded: 0,
+            held: 1,
+            admitted_during: 99,
+            reason: "chaos, \"forced\"".into(),
+        },
+    ];
+    let decisions = vec![
+        DecisionRow {
+            t_s: 3.4,
+            line: "scale_out from=1 to=2 reason=saturated util=0.97".into(),
+        },
+        DecisionRow {
+            t_s: 6.9,
+            line: "chaos to=3 moved=40".into(),
+        },
+    ];
+    RunRecord {
+        summary: serde_json::json!({
+            "app": "wc",
+            "policy": "clasp",
+            "throughput_per_s": 9500.0,
+            "latency_us": {"p50": 200.0, "p95": 900.0, "p99": 2500.0, "max": 9000.0},
+            "worker_seconds": 21.5,
+            "elapsed_s": 10.0,
+            "migrations": [{"epoch": 1}, {"epoch": 2}],
+        }),
+        intervals,
+        migrations,
+        decisions,
+    }
+}

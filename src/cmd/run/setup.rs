@@ -1,0 +1,132 @@
+//! From `clasp run`'s options to a running driver: check the options, start the local workers
+//! (or read the cluster file of running ones), build the driver's settings, and run the driver
+//! so that a failure stops the workers this run started and says how they exited.
+
+use super::args::RunArgs;
+use crate::cmd::cluster::{ClusterFile, Spawned, read_secret, spawn_workers};
+use crate::cmd::local::SpreadArg;
+use crate::cmd::usage_error;
+use clasp_dataplane::cluster::control::Controller;
+use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
+use clasp_dataplane::routing::Spread;
+use clasp_operators::AppSpec;
+use std::time::Duration;
+
+/// Smallest request ring a run accepts (bytes).
+const MIN_RING_BYTES: usize = 4096;
+/// Most executor threads per worker.
+const MAX_EXECUTORS: u16 = 64;
+/// How long the driver waits for every worker to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a failed run gives the workers to print their side before they are stopped.
+const FAILURE_GRACE: Duration = Duration::from_millis(100);
+
+/// Validates the cluster options, starts `spawn` local workers (or reads the cluster file)
+/// and returns the driver's settings.
+pub fn prepare(
+    args: &RunArgs,
+    spawn: Option<usize>,
+    spec: &AppSpec,
+    records: u64,
+) -> anyhow::Result<(DriverConfig, Spawned)> {
+    check(args)?;
+    let limits = args.net.limits()?;
+    let (file, secret, spawned) = match (spawn, &args.cluster) {
+        (Some(n), _) => spawn_workers(n, &args.net)?,
+        (None, Some(path)) => (
+            ClusterFile::load(path)?,
+            read_secret(args.secret_file.as_deref())?,
+            Spawned::none(),
+        ),
+        (None, None) => {
+            return Err(usage_error("give a worker count or --cluster FILE"));
+        }
+    };
+    let app_toml = if args.app_file.is_some() {
+        spec.to_toml_string()
+    } else {
+        String::new()
+    };
+    let cfg = DriverConfig {
+        listen: args.driver_listen,
+        advertise: args.driver_advertise,
+        cluster_id: file.cluster_id,
+        workers: file.resolve()?,
+        secret,
+        limits,
+        app_name: spec.name.clone(),
+        app_toml,
+        executors: args.executors,
+        spread: match args.spread {
+            SpreadArg::Even => Spread::Even,
+            SpreadArg::Alternate => Spread::Alternate,
+        },
+        ring_bytes: args.ring_bytes,
+        pin: args.pin,
+        records,
+        seed: args.seed,
+        rate_per_s: args.rate,
+        max_in_flight: args.max_in_flight,
+        sample_every: args.sample_every,
+        ready_timeout: READY_TIMEOUT,
+        stall_timeout: Duration::from_secs(args.stall_timeout_s),
+        interval: Duration::from_millis(args.interval_ms),
+        migration_timeout: Duration::from_secs(args.migration_timeout_s),
+    };
+    Ok((cfg, spawned))
+}
+
+/// The options every cluster run checks, live or static.
+fn check(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(usage_error(format!(
+            "--rate {r}: must be a positive number"
+        )));
+    }
+    if !args.ring_bytes.is_power_of_two() || args.ring_bytes < MIN_RING_BYTES {
+        return Err(usage_error(format!(
+            "--ring-bytes {}: must be a power of two ≥ {MIN_RING_BYTES}",
+            args.ring_bytes
+        )));
+    }
+    if args.executors == 0 || args.executors > MAX_EXECUTORS {
+        return Err(usage_error(format!(
+            "--executors {}: must be 1..={MAX_EXECUTORS}",
+            args.executors
+        )));
+    }
+    if args.max_in_flight == 0 || args.sample_every == 0 {
+        return Err(usage_error(
+            "--max-in-flight and --sample-every must be positive",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the driver; on failure stops the workers this run started and says how they exited.
+pub fn drive(
+    mut spawned: Spawned,
+    spec: &AppSpec,
+    cfg: &DriverConfig,
+    ctl: &mut dyn Controller,
+) -> anyhow::Result<ClusterReport> {
+    match run_driver_with(spec, cfg, ctl) {
+        Ok(mut report) => {
+            report.errors.extend(spawned.finish(false));
+            Ok(report)
+        }
+        Err(e) => {
+            // Give the workers a moment to print their side, then stop them.
+            std::thread::sleep(FAILURE_GRACE);
+            let exits = spawned.failures();
+            spawned.finish(true);
+            let mut msg = format!("the cluster run failed: {e}");
+            if !exits.is_empty() {
+                msg.push_str(&format!(" ({})", exits.join("; ")));
+            }
+            anyhow::bail!(msg);
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! `clasp run --static`: a fixed set of workers and a fixed placement (moved only by
+//! `--chaos-migrations`, for testing). `--workers N` starts N `clasp worker` processes on
+//! 127.0.0.1; `--cluster FILE` drives workers that are already running, on this host or
+//! others. Either way it prints what `clasp local` prints (docs/cluster.md).
+
+use super::args::RunArgs;
+use super::setup::{drive, prepare};
+use super::view::print_report;
+use crate::cmd::apps::load_app;
+use crate::cmd::usage_error;
+use clasp_dataplane::cluster::control::{Chaos, Controller, Static};
+use clasp_dataplane::migrate::Slots;
+
+/// Input records a static run admits without `--records`.
+const DEFAULT_RECORDS: u64 = 100_000;
+
+/// `clasp run --static`.
+pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
+    if args.workers.is_none() && args.cluster.is_none() {
+        return Err(usage_error(
+            "clasp run --static needs --workers N or --cluster FILE",
+        ));
+    }
+    if args.max_workers.is_some() {
+        return Err(usage_error(
+            "--max-workers is for live runs; a --static run takes --workers N",
+        ));
+    }
+    if args.migration_timeout_s == 0 {
+        return Err(usage_error("--migration-timeout-s must be at least 1"));
+    }
+    let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
+    let records = args.records.unwrap_or(DEFAULT_RECORDS);
+    let (cfg, spawned) = prepare(&args, args.workers, &spec, records)?;
+    let mut chaos;
+    let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
+        let slots = Slots {
+            workers: cfg.workers.iter().map(|w| w.0).collect(),
+            executors: usize::from(args.executors),
+        };
+        chaos = Chaos::new(
+            args.chaos_migrations,
+            records,
+            slots,
+            spec.operators.len(),
+            args.seed,
+        );
+        &mut chaos
+    } else {
+        &mut Static
+    };
+    let report = drive(spawned, &spec, &cfg, ctl)?;
+    print_report(&spec, &args, records, cfg.workers.len(), &report)?;
+    if !report.errors.is_empty() {
+        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! `clasp worker`: one worker of a cluster file. It listens, authenticates its peers with the
+//! cluster secret, runs the job a driver sends it and exits (docs/cluster.md).
+
+use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
+use crate::cmd::usage_error;
+use clap::Args;
+use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// This worker's id in the cluster file.
+    #[arg(long)]
+    id: u32,
+    /// Address to listen on (default: this worker's address in the cluster file).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// The cluster file (TOML; docs/cluster.md).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// File holding the cluster secret (default: the CLASP_CLUSTER_SECRET variable). Never
+    /// on the command line.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Give up when no driver sent a job within this many seconds.
+    #[arg(long, default_value_t = 300)]
+    job_timeout_s: u64,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+/// `clasp worker`.
+pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
+    let file = ClusterFile::load(&args.cluster)?;
+    let workers = file.resolve()?;
+    let me = workers
+        .iter()
+        .find(|w| w.0 == args.id)
+        .ok_or_else(|| usage_error(format!("worker {} is not in the cluster file", args.id)))?;
+    let cfg = ClusterWorkerConfig {
+        id: args.id,
+        listen: args.listen.unwrap_or(me.1),
+        cluster_id: file.cluster_id,
+        workers: workers.clone(),
+        secret: read_secret(args.secret_file.as_deref())?,
+        limits: args.net.limits()?,
+        job_timeout: Duration::from_secs(args.job_timeout_s),
+    };
+    let exit = run_cluster_worker(&cfg, |addr| {
+        eprintln!("clasp worker {}: listening on {addr}", args.id)
+    })
+    .map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "clasp worker {}: ran {} to the end{}",
+        args.id,
+        exit.app,
+        if exit.errors.is_empty() {
+            String::new()
+        } else {
+            format!(" with faults: {}", exit.errors.join("; "))
+        }
+    );
+    Ok(())
+}
