@@ -243,7 +243,7 @@ struct Node {
 
 impl Node {
     fn fault(&mut self, e: String) {
-        eprintln!("clasp worker {}: {e}", self.id);
+        tracing::warn!("worker {}: {e}", self.id);
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
             self.errors.push(e.clone());
             self.push(&Message::Error(e));
@@ -471,8 +471,8 @@ pub fn run_cluster_worker(
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
                 Event::Refused { addr, reason } => {
-                    eprintln!(
-                        "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                    tracing::warn!(
+                        "worker {}: refused a connection from {addr:?}: {reason}",
                         cfg.id
                     )
                 }
@@ -629,8 +629,8 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 Event::ConnectFailed { peer, reason } => {
                     node.fault(format!("cannot reach worker {peer}: {reason}"))
                 }
-                Event::Refused { addr, reason } => eprintln!(
-                    "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                Event::Refused { addr, reason } => tracing::warn!(
+                    "worker {}: refused a connection from {addr:?}: {reason}",
                     cfg.id
                 ),
                 Event::PeerUp { .. } => {}
