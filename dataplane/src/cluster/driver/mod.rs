@@ -2,9 +2,9 @@
 //! the one that runs the end of the stream (see the module docs of [`super`]).
 //!
 //! A run is a sequence of phases, each in its own file: connect and start the workers (here),
-//! admit the input ([`feed`]) while the control channel ([`channel`]) applies ledger deltas,
-//! meters intervals ([`metering`]) and carries out migrations ([`migration`]); then the
-//! end-of-stream barrier ([`barrier`]) and the report ([`report`]).
+//! admit the input (`feed.rs`) while the control channel (`channel.rs`) applies ledger
+//! deltas, meters intervals (`metering.rs`) and carries out migrations (`migration.rs`); then
+//! the end-of-stream barrier (`barrier.rs`) and the report (`report.rs`).
 
 mod barrier;
 mod channel;
