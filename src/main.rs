@@ -64,6 +64,16 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Faults a run survives (a refused connection, a worker's error) are logged by the
+    // libraries; warnings and errors go to stderr, without timestamps (stdout stays the
+    // command's output).
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .without_time()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),

@@ -183,7 +183,8 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
         workers: vec![0],
         executors: 1,
     };
-    let table = clasp_dataplane::routing::spread(ops, &slots, Spread::Even)?;
+    let table =
+        clasp_dataplane::routing::spread(ops, &slots, Spread::Even).map_err(|e| e.to_string())?;
     let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)
         .map_err(|e| e.to_string())?;
     let m = seg.metrics(0);

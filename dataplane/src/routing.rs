@@ -52,45 +52,88 @@ impl Slots {
     }
 
     /// Checks that every slot has a 16-bit number other than [`INGRESS_SLOT`].
-    pub fn check_count(&self) -> Result<(), String> {
+    pub fn check_count(&self) -> Result<(), SlotError> {
         if self.is_empty() || self.len() >= INGRESS_SLOT as usize {
-            return Err(format!(
-                "{} workers × {} executors = {} executor slots; frames number slots in 16 \
-                 bits, so at most {}",
-                self.workers.len(),
-                self.executors,
-                self.len(),
-                INGRESS_SLOT - 1
-            ));
+            return Err(SlotError::Count {
+                workers: self.workers.len(),
+                executors: self.executors,
+                slots: self.len(),
+            });
         }
         Ok(())
     }
 
     /// Checks a slot routing: every operator has every key group, every owner is a slot.
-    pub fn check(&self, routing: &RoutingTable, operators: usize) -> Result<(), String> {
+    pub fn check(&self, routing: &RoutingTable, operators: usize) -> Result<(), SlotError> {
         self.check_count()?;
         if routing.operators() != operators {
-            return Err(format!(
-                "routing for {} operators, the app has {operators}",
-                routing.operators()
-            ));
+            return Err(SlotError::Operators {
+                routed: routing.operators(),
+                operators,
+            });
         }
         if operators > 0 && routing.key_groups() != KEY_GROUPS as usize {
-            return Err(format!(
-                "{} key groups per operator, not {KEY_GROUPS}",
-                routing.key_groups()
-            ));
+            return Err(SlotError::KeyGroups {
+                key_groups: routing.key_groups(),
+            });
         }
-        for (op, row) in routing.rows().enumerate() {
+        for (operator, row) in routing.rows().enumerate() {
             if let Some(s) = row.iter().find(|s| s.index() >= self.len()) {
-                return Err(format!(
-                    "operator {op}: slot {s} of a cluster of {} slots",
-                    self.len()
-                ));
+                return Err(SlotError::Slot {
+                    operator,
+                    slot: s.index(),
+                    slots: self.len(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why a job's slots or a slot routing cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    /// No slots, or more than 16-bit slot numbers can name.
+    #[error(
+        "{workers} workers × {executors} executors = {slots} executor slots; frames number \
+         slots in 16 bits, so at most {max}",
+        max = INGRESS_SLOT - 1
+    )]
+    Count {
+        /// Workers.
+        workers: usize,
+        /// Executors per worker.
+        executors: usize,
+        /// Their product.
+        slots: usize,
+    },
+    /// A routing for another number of operators.
+    #[error("routing for {routed} operators, the app has {operators}")]
+    Operators {
+        /// Operators routed.
+        routed: usize,
+        /// Operators of the app.
+        operators: usize,
+    },
+    /// Rows short of, or beyond, every key group.
+    #[error("{key_groups} key groups per operator, not {KEY_GROUPS}")]
+    KeyGroups {
+        /// Key groups per row.
+        key_groups: usize,
+    },
+    /// An owner that is not a slot of the cluster.
+    #[error("operator {operator}: slot {slot} of a cluster of {slots} slots")]
+    Slot {
+        /// The operator.
+        operator: usize,
+        /// The owner.
+        slot: usize,
+        /// Slots in the cluster.
+        slots: usize,
+    },
+    /// A job without executors.
+    #[error("a routing table needs at least one executor")]
+    NoExecutors,
 }
 
 /// A slot routing's flat form, `[op * KEY_GROUPS + kg] → slot`, narrowed to the 16 bits a
@@ -114,9 +157,9 @@ pub enum Spread {
 }
 
 /// The epoch-0 table of `operators` operators over the job's `slots`.
-pub fn spread(operators: usize, slots: &Slots, spread: Spread) -> Result<RoutingTable, String> {
+pub fn spread(operators: usize, slots: &Slots, spread: Spread) -> Result<RoutingTable, SlotError> {
     if slots.is_empty() {
-        return Err("a routing table needs at least one executor".into());
+        return Err(SlotError::NoExecutors);
     }
     let (count, executors, workers) = (slots.len(), slots.executors, slots.workers.len());
     let kgs = KEY_GROUPS as usize;

@@ -36,7 +36,20 @@ pub fn domain_seed(operator: &str, domain: DigestDomain) -> u64 {
 }
 
 /// A multiset digest: wrapping sum of the items' 128-bit hashes, and the number of items.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 pub struct Digest {
     /// Wrapping sum of xxh3-128 hashes of the items.
     pub sum: u128,

@@ -126,7 +126,19 @@ pub trait Operator: Send + 'static {
 
 /// Counters and digests of one operator instance; [`OperatorSummary::combine`] adds the
 /// summaries of several instances of the same operator (executors, workers).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 pub struct OperatorSummary {
     /// Requests processed, malformed ones included.
     pub processed: u64,

@@ -132,9 +132,11 @@ pub(crate) enum Report<'a> {
     },
     /// A fault, in words.
     Error(Cow<'a, str>),
-    /// A slot completed its part of a migration (body: `migrate::encode_report`).
+    /// A slot completed its part of a migration (body: an encoded
+    /// [`Message::Migrated`](crate::message::Message::Migrated)).
     Migrated(&'a [u8]),
-    /// A slot in a migration says what it waits for (body: `migrate::encode_progress`).
+    /// A slot in a migration says what it waits for (body: an encoded
+    /// [`Message::Progress`](crate::message::Message::Progress)).
     Progress(&'a [u8]),
 }
 

@@ -31,9 +31,10 @@
 //!
 //! A batch entry is the ring's frame layout (16-byte header, payload padded to 16), so the
 //! receiver copies each request once, from the receive buffer into the destination ring, and
-//! nothing is decoded and re-encoded. Why two payload shapes: requests are the
-//! hot path and already have a fixed, checked layout; control and state messages are rare,
-//! varied and evolving, which is what rkyv (validated with bytecheck) is for.
+//! nothing is decoded and re-encoded. Why two payload shapes: requests are the hot path and
+//! already have a fixed, checked layout; control messages are rare, varied and evolving, which
+//! is what rkyv (validated with bytecheck) is for. The control archive frames one body: a
+//! [`Message`](crate::message::Message) in the message layer's own versioned codec.
 //!
 //! Every length read from the wire is checked against a bound before it is used: the header's
 //! `payload_bytes` against the receiver's frame limit before a byte of the payload is buffered,
@@ -72,13 +73,15 @@ const _: () = assert!(
     NET_HEADER_BYTES + CONTROL_PREFIX_BYTES + MAX_CONTROL_BODY_BYTES + 256 <= FRAME_BYTES_MAX
 );
 
-/// What a frame carries.
+/// What a frame carries. This is the transport's framing, not a message vocabulary: the
+/// messages themselves are [`crate::message::Message`]s inside control frames (and inside
+/// control request frames of a batch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
     /// Ring-format request frames.
     Batch = 1,
-    /// An rkyv archive of a [`ControlMessage`].
+    /// An rkyv archive of a [`ControlMessage`], whose body is an encoded message.
     Control = 2,
     /// Credit returned to the sender (header only).
     Credit = 3,
@@ -388,12 +391,16 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// A control or state message: an opaque kind chosen by the worker and its body.
+/// The framing of one control frame's content: a kind the transport does not interpret and
+/// the body it carries. Every control frame between clasp processes has the kind
+/// [`crate::message::CONTROL_KIND`] and a body that is one
+/// [`Message`](crate::message::Message) in the message layer's versioned codec; the transport
+/// only frames it.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ControlMessage {
-    /// The worker's message kind.
+    /// The sender's kind (the message layer uses one).
     pub kind: u16,
-    /// The body (itself often an rkyv archive of the worker's own type).
+    /// The body: an encoded message.
     pub body: Vec<u8>,
 }
 

@@ -1,44 +1,44 @@
 //! The driver of a static cluster: the ingress and the latency-ledger home of every root, and
 //! the one that runs the end of the stream (see the module docs of [`super`]).
+//!
+//! A run is a sequence of phases, each in its own file: connect and start the workers (here),
+//! admit the input (`feed.rs`) while the control channel (`channel.rs`) applies ledger
+//! deltas, meters intervals (`metering.rs`) and carries out migrations (`migration.rs`); then
+//! the end-of-stream barrier (`barrier.rs`) and the report (`report.rs`).
 
-mod moves;
+mod barrier;
+mod channel;
+mod error;
+mod feed;
+mod metering;
+mod migration;
+mod report;
 
-use super::control::{
-    Controller, IntervalView, MigrationRecord, Move, Static, WorkerInterval, active_workers,
-};
-use super::{Counters, DRIVER_ID, Job, Status, WorkerSummary, kind, read_u16};
-use crate::clock::monotonic_ns;
-use crate::migrate::{control_frame, decode_progress, decode_report, encode_plans, frame_kind};
-use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
+pub use error::DriverError;
+
+use super::control::{Controller, IntervalView, MigrationRecord, Static, active_workers};
+use super::{DRIVER_ID, Job, WorkerSummary};
+use crate::message::Message;
 use crate::routing::{self, Slots, Spread};
-use crate::runtime::ledger::{DELTA_BYTES, Delta, LatencySummary, Ledger};
-use crate::transport::{
-    ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
-};
-use clasp_operators::key::{key_group, key_hash};
+use crate::runtime::ledger::LatencySummary;
+use crate::transport::{ClusterSecret, Limits, PeerId, Transport, TransportConfig};
+use barrier::{Ack, Barrier};
+use channel::DriverInbox;
 use clasp_operators::{AppSpec, OperatorSummary};
-use clasp_protocol::assignment::Assignment;
-use clasp_protocol::ids::{KeyGroup, Slot};
-use clasp_protocol::planner::{Planner, PlannerAction, PlannerConfig};
-use std::collections::{BTreeMap, VecDeque};
+use clasp_protocol::planner::{Planner, PlannerConfig};
+use metering::Metering;
+use migration::Migrations;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Records admitted between two turns of the transport while feeding.
-const POLL_EVERY_RECORDS: u64 = 64;
-/// The shortest wait between admissions when pacing: the records due meanwhile go out
-/// back to back (at 250 k records/s, 25 of them).
-const PACING_QUANTUM: Duration = Duration::from_micros(100);
 /// A slot not heard from for a quarter of the migration timeout, and at least this long, is
 /// named silent (slots report progress every 50 ms while in a migration).
 const MIN_SILENT: Duration = Duration::from_secs(1);
 /// How long one wait of the driver parks in the transport at most.
 const DRIVER_PARK: Duration = Duration::from_millis(2);
-/// Quiescence probes: consecutive clean rounds with unchanged counters required.
-const QUIET_ROUNDS: u32 = 2;
-
-/// One worker's per-peer counts in a probe round: (worker, [(peer, sent, received)]).
-type PeerCounts = (PeerId, Vec<(PeerId, u64, u64)>);
+/// How long one wait for the workers' connections parks.
+const CONNECT_PARK: Duration = Duration::from_millis(20);
 
 /// Settings of a driver.
 #[derive(Clone, Debug)]
@@ -132,295 +132,133 @@ pub struct ClusterReport {
     pub worker_seconds: f64,
 }
 
-struct DriverInbox {
-    ledger: Ledger,
-    last_completion: Instant,
-    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
-    events: Vec<Event>,
-}
-
-impl Inbound for DriverInbox {
-    fn deliver(&mut self, from: PeerId, _frame: &[u8]) -> Delivered {
-        self.msgs.push_back((
-            from,
-            kind::ERROR,
-            format!("worker {from} sent the driver a request frame; dropped").into_bytes(),
-        ));
-        Delivered::Accepted
-    }
-
-    fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
-        if k == kind::DELTAS {
-            let now = monotonic_ns();
-            let mut done = false;
-            for c in body.chunks_exact(DELTA_BYTES) {
-                let mut d = [0u8; DELTA_BYTES];
-                d.copy_from_slice(c);
-                done |= self.ledger.apply(Delta::read(&d), now);
-            }
-            if done {
-                self.last_completion = Instant::now();
-            }
-        } else {
-            self.msgs.push_back((from, k, body.to_vec()));
-        }
-    }
-
-    fn event(&mut self, e: Event) {
-        self.events.push(e);
-    }
-}
-
-/// A migration in progress.
-struct InFlight {
-    record: MigrationRecord,
-}
-
 struct Driver<'a> {
     cfg: &'a DriverConfig,
     slots: Slots,
-    planner: Planner,
-    in_flight: Option<InFlight>,
-    migrations: Vec<MigrationRecord>,
-    /// Completed migrations the controller has not been told about.
-    finished: Vec<MigrationRecord>,
-    /// Latest counters per worker index, and those at the previous interval.
-    counters: Vec<Option<Counters>>,
-    prev_counters: Vec<Option<Counters>>,
-    /// Each worker's figures of the last interval.
-    last_worker_intervals: Vec<WorkerInterval>,
-    intervals: Vec<IntervalView>,
-    /// Start of the run (first admission), the current interval, and its admissions.
-    t0: Instant,
-    interval_start: Instant,
-    interval_admitted: u64,
-    interval_completed: u64,
-    interval_migrating: bool,
-    /// Records due by the rate and not admitted.
-    backlog: u64,
-    offered: Option<f64>,
-    active: usize,
-    worker_seconds: f64,
-    active_since: Instant,
     t: Transport,
     rx: DriverInbox,
+    /// The workers, in job order.
     ids: Vec<PeerId>,
+    /// Frames the driver handed the transport per worker (its side of the quiescence counts).
     sent: BTreeMap<PeerId, u64>,
+    /// Faults the run survived.
     errors: Vec<String>,
-    acks: BTreeMap<(u16, u16), usize>,
-    statuses: BTreeMap<u64, Vec<(PeerId, Status)>>,
-    summaries: Vec<WorkerSummary>,
+    /// The last time the run moved (the stall timeout counts from here).
     last_progress: Instant,
+    mig: Migrations,
+    meter: Metering,
+    barrier: Barrier,
 }
 
-impl Driver<'_> {
-    fn addr_of(&self, peer: PeerId) -> String {
-        self.cfg
-            .workers
-            .iter()
-            .find(|w| w.0 == peer)
-            .map_or_else(|| "?".into(), |w| w.1.to_string())
+impl<'a> Driver<'a> {
+    /// Starts the transport and the protocol planner on the initial placement.
+    fn new(spec: &AppSpec, cfg: &'a DriverConfig) -> Result<Driver<'a>, DriverError> {
+        let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
+        if ids.is_empty() || ids.contains(&DRIVER_ID) {
+            return Err(DriverError::Config(format!(
+                "worker ids {ids:?}: need at least one, and {DRIVER_ID} is the driver's"
+            )));
+        }
+        let mut tcfg =
+            TransportConfig::new(DRIVER_ID, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
+        tcfg.limits = cfg.limits.clone();
+        tcfg.peers = cfg.workers.clone();
+        let t = Transport::start(tcfg).map_err(|e| DriverError::transport("driver", e))?;
+        let ops = spec.operators.len();
+        let slots = Slots {
+            workers: ids.clone(),
+            executors: cfg.executors as usize,
+        };
+        slots.check_count()?;
+        let initial = routing::spread(ops, &slots, cfg.spread)?;
+        let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
+        let timeout_ns = cfg.migration_timeout.as_nanos() as u64;
+        let pcfg = PlannerConfig {
+            timeout_ns,
+            silent_ns: (timeout_ns / 4).max(MIN_SILENT.as_nanos() as u64),
+        };
+        let active = active_workers(&initial, &slots).len();
+        Ok(Driver {
+            cfg,
+            mig: Migrations::new(Planner::new(initial, preds, pcfg)),
+            meter: Metering::new(ids.len(), active),
+            barrier: Barrier::default(),
+            slots,
+            t,
+            rx: DriverInbox::new(),
+            ids,
+            sent: BTreeMap::new(),
+            errors: Vec::new(),
+            last_progress: Instant::now(),
+        })
     }
 
-    /// One turn: poll, then handle events and messages. A worker lost is fatal.
-    fn turn(&mut self, timeout: Duration) -> Result<(), String> {
-        let completed = self.rx.ledger.completed_inputs();
-        self.t
-            .poll(timeout, &mut self.rx)
-            .map_err(|e| format!("driver transport: {e}"))?;
-        if self.rx.ledger.completed_inputs() != completed {
-            self.last_progress = Instant::now();
-        }
-        for ev in std::mem::take(&mut self.rx.events) {
-            match ev {
-                Event::ConnectFailed { peer, reason } => {
-                    return Err(format!(
-                        "worker {peer} at {} cannot be used: {reason}",
-                        self.addr_of(peer)
-                    ));
-                }
-                Event::PeerLost { peer, reason, .. } => {
-                    let during = match &self.in_flight {
-                        Some(f) => format!(
-                            " during the migration to epoch {} (its key groups' state is lost; \
-                             recovery is not implemented)",
-                            f.record.epoch
-                        ),
-                        None => String::new(),
-                    };
-                    return Err(format!(
-                        "lost worker {peer} at {}{during}: {reason}",
-                        self.addr_of(peer)
-                    ));
-                }
-                Event::Refused { addr, reason } => {
-                    let e = format!("refused a connection from {addr:?}: {reason}");
-                    eprintln!("clasp run: {e}");
-                    if !self.errors.contains(&e) {
-                        self.errors.push(e);
-                    }
-                }
-                Event::PeerUp { .. } => {}
-            }
-        }
-        while let Some((from, k, body)) = self.rx.msgs.pop_front() {
-            // Periodic messages (counters, a migration's progress, faults) say a worker lives,
-            // not that the run moves: they must not hold off the stall timeout.
-            if !matches!(k, kind::COUNTERS | kind::PROGRESS | kind::ERROR) {
-                self.last_progress = Instant::now();
-            }
-            match k {
-                kind::READY => {
-                    *self.acks.entry((u16::MAX, 0)).or_default() += 1;
-                }
-                kind::EOS_ACK => {
-                    let op = read_u16(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    *self.acks.entry((op, 1)).or_default() += 1;
-                }
-                kind::STATUS => {
-                    let st = Status::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.statuses.entry(st.round).or_default().push((from, st));
-                }
-                kind::MIGRATED => {
-                    let r = decode_report(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if self.slots.worker_of(r.worker) != Some(from) {
-                        return Err(format!(
-                            "worker {from} reported a migration for slot {}, which is not its own",
-                            r.worker
-                        ));
-                    }
-                    let now = monotonic_ns();
-                    for a in self.planner.on_completed::<()>(now, r) {
-                        self.planner_action(a)?;
-                    }
-                }
-                kind::PROGRESS => {
-                    let (slot, epoch, waiting) =
-                        decode_progress(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.planner
-                        .on_progress(monotonic_ns(), slot, epoch, waiting);
-                }
-                kind::COUNTERS => {
-                    let c = Counters::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
-                        self.counters[i] = Some(c);
-                    }
-                }
-                kind::SUMMARY => {
-                    let s =
-                        WorkerSummary::decode(&body).map_err(|e| format!("worker {from}: {e}"))?;
-                    self.summaries.push(s);
-                }
-                kind::ERROR => {
-                    let e = format!("worker {from}: {}", String::from_utf8_lossy(&body));
-                    eprintln!("clasp run: {e}");
-                    if !self.errors.contains(&e) {
-                        self.errors.push(e);
-                    }
-                }
-                other => self
-                    .errors
-                    .push(format!("worker {from} sent unknown message {other}")),
-            }
-        }
-        for a in self.planner.on_tick::<()>(monotonic_ns()) {
-            self.planner_action(a)?;
-        }
-        if self.last_progress.elapsed() > self.cfg.stall_timeout {
-            return Err(format!(
-                "no progress for {:?} ({} of {} tracked roots open); giving up{}",
-                self.cfg.stall_timeout,
-                self.rx.ledger.open(),
-                self.rx.ledger.completed_inputs() + self.rx.ledger.open() as u64,
-                if self.errors.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (faults: {})", self.errors.join("; "))
-                }
-            ));
-        }
-        Ok(())
-    }
-
-    fn broadcast(&mut self, k: u16, body: &[u8]) -> Result<(), String> {
-        for i in 0..self.ids.len() {
-            let p = self.ids[i];
-            loop {
-                match self.t.send_control(p, k, body) {
-                    Ok(true) => break,
-                    Ok(false) => self.turn(Duration::from_micros(200))?,
-                    Err(e) => return Err(format!("to worker {p}: {e}")),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn wait_acks(&mut self, key: (u16, u16), what: &str, timeout: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + timeout;
-        while self.acks.get(&key).copied().unwrap_or(0) < self.ids.len() {
+    /// Connects to every worker, sends the job and waits until every worker is ready.
+    fn start(&mut self) -> Result<(), DriverError> {
+        let cfg = self.cfg;
+        let deadline = Instant::now() + cfg.ready_timeout;
+        while !self.ids.iter().all(|&p| self.t.is_connected(p)) {
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "{what}: {} of {} workers answered within {timeout:?}",
-                    self.acks.get(&key).copied().unwrap_or(0),
-                    self.ids.len()
-                ));
+                let missing: Vec<String> = (self.ids.iter())
+                    .filter(|&&p| !self.t.is_connected(p))
+                    .map(|&p| format!("worker {p} at {}", self.addr_of(p)))
+                    .collect();
+                return Err(DriverError::Timeout(format!(
+                    "not connected within {:?}: {}",
+                    cfg.ready_timeout,
+                    missing.join(", ")
+                )));
             }
+            self.last_progress = Instant::now();
+            self.turn(CONNECT_PARK)?;
+        }
+        let job = Job {
+            app_name: cfg.app_name.clone(),
+            app_toml: cfg.app_toml.clone(),
+            executors: cfg.executors,
+            spread: cfg.spread.into(),
+            ring_bytes: cfg.ring_bytes as u64,
+            pin: cfg.pin,
+            workers: self.ids.clone(),
+            driver: DRIVER_ID,
+            driver_addr: cfg.advertise.unwrap_or(self.t.local_addr()).to_string(),
+            interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
+        };
+        self.broadcast(&Message::Job(Box::new(job)))?;
+        let deadline = Instant::now() + cfg.ready_timeout;
+        while self.barrier.acks(Ack::Ready) < self.ids.len() {
+            if !self.errors.is_empty() {
+                return Err(DriverError::Start(self.errors.join("; ")));
+            }
+            if Instant::now() >= deadline {
+                return Err(DriverError::Timeout(format!(
+                    "{} of {} workers ready within {:?}",
+                    self.barrier.acks(Ack::Ready),
+                    self.ids.len(),
+                    cfg.ready_timeout
+                )));
+            }
+            self.last_progress = Instant::now();
             self.turn(DRIVER_PARK)?;
         }
         Ok(())
     }
 
-    /// Waits until the cluster is quiescent (module docs).
-    fn quiesce(&mut self, round: &mut u64) -> Result<(), String> {
-        let mut clean = 0u32;
-        let mut prev: Option<Vec<PeerCounts>> = None;
+    /// Waits until every tracked root completed and no migration is in progress (a
+    /// controller may still move).
+    fn drain(
+        &mut self,
+        ctl: &mut dyn Controller,
+        admitted: u64,
+        tracked: u64,
+        ops: usize,
+    ) -> Result<(), DriverError> {
         loop {
-            *round += 1;
-            let r = *round;
-            self.broadcast(kind::PROBE, &r.to_le_bytes())?;
-            while self.statuses.get(&r).map_or(0, |v| v.len()) < self.ids.len() {
-                self.turn(DRIVER_PARK)?;
+            self.maintain(ctl, admitted, ops)?;
+            if self.rx.ledger.completed_inputs() >= tracked && self.mig.in_flight.is_none() {
+                return Ok(());
             }
-            let mut sts = self.statuses.remove(&r).unwrap_or_default();
-            sts.sort_by_key(|s| s.0);
-            let all_idle = sts.iter().all(|(_, s)| s.idle);
-            let sent = |a: PeerId, b: PeerId| -> u64 {
-                if a == DRIVER_ID {
-                    return self.sent.get(&b).copied().unwrap_or(0);
-                }
-                sts.iter()
-                    .find(|s| s.0 == a)
-                    .and_then(|s| s.1.counts.iter().find(|c| c.0 == b))
-                    .map_or(0, |c| c.1)
-            };
-            let received = |b: PeerId, a: PeerId| -> u64 {
-                sts.iter()
-                    .find(|s| s.0 == b)
-                    .and_then(|s| s.1.counts.iter().find(|c| c.0 == a))
-                    .map_or(0, |c| c.2)
-            };
-            let mut balanced = true;
-            for &b in &self.ids {
-                for a in std::iter::once(DRIVER_ID).chain(self.ids.iter().copied()) {
-                    if a != b && sent(a, b) != received(b, a) {
-                        balanced = false;
-                    }
-                }
-            }
-            let counts: Vec<_> = sts.iter().map(|(p, s)| (*p, s.counts.clone())).collect();
-            if all_idle && balanced && prev.as_ref() == Some(&counts) {
-                clean += 1;
-                if clean + 1 >= QUIET_ROUNDS {
-                    return Ok(());
-                }
-            } else {
-                clean = 0;
-            }
-            prev = Some(counts);
-            if !(all_idle && balanced) {
-                self.turn(Duration::from_micros(500))?;
-            }
+            self.turn(DRIVER_PARK)?;
         }
     }
 }
@@ -428,7 +266,7 @@ impl Driver<'_> {
 /// Runs a static cluster job: connects to the workers (already started), feeds the input,
 /// completes the end of stream and collects every worker's summary. `Err` is a fault that
 /// stopped the run (a worker unreachable, refused, lost, or no progress).
-pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, String> {
+pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, DriverError> {
     run_driver_with(spec, cfg, &mut Static)
 }
 
@@ -438,346 +276,17 @@ pub fn run_driver_with(
     spec: &AppSpec,
     cfg: &DriverConfig,
     ctl: &mut dyn Controller,
-) -> Result<ClusterReport, String> {
-    let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
-    if ids.is_empty() || ids.contains(&DRIVER_ID) {
-        return Err(format!(
-            "worker ids {ids:?}: need at least one, and {DRIVER_ID} is the driver's"
-        ));
-    }
-    let mut tcfg = TransportConfig::new(DRIVER_ID, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
-    tcfg.limits = cfg.limits.clone();
-    tcfg.peers = cfg.workers.clone();
-    let t = Transport::start(tcfg).map_err(|e| format!("driver: {e}"))?;
-    let advertise = cfg.advertise.unwrap_or(t.local_addr());
-    let ops = spec.operators.len();
-    let slots = Slots {
-        workers: ids.clone(),
-        executors: cfg.executors as usize,
-    };
-    slots.check_count()?;
-    let initial = routing::spread(ops, &slots, cfg.spread)?;
-    let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
-    let pcfg = PlannerConfig {
-        timeout_ns: cfg.migration_timeout.as_nanos() as u64,
-        silent_ns: (cfg.migration_timeout.as_nanos() as u64 / 4).max(MIN_SILENT.as_nanos() as u64),
-    };
-    let active = active_workers(&initial, &slots).len();
-    let mut d = Driver {
-        cfg,
-        planner: Planner::new(initial, preds, pcfg),
-        slots,
-        in_flight: None,
-        migrations: Vec::new(),
-        finished: Vec::new(),
-        counters: vec![None; ids.len()],
-        prev_counters: vec![None; ids.len()],
-        last_worker_intervals: Vec::new(),
-        intervals: Vec::new(),
-        t0: Instant::now(),
-        interval_start: Instant::now(),
-        interval_admitted: 0,
-        interval_completed: 0,
-        interval_migrating: false,
-        backlog: 0,
-        offered: None,
-        active,
-        worker_seconds: 0.0,
-        active_since: Instant::now(),
-        t,
-        rx: DriverInbox {
-            ledger: Ledger::new(),
-            last_completion: Instant::now(),
-            msgs: VecDeque::new(),
-            events: Vec::new(),
-        },
-        ids: ids.clone(),
-        sent: BTreeMap::new(),
-        errors: Vec::new(),
-        acks: BTreeMap::new(),
-        statuses: BTreeMap::new(),
-        summaries: Vec::new(),
-        last_progress: Instant::now(),
-    };
-    // 1. Connect, send the job, wait until every worker is ready.
-    let deadline = Instant::now() + cfg.ready_timeout;
-    while !ids.iter().all(|&p| d.t.is_connected(p)) {
-        if Instant::now() >= deadline {
-            let missing: Vec<String> = ids
-                .iter()
-                .filter(|&&p| !d.t.is_connected(p))
-                .map(|&p| format!("worker {p} at {}", d.addr_of(p)))
-                .collect();
-            return Err(format!(
-                "not connected within {:?}: {}",
-                cfg.ready_timeout,
-                missing.join(", ")
-            ));
-        }
-        d.last_progress = Instant::now();
-        d.turn(Duration::from_millis(20))?;
-    }
-    let job = Job {
-        app_name: cfg.app_name.clone(),
-        app_toml: cfg.app_toml.clone(),
-        executors: cfg.executors,
-        spread: cfg.spread,
-        ring_bytes: cfg.ring_bytes as u64,
-        pin: cfg.pin,
-        workers: ids.clone(),
-        driver: DRIVER_ID,
-        driver_addr: advertise.to_string(),
-        interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
-    };
-    d.broadcast(kind::JOB, &job.encode())?;
-    {
-        let deadline = Instant::now() + cfg.ready_timeout;
-        while d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0) < ids.len() {
-            if !d.errors.is_empty() {
-                return Err(format!("workers failed to start: {}", d.errors.join("; ")));
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "{} of {} workers ready within {:?}",
-                    d.acks.get(&(u16::MAX, 0)).copied().unwrap_or(0),
-                    ids.len(),
-                    cfg.ready_timeout
-                ));
-            }
-            d.last_progress = Instant::now();
-            d.turn(DRIVER_PARK)?;
-        }
-    }
-    // 2. Feed.
-    let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
-        .ok_or_else(|| format!("app {} has no generator {}", spec.name, spec.generator))?;
-    let sample = cfg.sample_every.max(1);
-    let max_in_flight = cfg.max_in_flight.max(1);
-    let (mut key, mut payload, mut frame) = (Vec::new(), Vec::new(), Vec::new());
-    let mut tracked = 0u64;
-    let mut first_admit: Option<Instant> = None;
-    d.last_progress = Instant::now();
-    d.t0 = Instant::now();
-    d.interval_start = d.t0;
-    d.active_since = d.t0;
-    // A move asked for before any input (an autoscaler's first placement).
-    d.maintain(ctl, 0, ops)?;
-    // Pacing: a token bucket filled at the controller's current rate, re-read every turn (a
-    // rate that changes, or a run that ends, is seen at once). Tokens beyond one are records
-    // due and not yet admitted: the ingress's queue when the cluster does not keep up.
-    let mut due = 0.0f64;
-    let mut last_fill = Instant::now();
-    let mut i = 0u64;
-    loop {
-        let t_s = d.t0.elapsed().as_secs_f64();
-        if i >= cfg.records || ctl.done(t_s, i) {
-            break;
-        }
-        let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
-        d.offered = rate;
-        if let Some(rate) = rate {
-            let now = Instant::now();
-            let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
-            due += rate * now.saturating_duration_since(last_fill).as_secs_f64();
-            last_fill = now;
-            d.backlog = due as u64;
-            if due < 1.0 {
-                d.t.flush_now();
-                d.last_progress = Instant::now();
-                // Wait at least a pacing quantum: one wait per record would cost a system call and
-                // a timer per record (half the machine's CPU at 100 k records/s under `perf`).
-                let wait = if rate > 0.0 {
-                    Duration::from_secs_f64((1.0 - due) / rate)
-                        .max(PACING_QUANTUM)
-                        .min(DRIVER_PARK)
-                } else {
-                    DRIVER_PARK
-                };
-                d.turn(wait)?;
-                d.maintain(ctl, i, ops)?;
-                continue;
-            }
-            due -= 1.0;
-        }
-        let is_tracked = i % sample == 0;
-        if is_tracked {
-            while tracked - d.rx.ledger.completed_inputs() >= max_in_flight {
-                d.t.flush_now();
-                d.turn(DRIVER_PARK)?;
-                d.maintain(ctl, i, ops)?;
-            }
-            tracked += 1;
-        }
-        generator.record_into(i, &mut key, &mut payload);
-        let hash = key_hash(&key);
-        let kg = key_group(hash);
-        let PlannerAction::SendRequest { to, req } = d.planner.admit(spec.source, KeyGroup(kg), ())
-        else {
-            unreachable!("admit routes");
-        };
-        let owner = d.slots.worker_of(to).ok_or("the routing names no worker")?;
-        let id = root_id(i);
-        let header = RequestHeader {
-            operator: spec.source as u16,
-            key_group: kg,
-            flags: if is_tracked { FLAG_TRACKED } else { 0 },
-            epoch: req.epoch.0 as u16,
-            dest: to.0 as u16,
-            root_home: DRIVER_ID as u16,
-            source: INGRESS_SLOT,
-            key_hash: hash,
-            request_id: id,
-            root_id: id,
-            admitted_ns: monotonic_ns(),
-        };
-        frame.resize(frame_len(key.len(), payload.len()), 0);
-        header.write(&key, &payload, &mut frame);
-        loop {
-            match d.t.try_append(owner, &frame) {
-                Ok(true) => break,
-                Ok(false) => d.turn(Duration::from_micros(200))?,
-                Err(e) => return Err(format!("record {i} to worker {owner}: {e}")),
-            }
-        }
-        first_admit.get_or_insert_with(Instant::now);
-        *d.sent.entry(owner).or_default() += 1;
-        i += 1;
-        if i % POLL_EVERY_RECORDS == 0 {
-            d.turn(Duration::ZERO)?;
-            d.maintain(ctl, i, ops)?;
-        }
-    }
-    let admitted = i;
+) -> Result<ClusterReport, DriverError> {
+    let mut d = Driver::new(spec, cfg)?;
+    d.start()?;
+    let fed = d.feed(spec, ctl)?;
     d.t.flush_now();
-    // 3. Every tracked root completes, and every migration (a controller may still move).
-    loop {
-        d.maintain(ctl, admitted, ops)?;
-        if d.rx.ledger.completed_inputs() >= tracked && d.in_flight.is_none() {
-            break;
-        }
-        d.turn(DRIVER_PARK)?;
-    }
+    d.drain(ctl, fed.admitted, fed.tracked, spec.operators.len())?;
     d.account_active();
     let last_completion = d.rx.last_completion;
-    // 4. End of stream, operator by operator.
-    let mut round = 0u64;
-    d.quiesce(&mut round)?;
-    for op in spec.topological_order() {
-        let op = op as u16;
-        d.broadcast(kind::EOS, &op.to_le_bytes())?;
-        d.wait_acks((op, 1), "end of stream", cfg.stall_timeout)?;
-        d.quiesce(&mut round)?;
-    }
-    // 5. Summaries.
-    d.broadcast(kind::FINISH, &[])?;
-    let deadline = Instant::now() + cfg.stall_timeout;
-    while d.summaries.len() < ids.len() {
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "{} of {} worker summaries within {:?}",
-                d.summaries.len(),
-                ids.len(),
-                cfg.stall_timeout
-            ));
-        }
-        d.turn(DRIVER_PARK)?;
-    }
-    d.broadcast(kind::BYE, &[])?;
-    // Let the byes leave (the workers close their connections when they exit).
-    let until = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < until {
-        let _ = d.t.poll(Duration::from_millis(10), &mut d.rx);
-    }
-    let elapsed = first_admit.map_or(Duration::ZERO, |t| {
+    d.end_of_stream(spec)?;
+    let elapsed = fed.first_admit.map_or(Duration::ZERO, |t| {
         last_completion.saturating_duration_since(t)
     });
-    Ok(build(spec, d, admitted, elapsed))
-}
-
-fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> ClusterReport {
-    let ops = spec.operators.len();
-    let mut summaries = vec![OperatorSummary::default(); ops];
-    let mut state_keys = vec![0u64; ops];
-    let mut malformed: Vec<BTreeMap<String, u64>> = vec![Default::default(); ops];
-    let mut metrics = vec![ClusterOperatorMetrics::default(); ops];
-    let mut exec_ns = vec![0u64; ops];
-    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
-    let mut errors = d.errors;
-    let mut workers = d.summaries;
-    workers.sort_by_key(|w| w.worker);
-    for w in &workers {
-        let ok = w.summaries.len() == ops
-            && w.state_keys.len() == ops
-            && w.malformed.len() == ops
-            && w.processed.len() == ops
-            && w.exec_ns.len() == ops
-            && w.edges_local.len() == ops * ops
-            && w.edges_remote.len() == ops * ops;
-        if !ok {
-            errors.push(format!(
-                "worker {} sent a summary of another shape",
-                w.worker
-            ));
-            continue;
-        }
-        for op in 0..ops {
-            summaries[op].combine(&w.summaries[op]);
-            state_keys[op] += w.state_keys[op];
-            for (r, n) in &w.malformed[op] {
-                *malformed[op].entry(r.clone()).or_default() += n;
-            }
-            metrics[op].processed += w.processed[op];
-            exec_ns[op] += w.exec_ns[op];
-            for to in 0..ops {
-                let name = &spec.operators[to].name;
-                let m = &mut metrics[op];
-                for (edges, map) in [
-                    (&w.edges_local, &mut m.chained_local),
-                    (&w.edges_remote, &mut m.chained_remote),
-                ] {
-                    let n = edges[op * ops + to];
-                    if n > 0 {
-                        *map.entry(name.clone()).or_default() += n;
-                    }
-                }
-            }
-        }
-        for (k, v) in &w.totals {
-            if k == "remote_destinations" {
-                let e = totals.entry(k.clone()).or_default();
-                *e = (*e).max(*v);
-            } else {
-                *totals.entry(k.clone()).or_default() += v;
-            }
-        }
-        for e in &w.errors {
-            let e = format!("worker {}: {e}", w.worker);
-            if !errors.contains(&e) {
-                errors.push(e);
-            }
-        }
-    }
-    for op in 0..ops {
-        metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
-    }
-    totals.insert("driver_sent".into(), d.sent.values().sum());
-    totals.insert("migrations".into(), d.migrations.len() as u64);
-    ClusterReport {
-        summaries,
-        state_keys,
-        malformed: malformed
-            .into_iter()
-            .map(|m| m.into_iter().collect())
-            .collect(),
-        operator_metrics: metrics,
-        admitted,
-        latency: d.rx.ledger.summary(),
-        elapsed,
-        totals,
-        errors,
-        workers,
-        migrations: d.migrations,
-        intervals: d.intervals,
-        worker_seconds: d.worker_seconds,
-    }
+    Ok(report::build(spec, d, fed.admitted, elapsed))
 }

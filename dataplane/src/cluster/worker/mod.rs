@@ -19,20 +19,19 @@ mod summary;
 use start::start_executors;
 use summary::{counters, finish};
 
-use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary, kind, read_u16, read_u64};
-use crate::migrate::decode_plans;
+use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
+use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
 use crate::request::RequestHeader;
 use crate::routing::Slots;
 use crate::runtime::coordinator::Coordinator;
 use crate::runtime::layout::{WorkerSegment, scalar};
-use crate::runtime::ledger::DELTA_BYTES;
 use crate::runtime::messages::{Command, Report};
 use crate::transport::{
     ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
 };
 use clasp_operators::AppSpec;
+use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
-use clasp_protocol::ids::Slot;
 use clasp_shmring::{Consumer, Producer, ShmRing};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -101,7 +100,8 @@ struct Rings {
 /// The network thread's receive side.
 struct Receiver {
     rings: Option<Rings>,
-    msgs: VecDeque<(PeerId, u16, Vec<u8>)>,
+    msgs: VecDeque<(PeerId, Result<Message, MessageError>)>,
+    decoder: Decoder,
     events: Vec<Event>,
     /// Frames delivered into our rings, per sender.
     received: Vec<u64>,
@@ -190,7 +190,12 @@ impl Inbound for Receiver {
     }
 
     fn control(&mut self, from: PeerId, kind: u16, body: &[u8]) {
-        self.msgs.push_back((from, kind, body.to_vec()));
+        let msg = if kind == CONTROL_KIND {
+            self.decoder.decode(body)
+        } else {
+            Err(MessageError::Kind(kind))
+        };
+        self.msgs.push_back((from, msg));
     }
 
     fn event(&mut self, event: Event) {
@@ -226,10 +231,10 @@ struct Node {
     rx: Receiver,
     id: PeerId,
     driver: Option<PeerId>,
-    /// Control messages for the driver, in order (deltas before the acknowledgements after
+    /// Encoded messages for the driver, in order (deltas before the acknowledgements after
     /// them).
-    outbox: VecDeque<(u16, Vec<u8>)>,
-    deltas: Vec<u8>,
+    outbox: VecDeque<Vec<u8>>,
+    deltas: Vec<LedgerDelta>,
     /// Request frames handed to the transport, per destination.
     sent: Vec<u64>,
     /// A `net_out` frame was refused this turn.
@@ -239,10 +244,19 @@ struct Node {
 
 impl Node {
     fn fault(&mut self, e: String) {
-        eprintln!("clasp worker {}: {e}", self.id);
+        tracing::warn!("worker {}: {e}", self.id);
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
             self.errors.push(e.clone());
-            self.outbox.push_back((kind::ERROR, e.into_bytes()));
+            self.push(&Message::Error(e));
+        }
+    }
+
+    /// Queues a message for the driver.
+    fn push(&mut self, msg: &Message) {
+        match encode(msg) {
+            Ok(body) => self.outbox.push_back(body),
+            // Only a bug makes encoding fail; say so rather than lose it silently.
+            Err(e) => tracing::error!("worker {}: a {}: {e}", self.id, msg.name()),
         }
     }
 
@@ -250,8 +264,8 @@ impl Node {
         let Some(driver) = self.driver else {
             return Ok(());
         };
-        while let Some((k, body)) = self.outbox.front() {
-            match self.t.send_control(driver, *k, body) {
+        while let Some(body) = self.outbox.front() {
+            match self.t.send_control(driver, CONTROL_KIND, body) {
                 Ok(true) => {
                     self.outbox.pop_front();
                 }
@@ -349,10 +363,10 @@ impl Node {
         let n = run
             .coordinator
             .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
-                Report::Deltas(batch) => deltas.extend_from_slice(batch.as_bytes()),
+                Report::Deltas(batch) => deltas.extend(batch.iter().map(LedgerDelta::from)),
                 Report::Flushed { .. } | Report::ProducerDied { .. } => {}
-                Report::Migrated(body) => migration.push((kind::MIGRATED, body.to_vec())),
-                Report::Progress(body) => migration.push((kind::PROGRESS, body.to_vec())),
+                // Already a message (the executor encoded it): forwarded as it is.
+                Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
                 Report::Error(e) => faults.push(e.into_owned()),
             });
         let n = match n {
@@ -363,17 +377,18 @@ impl Node {
             }
         };
         // Deltas go out before anything read after them.
-        for chunk in self.deltas.chunks(DELTAS_PER_MESSAGE * DELTA_BYTES) {
-            self.outbox.push_back((kind::DELTAS, chunk.to_vec()));
+        let deltas = std::mem::take(&mut self.deltas);
+        for chunk in deltas.chunks(DELTAS_PER_MESSAGE) {
+            self.push(&Message::Deltas(chunk.to_vec()));
         }
+        self.deltas = deltas;
         self.deltas.clear();
         self.outbox.extend(migration);
         for f in faults {
             self.fault(f);
         }
         for op in run.coordinator.take_flushed() {
-            self.outbox
-                .push_back((kind::EOS_ACK, op.to_le_bytes().to_vec()));
+            self.push(&Message::EosAck { operator: op });
         }
         n > 0
     }
@@ -436,6 +451,7 @@ pub fn run_cluster_worker(
         rx: Receiver {
             rings: None,
             msgs: VecDeque::new(),
+            decoder: Decoder::default(),
             events: Vec::new(),
             received: Vec::new(),
             held: false,
@@ -456,8 +472,8 @@ pub fn run_cluster_worker(
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
                 Event::Refused { addr, reason } => {
-                    eprintln!(
-                        "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                    tracing::warn!(
+                        "worker {}: refused a connection from {addr:?}: {reason}",
                         cfg.id
                     )
                 }
@@ -467,10 +483,15 @@ pub fn run_cluster_worker(
                 _ => {}
             }
         }
-        if let Some((from, _, body)) = node.rx.msgs.iter().find(|m| m.1 == kind::JOB).cloned() {
-            node.rx.msgs.clear();
-            let job = Job::decode(&body).map_err(|e| format!("job from {from}: {e}"))?;
-            break job;
+        let first = node
+            .rx
+            .msgs
+            .drain(..)
+            .find(|m| matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. })));
+        match first {
+            Some((_, Ok(Message::Job(job)))) => break *job,
+            Some((from, Err(e))) => return Err(format!("job from {from}: {e}")),
+            _ => {}
         }
         node.rx.msgs.clear();
         if Instant::now() >= deadline {
@@ -572,7 +593,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         {
             next_counters = Instant::now() + iv;
             let c = counters(node.id, run, &node.sent);
-            node.outbox.push_back((kind::COUNTERS, c.encode()));
+            node.push(&Message::Counters(Box::new(c)));
         }
         let moved = node.pump_out(run);
         let reported = node.read_reports(run);
@@ -583,7 +604,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
             && node.t.is_connected(driver)
             && peers.iter().all(|&p| node.t.is_connected(p))
         {
-            node.outbox.push_back((kind::READY, Vec::new()));
+            node.push(&Message::Ready);
             ready_sent = true;
         }
         node.flush_outbox()?;
@@ -609,64 +630,83 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 Event::ConnectFailed { peer, reason } => {
                     node.fault(format!("cannot reach worker {peer}: {reason}"))
                 }
-                Event::Refused { addr, reason } => eprintln!(
-                    "clasp worker {}: refused a connection from {addr:?}: {reason}",
+                Event::Refused { addr, reason } => tracing::warn!(
+                    "worker {}: refused a connection from {addr:?}: {reason}",
                     cfg.id
                 ),
                 Event::PeerUp { .. } => {}
             }
         }
-        while let Some((from, k, body)) = node.rx.msgs.pop_front() {
+        while let Some((from, msg)) = node.rx.msgs.pop_front() {
             if from != driver {
                 node.fault(format!(
-                    "control message {k} from {from}, not the driver; ignored"
+                    "a control message from {from}, not the driver; ignored"
                 ));
                 continue;
             }
-            match k {
-                kind::EOS => match read_u16(&body) {
-                    Ok(op) if (op as usize) < run.spec.operators.len() => {
-                        run.coordinator.end_of_stream(op);
+            match msg {
+                Ok(msg) => {
+                    if on_message(node, run, msg)? {
+                        return Ok(());
                     }
-                    _ => node.fault("bad end-of-stream message from the driver".into()),
-                },
-                kind::PROBE => match read_u64(&body) {
-                    Ok(round) => {
-                        // Answer only once every frame and report before the probe is out.
-                        node.pump_out(run);
-                        node.read_reports(run);
-                        let st = node.status(round, run);
-                        node.outbox.push_back((kind::STATUS, st.encode()));
-                    }
-                    Err(e) => node.fault(format!("bad probe: {e}")),
-                },
-                kind::PLAN => match decode_plans(&body).and_then(|p| check_plans(p, run)) {
-                    Ok(parts) => {
-                        let base = run.slots.slot(run.index, 0).index();
-                        for (slot, a) in parts {
-                            let e = slot.index().wrapping_sub(base);
-                            if e >= run.executors {
-                                node.fault(format!("a plan for slot {slot}, not on this worker"));
-                                continue;
-                            }
-                            match run.plans[e].lock() {
-                                Ok(mut q) => q.push_back(a),
-                                Err(_) => {
-                                    node.fault("a plan mailbox is poisoned".into());
-                                    continue;
-                                }
-                            }
-                            run.coordinator.command(e, Command::Plan);
-                        }
-                    }
-                    Err(e) => node.fault(format!("bad plan from the driver: {e}")),
-                },
-                kind::FINISH => return Ok(()),
-                kind::BYE => return Err("the driver said bye before finish".into()),
-                kind::JOB => node.fault("a second job; ignored".into()),
-                other => node.fault(format!("unknown control message {other} from the driver")),
+                }
+                Err(e) => node.fault(format!("a bad message from the driver: {e}")),
             }
         }
+    }
+}
+
+/// Handles one message from the driver. Returns whether it said `Finish`.
+fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, String> {
+    match msg {
+        Message::Eos { operator: op } if (op as usize) < run.spec.operators.len() => {
+            run.coordinator.end_of_stream(op);
+        }
+        Message::Eos { operator } => node.fault(format!(
+            "end of stream for operator {operator}, which the app lacks"
+        )),
+        Message::Probe { round } => {
+            // Answer only once every frame and report before the probe is out.
+            node.pump_out(run);
+            node.read_reports(run);
+            let st = node.status(round, run);
+            node.push(&Message::Status(st));
+        }
+        Message::Plans(plans) => {
+            let parts = plans.assignments().map_err(|e| e.to_string());
+            match parts.and_then(|p| check_plans(p, run)) {
+                Ok(parts) => deliver_plans(node, run, parts),
+                Err(e) => node.fault(format!("bad plan from the driver: {e}")),
+            }
+        }
+        Message::Finish => return Ok(true),
+        Message::Bye => return Err("the driver said bye before finish".into()),
+        Message::Job(_) => node.fault("a second job; ignored".into()),
+        other => node.fault(format!(
+            "a {} message from the driver; ignored",
+            other.name()
+        )),
+    }
+    Ok(false)
+}
+
+/// Hands each slot's plan to its executor.
+fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot, Assignment)>) {
+    let base = run.slots.slot(run.index, 0).index();
+    for (slot, a) in parts {
+        let e = slot.index().wrapping_sub(base);
+        if e >= run.executors {
+            node.fault(format!("a plan for slot {slot}, not on this worker"));
+            continue;
+        }
+        match run.plans[e].lock() {
+            Ok(mut q) => q.push_back(a),
+            Err(_) => {
+                node.fault("a plan mailbox is poisoned".into());
+                continue;
+            }
+        }
+        run.coordinator.command(e, Command::Plan);
     }
 }
 
@@ -678,7 +718,9 @@ fn check_plans(
 ) -> Result<Vec<(Slot, Assignment)>, String> {
     let ops = run.spec.operators.len();
     for (slot, a) in &parts {
-        run.slots.check(&a.routing, ops)?;
+        run.slots
+            .check(&a.routing, ops)
+            .map_err(|e| e.to_string())?;
         if a.upstream_old.len() != ops {
             return Err(format!(
                 "slot {slot}: upstream sets for {} operators",

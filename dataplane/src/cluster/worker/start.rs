@@ -30,8 +30,8 @@ pub(super) enum StartError {
     #[error("worker {0} is not in the job")]
     NotInJob(PeerId),
     /// The job's slots or routing table do not fit the frame format.
-    #[error("{0}")]
-    Slots(String),
+    #[error(transparent)]
+    Slots(#[from] crate::routing::SlotError),
     /// The worker's segment.
     #[error(transparent)]
     Layout(#[from] LayoutError),
@@ -63,14 +63,13 @@ pub(super) fn start_executors(
         workers: job.workers.clone(),
         executors,
     };
-    let table =
-        Arc::new(crate::routing::spread(ops, &slots, job.spread).map_err(StartError::Slots)?);
+    let table = Arc::new(crate::routing::spread(ops, &slots, job.spread.into())?);
     let index = job
         .workers
         .iter()
         .position(|&w| w == cfg.id)
         .ok_or(StartError::NotInJob(cfg.id))?;
-    slots.check_count().map_err(StartError::Slots)?;
+    slots.check_count()?;
     let seat = Seat {
         routing: Arc::clone(&table),
         slots: slots.clone(),

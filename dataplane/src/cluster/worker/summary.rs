@@ -96,12 +96,18 @@ pub(super) fn finish(
     totals.insert("net_append_refusals".into(), refusals);
     totals.insert("net_deliveries_full".into(), full);
     s.totals = totals.into_iter().collect();
-    let mut body = s.encode();
-    if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+    let mut msg = Message::Summary(Box::new(s));
+    let too_long = |m: &Message| {
+        encode(m).map_or(true, |b| {
+            b.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES
+        })
+    };
+    if too_long(&msg)
+        && let Message::Summary(s) = &mut msg
+    {
         s.errors.truncate(1);
-        body = s.encode();
     }
-    node.outbox.push_back((kind::SUMMARY, body));
+    node.push(&msg);
     let driver = node.driver.unwrap_or(crate::cluster::DRIVER_ID);
     let deadline = Instant::now() + BYE_TIMEOUT;
     loop {
@@ -124,7 +130,7 @@ pub(super) fn finish(
             .rx
             .msgs
             .iter()
-            .any(|m| m.0 == driver && m.1 == kind::BYE)
+            .any(|m| m.0 == driver && matches!(m.1, Ok(Message::Bye)))
         {
             return Ok(());
         }

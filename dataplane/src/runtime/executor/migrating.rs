@@ -14,19 +14,17 @@
 //! through the machine, and requests it releases run from `ready`, in order.
 
 use super::Engine;
-use crate::migrate::{
-    Reassembly, StateMsg, control_body, control_frame, encode_progress, encode_report, frame_kind,
-    peer_of, read_seal, seal_body, state_parts,
-};
+use crate::message::migration::key_groups_of;
+use crate::message::{self, Decoder, Message, Progress, Seal, StateMsg, encode};
+use crate::migrate::{Reassembly, control_body, control_frame, peer_of, state_parts};
 use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::routing::flatten;
 use crate::runtime::messages::Report;
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::assignment::Assignment;
-use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
 use clasp_protocol::message::{Msg, Req};
-use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::worker::{Action, Worker};
+use clasp_protocol::{Epoch, KeyGroup, RoutingTable, Slot};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -79,6 +77,8 @@ pub(crate) struct Migration {
     ready: VecDeque<Frame>,
     /// Half-received state messages, per sender slot.
     parts: HashMap<u16, Reassembly>,
+    /// Decodes control frames' messages (one scratch buffer for all).
+    decoder: Decoder,
     /// Plans from the network thread.
     plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     /// The plan whose table emissions switch to on the drain.
@@ -100,6 +100,7 @@ impl Migration {
             proto: Worker::new(Slot(u32::from(slot)), routing, Epoch::INITIAL),
             ready: VecDeque::new(),
             parts: HashMap::new(),
+            decoder: Decoder::default(),
             plans,
             next: None,
             outgoing: VecDeque::new(),
@@ -179,37 +180,39 @@ impl Engine {
         let Some(epoch) = self.frame_epoch(h) else {
             return;
         };
-        let body = control_body(frame);
-        let msg = match h.operator {
-            frame_kind::MARKER => Msg::Marker { epoch },
-            frame_kind::SEAL => match read_seal(body) {
-                Ok((operator, key_groups)) => Msg::Seal {
+        let from = h.source;
+        let msg = match self.mig.decoder.decode(control_body(frame)) {
+            Ok(Message::Marker) => Msg::Marker { epoch },
+            Ok(Message::Seal(seal)) => match key_groups_of(&seal.key_groups) {
+                Ok(key_groups) => Msg::Seal {
                     epoch,
-                    operator,
+                    operator: seal.operator as usize,
                     key_groups,
                 },
-                Err(e) => return self.report_error(format!("seal from slot {}: {e}", h.source)),
+                Err(e) => return self.report_error(format!("seal from slot {from}: {e}")),
             },
-            frame_kind::STATE_PART => {
-                let whole = self.mig.parts.entry(h.source).or_default().add(body);
+            Ok(Message::StatePart(part)) => {
+                let whole = self.mig.parts.entry(from).or_default().add(part);
                 let bytes = match whole {
                     Ok(Some(b)) => b,
                     Ok(None) => {
                         self.mig.refresh();
                         return;
                     }
-                    Err(e) => {
-                        return self.report_error(format!("state from slot {}: {e}", h.source));
-                    }
+                    Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 };
                 match self.state_msg(epoch, &bytes) {
                     Ok(m) => m,
-                    Err(e) => {
-                        return self.report_error(format!("state from slot {}: {e}", h.source));
-                    }
+                    Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 }
             }
-            k => return self.report_error(format!("unknown control frame {k} from {}", h.source)),
+            Ok(other) => {
+                return self.report_error(format!(
+                    "a {} message in a control frame from slot {from}",
+                    other.name()
+                ));
+            }
+            Err(e) => return self.report_error(format!("control frame from slot {from}: {e}")),
         };
         let actions = self.mig.proto.on_message(now_ns(), peer_of(h.source), msg);
         self.apply(actions);
@@ -231,11 +234,17 @@ impl Engine {
         Some(epoch)
     }
 
-    fn state_msg(&self, epoch: Epoch, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
-        let m = StateMsg::decode(bytes)?;
-        if m.operator >= self.instances.len() {
-            return Err(format!("operator {} out of range", m.operator));
+    fn state_msg(&mut self, epoch: Epoch, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
+        let m: StateMsg = match self.mig.decoder.decode(bytes).map_err(|e| e.to_string())? {
+            Message::State(m) => *m,
+            other => return Err(format!("a {} message where state was due", other.name())),
+        };
+        let operator = m.operator as usize;
+        if operator >= self.instances.len() {
+            return Err(format!("operator {operator} out of range"));
         }
+        let groups: Vec<u16> = m.groups.iter().map(|g| g.0).collect();
+        let key_groups = key_groups_of(&groups).map_err(|e| e.to_string())?;
         let mut queued = Vec::with_capacity(m.queued.len());
         for f in m.queued {
             let h = Request::parse(&f)
@@ -250,9 +259,13 @@ impl Engine {
         }
         Ok(Msg::State {
             epoch,
-            operator: m.operator,
-            key_groups: m.groups.iter().map(|g| KeyGroup::at(g.0)).collect(),
-            state: m.groups,
+            operator,
+            key_groups,
+            state: m
+                .groups
+                .into_iter()
+                .map(|(g, archive)| (g as usize, archive))
+                .collect(),
             queued,
         })
     }
@@ -299,10 +312,20 @@ impl Engine {
         }
     }
 
-    fn send_control(&mut self, kind: u16, epoch: Epoch, to: Slot, body: &[u8]) {
+    /// Sends `msg` to `slot` in a control frame, in line with the requests on that path.
+    fn send_message(&mut self, msg: &Message, epoch: Epoch, to: Slot) {
         let mut f = Vec::new();
-        control_frame(kind, epoch, self.my_slot, to.0 as u16, body, &mut f);
-        self.send_to_slot(to.index(), &f);
+        match control_frame(msg, epoch, self.my_slot, to.0 as u16, &mut f) {
+            Ok(()) => self.send_to_slot(to.index(), &f),
+            Err(e) => self.report_error(format!("a {} for slot {to}: {e}", msg.name())),
+        }
+    }
+
+    /// `msg` encoded for a report (a failure is reported instead).
+    fn encoded(&mut self, msg: &Message) -> Option<Vec<u8>> {
+        encode(msg)
+            .map_err(|e| self.report_error(format!("a {}: {e}", msg.name())))
+            .ok()
     }
 
     /// Carries out the machine's actions, in order.
@@ -317,9 +340,7 @@ impl Engine {
                         self.send_to_slot(to.index(), &f);
                     }
                 }
-                Action::SendMarker { to, epoch } => {
-                    self.send_control(frame_kind::MARKER, epoch, to, &[])
-                }
+                Action::SendMarker { to, epoch } => self.send_message(&Message::Marker, epoch, to),
                 Action::SendSeal {
                     to,
                     epoch,
@@ -327,12 +348,7 @@ impl Engine {
                     key_groups,
                 } => {
                     if self.mig.outgoing.is_empty() {
-                        self.send_control(
-                            frame_kind::SEAL,
-                            epoch,
-                            to,
-                            &seal_body(operator, &key_groups),
-                        )
+                        self.send_message(&seal(operator, &key_groups), epoch, to)
                     } else {
                         self.mig.outgoing.push_back(Outgoing::Seal {
                             to,
@@ -363,11 +379,16 @@ impl Engine {
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
-                    self.push_report(&Report::Migrated(&encode_report(&report)))
+                    let msg = Message::Migrated(message::Report::from(&report));
+                    if let Some(body) = self.encoded(&msg) {
+                        self.push_report(&Report::Migrated(&body));
+                    }
                 }
                 Action::Progress { epoch, waiting } => {
-                    let body = encode_progress(Slot(u32::from(self.my_slot)), epoch, &waiting);
-                    self.push_report(&Report::Progress(&body));
+                    let p = Progress::new(Slot(u32::from(self.my_slot)), epoch, &waiting);
+                    if let Some(body) = self.encoded(&Message::Progress(p)) {
+                        self.push_report(&Report::Progress(&body));
+                    }
                 }
                 Action::Fault(e) => self.report_error(format!("migration: {e}")),
             }
@@ -451,8 +472,7 @@ impl Engine {
                     else {
                         unreachable!("front is a seal");
                     };
-                    let body = seal_body(operator, &key_groups);
-                    self.send_control(frame_kind::SEAL, epoch, to, &body);
+                    self.send_message(&seal(operator, &key_groups), epoch, to);
                     sent += 1;
                 }
                 Outgoing::Export {
@@ -474,17 +494,23 @@ impl Engine {
                     if done {
                         self.mig.outgoing.pop_front();
                     }
-                    let msg = StateMsg {
-                        operator,
+                    let msg = Message::State(Box::new(StateMsg {
+                        operator: operator as u16,
                         groups: take
                             .iter()
-                            .map(|&g| (g.index(), self.instances[operator].export_group(g.0)))
+                            .map(|&g| (g.0, self.instances[operator].export_group(g.0)))
                             .collect(),
                         queued: queued_now,
-                    }
-                    .encode();
-                    for part in state_parts(&msg, self.state_part_bytes) {
-                        self.send_control(frame_kind::STATE_PART, epoch, to, &part);
+                    }));
+                    let bytes = match encode(&msg) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            self.report_error(format!("state for slot {to}: {e}"));
+                            break;
+                        }
+                    };
+                    for part in state_parts(&bytes, self.state_part_bytes) {
+                        self.send_message(&Message::StatePart(part), epoch, to);
                     }
                     sent += 1;
                     // One chunk per turn: the kept key groups' requests run in between.
@@ -494,4 +520,12 @@ impl Engine {
         }
         sent
     }
+}
+
+/// A seal's message.
+fn seal(operator: usize, key_groups: &[KeyGroup]) -> Message {
+    Message::Seal(Seal {
+        operator: operator as u16,
+        key_groups: key_groups.iter().map(|g| g.0).collect(),
+    })
 }

@@ -116,7 +116,9 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         workers: vec![cfg.worker_id],
         executors: usize::from(executors),
     };
-    let table = Arc::new(routing::spread(ops, &slots, cfg.spread).map_err(RuntimeError::Seat)?);
+    let table = Arc::new(
+        routing::spread(ops, &slots, cfg.spread).map_err(|e| RuntimeError::Seat(e.to_string()))?,
+    );
     let sizes = SegmentSizes {
         executors: cfg.executors,
         operators: ops,

@@ -1,0 +1,158 @@
+//! The end-of-stream barrier: global quiescence (Mattern's four counters, see the module docs
+//! of [`crate::cluster`]), then for each operator in topological order an end of stream that
+//! every worker acknowledges, then the workers' summaries and the goodbye.
+
+use super::{DRIVER_PARK, Driver, DriverError};
+use crate::cluster::{DRIVER_ID, Status, WorkerSummary};
+use crate::message::Message;
+use crate::transport::PeerId;
+use clasp_operators::AppSpec;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Quiescence probes: consecutive clean rounds with unchanged counters required.
+const QUIET_ROUNDS: u32 = 2;
+/// How long the driver lets its goodbyes leave before it returns.
+const BYE_GRACE: Duration = Duration::from_millis(200);
+
+/// One worker's per-peer counts in a probe round: (worker, [(peer, sent, received)]).
+type PeerCounts = (PeerId, Vec<(PeerId, u64, u64)>);
+
+/// What workers acknowledge, each counted until every worker did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Ack {
+    /// Ready for input.
+    Ready,
+    /// Every executor flushed this operator at the end of the stream.
+    EosDone(u16),
+}
+
+/// What the barrier has heard from the workers.
+#[derive(Default)]
+pub(super) struct Barrier {
+    acks: BTreeMap<Ack, usize>,
+    statuses: BTreeMap<u64, Vec<(PeerId, Status)>>,
+    pub(super) summaries: Vec<WorkerSummary>,
+}
+
+impl Barrier {
+    pub(super) fn ack(&mut self, a: Ack) {
+        *self.acks.entry(a).or_default() += 1;
+    }
+
+    /// Workers that acknowledged `a`.
+    pub(super) fn acks(&self, a: Ack) -> usize {
+        self.acks.get(&a).copied().unwrap_or(0)
+    }
+
+    pub(super) fn status(&mut self, from: PeerId, st: Status) {
+        self.statuses.entry(st.round).or_default().push((from, st));
+    }
+}
+
+impl Driver<'_> {
+    /// Waits until every worker acknowledged `key`.
+    fn wait_acks(&mut self, key: Ack, what: &str, timeout: Duration) -> Result<(), DriverError> {
+        let deadline = Instant::now() + timeout;
+        while self.barrier.acks(key) < self.ids.len() {
+            if Instant::now() >= deadline {
+                return Err(DriverError::Timeout(format!(
+                    "{what}: {} of {} workers answered within {timeout:?}",
+                    self.barrier.acks(key),
+                    self.ids.len()
+                )));
+            }
+            self.turn(DRIVER_PARK)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream operator by operator (quiescent between flushes, exactly as the
+    /// oracle drains between them), collects every worker's summary and says goodbye.
+    pub(super) fn end_of_stream(&mut self, spec: &AppSpec) -> Result<(), DriverError> {
+        let stall = self.cfg.stall_timeout;
+        let mut round = 0u64;
+        self.quiesce(&mut round)?;
+        for op in spec.topological_order() {
+            let op = op as u16;
+            self.broadcast(&Message::Eos { operator: op })?;
+            self.wait_acks(Ack::EosDone(op), "end of stream", stall)?;
+            self.quiesce(&mut round)?;
+        }
+        self.broadcast(&Message::Finish)?;
+        let deadline = Instant::now() + stall;
+        while self.barrier.summaries.len() < self.ids.len() {
+            if Instant::now() >= deadline {
+                return Err(DriverError::Timeout(format!(
+                    "{} of {} worker summaries within {stall:?}",
+                    self.barrier.summaries.len(),
+                    self.ids.len(),
+                )));
+            }
+            self.turn(DRIVER_PARK)?;
+        }
+        self.broadcast(&Message::Bye)?;
+        // Let the byes leave (the workers close their connections when they exit).
+        let until = Instant::now() + BYE_GRACE;
+        while Instant::now() < until {
+            let _ = self.t.poll(Duration::from_millis(10), &mut self.rx);
+        }
+        Ok(())
+    }
+
+    /// Waits until the cluster is quiescent (module docs).
+    fn quiesce(&mut self, round: &mut u64) -> Result<(), DriverError> {
+        let mut clean = 0u32;
+        let mut prev: Option<Vec<PeerCounts>> = None;
+        loop {
+            *round += 1;
+            let r = *round;
+            self.broadcast(&Message::Probe { round: r })?;
+            while self.barrier.statuses.get(&r).map_or(0, |v| v.len()) < self.ids.len() {
+                self.turn(DRIVER_PARK)?;
+            }
+            let mut sts = self.barrier.statuses.remove(&r).unwrap_or_default();
+            sts.sort_by_key(|s| s.0);
+            let all_idle = sts.iter().all(|(_, s)| s.idle);
+            let balanced = self.balanced(&sts);
+            let counts: Vec<_> = sts.iter().map(|(p, s)| (*p, s.counts.clone())).collect();
+            if all_idle && balanced && prev.as_ref() == Some(&counts) {
+                clean += 1;
+                if clean + 1 >= QUIET_ROUNDS {
+                    return Ok(());
+                }
+            } else {
+                clean = 0;
+            }
+            prev = Some(counts);
+            if !(all_idle && balanced) {
+                self.turn(Duration::from_micros(500))?;
+            }
+        }
+    }
+
+    /// Every count of frames sent from A to B equals the count B received from A (the driver
+    /// counts what it sent itself).
+    fn balanced(&self, sts: &[(PeerId, Status)]) -> bool {
+        let sent = |a: PeerId, b: PeerId| -> u64 {
+            if a == DRIVER_ID {
+                return self.sent.get(&b).copied().unwrap_or(0);
+            }
+            sts.iter()
+                .find(|s| s.0 == a)
+                .and_then(|s| s.1.counts.iter().find(|c| c.0 == b))
+                .map_or(0, |c| c.1)
+        };
+        let received = |b: PeerId, a: PeerId| -> u64 {
+            sts.iter()
+                .find(|s| s.0 == b)
+                .and_then(|s| s.1.counts.iter().find(|c| c.0 == a))
+                .map_or(0, |c| c.2)
+        };
+        self.ids.iter().all(|&b| {
+            std::iter::once(DRIVER_ID)
+                .chain(self.ids.iter().copied())
+                .all(|a| a == b || sent(a, b) == received(b, a))
+        })
+    }
+}

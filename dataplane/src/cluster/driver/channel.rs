@@ -1,0 +1,243 @@
+//! The driver's control channel: one turn of its transport, the workers' messages it receives
+//! (ledger deltas are applied as they arrive, everything else is handled in the turn), and
+//! the messages it broadcasts.
+
+use super::barrier::Ack;
+use super::{Driver, DriverError};
+use crate::clock::monotonic_ns as now_ns;
+use crate::message::{
+    ArchivedLedgerDelta, ArchivedMessage, CONTROL_KIND, Decoder, Message, MessageError, encode,
+};
+use crate::runtime::ledger::{Delta, Ledger};
+use crate::transport::{Delivered, Event, Inbound, PeerId};
+use clasp_protocol::{Epoch, Slot};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// What the transport hands the driver.
+pub(super) struct DriverInbox {
+    pub(super) ledger: Ledger,
+    pub(super) last_completion: Instant,
+    /// Messages from workers (ledger deltas are applied on arrival instead), or why one
+    /// could not be read.
+    msgs: VecDeque<(PeerId, Result<Message, MessageError>)>,
+    decoder: Decoder,
+    events: Vec<Event>,
+}
+
+impl DriverInbox {
+    pub(super) fn new() -> Self {
+        DriverInbox {
+            ledger: Ledger::new(),
+            last_completion: Instant::now(),
+            msgs: VecDeque::new(),
+            decoder: Decoder::default(),
+            events: Vec::new(),
+        }
+    }
+}
+
+impl Inbound for DriverInbox {
+    fn deliver(&mut self, from: PeerId, _frame: &[u8]) -> Delivered {
+        let e = "sent the driver a request frame; dropped".to_string();
+        self.msgs.push_back((from, Ok(Message::Error(e))));
+        Delivered::Accepted
+    }
+
+    fn control(&mut self, from: PeerId, k: u16, body: &[u8]) {
+        if k != CONTROL_KIND {
+            self.msgs.push_back((from, Err(MessageError::Kind(k))));
+            return;
+        }
+        let msg = match self.decoder.access(body) {
+            // The hot message: applied from the archive, nothing deserialized.
+            Ok(ArchivedMessage::Deltas(deltas)) => {
+                let now = now_ns();
+                let mut done = false;
+                for d in deltas.iter() {
+                    done |= self.ledger.apply(delta(d), now);
+                }
+                if done {
+                    self.last_completion = Instant::now();
+                }
+                return;
+            }
+            Ok(archived) => rkyv::deserialize::<Message, rkyv::rancor::Error>(archived)
+                .map_err(|e| MessageError::Archive(e.to_string())),
+            Err(e) => Err(e),
+        };
+        self.msgs.push_back((from, msg));
+    }
+
+    fn event(&mut self, e: Event) {
+        self.events.push(e);
+    }
+}
+
+/// A ledger delta read from its archive.
+fn delta(d: &ArchivedLedgerDelta) -> Delta {
+    Delta {
+        root_id: d.root_id.to_native(),
+        xor: d.xor.to_native(),
+        admitted_ns: d.admitted_ns.to_native(),
+    }
+}
+
+impl Driver<'_> {
+    pub(super) fn addr_of(&self, peer: PeerId) -> String {
+        self.cfg
+            .workers
+            .iter()
+            .find(|w| w.0 == peer)
+            .map_or_else(|| "?".into(), |w| w.1.to_string())
+    }
+
+    /// One turn: poll, then handle events and messages. A worker lost is fatal.
+    pub(super) fn turn(&mut self, timeout: Duration) -> Result<(), DriverError> {
+        let completed = self.rx.ledger.completed_inputs();
+        self.t
+            .poll(timeout, &mut self.rx)
+            .map_err(|e| DriverError::transport("driver transport", e))?;
+        if self.rx.ledger.completed_inputs() != completed {
+            self.last_progress = Instant::now();
+        }
+        for ev in std::mem::take(&mut self.rx.events) {
+            self.on_event(ev)?;
+        }
+        while let Some((from, msg)) = self.rx.msgs.pop_front() {
+            let msg = msg.map_err(|source| DriverError::Message {
+                worker: from,
+                source,
+            })?;
+            self.on_message(from, msg)?;
+        }
+        for a in self.mig.planner.on_tick::<()>(now_ns()) {
+            self.planner_action(a)?;
+        }
+        if self.last_progress.elapsed() > self.cfg.stall_timeout {
+            return Err(DriverError::Stalled {
+                after: self.cfg.stall_timeout,
+                open: self.rx.ledger.open(),
+                tracked: self.rx.ledger.completed_inputs() + self.rx.ledger.open() as u64,
+                faults: if self.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (faults: {})", self.errors.join("; "))
+                },
+            });
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<(), DriverError> {
+        match ev {
+            Event::ConnectFailed { peer, reason } => Err(DriverError::Unreachable {
+                peer,
+                addr: self.addr_of(peer),
+                reason,
+            }),
+            Event::PeerLost { peer, reason, .. } => Err(DriverError::Lost {
+                peer,
+                addr: self.addr_of(peer),
+                during: match &self.mig.in_flight {
+                    Some(f) => format!(
+                        " during the migration to epoch {} (its key groups' state is lost; \
+                         recovery is not implemented)",
+                        f.record.epoch
+                    ),
+                    None => String::new(),
+                },
+                reason,
+            }),
+            Event::Refused { addr, reason } => {
+                self.fault(format!("refused a connection from {addr:?}: {reason}"));
+                Ok(())
+            }
+            Event::PeerUp { .. } => Ok(()),
+        }
+    }
+
+    /// A fault the run survives: logged, and listed once in the report.
+    fn fault(&mut self, e: String) {
+        tracing::warn!("{e}");
+        if !self.errors.contains(&e) {
+            self.errors.push(e);
+        }
+    }
+
+    /// Handles one message from worker `from`.
+    fn on_message(&mut self, from: PeerId, msg: Message) -> Result<(), DriverError> {
+        // Periodic messages (counters, a migration's progress, faults) say a worker lives,
+        // not that the run moves: they must not hold off the stall timeout.
+        if !matches!(
+            msg,
+            Message::Counters(_) | Message::Progress(_) | Message::Error(_)
+        ) {
+            self.last_progress = Instant::now();
+        }
+        match msg {
+            Message::Ready => self.barrier.ack(Ack::Ready),
+            Message::EosAck { operator } => self.barrier.ack(Ack::EosDone(operator)),
+            Message::Status(st) => self.barrier.status(from, st),
+            Message::Summary(s) => self.barrier.summaries.push(*s),
+            Message::Migrated(r) => {
+                if self.slots.worker_of(Slot(r.slot)) != Some(from) {
+                    return Err(DriverError::Protocol {
+                        worker: from,
+                        what: format!(
+                            "reported a migration for slot {}, which is not its own",
+                            r.slot
+                        ),
+                    });
+                }
+                for a in self.mig.planner.on_completed::<()>(now_ns(), r.into()) {
+                    self.planner_action(a)?;
+                }
+            }
+            Message::Progress(p) => {
+                let waiting = p.waiting();
+                (self.mig.planner).on_progress(now_ns(), Slot(p.slot), Epoch(p.epoch), waiting);
+            }
+            Message::Counters(c) => {
+                if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
+                    self.meter.counters[i] = Some(*c);
+                }
+            }
+            Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            other => self.errors.push(format!(
+                "worker {from} sent the driver a {} message",
+                other.name()
+            )),
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` to every worker, waiting for credit.
+    pub(super) fn broadcast(&mut self, msg: &Message) -> Result<(), DriverError> {
+        let body = encode(msg).map_err(|source| DriverError::Message {
+            worker: super::DRIVER_ID,
+            source,
+        })?;
+        for i in 0..self.ids.len() {
+            let p = self.ids[i];
+            self.send_control(p, &body, "to worker")?;
+        }
+        Ok(())
+    }
+
+    /// Sends an encoded message to worker `p`, waiting for credit.
+    pub(super) fn send_control(
+        &mut self,
+        p: PeerId,
+        body: &[u8],
+        what: &str,
+    ) -> Result<(), DriverError> {
+        loop {
+            match self.t.send_control(p, CONTROL_KIND, body) {
+                Ok(true) => return Ok(()),
+                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Err(e) => return Err(DriverError::transport(format!("{what} {p}"), e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Why a driver's run stopped.
+
+use crate::message::MessageError;
+use crate::routing::SlotError;
+use crate::transport::{PeerId, TransportError};
+use std::time::Duration;
+
+/// A fault that stopped a cluster run (faults the run survives are in its report instead).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// Settings or an app the run cannot start with.
+    #[error("{0}")]
+    Config(String),
+    /// The cluster's slots cannot number its executors.
+    #[error(transparent)]
+    Slots(#[from] SlotError),
+    /// The driver's own transport failed.
+    #[error("{context}: {source}")]
+    Transport {
+        /// What the driver was doing.
+        context: String,
+        /// The transport's error.
+        #[source]
+        source: TransportError,
+    },
+    /// A worker could not be reached.
+    #[error("worker {peer} at {addr} cannot be used: {reason}")]
+    Unreachable {
+        /// The worker.
+        peer: PeerId,
+        /// Its address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A worker's connection was lost.
+    #[error("lost worker {peer} at {addr}{during}: {reason}")]
+    Lost {
+        /// The worker.
+        peer: PeerId,
+        /// Its address.
+        addr: String,
+        /// What was in progress (empty, or " during the migration to epoch N ...").
+        during: String,
+        /// Why.
+        reason: String,
+    },
+    /// A worker sent a message this build cannot read (another version, or garbage).
+    #[error("worker {worker}: {source}")]
+    Message {
+        /// The worker.
+        worker: PeerId,
+        /// Why it cannot be read.
+        #[source]
+        source: MessageError,
+    },
+    /// A worker broke the run's protocol.
+    #[error("worker {worker} {what}")]
+    Protocol {
+        /// The worker.
+        worker: PeerId,
+        /// What it did.
+        what: String,
+    },
+    /// Workers did not answer in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// Workers failed to start the job.
+    #[error("workers failed to start: {0}")]
+    Start(String),
+    /// Nothing progressed for the stall timeout.
+    #[error(
+        "no progress for {after:?} ({open} of {tracked} tracked roots open); giving up{faults}"
+    )]
+    Stalled {
+        /// The stall timeout.
+        after: Duration,
+        /// Tracked roots open.
+        open: usize,
+        /// Tracked roots admitted.
+        tracked: u64,
+        /// The faults seen (empty, or " (faults: ...)").
+        faults: String,
+    },
+    /// A migration could not start or failed.
+    #[error("{0}")]
+    Migration(String),
+}
+
+impl DriverError {
+    /// A transport error while doing `context`.
+    pub(super) fn transport(context: impl Into<String>, source: TransportError) -> DriverError {
+        DriverError::Transport {
+            context: context.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Admission: the driver as the cluster's ingress. Records are generated, paced at the
+//! controller's rate, routed by the protocol planner's current table and sent to the worker
+//! that owns their key group, at most `max_in_flight` tracked roots open at a time.
+
+use super::{DRIVER_PARK, Driver, DriverError};
+use crate::clock::monotonic_ns as now_ns;
+use crate::cluster::DRIVER_ID;
+use crate::cluster::control::Controller;
+use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
+use clasp_operators::AppSpec;
+use clasp_operators::generate::Generator;
+use clasp_operators::key::{key_group, key_hash};
+use clasp_protocol::KeyGroup;
+use clasp_protocol::planner::PlannerAction;
+use std::time::{Duration, Instant};
+
+/// Records admitted between two turns of the transport while feeding.
+const POLL_EVERY_RECORDS: u64 = 64;
+/// The shortest wait between admissions when pacing: the records due meanwhile go out
+/// back to back (at 250 k records/s, 25 of them).
+const PACING_QUANTUM: Duration = Duration::from_micros(100);
+
+/// What the input phase admitted.
+pub(super) struct Fed {
+    /// Records admitted.
+    pub(super) admitted: u64,
+    /// Tracked roots among them.
+    pub(super) tracked: u64,
+    /// When the first was admitted.
+    pub(super) first_admit: Option<Instant>,
+}
+
+/// A token bucket filled at the controller's current rate, re-read every turn (a rate that
+/// changes, or a run that ends, is seen at once). Tokens beyond one are records due and not
+/// yet admitted: the ingress's queue when the cluster does not keep up.
+struct Pacer {
+    due: f64,
+    last_fill: Instant,
+}
+
+impl Pacer {
+    /// Fills the bucket at `rate`; `Ok` takes a token for one record, `Err` is how long to
+    /// wait first. Either way, the records due now.
+    fn take(&mut self, rate: f64) -> (u64, Result<(), Duration>) {
+        let now = Instant::now();
+        let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
+        self.due += rate * now.saturating_duration_since(self.last_fill).as_secs_f64();
+        self.last_fill = now;
+        let backlog = self.due as u64;
+        if self.due >= 1.0 {
+            self.due -= 1.0;
+            return (backlog, Ok(()));
+        }
+        // Wait at least a pacing quantum: one wait per record would cost a system call and a
+        // timer per record (half the machine's CPU at 100 k records/s under `perf`).
+        let wait = if rate > 0.0 {
+            Duration::from_secs_f64((1.0 - self.due) / rate)
+                .max(PACING_QUANTUM)
+                .min(DRIVER_PARK)
+        } else {
+            DRIVER_PARK
+        };
+        (backlog, Err(wait))
+    }
+}
+
+/// The buffers one admission reuses.
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    payload: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+impl Driver<'_> {
+    /// Admits the input until the records are out or the controller says done.
+    pub(super) fn feed(
+        &mut self,
+        spec: &AppSpec,
+        ctl: &mut dyn Controller,
+    ) -> Result<Fed, DriverError> {
+        let cfg = self.cfg;
+        let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
+            .ok_or_else(|| {
+                DriverError::Config(format!(
+                    "app {} has no generator {}",
+                    spec.name, spec.generator
+                ))
+            })?;
+        let ops = spec.operators.len();
+        let sample = cfg.sample_every.max(1);
+        let max_in_flight = cfg.max_in_flight.max(1);
+        let mut scratch = Scratch::default();
+        let mut fed = Fed {
+            admitted: 0,
+            tracked: 0,
+            first_admit: None,
+        };
+        self.last_progress = Instant::now();
+        self.meter.start();
+        // A move asked for before any input (an autoscaler's first placement).
+        self.maintain(ctl, 0, ops)?;
+        let mut pacer = Pacer {
+            due: 0.0,
+            last_fill: Instant::now(),
+        };
+        loop {
+            let i = fed.admitted;
+            let t_s = self.meter.t0.elapsed().as_secs_f64();
+            if i >= cfg.records || ctl.done(t_s, i) {
+                return Ok(fed);
+            }
+            let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
+            self.meter.offered = rate;
+            if let Some(rate) = rate {
+                let (backlog, taken) = pacer.take(rate);
+                self.meter.backlog = backlog;
+                if let Err(wait) = taken {
+                    self.t.flush_now();
+                    self.last_progress = Instant::now();
+                    self.turn(wait)?;
+                    self.maintain(ctl, i, ops)?;
+                    continue;
+                }
+            }
+            let is_tracked = i % sample == 0;
+            if is_tracked {
+                while fed.tracked - self.rx.ledger.completed_inputs() >= max_in_flight {
+                    self.t.flush_now();
+                    self.turn(DRIVER_PARK)?;
+                    self.maintain(ctl, i, ops)?;
+                }
+                fed.tracked += 1;
+            }
+            self.admit(spec, &*generator, i, is_tracked, &mut scratch)?;
+            fed.first_admit.get_or_insert_with(Instant::now);
+            fed.admitted += 1;
+            if fed.admitted % POLL_EVERY_RECORDS == 0 {
+                self.turn(Duration::ZERO)?;
+                self.maintain(ctl, fed.admitted, ops)?;
+            }
+        }
+    }
+
+    /// Generates record `i` and sends it to the worker that owns its key group.
+    fn admit(
+        &mut self,
+        spec: &AppSpec,
+        generator: &dyn Generator,
+        i: u64,
+        is_tracked: bool,
+        s: &mut Scratch,
+    ) -> Result<(), DriverError> {
+        generator.record_into(i, &mut s.key, &mut s.payload);
+        let hash = key_hash(&s.key);
+        let kg = key_group(hash);
+        let PlannerAction::SendRequest { to, req } =
+            self.mig.planner.admit(spec.source, KeyGroup(kg), ())
+        else {
+            unreachable!("admit routes");
+        };
+        let owner = self.slots.worker_of(to).ok_or_else(|| {
+            DriverError::Migration(format!("the routing names slot {to}, which is no worker's"))
+        })?;
+        let id = root_id(i);
+        let header = RequestHeader {
+            operator: spec.source as u16,
+            key_group: kg,
+            flags: if is_tracked { FLAG_TRACKED } else { 0 },
+            epoch: req.epoch.0 as u16,
+            dest: to.0 as u16,
+            root_home: DRIVER_ID as u16,
+            source: INGRESS_SLOT,
+            key_hash: hash,
+            request_id: id,
+            root_id: id,
+            admitted_ns: now_ns(),
+        };
+        s.frame.resize(frame_len(s.key.len(), s.payload.len()), 0);
+        header.write(&s.key, &s.payload, &mut s.frame);
+        loop {
+            match self.t.try_append(owner, &s.frame) {
+                Ok(true) => break,
+                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Err(e) => {
+                    let context = format!("record {i} to worker {owner}");
+                    return Err(DriverError::transport(context, e));
+                }
+            }
+        }
+        *self.sent.entry(owner).or_default() += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,157 @@
+//! Interval metering: the workers' cumulative counters turned into the per-interval view a
+//! controller sees, and the run's worker-seconds.
+
+use super::Driver;
+use crate::cluster::control::{IntervalView, WorkerInterval, active_workers};
+use crate::cluster::{Counters, DRIVER_ID};
+use crate::transport::PeerId;
+use std::time::Instant;
+
+/// What the driver meters, per interval and over the run.
+pub(super) struct Metering {
+    /// Latest counters per worker index, and those at the previous interval.
+    pub(super) counters: Vec<Option<Counters>>,
+    pub(super) prev_counters: Vec<Option<Counters>>,
+    /// Each worker's figures of the last interval.
+    pub(super) last_worker_intervals: Vec<WorkerInterval>,
+    pub(super) intervals: Vec<IntervalView>,
+    /// Start of the run (first admission), the current interval, and its admissions.
+    pub(super) t0: Instant,
+    pub(super) interval_start: Instant,
+    pub(super) interval_admitted: u64,
+    pub(super) interval_completed: u64,
+    pub(super) interval_migrating: bool,
+    /// Records due by the rate and not admitted.
+    pub(super) backlog: u64,
+    /// The rate offered now (`None`: unthrottled).
+    pub(super) offered: Option<f64>,
+    /// Workers owning key groups now, the worker-seconds so far, and since when.
+    pub(super) active: usize,
+    pub(super) worker_seconds: f64,
+    pub(super) active_since: Instant,
+}
+
+impl Metering {
+    /// Nothing metered yet, for `workers` workers of which `active` own key groups.
+    pub(super) fn new(workers: usize, active: usize) -> Self {
+        let now = Instant::now();
+        Metering {
+            counters: vec![None; workers],
+            prev_counters: vec![None; workers],
+            last_worker_intervals: Vec::new(),
+            intervals: Vec::new(),
+            t0: now,
+            interval_start: now,
+            interval_admitted: 0,
+            interval_completed: 0,
+            interval_migrating: false,
+            backlog: 0,
+            offered: None,
+            active,
+            worker_seconds: 0.0,
+            active_since: now,
+        }
+    }
+
+    /// Starts the run's clock (the first admission).
+    pub(super) fn start(&mut self) {
+        self.t0 = Instant::now();
+        self.interval_start = self.t0;
+        self.active_since = self.t0;
+    }
+}
+
+impl Driver<'_> {
+    /// Adds the worker-seconds of the active workers since the last call.
+    pub(super) fn account_active(&mut self) {
+        let now = Instant::now();
+        self.meter.worker_seconds += self.meter.active as f64
+            * now
+                .saturating_duration_since(self.meter.active_since)
+                .as_secs_f64();
+        self.meter.active_since = now;
+    }
+
+    /// Ends the current interval.
+    pub(super) fn close_interval(&mut self, admitted: u64) -> IntervalView {
+        let now = Instant::now();
+        let dt = now
+            .saturating_duration_since(self.meter.interval_start)
+            .as_secs_f64()
+            .max(1e-9);
+        let completed = self.rx.ledger.completed_inputs() * self.cfg.sample_every.max(1);
+        let mut workers = Vec::with_capacity(self.ids.len());
+        for i in 0..self.ids.len() {
+            let (Some(c), p) = (&self.meter.counters[i], &self.meter.prev_counters[i]) else {
+                workers.push(WorkerInterval {
+                    index: i,
+                    ..WorkerInterval::default()
+                });
+                continue;
+            };
+            // No new counters since the last interval (the worker's timer and ours drift):
+            // carry its last figures forward rather than report a worker that did nothing.
+            if p.as_ref().is_some_and(|p| p.t_ns == c.t_ns)
+                && let Some(last) = self.meter.last_worker_intervals.get(i)
+            {
+                workers.push(last.clone());
+                continue;
+            }
+            let zero = Counters::default();
+            let p = p.as_ref().unwrap_or(&zero);
+            let wdt = if p.t_ns == 0 {
+                dt
+            } else {
+                (c.t_ns.saturating_sub(p.t_ns) as f64 / 1e9).max(1e-9)
+            };
+            let d = |a: &[u64], b: &[u64]| -> Vec<f64> {
+                a.iter()
+                    .enumerate()
+                    .map(|(k, &x)| x.saturating_sub(b.get(k).copied().unwrap_or(0)) as f64 / wdt)
+                    .collect()
+            };
+            let processed = d(&c.processed, &p.processed);
+            let exec_ns = d(&c.exec_ns, &p.exec_ns);
+            let sent_before =
+                |peer: PeerId| p.sent_to.iter().find(|s| s.0 == peer).map_or(0, |s| s.1);
+            let destinations = c
+                .sent_to
+                .iter()
+                .filter(|&&(peer, n)| peer != DRIVER_ID && n > sent_before(peer))
+                .count();
+            workers.push(WorkerInterval {
+                index: i,
+                exec_us: exec_ns
+                    .iter()
+                    .zip(&processed)
+                    .map(|(e, n)| if *n > 0.0 { e / n / 1000.0 } else { 0.0 })
+                    .collect(),
+                processed_per_s: processed,
+                edges_local_per_s: d(&c.edges_local, &p.edges_local),
+                edges_remote_per_s: d(&c.edges_remote, &p.edges_remote),
+                busy_us_per_s: c.busy_ns.saturating_sub(p.busy_ns) as f64 / wdt / 1000.0,
+                queued_bytes: c.queued_bytes,
+                destinations,
+            });
+        }
+        self.meter.last_worker_intervals = workers.clone();
+        self.meter.prev_counters = self.meter.counters.clone();
+        let view = IntervalView {
+            t_s: self.meter.t0.elapsed().as_secs_f64(),
+            dt_s: dt,
+            input_per_s: admitted.saturating_sub(self.meter.interval_admitted) as f64 / dt,
+            offered_per_s: self.meter.offered,
+            throughput_per_s: completed.saturating_sub(self.meter.interval_completed) as f64 / dt,
+            backlog: self.meter.backlog,
+            latency: self.rx.ledger.take_interval(),
+            workers,
+            migrating: self.meter.interval_migrating || self.mig.in_flight.is_some(),
+            active_workers: active_workers(self.mig.planner.routing(), &self.slots).len(),
+        };
+        self.meter.interval_start = now;
+        self.meter.interval_admitted = admitted;
+        self.meter.interval_completed = completed;
+        self.meter.interval_migrating = self.mig.in_flight.is_some();
+        view
+    }
+}

@@ -1,0 +1,197 @@
+//! The migration driver: starting the moves a controller asks for (plans on the control
+//! channel, then the ingress's markers on the data path, behind the roots routed by the old
+//! table) and carrying out what the protocol's planner asks until the move completes.
+
+use super::{Driver, DriverError};
+use crate::clock::monotonic_ns as now_ns;
+use crate::cluster::control::{Controller, MigrationRecord, Move, active_workers};
+use crate::message::{Message, Plans, encode};
+use crate::migrate::control_frame;
+use crate::request::INGRESS_SLOT;
+use crate::transport::PeerId;
+use clasp_protocol::Slot;
+use clasp_protocol::assignment::Assignment;
+use clasp_protocol::planner::{Planner, PlannerAction};
+use std::time::{Duration, Instant};
+
+/// The driver's migrations: the protocol's planner, the one in progress, and those done.
+pub(super) struct Migrations {
+    pub(super) planner: Planner,
+    pub(super) in_flight: Option<InFlight>,
+    pub(super) migrations: Vec<MigrationRecord>,
+    /// Completed migrations the controller has not been told about.
+    pub(super) finished: Vec<MigrationRecord>,
+}
+
+impl Migrations {
+    pub(super) fn new(planner: Planner) -> Self {
+        Migrations {
+            planner,
+            in_flight: None,
+            migrations: Vec::new(),
+            finished: Vec::new(),
+        }
+    }
+}
+
+/// A migration in progress.
+pub(super) struct InFlight {
+    pub(super) record: MigrationRecord,
+}
+
+impl Driver<'_> {
+    /// Carries out what the protocol's planner asks.
+    pub(super) fn planner_action(&mut self, a: PlannerAction<()>) -> Result<(), DriverError> {
+        match a {
+            PlannerAction::Finished(r) => {
+                let Some(f) = self.mig.in_flight.take() else {
+                    return Ok(());
+                };
+                let mut rec = f.record;
+                rec.planner_ms = r.planner_ns as f64 / 1e6;
+                rec.worker_pause_ms = r.pause_ns_max as f64 / 1e6;
+                rec.exported = r.exported;
+                rec.forwarded = r.forwarded;
+                rec.held = r.held;
+                rec.gated = r.gated;
+                rec.admitted_during = r.admitted_during;
+                rec.key_groups_moved = r.key_groups_moved;
+                self.last_progress = Instant::now();
+                self.mig.migrations.push(rec.clone());
+                self.mig.finished.push(rec);
+                Ok(())
+            }
+            PlannerAction::Failed(f) => {
+                let slots = |v: &[Slot]| {
+                    v.iter()
+                        .map(|s| {
+                            format!(
+                                "slot {s} (worker {})",
+                                self.slots.worker_of(*s).unwrap_or(u32::MAX)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                Err(DriverError::Migration(format!(
+                    "{f}; silent: [{}]; not completed: [{}]",
+                    slots(&f.silent),
+                    slots(&f.not_completed)
+                )))
+            }
+            PlannerAction::SendPlan { .. } | PlannerAction::SendRequest { .. } => Ok(()),
+            PlannerAction::SendMarker { to, epoch } => {
+                let mut f = Vec::new();
+                control_frame(&Message::Marker, epoch, INGRESS_SLOT, to.0 as u16, &mut f)
+                    .map_err(|e| DriverError::Migration(format!("a marker: {e}")))?;
+                let w = self.slots.worker_of(to).ok_or_else(|| {
+                    DriverError::Migration(format!("a marker for slot {to}, which is no worker's"))
+                })?;
+                self.append(w, &f)
+            }
+        }
+    }
+
+    /// Appends a data frame for worker `w`, waiting for credit.
+    pub(super) fn append(&mut self, w: PeerId, frame: &[u8]) -> Result<(), DriverError> {
+        loop {
+            match self.t.try_append(w, frame) {
+                Ok(true) => break,
+                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Err(e) => return Err(DriverError::transport(format!("to worker {w}"), e)),
+            }
+        }
+        *self.sent.entry(w).or_default() += 1;
+        Ok(())
+    }
+
+    /// Starts a move: plans to every worker (on the control channel), then the ingress's
+    /// markers (on the data path, behind the roots routed by the old table).
+    pub(super) fn start_move(&mut self, m: Move, ops: usize) -> Result<(), DriverError> {
+        self.slots
+            .check(&m.routing, ops)
+            .map_err(|e| DriverError::Migration(format!("a move ({}): {e}", m.reason)))?;
+        let before = active_workers(self.mig.planner.routing(), &self.slots).len();
+        let after = active_workers(&m.routing, &self.slots).len();
+        let actions = self
+            .mig
+            .planner
+            .start_migration::<()>(now_ns(), m.routing, self.slots.len())
+            .map_err(|e| DriverError::Migration(format!("cannot migrate: {e}")))?;
+        let epoch = self.mig.planner.epoch();
+        self.mig.in_flight = Some(InFlight {
+            record: MigrationRecord {
+                epoch: epoch.0,
+                t_s: self.meter.t0.elapsed().as_secs_f64(),
+                reason: m.reason,
+                workers_before: before,
+                workers_after: after,
+                ..MigrationRecord::default()
+            },
+        });
+        self.meter.interval_migrating = true;
+        let mut plans: Vec<Vec<(Slot, Assignment)>> = vec![Vec::new(); self.ids.len()];
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                PlannerAction::SendPlan { to, assignment } => {
+                    plans[self.slots.worker_index(to)].push((to, assignment))
+                }
+                other => rest.push(other),
+            }
+        }
+        let routing = self.mig.planner.routing().clone();
+        for (i, parts) in plans.iter().enumerate() {
+            let refs: Vec<(Slot, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
+            let plans = Message::Plans(Box::new(Plans::new(&routing, &refs)));
+            let body = encode(&plans).map_err(|e| DriverError::Migration(format!("plans: {e}")))?;
+            if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+                return Err(DriverError::Migration(format!(
+                    "the plan for worker {} is {} bytes, over the control limit (an app with \
+                     this many operators cannot migrate yet)",
+                    self.ids[i],
+                    body.len()
+                )));
+            }
+            self.send_control(self.ids[i], &body, "plan to worker")?;
+        }
+        for a in rest {
+            self.planner_action(a)?;
+        }
+        self.t.flush_now();
+        self.account_active();
+        self.meter.active = after.max(before);
+        Ok(())
+    }
+
+    /// Between admissions: completed migrations and intervals reach the controller, whose
+    /// moves start here.
+    pub(super) fn maintain(
+        &mut self,
+        ctl: &mut dyn Controller,
+        admitted: u64,
+        ops: usize,
+    ) -> Result<(), DriverError> {
+        for rec in std::mem::take(&mut self.mig.finished) {
+            self.account_active();
+            self.meter.active = rec.workers_after;
+            ctl.on_migrated(&rec);
+        }
+        let mut mv = None;
+        if !self.cfg.interval.is_zero() && self.meter.interval_start.elapsed() >= self.cfg.interval
+        {
+            let view = self.close_interval(admitted);
+            mv = ctl.on_interval(&view);
+            self.meter.intervals.push(view);
+        }
+        if self.mig.in_flight.is_none() {
+            if mv.is_none() {
+                mv = ctl.poll(self.meter.t0.elapsed().as_secs_f64(), admitted);
+            }
+            if let Some(m) = mv {
+                self.start_move(m, ops)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,96 @@
+//! The report of a cluster run: the workers' summaries, checked against the app's shape and
+//! summed per operator, with what the driver measured (latency, migrations, intervals).
+
+use super::{ClusterOperatorMetrics, ClusterReport, Driver};
+use clasp_operators::{AppSpec, OperatorSummary};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The run's report: every worker's summary checked and summed, and what the driver measured.
+pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> ClusterReport {
+    let ops = spec.operators.len();
+    let mut summaries = vec![OperatorSummary::default(); ops];
+    let mut state_keys = vec![0u64; ops];
+    let mut malformed: Vec<BTreeMap<String, u64>> = vec![Default::default(); ops];
+    let mut metrics = vec![ClusterOperatorMetrics::default(); ops];
+    let mut exec_ns = vec![0u64; ops];
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors = d.errors;
+    let mut workers = d.barrier.summaries;
+    workers.sort_by_key(|w| w.worker);
+    for w in &workers {
+        let ok = w.summaries.len() == ops
+            && w.state_keys.len() == ops
+            && w.malformed.len() == ops
+            && w.processed.len() == ops
+            && w.exec_ns.len() == ops
+            && w.edges_local.len() == ops * ops
+            && w.edges_remote.len() == ops * ops;
+        if !ok {
+            errors.push(format!(
+                "worker {} sent a summary of another shape",
+                w.worker
+            ));
+            continue;
+        }
+        for op in 0..ops {
+            summaries[op].combine(&w.summaries[op]);
+            state_keys[op] += w.state_keys[op];
+            for (r, n) in &w.malformed[op] {
+                *malformed[op].entry(r.clone()).or_default() += n;
+            }
+            metrics[op].processed += w.processed[op];
+            exec_ns[op] += w.exec_ns[op];
+            for to in 0..ops {
+                let name = &spec.operators[to].name;
+                let m = &mut metrics[op];
+                for (edges, map) in [
+                    (&w.edges_local, &mut m.chained_local),
+                    (&w.edges_remote, &mut m.chained_remote),
+                ] {
+                    let n = edges[op * ops + to];
+                    if n > 0 {
+                        *map.entry(name.clone()).or_default() += n;
+                    }
+                }
+            }
+        }
+        for (k, v) in &w.totals {
+            if k == "remote_destinations" {
+                let e = totals.entry(k.clone()).or_default();
+                *e = (*e).max(*v);
+            } else {
+                *totals.entry(k.clone()).or_default() += v;
+            }
+        }
+        for e in &w.errors {
+            let e = format!("worker {}: {e}", w.worker);
+            if !errors.contains(&e) {
+                errors.push(e);
+            }
+        }
+    }
+    for op in 0..ops {
+        metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
+    }
+    totals.insert("driver_sent".into(), d.sent.values().sum());
+    totals.insert("migrations".into(), d.mig.migrations.len() as u64);
+    ClusterReport {
+        summaries,
+        state_keys,
+        malformed: malformed
+            .into_iter()
+            .map(|m| m.into_iter().collect())
+            .collect(),
+        operator_metrics: metrics,
+        admitted,
+        latency: d.rx.ledger.summary(),
+        elapsed,
+        totals,
+        errors,
+        workers,
+        migrations: d.mig.migrations,
+        intervals: d.meter.intervals,
+        worker_seconds: d.meter.worker_seconds,
+    }
+}

@@ -1,0 +1,162 @@
+//! The bodies of a run's messages between the driver and its workers: the job, a probe's
+//! answer, the periodic counters, the final summary and the ledger deltas.
+
+use crate::routing::Spread;
+use crate::runtime::ledger::Delta;
+use crate::transport::PeerId;
+use clasp_operators::OperatorSummary;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// What the driver tells each worker to run.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// The app's name.
+    pub app_name: String,
+    /// The app's TOML definition (empty: the built-in app of that name).
+    pub app_toml: String,
+    /// Executors on every worker.
+    pub executors: u16,
+    /// How key groups are spread.
+    pub spread: SpreadCode,
+    /// Capacity of each request ring.
+    pub ring_bytes: u64,
+    /// Pin executors to cores.
+    pub pin: bool,
+    /// The workers, in the order the routing table spreads over.
+    pub workers: Vec<PeerId>,
+    /// The driver's id and the address workers connect back to.
+    pub driver: PeerId,
+    /// `ip:port`.
+    pub driver_addr: String,
+    /// How often workers send their [`Counters`] (0: never).
+    pub interval_ms: u32,
+}
+
+/// [`Spread`] on the wire (the routing module's type stays free of the codec).
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpreadCode {
+    /// [`Spread::Even`].
+    Even,
+    /// [`Spread::Alternate`].
+    Alternate,
+}
+
+impl From<Spread> for SpreadCode {
+    fn from(s: Spread) -> Self {
+        match s {
+            Spread::Even => SpreadCode::Even,
+            Spread::Alternate => SpreadCode::Alternate,
+        }
+    }
+}
+
+impl From<SpreadCode> for Spread {
+    fn from(s: SpreadCode) -> Self {
+        match s {
+            SpreadCode::Even => Spread::Even,
+            SpreadCode::Alternate => Spread::Alternate,
+        }
+    }
+}
+
+/// A worker's answer to a probe.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The probe round answered.
+    pub round: u64,
+    /// Executors parked, no overflow, every ring empty, nothing held.
+    pub idle: bool,
+    /// Per peer: (peer, request frames handed to the transport, frames delivered to rings).
+    pub counts: Vec<(PeerId, u64, u64)>,
+}
+
+/// A worker's cumulative counters (the planner differentiates consecutive ones into
+/// per-interval metrics).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// The worker.
+    pub worker: PeerId,
+    /// When they were read (the worker's CLOCK_MONOTONIC; only differences are used).
+    pub t_ns: u64,
+    /// Per operator: requests processed.
+    pub processed: Vec<u64>,
+    /// Per operator: execution ns (sampled, scaled).
+    pub exec_ns: Vec<u64>,
+    /// `[from * ops + to]`: local chained requests.
+    pub edges_local: Vec<u64>,
+    /// `[from * ops + to]`: remote chained requests.
+    pub edges_remote: Vec<u64>,
+    /// Executor busy ns, summed.
+    pub busy_ns: u64,
+    /// Per peer: request and control frames handed to the transport, cumulative (the planner
+    /// counts the distinct destinations of an interval from their differences).
+    pub sent_to: Vec<(PeerId, u64)>,
+    /// Bytes waiting in the executors' inbound rings now.
+    pub queued_bytes: u64,
+    /// Frames read by the executors.
+    pub frames_in: u64,
+}
+
+/// What one worker ran: per-operator summaries (to compare with the oracle), metrics, faults.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct WorkerSummary {
+    /// The worker.
+    pub worker: PeerId,
+    /// Per operator, summed over the worker's executors.
+    pub summaries: Vec<OperatorSummary>,
+    /// Per operator: keys holding state.
+    pub state_keys: Vec<u64>,
+    /// Per operator: malformed requests by reason.
+    pub malformed: Vec<Vec<(String, u64)>>,
+    /// Per operator: requests processed (metrics).
+    pub processed: Vec<u64>,
+    /// Per operator: execution ns (sampled, scaled).
+    pub exec_ns: Vec<u64>,
+    /// `[from * ops + to]`: local chained requests.
+    pub edges_local: Vec<u64>,
+    /// `[from * ops + to]`: remote chained requests.
+    pub edges_remote: Vec<u64>,
+    /// Named counters (executors' and the transport's).
+    pub totals: Vec<(String, u64)>,
+    /// Faults seen by the worker.
+    pub errors: Vec<String>,
+}
+
+/// One latency-ledger delta on the wire (see [`Delta`]).
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LedgerDelta {
+    /// The root's id.
+    pub root_id: u64,
+    /// XOR of the processed request's id and its children's ids.
+    pub xor: u64,
+    /// The root's admission time (ns, CLOCK_MONOTONIC; 0: not an input).
+    pub admitted_ns: u64,
+}
+
+impl From<Delta> for LedgerDelta {
+    fn from(d: Delta) -> Self {
+        LedgerDelta {
+            root_id: d.root_id,
+            xor: d.xor,
+            admitted_ns: d.admitted_ns,
+        }
+    }
+}
+
+impl From<LedgerDelta> for Delta {
+    fn from(d: LedgerDelta) -> Self {
+        Delta {
+            root_id: d.root_id,
+            xor: d.xor,
+            admitted_ns: d.admitted_ns,
+        }
+    }
+}
+
+/// Ledger deltas per `Deltas` message (24 bytes each: 48 KiB, under the 64 KiB body limit).
+pub const DELTAS_PER_MESSAGE: usize = 2048;
+
+const _: () = assert!(
+    DELTAS_PER_MESSAGE * crate::runtime::ledger::DELTA_BYTES + 256
+        <= crate::transport::wire::MAX_CONTROL_BODY_BYTES
+);
