@@ -4,6 +4,8 @@
 //! and dispatches. Errors are printed with their full cause chain and exit with status 2 for a
 //! usage or input error, 1 for a failure at run time.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -69,7 +71,7 @@ fn main() -> std::process::ExitCode {
     // command's output).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::WARN)
+        .with_max_level(log_level())
         .with_target(false)
         .without_time()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -95,4 +97,13 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(cmd::exit_code(&err))
         }
     }
+}
+
+/// The most verbose level logged: `CLASP_LOG` (`error`, `warn`, `info`, `debug`, `trace`),
+/// `warn` when unset or not a level.
+fn log_level() -> tracing::Level {
+    std::env::var("CLASP_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(tracing::Level::WARN)
 }

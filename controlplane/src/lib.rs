@@ -18,6 +18,8 @@
 //! - [`app`]: the plain-data application model the simulator runs;
 //! - [`sim`]: the discrete-event cluster simulator and the paper's experiments.
 
+#![forbid(unsafe_code)]
+
 pub mod app;
 pub mod autoscale;
 pub mod baselines;

@@ -72,6 +72,8 @@
 //! | `etl_interpolate` | `window` | 5 | past values averaged to replace a 0 |
 //! | `etl_store` | `batch` | 3 | records per batched write |
 
+#![forbid(unsafe_code)]
+
 pub mod apps;
 pub mod codec;
 pub mod compare;

@@ -147,18 +147,16 @@ impl<'a> Lab<'a> {
             let (samples, _) = c.take_samples(iv);
             for s in &samples {
                 if det.observe(s) && learn {
-                    if std::env::var_os("CLASP_SIM_DUMP").is_some() {
-                        let p = SaturatedPoint::from(s);
-                        eprintln!(
-                            "SAT {} {} {} {} {:?}",
-                            p.exec_us_per_s,
-                            p.local_per_s,
-                            p.remote_per_s,
-                            p.destinations,
-                            self.estimator.costs()
-                        );
-                    }
-                    self.estimator.observe(SaturatedPoint::from(s));
+                    let p = SaturatedPoint::from(s);
+                    tracing::debug!(
+                        exec_us_per_s = p.exec_us_per_s,
+                        local_per_s = p.local_per_s,
+                        remote_per_s = p.remote_per_s,
+                        destinations = p.destinations,
+                        costs = ?self.estimator.costs(),
+                        "saturated sample"
+                    );
+                    self.estimator.observe(p);
                 }
             }
             all.extend(samples);
