@@ -5,7 +5,7 @@
 
 use clasp_dataplane::cluster::control::{Chaos, Controller, Move, Static};
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
-use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
 use clasp_dataplane::routing::{Slots, Spread};
 use clasp_dataplane::transport::{ClusterSecret, Limits};
 use clasp_operators::{Comparable, apps, oracle};

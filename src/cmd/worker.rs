@@ -4,7 +4,7 @@
 use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
-use clasp_dataplane::cluster::worker::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

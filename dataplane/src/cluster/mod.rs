@@ -3,7 +3,7 @@
 //! The **driver** ([`driver::run_driver`]) is the ingress and the home of every root's latency
 //! ledger: it sends each root request over the transport to the worker that owns the root's
 //! key group, applies the ledger deltas the workers send back, and runs the end of the stream.
-//! Each **worker** ([`worker::run_cluster_worker`]) runs E executor threads over its shared-memory
+//! Each **worker** ([`node::run_cluster_worker`]) runs E executor threads over its shared-memory
 //! segment under the same [`Coordinator`](crate::runtime::coordinator) as a worker on its own,
 //! plus one network thread that owns the worker's [`Transport`](crate::transport::Transport):
 //! it moves remote-bound request frames from the executors' `net_out` rings into
@@ -41,7 +41,7 @@
 
 pub mod control;
 pub mod driver;
-pub mod worker;
+pub mod node;
 
 use crate::transport::PeerId;
 

@@ -6,7 +6,7 @@
 //! (`clasp local`) and a worker of a cluster is only the front that owns the coordinator:
 //! - [`super::local`]: input from a local ingress process through the segment, the latency
 //!   ledger applied here, and the end of stream sequenced here, operator by operator;
-//! - `crate::cluster::worker`: input from the driver over the transport (the network thread
+//! - `crate::cluster::node`: input from the driver over the transport (the network thread
 //!   is the front), ledger deltas and flush acknowledgements forwarded to the driver, which
 //!   sequences the end of stream across every worker.
 //!

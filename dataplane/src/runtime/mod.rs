@@ -8,7 +8,7 @@
 //! - [`local`]: a worker on its own (`clasp local`), a cluster of one. A separate [`ingress`]
 //!   process attaches to the segment by name and writes input into it; latency is measured
 //!   here ([`ledger`]) and the end of stream sequenced here.
-//! - `crate::cluster::worker`: a worker of a cluster, whose network thread is the front. Input
+//! - `crate::cluster::node`: a worker of a cluster, whose network thread is the front. Input
 //!   and chained requests from other workers arrive over the transport; ledger deltas and
 //!   flush acknowledgements go to the driver, which sequences the end of stream.
 
