@@ -50,8 +50,7 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let exit = run_cluster_worker(&cfg, |addr| {
         eprintln!("clasp worker {}: listening on {addr}", args.id)
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     eprintln!(
         "clasp worker {}: ran {} to the end{}",
         args.id,

@@ -13,8 +13,13 @@
 //! there is nothing to do. Executors wake it through the transport's eventfd
 //! ([`NetLink`](crate::runtime::executor::NetLink)).
 
+mod error;
+mod receiver;
 mod start;
 mod summary;
+
+pub use error::NodeError;
+use receiver::{Receiver, Rings};
 
 use start::start_executors;
 use summary::{counters, finish};
@@ -26,13 +31,11 @@ use crate::routing::Slots;
 use crate::runtime::coordinator::Coordinator;
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::runtime::messages::{Command, Report};
-use crate::transport::{
-    ClusterSecret, Delivered, Event, Inbound, Limits, PeerId, Transport, TransportConfig,
-};
+use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
 use clasp_operators::AppSpec;
 use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
-use clasp_shmring::{Consumer, Producer, ShmRing};
+use clasp_shmring::{Consumer, ShmRing};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,123 +89,6 @@ pub struct WorkerExit {
     pub errors: Vec<String>,
 }
 
-struct Rings {
-    slots: Slots,
-    /// This worker's first slot.
-    base: usize,
-    driver: PeerId,
-    ingress: Vec<Producer<ShmRing>>,
-    net_in: Vec<Producer<ShmRing>>,
-    dirty_ingress: Vec<bool>,
-    dirty_net_in: Vec<bool>,
-}
-
-/// The network thread's receive side.
-struct Receiver {
-    rings: Option<Rings>,
-    msgs: VecDeque<(PeerId, Result<Message, MessageError>)>,
-    decoder: Decoder,
-    events: Vec<Event>,
-    /// Frames delivered into our rings, per sender.
-    received: Vec<u64>,
-    /// A delivery found its ring full this turn.
-    held: bool,
-    faults: Vec<String>,
-}
-
-impl Receiver {
-    fn count(&mut self, from: PeerId) {
-        let i = from as usize;
-        if self.received.len() <= i {
-            self.received.resize(i + 1, 0);
-        }
-        self.received[i] += 1;
-    }
-
-    fn publish(&mut self) {
-        if let Some(r) = &mut self.rings {
-            for (p, d) in r.ingress.iter_mut().zip(r.dirty_ingress.iter_mut()) {
-                if std::mem::take(d) {
-                    p.publish();
-                }
-            }
-            for (p, d) in r.net_in.iter_mut().zip(r.dirty_net_in.iter_mut()) {
-                if std::mem::take(d) {
-                    p.publish();
-                }
-            }
-        }
-    }
-}
-
-impl Inbound for Receiver {
-    fn deliver(&mut self, from: PeerId, frame: &[u8]) -> Delivered {
-        let Some(r) = &mut self.rings else {
-            // Requests before the job: a peer that does not follow the protocol.
-            self.faults.push(format!(
-                "worker received a request from {from} before its job"
-            ));
-            return Delivered::Accepted;
-        };
-        // Frames name the executor slot they are addressed to (a forwarded request is not
-        // where the current table would send it).
-        let e = match RequestHeader::peek(frame) {
-            Ok(h) => (h.dest as usize).wrapping_sub(r.base),
-            Err(e) => {
-                self.faults
-                    .push(format!("bad request frame from {from}: {e}; dropped"));
-                return Delivered::Accepted;
-            }
-        };
-        if e >= r.slots.executors {
-            self.faults.push(format!(
-                "a frame from {from} for slot {}, which is not on this worker; dropped",
-                e.wrapping_add(r.base)
-            ));
-            return Delivered::Accepted;
-        }
-        let (ring, dirty) = if from == r.driver {
-            (&mut r.ingress[e], &mut r.dirty_ingress[e])
-        } else {
-            (&mut r.net_in[e], &mut r.dirty_net_in[e])
-        };
-        match ring.reserve(frame.len()) {
-            Ok(mut g) => {
-                g.copy_from_slice(frame);
-                g.commit_deferred();
-                *dirty = true;
-                self.count(from);
-                Delivered::Accepted
-            }
-            Err(clasp_shmring::Error::Full { .. }) => {
-                // Publish what is there so the executor can make room.
-                ring.publish();
-                *dirty = false;
-                self.held = true;
-                Delivered::Full
-            }
-            Err(err) => {
-                self.faults
-                    .push(format!("ring to executor {e}: {err}; request dropped"));
-                Delivered::Accepted
-            }
-        }
-    }
-
-    fn control(&mut self, from: PeerId, kind: u16, body: &[u8]) {
-        let msg = if kind == CONTROL_KIND {
-            self.decoder.decode(body)
-        } else {
-            Err(MessageError::Kind(kind))
-        };
-        self.msgs.push_back((from, msg));
-    }
-
-    fn event(&mut self, event: Event) {
-        self.events.push(event);
-    }
-}
-
 /// The executors and the segment of a running job.
 struct Running {
     spec: Arc<AppSpec>,
@@ -243,6 +129,28 @@ struct Node {
 }
 
 impl Node {
+    fn new(t: Transport, id: PeerId) -> Node {
+        Node {
+            t,
+            rx: Receiver {
+                rings: None,
+                msgs: VecDeque::new(),
+                decoder: Decoder::default(),
+                events: Vec::new(),
+                received: Vec::new(),
+                held: false,
+                faults: Vec::new(),
+            },
+            id,
+            driver: None,
+            outbox: VecDeque::new(),
+            deltas: Vec::new(),
+            sent: Vec::new(),
+            blocked: false,
+            errors: Vec::new(),
+        }
+    }
+
     fn fault(&mut self, e: String) {
         tracing::warn!("worker {}: {e}", self.id);
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
@@ -260,7 +168,7 @@ impl Node {
         }
     }
 
-    fn flush_outbox(&mut self) -> Result<(), String> {
+    fn flush_outbox(&mut self) -> Result<(), NodeError> {
         let Some(driver) = self.driver else {
             return Ok(());
         };
@@ -270,13 +178,13 @@ impl Node {
                     self.outbox.pop_front();
                 }
                 Ok(false) => break,
-                Err(e) => return Err(format!("sending to the driver: {e}")),
+                Err(e) => return Err(NodeError::transport("sending to the driver", e)),
             }
         }
         Ok(())
     }
 
-    fn poll(&mut self, timeout: Duration, run: Option<&Running>) -> Result<(), String> {
+    fn poll(&mut self, timeout: Duration, run: Option<&Running>) -> Result<(), NodeError> {
         self.rx.held = false;
         let mut timeout = timeout;
         if let Some(r) = run {
@@ -293,7 +201,8 @@ impl Node {
             r.parked.store(false, Ordering::Relaxed);
         }
         self.rx.publish();
-        res.map(|_| ()).map_err(|e| format!("transport: {e}"))
+        res.map(|_| ())
+            .map_err(|e| NodeError::transport("transport", e))
     }
 
     /// Moves frames from the executors' `net_out` rings into batches. Returns frames moved.
@@ -415,11 +324,53 @@ impl Node {
 }
 
 /// Runs one cluster worker until the driver says `BYE`. `listening` is called with the bound
-/// address. An `Err` is a fault that ended the worker (also printed to stderr).
+/// address. An `Err` is a fault that ended the worker (also logged).
 pub fn run_cluster_worker(
     cfg: &ClusterWorkerConfig,
     listening: impl FnOnce(SocketAddr),
-) -> Result<WorkerExit, String> {
+) -> Result<WorkerExit, NodeError> {
+    let t = start_transport(cfg)?;
+    listening(t.local_addr());
+    let mut node = Node::new(t, cfg.id);
+    let job = await_job(&mut node, cfg)?;
+    let mut run = match prepare(&mut node, cfg, &job) {
+        Ok(r) => r,
+        Err(e) => {
+            node.fault(e.to_string());
+            // Tell the driver, then give up.
+            let until = Instant::now() + Duration::from_secs(5);
+            while !node.outbox.is_empty() && Instant::now() < until {
+                let _ = node.flush_outbox();
+                node.poll(Duration::from_millis(10), None)?;
+            }
+            return Err(e);
+        }
+    };
+    node.rx.rings = Some(rings_of(&run, job.driver)?);
+    let result = serve(cfg, &mut node, &mut run);
+    // Stop the executors whatever happened.
+    let stopped = run.coordinator.stop();
+    node.errors.extend(stopped.unpinned);
+    node.errors.extend(
+        stopped
+            .panicked
+            .iter()
+            .map(|e| format!("executor {e} panicked")),
+    );
+    result?;
+    finish(&mut node, &run, stopped.results)?;
+    Ok(WorkerExit {
+        app: run.spec.name.clone(),
+        errors: node.errors,
+    })
+}
+
+/// The worker's transport, listening. A port just released by a previous run's worker can stay
+/// busy for a moment (a closing connection still holds it): retry briefly rather than fail.
+fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
+    if !cfg.workers.iter().any(|(p, _)| *p == cfg.id) {
+        return Err(NodeError::NotInCluster(cfg.id));
+    }
     let mut tcfg = TransportConfig::new(cfg.id, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
     tcfg.limits = cfg.limits.clone();
     tcfg.peers = cfg
@@ -428,46 +379,24 @@ pub fn run_cluster_worker(
         .filter(|(p, _)| *p != cfg.id)
         .copied()
         .collect();
-    if !cfg.workers.iter().any(|(p, _)| *p == cfg.id) {
-        return Err(format!("worker {} is not in the cluster file", cfg.id));
-    }
-    // A port just released by a previous run's worker can stay busy for a moment (a closing
-    // connection still holds it): retry briefly rather than fail the whole run.
     let bind_deadline = Instant::now() + BIND_RETRY;
-    let t = loop {
+    loop {
         match Transport::start(tcfg.clone()) {
-            Ok(t) => break t,
+            Ok(t) => return Ok(t),
             Err(crate::transport::TransportError::Io(e))
                 if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < bind_deadline =>
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(format!("worker {}: {e}", cfg.id)),
+            Err(e) => return Err(NodeError::transport(format!("worker {}", cfg.id), e)),
         }
-    };
-    listening(t.local_addr());
-    let mut node = Node {
-        t,
-        rx: Receiver {
-            rings: None,
-            msgs: VecDeque::new(),
-            decoder: Decoder::default(),
-            events: Vec::new(),
-            received: Vec::new(),
-            held: false,
-            faults: Vec::new(),
-        },
-        id: cfg.id,
-        driver: None,
-        outbox: VecDeque::new(),
-        deltas: Vec::new(),
-        sent: Vec::new(),
-        blocked: false,
-        errors: Vec::new(),
-    };
-    // 1. The job.
+    }
+}
+
+/// Waits for the driver's job (other messages before it are dropped).
+fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
     let deadline = Instant::now() + cfg.job_timeout;
-    let job = loop {
+    loop {
         node.poll(Duration::from_millis(50), None)?;
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
@@ -489,94 +418,69 @@ pub fn run_cluster_worker(
             .drain(..)
             .find(|m| matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. })));
         match first {
-            Some((_, Ok(Message::Job(job)))) => break *job,
-            Some((from, Err(e))) => return Err(format!("job from {from}: {e}")),
+            Some((_, Ok(Message::Job(job)))) => return Ok(*job),
+            Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
             _ => {}
         }
         node.rx.msgs.clear();
         if Instant::now() >= deadline {
-            return Err(format!(
-                "worker {}: no job from a driver within {:?}",
-                cfg.id, cfg.job_timeout
-            ));
-        }
-    };
-    let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
-    let driver_addr: SocketAddr = job
-        .driver_addr
-        .parse()
-        .map_err(|e| format!("driver address {:?}: {e}", job.driver_addr))?;
-    node.t
-        .connect(job.driver, driver_addr)
-        .map_err(|e| format!("connecting to the driver: {e}"))?;
-    node.driver = Some(job.driver);
-    let setup = (|| -> Result<Running, String> {
-        if job.workers != ids {
-            return Err(format!(
-                "the driver's workers {:?} are not this cluster file's {:?}",
-                job.workers, ids
-            ));
-        }
-        let spec = if job.app_toml.is_empty() {
-            clasp_operators::apps::builtin(&job.app_name)
-                .ok_or_else(|| format!("no built-in app {:?}", job.app_name))?
-        } else {
-            AppSpec::from_toml_str(&job.app_toml).map_err(|e| format!("the job's app: {e}"))?
-        };
-        start_executors(cfg, &job, Arc::new(spec), &node.t).map_err(|e| e.to_string())
-    })();
-    let mut run = match setup {
-        Ok(r) => r,
-        Err(e) => {
-            node.fault(e.clone());
-            // Tell the driver, then give up.
-            let until = Instant::now() + Duration::from_secs(5);
-            while !node.outbox.is_empty() && Instant::now() < until {
-                let _ = node.flush_outbox();
-                node.poll(Duration::from_millis(10), None)?;
-            }
-            return Err(e);
-        }
-    };
-    node.rx.rings = Some(Rings {
-        slots: run.slots.clone(),
-        base: run.slots.slot(run.index, 0).index(),
-        driver: job.driver,
-        ingress: (0..run.executors)
-            .map(|e| run.seg().segment.producer(run.seg().index.ingress(e)))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?,
-        net_in: (0..run.executors)
-            .map(|e| run.seg().segment.producer(run.seg().index.net_in(e)))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?,
-        dirty_ingress: vec![false; run.executors],
-        dirty_net_in: vec![false; run.executors],
-    });
-    let result = serve(cfg, &mut node, &mut run);
-    // Stop the executors whatever happened.
-    let stopped = run.coordinator.stop();
-    node.errors.extend(stopped.unpinned);
-    node.errors.extend(
-        stopped
-            .panicked
-            .iter()
-            .map(|e| format!("executor {e} panicked")),
-    );
-    match result {
-        Err(e) => Err(e),
-        Ok(()) => {
-            finish(&mut node, &run, stopped.results)?;
-            Ok(WorkerExit {
-                app: run.spec.name.clone(),
-                errors: node.errors,
-            })
+            return Err(NodeError::NoJob {
+                id: cfg.id,
+                timeout: cfg.job_timeout,
+            });
         }
     }
 }
 
+/// Connects back to the driver, checks the job against this worker's cluster file and starts
+/// its executors.
+fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Running, NodeError> {
+    let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
+    let driver_addr: SocketAddr = job
+        .driver_addr
+        .parse()
+        .map_err(|e| NodeError::Job(format!("driver address {:?}: {e}", job.driver_addr)))?;
+    node.t
+        .connect(job.driver, driver_addr)
+        .map_err(|e| NodeError::transport("connecting to the driver", e))?;
+    node.driver = Some(job.driver);
+    if job.workers != ids {
+        return Err(NodeError::Job(format!(
+            "the driver's workers {:?} are not this cluster file's {:?}",
+            job.workers, ids
+        )));
+    }
+    let spec = if job.app_toml.is_empty() {
+        clasp_operators::apps::builtin(&job.app_name)
+            .ok_or_else(|| NodeError::Job(format!("no built-in app {:?}", job.app_name)))?
+    } else {
+        AppSpec::from_toml_str(&job.app_toml)
+            .map_err(|e| NodeError::Job(format!("the job's app: {e}")))?
+    };
+    start_executors(cfg, job, Arc::new(spec), &node.t).map_err(|e| NodeError::Job(e.to_string()))
+}
+
+/// The rings the network thread delivers into: each executor's `ingress` (roots from the
+/// driver) and `net_in` (chained requests from other workers).
+fn rings_of(run: &Running, driver: PeerId) -> Result<Rings, NodeError> {
+    let seg = run.seg();
+    Ok(Rings {
+        slots: run.slots.clone(),
+        base: run.slots.slot(run.index, 0).index(),
+        driver,
+        ingress: (0..run.executors)
+            .map(|e| seg.segment.producer(seg.index.ingress(e)))
+            .collect::<Result<_, _>>()?,
+        net_in: (0..run.executors)
+            .map(|e| seg.segment.producer(seg.index.net_in(e)))
+            .collect::<Result<_, _>>()?,
+        dirty_ingress: vec![false; run.executors],
+        dirty_net_in: vec![false; run.executors],
+    })
+}
+
 /// The run: until the driver says `FINISH`.
-fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Result<(), String> {
+fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
     let driver = node.driver.unwrap_or(super::DRIVER_ID);
     let peers: Vec<PeerId> = cfg
         .workers
@@ -619,10 +523,14 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
                 Event::PeerLost { peer, reason, .. } if peer == driver => {
-                    return Err(format!("lost the driver's connection: {reason}"));
+                    return Err(NodeError::Driver(format!(
+                        "lost the driver's connection: {reason}"
+                    )));
                 }
                 Event::ConnectFailed { peer, reason } if peer == driver => {
-                    return Err(format!("cannot reach the driver: {reason}"));
+                    return Err(NodeError::Driver(format!(
+                        "cannot reach the driver: {reason}"
+                    )));
                 }
                 Event::PeerLost { peer, reason, .. } => {
                     node.fault(format!("lost the connection to worker {peer}: {reason}"))
@@ -657,7 +565,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
 }
 
 /// Handles one message from the driver. Returns whether it said `Finish`.
-fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, String> {
+fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, NodeError> {
     match msg {
         Message::Eos { operator: op } if (op as usize) < run.spec.operators.len() => {
             run.coordinator.end_of_stream(op);
@@ -680,7 +588,11 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
             }
         }
         Message::Finish => return Ok(true),
-        Message::Bye => return Err("the driver said bye before finish".into()),
+        Message::Bye => {
+            return Err(NodeError::Driver(
+                "the driver said bye before finish".into(),
+            ));
+        }
         Message::Job(_) => node.fault("a second job; ignored".into()),
         other => node.fault(format!(
             "a {} message from the driver; ignored",

@@ -54,7 +54,7 @@ pub(super) fn finish(
     node: &mut Node,
     run: &Running,
     results: Vec<ExecutorResult>,
-) -> Result<(), String> {
+) -> Result<(), NodeError> {
     // The per-operator metrics are the last counters.
     let c = counters(node.id, run, &node.sent);
     let merged = merge(run.spec.operators.len(), results);
@@ -120,9 +120,9 @@ pub(super) fn finish(
                 return if node.outbox.is_empty() {
                     Ok(())
                 } else {
-                    Err(format!(
+                    Err(NodeError::Driver(format!(
                         "lost the driver before the summary was sent: {reason}"
-                    ))
+                    )))
                 };
             }
         }
@@ -136,7 +136,9 @@ pub(super) fn finish(
         }
         node.rx.msgs.clear();
         if Instant::now() >= deadline {
-            return Err(format!("no bye from the driver within {BYE_TIMEOUT:?}"));
+            return Err(NodeError::Driver(format!(
+                "no bye from the driver within {BYE_TIMEOUT:?}"
+            )));
         }
     }
 }
