@@ -1,5 +1,5 @@
-//! CLASP placement (eq. 5–6 of the CLASP paper): reverse-topological bin-packing of divisible
-//! operator demands onto the fewest workers, counting the chained-request cost each share adds.
+//! CLASP placement: reverse-topological bin-packing of divisible operator demands onto the
+//! fewest workers, counting the chained-request cost each share adds.
 //!
 //! Why reverse-topological: the dispatch cost of o's chained requests on w depends on where o's
 //! successors are (α if local, β if remote, γ per new destination). Placing successors first
@@ -8,8 +8,8 @@
 //! predecessor placed later charges its sends to *its own* worker).
 //!
 //! The packing works in fraction space (σ rather than φ = σ·D̃): one unit of σ costs
-//! `D̃_o + Σ_{o_s} Ẽ^{o→o_s}·[α·σ_{o_s}(w) + β·(1−σ_{o_s}(w))]` on w, which is D̃_o·m_w of eq. 6
-//! and stays defined for an operator with no execution demand.
+//! `D̃_o + Σ_{o_s} Ẽ^{o→o_s}·[α·σ_{o_s}(w) + β·(1−σ_{o_s}(w))]` on w, which is D̃_o·m_w (m_w:
+//! o's cost multiplier on w) and stays defined for an operator with no execution demand.
 
 use crate::model::{Problem, SHARE_EPSILON, Shares};
 
@@ -273,7 +273,7 @@ impl<'a> Packer<'a> {
     }
 
     /// What one unit of `o`'s fraction costs on `w`: its demand plus each chained request at α
-    /// for the successor's share on w and β for the rest (D̃_o·m_w of eq. 6).
+    /// for the successor's share on w and β for the rest (D̃_o·m_w).
     fn unit_cost(&self, o: usize, w: usize) -> f64 {
         let (edges, c) = (&self.problem.edges, self.problem.costs);
         self.problem.operators[o].demand_us_per_s

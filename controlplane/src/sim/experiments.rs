@@ -1,4 +1,4 @@
-//! The paper's §5.4–5.6 experiments on the simulated cluster (and the exact reference's gap).
+//! The placement and worker-count experiments on the simulated cluster.
 //! Each returns a serde_json summary and CSV rows; `sim::run` writes them and draws the plots.
 
 use serde_json::{Value, json};
@@ -10,7 +10,7 @@ use crate::baselines::zhang24::Zhang24;
 use crate::baselines::{Observed, PolicyKind};
 use crate::placement::place;
 
-/// The rate levels of §5.5: 10%..100% of CLASP's maximum on N workers.
+/// The rate levels of the worker-count experiment: 10%..100% of CLASP's maximum on N workers.
 pub const LEVELS: usize = 10;
 /// Above this many workers the observed optimum is found by bisection on n, not by trying all.
 pub const EXHAUSTIVE_WORKERS_MAX: usize = 32;
@@ -63,7 +63,7 @@ pub(crate) fn par_map<T: Send>(
         .collect()
 }
 
-/// Fig. 10: each policy's throughput on N workers with unthrottled input.
+/// Each policy's throughput on N workers with unthrottled input.
 pub fn placement(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
     let policies = [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
     let n = settings.workers;
@@ -294,7 +294,7 @@ fn predict_target(
     [clasp, faasflow, zhang24, clasp_09]
 }
 
-/// Fig. 11–13: predicted vs observed optimal worker count for every source → target pair.
+/// Predicted vs observed optimal worker count for every source → target pair.
 pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
     let runs = par_map(apps, &settings.seeds, |app, seed| {
         worker_count_run(settings, app, seed)
