@@ -1,5 +1,5 @@
-//! CLASP placement (eq. 5–6 of the CLASP paper): reverse-topological bin-packing of divisible
-//! operator demands onto the fewest workers, counting the chained-request cost each share adds.
+//! CLASP placement: reverse-topological bin-packing of divisible operator demands onto the
+//! fewest workers, counting the chained-request cost each share adds.
 //!
 //! Why reverse-topological: the dispatch cost of o's chained requests on w depends on where o's
 //! successors are (α if local, β if remote, γ per new destination). Placing successors first
@@ -8,8 +8,8 @@
 //! predecessor placed later charges its sends to *its own* worker).
 //!
 //! The packing works in fraction space (σ rather than φ = σ·D̃): one unit of σ costs
-//! `D̃_o + Σ_{o_s} Ẽ^{o→o_s}·[α·σ_{o_s}(w) + β·(1−σ_{o_s}(w))]` on w, which is D̃_o·m_w of eq. 6
-//! and stays defined for an operator with no execution demand.
+//! `D̃_o + Σ_{o_s} Ẽ^{o→o_s}·[α·σ_{o_s}(w) + β·(1−σ_{o_s}(w))]` on w, which is D̃_o·m_w (m_w:
+//! o's cost multiplier on w) and stays defined for an operator with no execution demand.
 
 use crate::model::{Problem, SHARE_EPSILON, Shares};
 
@@ -97,130 +97,224 @@ pub fn pack(
     budget_us_per_s: f64,
     max_workers: usize,
 ) -> Option<(Shares, usize)> {
-    let n = problem.operators.len();
-    let c = problem.costs;
-    let out = problem.out_edges();
-    let mut shares: Shares = vec![vec![0.0; max_workers]; n];
-    let mut hosts: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut open: Vec<OpenWorker> = Vec::new();
-    let mut is_succ_host = vec![false; max_workers];
-    let mut affinity = vec![0.0f64; max_workers];
-    let mut candidates: Vec<usize> = Vec::with_capacity(max_workers);
-    // A hair of margin absorbs the rounding dust added below when a share is completed.
-    let budget_us_per_s = budget_us_per_s * (1.0 - BUDGET_MARGIN);
-    let budget_eps = budget_us_per_s * 1e-12;
-
+    let mut packer = Packer::new(problem, budget_us_per_s, max_workers);
     for o in visit_order(problem) {
-        let demand = problem.operators[o].demand_us_per_s;
-        // Workers hosting any successor: the possible remote destinations of o.
+        let succ_hosts = packer.successor_hosts(o);
+        packer.rank_candidates(o, &succ_hosts);
+        let remaining = packer.fill(o, &succ_hosts);
+        packer.clear_marks(&succ_hosts);
+        if remaining > DONE_EPSILON {
+            return None;
+        }
+        packer.complete_shares(o);
+    }
+    Some(packer.finish())
+}
+
+/// The packing in progress: the shares placed so far and the workers opened for them, plus
+/// scratch space reused from one operator to the next.
+struct Packer<'a> {
+    problem: &'a Problem,
+    /// `out[o]`: indices of o's out-edges.
+    out: Vec<Vec<usize>>,
+    /// The budget B, less a hair of margin.
+    budget_us_per_s: f64,
+    /// Free budget at or below which a worker counts as full.
+    budget_eps: f64,
+    max_workers: usize,
+    shares: Shares,
+    /// `hosts[o]`: the workers o has a share on, in placement order.
+    hosts: Vec<Vec<usize>>,
+    open: Vec<OpenWorker>,
+    /// `is_succ_host[w]`: w hosts a successor of the operator being placed.
+    is_succ_host: Vec<bool>,
+    /// `affinity[w]`: what placing the current operator on w saves in sends (successor hosts
+    /// only; zero elsewhere).
+    affinity: Vec<f64>,
+    /// The open workers to try for the current operator, best first.
+    candidates: Vec<usize>,
+}
+
+impl<'a> Packer<'a> {
+    /// An empty packing of `problem` under `budget_us_per_s` on at most `max_workers`.
+    fn new(problem: &'a Problem, budget_us_per_s: f64, max_workers: usize) -> Self {
+        // A hair of margin absorbs the rounding dust added when a share is completed.
+        let budget_us_per_s = budget_us_per_s * (1.0 - BUDGET_MARGIN);
+        Packer {
+            problem,
+            out: problem.out_edges(),
+            budget_us_per_s,
+            budget_eps: budget_us_per_s * 1e-12,
+            max_workers,
+            shares: vec![vec![0.0; max_workers]; problem.operators.len()],
+            hosts: vec![Vec::new(); problem.operators.len()],
+            open: Vec::new(),
+            is_succ_host: vec![false; max_workers],
+            affinity: vec![0.0f64; max_workers],
+            candidates: Vec::with_capacity(max_workers),
+        }
+    }
+
+    /// Workers hosting any successor of `o` (over edges with traffic), in index order: the
+    /// possible remote destinations of o. Marks them in `is_succ_host`.
+    fn successor_hosts(&mut self, o: usize) -> Vec<usize> {
+        let edges = &self.problem.edges;
         let mut succ_hosts: Vec<usize> = Vec::new();
-        for &e in out[o]
-            .iter()
-            .filter(|&&e| problem.edges[e].rate_per_s > 0.0)
-        {
-            for &v in &hosts[problem.edges[e].to] {
-                if !is_succ_host[v] {
-                    is_succ_host[v] = true;
+        for &e in self.out[o].iter().filter(|&&e| edges[e].rate_per_s > 0.0) {
+            for &v in &self.hosts[edges[e].to] {
+                if !self.is_succ_host[v] {
+                    self.is_succ_host[v] = true;
                     succ_hosts.push(v);
                 }
             }
         }
         succ_hosts.sort_unstable();
-        // Affinity = Σ σ_{o_s}(w)·Ẽ·(β−α): only successor hosts have any.
-        for &w in &succ_hosts {
-            affinity[w] = out[o]
+        succ_hosts
+    }
+
+    /// Orders the open workers for `o` by affinity, highest first (ties by index). Affinity is
+    /// Σ σ_{o_s}(w)·Ẽ·(β−α): only successor hosts have any.
+    fn rank_candidates(&mut self, o: usize, succ_hosts: &[usize]) {
+        let (edges, c) = (&self.problem.edges, self.problem.costs);
+        for &w in succ_hosts {
+            self.affinity[w] = self.out[o]
                 .iter()
-                .map(|&e| shares[problem.edges[e].to][w] * problem.edges[e].rate_per_s)
+                .map(|&e| self.shares[edges[e].to][w] * edges[e].rate_per_s)
                 .sum::<f64>()
                 * (c.beta_us - c.alpha_us);
         }
-        candidates.clear();
-        candidates.extend(0..open.len());
-        candidates.sort_by(|&a, &b| affinity[b].total_cmp(&affinity[a]).then(a.cmp(&b)));
+        let affinity = &self.affinity;
+        self.candidates.clear();
+        self.candidates.extend(0..self.open.len());
+        self.candidates
+            .sort_by(|&a, &b| affinity[b].total_cmp(&affinity[a]).then(a.cmp(&b)));
+    }
 
+    /// Spreads `o` over the candidates, then over fresh workers, until it is placed or no
+    /// worker takes more; returns the fraction of o left unplaced.
+    fn fill(&mut self, o: usize, succ_hosts: &[usize]) -> f64 {
         let mut remaining = 1.0f64;
-        let mut i = 0;
+        let mut tried = 0;
         while remaining > DONE_EPSILON {
-            let (w, fresh) = if i < candidates.len() {
-                i += 1;
-                (candidates[i - 1], false)
-            } else if open.len() < max_workers {
-                open.push(OpenWorker {
-                    load_us_per_s: 0.0,
-                    reaches: vec![false; max_workers],
-                });
-                (open.len() - 1, true)
-            } else {
+            let Some((w, fresh)) = self.next_worker(&mut tried) else {
                 break;
             };
-            let ow = &mut open[w];
-            let free = budget_us_per_s - ow.load_us_per_s;
-            let new_dests = succ_hosts
-                .iter()
-                .filter(|&&v| v != w && !ow.reaches[v])
-                .count();
-            let avail = free - c.gamma_us * new_dests as f64;
-            if free <= budget_eps || avail <= 0.0 {
-                if fresh {
+            match self.take_share(o, w, remaining, succ_hosts) {
+                Some(x) => remaining -= x,
+                None if fresh => {
                     // An empty worker takes nothing: no further new worker would either.
-                    open.pop();
+                    self.open.pop();
                     break;
                 }
-                continue;
+                None => {}
             }
-            let unit_cost = demand
-                + out[o]
-                    .iter()
-                    .map(|&e| {
-                        let local = shares[problem.edges[e].to][w];
-                        problem.edges[e].rate_per_s
-                            * (c.alpha_us * local + c.beta_us * (1.0 - local))
-                    })
-                    .sum::<f64>();
-            let x = if unit_cost <= 0.0 {
-                remaining
-            } else {
-                remaining.min(avail / unit_cost)
-            };
-            if x < MIN_SHARE && x < remaining {
-                if fresh {
-                    open.pop();
-                    break;
-                }
-                continue;
-            }
-            shares[o][w] += x;
-            hosts[o].push(w);
-            ow.load_us_per_s += x * unit_cost + c.gamma_us * new_dests as f64;
-            for &v in &succ_hosts {
-                if v != w {
-                    ow.reaches[v] = true;
-                }
-            }
-            remaining -= x;
         }
-        for &w in &succ_hosts {
-            is_succ_host[w] = false;
-            affinity[w] = 0.0;
+        remaining
+    }
+
+    /// The next worker to try: the ranked candidates in turn (`tried` counts them), then a
+    /// freshly opened worker while fewer than `max_workers` are open. `(worker, fresh)`, or
+    /// `None` when there is none left.
+    fn next_worker(&mut self, tried: &mut usize) -> Option<(usize, bool)> {
+        if let Some(&w) = self.candidates.get(*tried) {
+            *tried += 1;
+            return Some((w, false));
         }
-        if remaining > DONE_EPSILON {
+        if self.open.len() < self.max_workers {
+            self.open.push(OpenWorker {
+                load_us_per_s: 0.0,
+                reaches: vec![false; self.max_workers],
+            });
+            return Some((self.open.len() - 1, true));
+        }
+        None
+    }
+
+    /// Puts as much of `o`'s `remaining` fraction on worker `w` as its budget allows, charging
+    /// the unit cost and a γ per new remote destination. Returns the fraction placed, or `None`
+    /// when w has no room or only for a share too small to be worth it.
+    fn take_share(
+        &mut self,
+        o: usize,
+        w: usize,
+        remaining: f64,
+        succ_hosts: &[usize],
+    ) -> Option<f64> {
+        let c = self.problem.costs;
+        let ow = &self.open[w];
+        let free = self.budget_us_per_s - ow.load_us_per_s;
+        let new_dests = succ_hosts
+            .iter()
+            .filter(|&&v| v != w && !ow.reaches[v])
+            .count();
+        let avail = free - c.gamma_us * new_dests as f64;
+        if free <= self.budget_eps || avail <= 0.0 {
             return None;
         }
-        // Rounding dust: make the shares of o sum to exactly 1 on its largest host.
-        let sum: f64 = shares[o].iter().sum();
-        if let Some(&w) = hosts[o]
-            .iter()
-            .max_by(|&&a, &&b| shares[o][a].total_cmp(&shares[o][b]).then(b.cmp(&a)))
-        {
-            shares[o][w] += 1.0 - sum;
+        let unit_cost = self.unit_cost(o, w);
+        let x = if unit_cost <= 0.0 {
+            remaining
+        } else {
+            remaining.min(avail / unit_cost)
+        };
+        if x < MIN_SHARE && x < remaining {
+            return None;
         }
-        debug_assert!(shares[o].iter().all(|&s| s >= -SHARE_EPSILON));
+        self.shares[o][w] += x;
+        self.hosts[o].push(w);
+        let ow = &mut self.open[w];
+        ow.load_us_per_s += x * unit_cost + c.gamma_us * new_dests as f64;
+        for &v in succ_hosts {
+            if v != w {
+                ow.reaches[v] = true;
+            }
+        }
+        Some(x)
     }
-    let workers = open.len().max(1);
-    for s in &mut shares {
-        s.truncate(workers);
+
+    /// What one unit of `o`'s fraction costs on `w`: its demand plus each chained request at α
+    /// for the successor's share on w and β for the rest (D̃_o·m_w).
+    fn unit_cost(&self, o: usize, w: usize) -> f64 {
+        let (edges, c) = (&self.problem.edges, self.problem.costs);
+        self.problem.operators[o].demand_us_per_s
+            + self.out[o]
+                .iter()
+                .map(|&e| {
+                    let local = self.shares[edges[e].to][w];
+                    edges[e].rate_per_s * (c.alpha_us * local + c.beta_us * (1.0 - local))
+                })
+                .sum::<f64>()
     }
-    Some((shares, workers))
+
+    /// Clears the per-operator marks of the successor hosts.
+    fn clear_marks(&mut self, succ_hosts: &[usize]) {
+        for &w in succ_hosts {
+            self.is_succ_host[w] = false;
+            self.affinity[w] = 0.0;
+        }
+    }
+
+    /// Rounding dust: makes the shares of `o` sum to exactly 1 on its largest host.
+    fn complete_shares(&mut self, o: usize) {
+        let shares = &mut self.shares[o];
+        let sum: f64 = shares.iter().sum();
+        if let Some(&w) = self.hosts[o]
+            .iter()
+            .max_by(|&&a, &&b| shares[a].total_cmp(&shares[b]).then(b.cmp(&a)))
+        {
+            shares[w] += 1.0 - sum;
+        }
+        debug_assert!(shares.iter().all(|&s| s >= -SHARE_EPSILON));
+    }
+
+    /// The shares, trimmed to the workers opened (at least one), and that worker count.
+    fn finish(mut self) -> (Shares, usize) {
+        let workers = self.open.len().max(1);
+        for s in &mut self.shares {
+            s.truncate(workers);
+        }
+        (self.shares, workers)
+    }
 }
 
 /// CLASP placement: the fewest workers the packing opens for the whole demand, or — when even

@@ -445,128 +445,13 @@ impl AppSpec {
 
     /// Validates `def` against `registry`.
     pub fn from_def(registry: &Registry, def: AppDef) -> Result<AppSpec, SpecError> {
-        let n = def.operators.len();
-        if n == 0 {
-            return Err(SpecError::Empty(def.name.clone()));
-        }
-        if n > OPERATORS_MAX {
-            return Err(SpecError::TooManyOperators(n));
-        }
-        if !crate::generate::generator_names().contains(&def.generator.as_str()) {
-            return Err(SpecError::UnknownGenerator(def.generator.clone()));
-        }
-        let mut index = BTreeMap::new();
-        for (i, op) in def.operators.iter().enumerate() {
-            if index.insert(op.name.as_str(), i).is_some() {
-                return Err(SpecError::DuplicateOperator(op.name.clone()));
-            }
-        }
-        let mut infos = Vec::with_capacity(n);
-        for op in &def.operators {
-            let Some(kind) = registry.kinds.get(&op.kind) else {
-                return Err(SpecError::UnknownKind {
-                    operator: op.name.clone(),
-                    kind: op.kind.clone(),
-                    known: registry
-                        .kinds
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                });
-            };
-            infos.push(kind.info.clone());
-        }
-        let mut edges = Vec::new();
-        for (i, op) in def.operators.iter().enumerate() {
-            let mut seen = BTreeSet::new();
-            for s in &op.successors {
-                let Some(&to) = index.get(s.as_str()) else {
-                    return Err(SpecError::UnknownSuccessor {
-                        operator: op.name.clone(),
-                        successor: s.clone(),
-                    });
-                };
-                if !seen.insert(to) {
-                    return Err(SpecError::DuplicateEdge {
-                        operator: op.name.clone(),
-                        successor: s.clone(),
-                    });
-                }
-                edges.push(Edge { from: i, to });
-            }
-        }
-        let mut indegree = vec![0usize; n];
-        for e in &edges {
-            indegree[e.to] += 1;
-        }
-        let Some(source) = indegree.iter().position(|&d| d == 0) else {
-            return Err(SpecError::NoSource);
-        };
-        let succ = |i: usize| edges.iter().filter(move |e| e.from == i).map(|e| e.to);
-        if let Some(cycle) = find_cycle(n, &succ) {
-            return Err(SpecError::Cycle(
-                cycle
-                    .iter()
-                    .map(|&i| def.operators[i].name.clone())
-                    .collect(),
-            ));
-        }
-        let mut reached = vec![false; n];
-        let mut stack = vec![source];
-        reached[source] = true;
-        while let Some(i) = stack.pop() {
-            for j in succ(i) {
-                if !reached[j] {
-                    reached[j] = true;
-                    stack.push(j);
-                }
-            }
-        }
-        let unreachable: Vec<String> = (0..n)
-            .filter(|&i| !reached[i])
-            .map(|i| def.operators[i].name.clone())
-            .collect();
-        if !unreachable.is_empty() {
-            return Err(SpecError::Unreachable {
-                source_op: def.operators[source].name.clone(),
-                unreachable,
-            });
-        }
-
-        // What the oracle comparison may check: emissions stop being deterministic at an
-        // order-dependent (or racy) operator and stay so downstream.
-        let topo = topo_order(n, &edges);
-        let mut inputs_det = vec![true; n];
-        let mut emits_det = vec![true; n];
-        for &i in &topo {
-            inputs_det[i] = edges
-                .iter()
-                .filter(|e| e.to == i)
-                .all(|e| emits_det[e.from]);
-            emits_det[i] = inputs_det[i] && infos[i].emissions_deterministic;
-        }
-        let operators: Vec<OperatorSpec> = def
-            .operators
-            .iter()
-            .zip(&infos)
-            .enumerate()
-            .map(|(i, (op, info))| {
-                let det = info.determinism;
-                OperatorSpec {
-                    name: op.name.clone(),
-                    kind: op.kind.clone(),
-                    params: op.params.clone(),
-                    stateful: info.stateful,
-                    keyed_by: info.keyed_by.clone(),
-                    determinism: det,
-                    compare_state: inputs_det[i]
-                        && matches!(det, Determinism::OrderFree | Determinism::PathOrdered),
-                    compare_outputs: emits_det[i],
-                    compare_inputs: inputs_det[i] && det == Determinism::Racy,
-                }
-            })
-            .collect();
+        check_size_and_generator(&def)?;
+        let index = operator_index(&def)?;
+        let infos = kind_infos(registry, &def)?;
+        let edges = edges_of(&def, &index)?;
+        let source = acyclic_source(&def, &edges)?;
+        check_reachable(&def, &edges, source)?;
+        let operators = operator_specs(&def, &infos, &edges);
         let spec = AppSpec {
             name: def.name.clone(),
             description: def.description.clone(),
@@ -578,7 +463,7 @@ impl AppSpec {
             registry: registry.clone(),
         };
         // Build every operator once so bad parameters fail here, not in the middle of a run.
-        for i in 0..n {
+        for i in 0..spec.operators.len() {
             spec.try_instantiate(i)?;
         }
         Ok(spec)
@@ -666,6 +551,164 @@ impl AppSpec {
         s.push_str("}\n");
         s
     }
+}
+
+/// Checks that the app has between 1 and [`OPERATORS_MAX`] operators and a known generator.
+fn check_size_and_generator(def: &AppDef) -> Result<(), SpecError> {
+    let n = def.operators.len();
+    if n == 0 {
+        return Err(SpecError::Empty(def.name.clone()));
+    }
+    if n > OPERATORS_MAX {
+        return Err(SpecError::TooManyOperators(n));
+    }
+    if !crate::generate::generator_names().contains(&def.generator.as_str()) {
+        return Err(SpecError::UnknownGenerator(def.generator.clone()));
+    }
+    Ok(())
+}
+
+/// Each operator's index by name; a name used twice is an error.
+fn operator_index(def: &AppDef) -> Result<BTreeMap<&str, usize>, SpecError> {
+    let mut index = BTreeMap::new();
+    for (i, op) in def.operators.iter().enumerate() {
+        if index.insert(op.name.as_str(), i).is_some() {
+            return Err(SpecError::DuplicateOperator(op.name.clone()));
+        }
+    }
+    Ok(index)
+}
+
+/// The registered kind of each operator, in operator order; an unknown kind is an error that
+/// lists the known ones.
+fn kind_infos(registry: &Registry, def: &AppDef) -> Result<Vec<KindInfo>, SpecError> {
+    let mut infos = Vec::with_capacity(def.operators.len());
+    for op in &def.operators {
+        let Some(kind) = registry.kinds.get(&op.kind) else {
+            return Err(SpecError::UnknownKind {
+                operator: op.name.clone(),
+                kind: op.kind.clone(),
+                known: registry
+                    .kinds
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        infos.push(kind.info.clone());
+    }
+    Ok(infos)
+}
+
+/// The edges named by the operators' successor lists, grouped by `from` in port order; an
+/// unknown or repeated successor is an error.
+fn edges_of(def: &AppDef, index: &BTreeMap<&str, usize>) -> Result<Vec<Edge>, SpecError> {
+    let mut edges = Vec::new();
+    for (i, op) in def.operators.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for s in &op.successors {
+            let Some(&to) = index.get(s.as_str()) else {
+                return Err(SpecError::UnknownSuccessor {
+                    operator: op.name.clone(),
+                    successor: s.clone(),
+                });
+            };
+            if !seen.insert(to) {
+                return Err(SpecError::DuplicateEdge {
+                    operator: op.name.clone(),
+                    successor: s.clone(),
+                });
+            }
+            edges.push(Edge { from: i, to });
+        }
+    }
+    Ok(edges)
+}
+
+/// The source (the first operator without predecessors) of an acyclic graph; no source or a
+/// cycle is an error.
+fn acyclic_source(def: &AppDef, edges: &[Edge]) -> Result<usize, SpecError> {
+    let n = def.operators.len();
+    let mut indegree = vec![0usize; n];
+    for e in edges {
+        indegree[e.to] += 1;
+    }
+    let Some(source) = indegree.iter().position(|&d| d == 0) else {
+        return Err(SpecError::NoSource);
+    };
+    let succ = |i: usize| edges.iter().filter(move |e| e.from == i).map(|e| e.to);
+    if let Some(cycle) = find_cycle(n, &succ) {
+        return Err(SpecError::Cycle(
+            cycle
+                .iter()
+                .map(|&i| def.operators[i].name.clone())
+                .collect(),
+        ));
+    }
+    Ok(source)
+}
+
+/// Checks that every operator is reachable from `source`; the error names those that are not.
+fn check_reachable(def: &AppDef, edges: &[Edge], source: usize) -> Result<(), SpecError> {
+    let n = def.operators.len();
+    let mut reached = vec![false; n];
+    let mut stack = vec![source];
+    reached[source] = true;
+    while let Some(i) = stack.pop() {
+        for j in edges.iter().filter(|e| e.from == i).map(|e| e.to) {
+            if !reached[j] {
+                reached[j] = true;
+                stack.push(j);
+            }
+        }
+    }
+    let unreachable: Vec<String> = (0..n)
+        .filter(|&i| !reached[i])
+        .map(|i| def.operators[i].name.clone())
+        .collect();
+    if !unreachable.is_empty() {
+        return Err(SpecError::Unreachable {
+            source_op: def.operators[source].name.clone(),
+            unreachable,
+        });
+    }
+    Ok(())
+}
+
+/// The validated operators, with what the oracle comparison may check of each: emissions stop
+/// being deterministic at an order-dependent (or racy) operator and stay so downstream.
+fn operator_specs(def: &AppDef, infos: &[KindInfo], edges: &[Edge]) -> Vec<OperatorSpec> {
+    let n = def.operators.len();
+    let mut inputs_det = vec![true; n];
+    let mut emits_det = vec![true; n];
+    for i in topo_order(n, edges) {
+        inputs_det[i] = edges
+            .iter()
+            .filter(|e| e.to == i)
+            .all(|e| emits_det[e.from]);
+        emits_det[i] = inputs_det[i] && infos[i].emissions_deterministic;
+    }
+    def.operators
+        .iter()
+        .zip(infos)
+        .enumerate()
+        .map(|(i, (op, info))| {
+            let det = info.determinism;
+            OperatorSpec {
+                name: op.name.clone(),
+                kind: op.kind.clone(),
+                params: op.params.clone(),
+                stateful: info.stateful,
+                keyed_by: info.keyed_by.clone(),
+                determinism: det,
+                compare_state: inputs_det[i]
+                    && matches!(det, Determinism::OrderFree | Determinism::PathOrdered),
+                compare_outputs: emits_det[i],
+                compare_inputs: inputs_det[i] && det == Determinism::Racy,
+            }
+        })
+        .collect()
 }
 
 fn topo_order(n: usize, edges: &[Edge]) -> Vec<usize> {

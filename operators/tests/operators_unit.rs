@@ -257,6 +257,15 @@ fn observation(msg: u64, sensor: u32, kind: &str, value: f64) -> Vec<u8> {
 
 #[test]
 fn etl_filters_interpolation_join_store() {
+    etl_range_filter();
+    etl_bloom_filter();
+    etl_interpolate();
+    etl_join();
+    etl_store();
+}
+
+/// The range filter passes readings inside its bounds and counts the ones it drops.
+fn etl_range_filter() {
     let mut rf = Harness::new(
         etl::RangeFilter {
             min: 20.0,
@@ -286,7 +295,10 @@ fn etl_filters_interpolation_join_store() {
         rf.rt.state_of(b"temperature"),
         Some(&(Some((20.0, 80.0)), 2, 1))
     );
+}
 
+/// The Bloom filter never rejects a trained sensor and rejects an untrained one.
+fn etl_bloom_filter() {
     let mut bf = Harness::new(etl::BloomFilter, 1, Determinism::OrderFree);
     for s in 0..etl::SENSORS {
         assert_eq!(
@@ -307,7 +319,10 @@ fn etl_filters_interpolation_join_store() {
             .is_empty()
     );
     assert!(filter < 1 << etl::BLOOM_BITS);
+}
 
+/// Interpolation replaces a reading with the mean of the last `window` values (50 with none).
+fn etl_interpolate() {
     let mut ip = Harness::new(etl::Interpolate { window: 5 }, 1, Determinism::PathOrdered);
     let value_of = |e: &common::Emitted| {
         let mut r = Reader::new(&e[0].2);
@@ -327,7 +342,10 @@ fn etl_filters_interpolation_join_store() {
         value_of(&ip.process(b"k", &observation(1, 1, "t", 0.0)).unwrap()),
         32.0
     );
+}
 
+/// The join emits once all three kinds of a message arrived, rejects duplicates and frees state.
+fn etl_join() {
     let mut j = Harness::new(etl::Join, 1, Determinism::OrderFree);
     let key = encode_u64(9);
     assert!(
@@ -355,7 +373,10 @@ fn etl_filters_interpolation_join_store() {
         None,
         "a completed join frees its state"
     );
+}
 
+/// The store writes full batches and flushes the partial one at the end.
+fn etl_store() {
     let mut st = Harness::new(etl::Store { batch: 3 }, 1, Determinism::OrderFree);
     let mut rec = Vec::new();
     rec.put_u64(1);

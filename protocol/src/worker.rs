@@ -162,6 +162,18 @@ struct Incoming<P> {
     held: Vec<Req<P>>,
 }
 
+/// The payload of a [`Msg::State`]: what the sender gives up of one operator's key groups.
+struct StatePart<P, S> {
+    /// Operator of the key groups.
+    operator: usize,
+    /// The key groups.
+    key_groups: Vec<KeyGroup>,
+    /// Their state (opaque to the protocol).
+    state: S,
+    /// Their queued, not yet executed requests, in queue order.
+    queued: Vec<Req<P>>,
+}
+
 /// New-epoch requests for an operator's kept key groups, waiting for upstream markers: the old
 /// owner of an upstream key group may still have old-epoch requests for the same key on its
 /// way here on another connection than the new owner's.
@@ -470,32 +482,7 @@ impl<P, S> Worker<P, S> {
         }
         match msg {
             Msg::Request(req) => self.request(from, req, out),
-            Msg::Marker { epoch } => {
-                let id = self.id;
-                match self.migration.as_mut() {
-                    Some(m) if m.epoch == epoch && m.complete_from.contains(&from) => {
-                        m.markers.insert(from);
-                        let markers = &m.markers;
-                        let open: Vec<usize> = m
-                            .gates
-                            .iter()
-                            .filter(|(_, g)| g.from.is_subset(markers))
-                            .map(|(&o, _)| o)
-                            .collect();
-                        for o in open {
-                            let g = m.gates.remove(&o).expect("present");
-                            out.extend(g.waiting.into_iter().map(Action::Process));
-                        }
-                    }
-                    _ => out.push(Action::Fault(ProtocolError::Unexpected {
-                        worker: id,
-                        from,
-                        what: "marker",
-                        epoch,
-                    })),
-                }
-                self.progress(now_ns, out);
-            }
+            Msg::Marker { epoch } => self.marker(now_ns, from, epoch, out),
             Msg::State {
                 epoch,
                 operator,
@@ -503,82 +490,146 @@ impl<P, S> Worker<P, S> {
                 state,
                 queued,
             } => {
-                let id = self.id;
-                let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
-                    out.push(Action::Fault(ProtocolError::Unexpected {
-                        worker: id,
-                        from,
-                        what: "state",
-                        epoch,
-                    }));
-                    return;
-                };
-                m.report.received_queued += queued.len() as u64;
-                let mut queued = queued;
-                for &g in &key_groups {
-                    match m.incoming.get_mut(&(operator, g)) {
-                        Some(i) if Peer::Worker(i.from) == from && !i.state_in => {
-                            i.state_in = true;
-                            let (mine, rest): (Vec<_>, Vec<_>) = queued
-                                .into_iter()
-                                .partition(|r| r.operator == operator && r.key_group == g);
-                            i.exported = mine;
-                            queued = rest;
-                        }
-                        _ => out.push(Action::Fault(ProtocolError::Unexpected {
-                            worker: id,
-                            from,
-                            what: "state",
-                            epoch,
-                        })),
-                    }
-                }
-                if !queued.is_empty() {
-                    out.push(Action::Fault(ProtocolError::Unexpected {
-                        worker: id,
-                        from,
-                        what: "queued request of another key group",
-                        epoch,
-                    }));
-                }
-                out.push(Action::InstallState {
+                let part = StatePart {
                     operator,
-                    key_groups: key_groups.clone(),
+                    key_groups,
                     state,
-                });
-                self.install_ready(operator, &key_groups, out);
-                self.progress(now_ns, out);
+                    queued,
+                };
+                self.state(now_ns, from, epoch, part, out);
             }
             Msg::Seal {
                 epoch,
                 operator,
                 key_groups,
-            } => {
-                let id = self.id;
-                let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
-                    out.push(Action::Fault(ProtocolError::Unexpected {
-                        worker: id,
-                        from,
-                        what: "seal",
-                        epoch,
-                    }));
-                    return;
-                };
-                for &g in &key_groups {
-                    match m.incoming.get_mut(&(operator, g)) {
-                        Some(i) if Peer::Worker(i.from) == from && !i.seal_in => i.seal_in = true,
-                        _ => out.push(Action::Fault(ProtocolError::Unexpected {
-                            worker: id,
-                            from,
-                            what: "seal",
-                            epoch,
-                        })),
-                    }
+            } => self.seal(now_ns, from, epoch, operator, &key_groups, out),
+        }
+    }
+
+    /// A marker from `from`: every gate that now has all its senders' markers releases the
+    /// requests it held; a marker nobody owes is a fault.
+    fn marker(&mut self, now_ns: u64, from: Peer, epoch: Epoch, out: &mut Vec<Action<P, S>>) {
+        let id = self.id;
+        match self.migration.as_mut() {
+            Some(m) if m.epoch == epoch && m.complete_from.contains(&from) => {
+                m.markers.insert(from);
+                let markers = &m.markers;
+                let open: Vec<usize> = m
+                    .gates
+                    .iter()
+                    .filter(|(_, g)| g.from.is_subset(markers))
+                    .map(|(&o, _)| o)
+                    .collect();
+                for o in open {
+                    let g = m.gates.remove(&o).expect("present");
+                    out.extend(g.waiting.into_iter().map(Action::Process));
                 }
-                self.install_ready(operator, &key_groups, out);
-                self.progress(now_ns, out);
+            }
+            _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                worker: id,
+                from,
+                what: "marker",
+                epoch,
+            })),
+        }
+        self.progress(now_ns, out);
+    }
+
+    /// Exported state from `from`: marks each key group's state as in, keeps the queued
+    /// requests of each group for after the seal, and installs the state.
+    fn state(
+        &mut self,
+        now_ns: u64,
+        from: Peer,
+        epoch: Epoch,
+        part: StatePart<P, S>,
+        out: &mut Vec<Action<P, S>>,
+    ) {
+        let StatePart {
+            operator,
+            key_groups,
+            state,
+            mut queued,
+        } = part;
+        let id = self.id;
+        let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
+            out.push(Action::Fault(ProtocolError::Unexpected {
+                worker: id,
+                from,
+                what: "state",
+                epoch,
+            }));
+            return;
+        };
+        m.report.received_queued += queued.len() as u64;
+        for &g in &key_groups {
+            match m.incoming.get_mut(&(operator, g)) {
+                Some(i) if Peer::Worker(i.from) == from && !i.state_in => {
+                    i.state_in = true;
+                    let (mine, rest): (Vec<_>, Vec<_>) = queued
+                        .into_iter()
+                        .partition(|r| r.operator == operator && r.key_group == g);
+                    i.exported = mine;
+                    queued = rest;
+                }
+                _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                    worker: id,
+                    from,
+                    what: "state",
+                    epoch,
+                })),
             }
         }
+        if !queued.is_empty() {
+            out.push(Action::Fault(ProtocolError::Unexpected {
+                worker: id,
+                from,
+                what: "queued request of another key group",
+                epoch,
+            }));
+        }
+        out.push(Action::InstallState {
+            operator,
+            key_groups: key_groups.clone(),
+            state,
+        });
+        self.install_ready(operator, &key_groups, out);
+        self.progress(now_ns, out);
+    }
+
+    /// A seal from `from`: no more forwards of these key groups follow on its connection.
+    fn seal(
+        &mut self,
+        now_ns: u64,
+        from: Peer,
+        epoch: Epoch,
+        operator: usize,
+        key_groups: &[KeyGroup],
+        out: &mut Vec<Action<P, S>>,
+    ) {
+        let id = self.id;
+        let Some(m) = self.migration.as_mut().filter(|m| m.epoch == epoch) else {
+            out.push(Action::Fault(ProtocolError::Unexpected {
+                worker: id,
+                from,
+                what: "seal",
+                epoch,
+            }));
+            return;
+        };
+        for &g in key_groups {
+            match m.incoming.get_mut(&(operator, g)) {
+                Some(i) if Peer::Worker(i.from) == from && !i.seal_in => i.seal_in = true,
+                _ => out.push(Action::Fault(ProtocolError::Unexpected {
+                    worker: id,
+                    from,
+                    what: "seal",
+                    epoch,
+                })),
+            }
+        }
+        self.install_ready(operator, key_groups, out);
+        self.progress(now_ns, out);
     }
 
     fn request(&mut self, from: Peer, req: Req<P>, out: &mut Vec<Action<P, S>>) {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use clasp_protocol::assignment::assignments;
+use clasp_protocol::assignment::{Assignment, assignments};
 use clasp_protocol::ids::{Epoch, KeyGroup, Slot};
 use clasp_protocol::message::{Msg, Peer, Req};
 use clasp_protocol::plan::plan;
@@ -11,6 +11,7 @@ use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::worker::{Action, Worker};
 
 type A = Action<u32, &'static str>;
+type W = Worker<u32, &'static str>;
 
 fn req(epoch: u64, body: u32) -> Req<u32> {
     Req {
@@ -50,16 +51,30 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     let mut a: Worker<u32, &str> = Worker::new(Slot(0), Arc::new(old.clone()), Epoch(0));
     let mut b: Worker<u32, &str> = Worker::new(Slot(1), Arc::new(old), Epoch(0));
 
+    new_owner_holds_a_new_epoch_root(&mut b, parts[1].clone());
+    old_owner_drains_then_exports(&mut a, parts[0].clone());
+    old_owner_forwards_then_seals(&mut a);
+    new_owner_installs_and_runs_in_order(&mut b);
+    assert!(!a.in_migration() && !b.in_migration());
+}
+
+/// The new owner (B) hears of the new epoch first: it drains, stays paused until its state
+/// sender's marker, and holds a new-epoch root for the moving group.
+fn new_owner_holds_a_new_epoch_root(b: &mut W, part: Assignment) {
     // B hears of the new epoch first: a new-epoch root for the group is held.
-    assert_eq!(b.on_plan(10, parts[1].clone()), vec![A::Drain]);
+    assert_eq!(b.on_plan(10, part), vec![A::Drain]);
     // B hears from A (its state sender): it stays paused until A's marker.
     assert!(b.on_drained(12).is_empty());
     assert!(b.paused());
     assert!(processed(&b.on_message(13, Peer::Ingress, Msg::Request(req(1, 30)))).is_empty());
+}
 
+/// The old owner (A) takes the plan, runs an old root still queued locally, and on draining
+/// sends its marker to B, then the export, with no seal yet.
+fn old_owner_drains_then_exports(a: &mut W, part: Assignment) {
     // A: plan, an old root still queued locally, drain → marker to B, then the export (markers
     // first: B resumes on them), no seal yet.
-    assert_eq!(a.on_plan(20, parts[0].clone()), vec![A::Drain]);
+    assert_eq!(a.on_plan(20, part), vec![A::Drain]);
     assert_eq!(
         processed(&a.on_message(21, Peer::Ingress, Msg::Request(req(0, 10)))),
         vec![10]
@@ -80,6 +95,10 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
             },
         ]
     );
+}
+
+/// After the export, A forwards an old root to B; the ingress marker lets A seal and finish.
+fn old_owner_forwards_then_seals(a: &mut W) {
     // An old root arriving after the export is forwarded; the ingress marker lets A seal.
     assert_eq!(
         a.on_message(26, Peer::Ingress, Msg::Request(req(0, 20))),
@@ -106,7 +125,11 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
         }
     );
     assert!(matches!(acts[2], A::Completed(_)));
+}
 
+/// B, on A's FIFO connection, gets the state (with the queued root), the forward, the marker
+/// and the seal: it resumes on the marker and runs exported, forwarded, then held requests.
+fn new_owner_installs_and_runs_in_order(b: &mut W) {
     // B, on A's FIFO connection: state (with the queued root), the forward, the marker, the seal.
     let state = Msg::State {
         epoch: Epoch(1),
@@ -157,7 +180,6 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
         panic!("B completes once the group is installed: {acts:?}");
     };
     assert_eq!((r.received_queued, r.held), (1, 1));
-    assert!(!a.in_migration() && !b.in_migration());
 }
 
 #[test]

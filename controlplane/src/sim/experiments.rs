@@ -1,4 +1,4 @@
-//! The paper's §5.4–5.6 experiments on the simulated cluster (and the exact reference's gap).
+//! The placement and worker-count experiments on the simulated cluster.
 //! Each returns a serde_json summary and CSV rows; `sim::run` writes them and draws the plots.
 
 use serde_json::{Value, json};
@@ -10,7 +10,7 @@ use crate::baselines::zhang24::Zhang24;
 use crate::baselines::{Observed, PolicyKind};
 use crate::placement::place;
 
-/// The rate levels of §5.5: 10%..100% of CLASP's maximum on N workers.
+/// The rate levels of the worker-count experiment: 10%..100% of CLASP's maximum on N workers.
 pub const LEVELS: usize = 10;
 /// Above this many workers the observed optimum is found by bisection on n, not by trying all.
 pub const EXHAUSTIVE_WORKERS_MAX: usize = 32;
@@ -63,7 +63,7 @@ pub(crate) fn par_map<T: Send>(
         .collect()
 }
 
-/// Fig. 10: each policy's throughput on N workers with unthrottled input.
+/// Each policy's throughput on N workers with unthrottled input.
 pub fn placement(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
     let policies = [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
     let n = settings.workers;
@@ -106,36 +106,71 @@ struct WcRun {
     costs: [f64; 3],
 }
 
+/// The policies whose placements the worker-count experiment observes, in index order.
+const OBSERVED_KINDS: [PolicyKind; 3] =
+    [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
+
+/// Observed maximum throughput of each policy's placement on n workers, each measured once.
+#[derive(Default)]
+struct ThroughputCache {
+    /// `(policy index in OBSERVED_KINDS, n)` → throughput per second.
+    measured: std::collections::BTreeMap<(usize, usize), f64>,
+}
+
+impl ThroughputCache {
+    /// The observed maximum throughput of policy `ki`'s placement on `n` workers.
+    fn get(&mut self, lab: &mut Lab<'_>, ki: usize, n: usize) -> f64 {
+        if let Some(&t) = self.measured.get(&(ki, n)) {
+            return t;
+        }
+        let shares = lab.shares_for(OBSERVED_KINDS[ki], n);
+        let t = lab.max_throughput(&shares, n, false).0;
+        self.measured.insert((ki, n), t);
+        t
+    }
+
+    /// The best observed maximum throughput of any policy on `n` workers.
+    fn best(&mut self, lab: &mut Lab<'_>, n: usize) -> f64 {
+        (0..OBSERVED_KINDS.len())
+            .map(|k| self.get(lab, k, n))
+            .fold(0.0f64, f64::max)
+    }
+}
+
 fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun {
     let big_n = settings.workers;
     let mut lab = Lab::new(app, settings, seed);
     lab.calibrate();
-    // Observed maximum throughput of each policy's placement on n workers.
-    let kinds = [PolicyKind::Clasp, PolicyKind::FaasFlow, PolicyKind::Zhang24];
-    let mut cache: std::collections::BTreeMap<(usize, usize), f64> = Default::default();
-    let mut thr = |lab: &mut Lab<'_>, ki: usize, n: usize| -> f64 {
-        if let Some(&t) = cache.get(&(ki, n)) {
-            return t;
-        }
-        let shares = lab.shares_for(kinds[ki], n);
-        let t = lab.max_throughput(&shares, n, false).0;
-        cache.insert((ki, n), t);
-        t
-    };
-    let t_max = thr(&mut lab, 0, big_n);
+    let mut thr = ThroughputCache::default();
+    let t_max = thr.get(&mut lab, 0, big_n);
     let levels: Vec<f64> = (1..=LEVELS)
         .map(|i| i as f64 / LEVELS as f64 * t_max)
         .collect();
+    let (oowc, best) = observed_optimum(&mut lab, &mut thr, &levels, big_n);
+    let pred = predictions(settings, &mut lab, &mut thr, &levels, &oowc);
+    let c = lab.estimator.costs();
+    WcRun {
+        oowc,
+        pred,
+        best_throughput: best,
+        wbar: lab.estimator.capacity_us_per_s().unwrap_or(0.0),
+        costs: [c.alpha_us, c.beta_us, c.gamma_us],
+    }
+}
+
+/// The observed optimal worker count per rate level (the fewest workers on which some policy
+/// reaches it: all counts tried up to [`EXHAUSTIVE_WORKERS_MAX`], bisection above), and the
+/// best throughput per worker count probed on the way (index n-1, zero where not probed).
+fn observed_optimum(
+    lab: &mut Lab<'_>,
+    thr: &mut ThroughputCache,
+    levels: &[f64],
+    big_n: usize,
+) -> (Vec<usize>, Vec<f64>) {
     let mut best = vec![0.0; big_n];
-    let best_at =
-        |lab: &mut Lab<'_>, thr: &mut dyn FnMut(&mut Lab<'_>, usize, usize) -> f64, n: usize| {
-            (0..kinds.len())
-                .map(|k| thr(lab, k, n))
-                .fold(0.0f64, f64::max)
-        };
     let oowc: Vec<usize> = if big_n <= EXHAUSTIVE_WORKERS_MAX {
         for n in 1..=big_n {
-            best[n - 1] = best_at(&mut lab, &mut thr, n);
+            best[n - 1] = thr.best(lab, n);
         }
         levels
             .iter()
@@ -148,7 +183,7 @@ fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun 
                 let (mut lo, mut hi) = (1usize, big_n);
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    let b = best_at(&mut lab, &mut thr, mid);
+                    let b = thr.best(lab, mid);
                     best[mid - 1] = b;
                     if b >= r { hi = mid } else { lo = mid + 1 }
                 }
@@ -156,82 +191,110 @@ fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun 
             })
             .collect()
     };
-    // The planner's view at each source level: the current configuration is the observed
-    // optimum there, with CLASP's placement.
+    (oowc, best)
+}
+
+/// `[policy][source][target]` predicted workers (policy order: clasp, faasflow, zhang24,
+/// clasp@0.9). The planner's view at each source level: the current configuration is the
+/// observed optimum there, with CLASP's placement.
+fn predictions(
+    settings: &SimSettings,
+    lab: &mut Lab<'_>,
+    thr: &mut ThroughputCache,
+    levels: &[f64],
+    oowc: &[usize],
+) -> Vec<Vec<Vec<usize>>> {
     let mut zhang = Zhang24::new(false);
     let mut pred = vec![vec![vec![0usize; LEVELS]; LEVELS]; 4];
     for (i, &src) in levels.iter().enumerate() {
         let n_src = oowc[i];
         let shares = lab.shares_for(PolicyKind::Clasp, n_src);
-        let (agg, lam, big_lambda) = lab.observe_at(src, &shares, n_src);
-        let _ = lam;
-        // Zhang24's online r(p) fit: the observed scheduling fraction at its own parallelism.
-        let p_src = lab.problem_at(src, 1.0);
-        let par = zhang.parallelism(&p_src);
-        let exec: f64 = agg
-            .processed_per_s
-            .iter()
-            .zip(&agg.exec_us)
-            .map(|(n, t)| n * t)
-            .sum();
-        let t = settings.cluster.truth;
-        let sched =
-            lab.profile.edges_per_s.iter().sum::<f64>() * src * (t.alpha_us + t.beta_us) / 2.0;
-        if exec > 0.0 {
-            zhang.model.observe(
-                par.iter().sum::<usize>() as f64 / par.len().max(1) as f64,
-                sched / (sched + exec),
-            );
-        }
-        let ff_sat = thr(&mut lab, 1, n_src);
+        let (agg, _lam, big_lambda) = lab.observe_at(src, &shares, n_src);
+        fit_zhang24(settings, lab, &mut zhang, src, &agg);
+        let ff_sat = thr.get(lab, 1, n_src);
         for (j, &dst) in levels.iter().enumerate() {
             if i == j {
                 continue;
             }
-            let s = dst / big_lambda.max(1e-9);
-            // Re-derive from this window's aggregate (the live planner's path).
-            let lab_view = |h: f64| {
-                let ctx = crate::metrics::DerivationContext {
-                    operator_names: &lab.names,
-                    edges: &lab.edges,
-                    capacity_us_per_s: lab.estimator.capacity_us_per_s().unwrap_or(1e6),
-                    headroom: h,
-                    costs: lab.estimator.costs(),
-                    max_workers: big_n,
-                    slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
-                };
-                crate::metrics::derive_problem(&ctx, &agg, s)
-            };
-            let p1 = lab_view(settings.headroom);
-            let clasp = place(&p1);
-            pred[0][i][j] = if clasp.saturated {
-                big_n
-            } else {
-                clasp.workers
-            };
             let obs = Observed {
                 workers: n_src,
                 saturated_throughput_per_s: ff_sat,
                 target_rate_per_s: dst,
             };
-            pred[1][i][j] = faasflow_workers(&p1, Some(&obs));
-            pred[2][i][j] = zhang.shares_on(&p1, big_n).1;
-            let p9 = lab_view(crate::model::DEFAULT_HEADROOM);
-            let c9 = place(&p9);
-            pred[3][i][j] = if c9.saturated { big_n } else { c9.workers };
+            let scale = dst / big_lambda.max(1e-9);
+            let per_policy = predict_target(settings, lab, &zhang, &agg, scale, &obs);
+            for (p, workers) in pred.iter_mut().zip(per_policy) {
+                p[i][j] = workers;
+            }
         }
     }
-    let c = lab.estimator.costs();
-    WcRun {
-        oowc,
-        pred,
-        best_throughput: best,
-        wbar: lab.estimator.capacity_us_per_s().unwrap_or(0.0),
-        costs: [c.alpha_us, c.beta_us, c.gamma_us],
+    pred
+}
+
+/// Zhang24's online r(p) fit: the observed scheduling fraction at its own parallelism, from
+/// the window `agg` observed at rate `src`.
+fn fit_zhang24(
+    settings: &SimSettings,
+    lab: &Lab<'_>,
+    zhang: &mut Zhang24,
+    src: f64,
+    agg: &crate::metrics::Aggregate,
+) {
+    let p_src = lab.problem_at(src, 1.0);
+    let par = zhang.parallelism(&p_src);
+    let exec: f64 = agg
+        .processed_per_s
+        .iter()
+        .zip(&agg.exec_us)
+        .map(|(n, t)| n * t)
+        .sum();
+    let t = settings.cluster.truth;
+    let sched = lab.profile.edges_per_s.iter().sum::<f64>() * src * (t.alpha_us + t.beta_us) / 2.0;
+    if exec > 0.0 {
+        zhang.model.observe(
+            par.iter().sum::<usize>() as f64 / par.len().max(1) as f64,
+            sched / (sched + exec),
+        );
     }
 }
 
-/// Fig. 11–13: predicted vs observed optimal worker count for every source → target pair.
+/// Each policy's predicted workers for the target rate `scale`·Λ, re-derived from the source
+/// window's aggregate `agg` (the live planner's path); order: clasp, faasflow, zhang24,
+/// clasp@0.9. A saturated CLASP placement predicts all workers.
+fn predict_target(
+    settings: &SimSettings,
+    lab: &Lab<'_>,
+    zhang: &Zhang24,
+    agg: &crate::metrics::Aggregate,
+    scale: f64,
+    obs: &Observed,
+) -> [usize; 4] {
+    let big_n = settings.workers;
+    let lab_view = |h: f64| {
+        let ctx = crate::metrics::DerivationContext {
+            operator_names: &lab.names,
+            edges: &lab.edges,
+            capacity_us_per_s: lab.estimator.capacity_us_per_s().unwrap_or(1e6),
+            headroom: h,
+            costs: lab.estimator.costs(),
+            max_workers: big_n,
+            slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
+        };
+        crate::metrics::derive_problem(&ctx, agg, scale)
+    };
+    let clasp_workers = |p: &crate::model::Problem| {
+        let c = place(p);
+        if c.saturated { big_n } else { c.workers }
+    };
+    let p1 = lab_view(settings.headroom);
+    let clasp = clasp_workers(&p1);
+    let faasflow = faasflow_workers(&p1, Some(obs));
+    let zhang24 = zhang.shares_on(&p1, big_n).1;
+    let clasp_09 = clasp_workers(&lab_view(crate::model::DEFAULT_HEADROOM));
+    [clasp, faasflow, zhang24, clasp_09]
+}
+
+/// Predicted vs observed optimal worker count for every source → target pair.
 pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<String>) {
     let runs = par_map(apps, &settings.seeds, |app, seed| {
         worker_count_run(settings, app, seed)
@@ -245,87 +308,178 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let mut by_dir = serde_json::Map::new();
     let mut mean_pred = serde_json::Map::new();
     for (pi, name) in names.iter().enumerate() {
-        let mut per_app = serde_json::Map::new();
-        let mut all_err = Vec::new();
-        let mut t_err = vec![Vec::new(); LEVELS];
-        let mut g_err = vec![Vec::new(); LEVELS];
-        let (mut up, mut down) = (Vec::new(), Vec::new());
-        let (mut up_signed, mut down_signed) = (Vec::new(), Vec::new());
-        let mut t_pred = vec![Vec::new(); LEVELS];
-        for (ai, app) in apps.iter().enumerate() {
-            let mut seed_maes = Vec::new();
-            for (si, r) in runs[ai].iter().enumerate() {
-                let mut errs = Vec::new();
-                for i in 0..LEVELS {
-                    for j in 0..LEVELS {
-                        if i == j {
-                            continue;
-                        }
-                        let p = r.pred[pi][i][j] as f64;
-                        let o = r.oowc[j] as f64;
-                        let e = (p - o).abs();
-                        errs.push(e);
-                        t_err[j].push(e);
-                        t_pred[j].push(p);
-                        g_err[i.abs_diff(j)].push(e);
-                        if j > i {
-                            up.push(e);
-                            up_signed.push(p - o);
-                        } else {
-                            down.push(e);
-                            down_signed.push(p - o);
-                        }
-                        csv.push(format!(
-                            "{},{},{},{},{},{},{}",
-                            app.name,
-                            settings.seeds[si],
-                            name,
-                            (i + 1) * 10,
-                            (j + 1) * 10,
-                            p,
-                            o
-                        ));
-                    }
-                }
-                seed_maes.push(mean_sd(&errs).0);
-                all_err.extend(errs);
-            }
-            let (m, sd) = mean_sd(&seed_maes);
-            per_app.insert(app.name.clone(), json!(m));
-            per_app.insert(format!("{}_spread_sd", app.name), json!(sd));
-        }
-        per_app.insert("all".into(), json!(mean_sd(&all_err).0));
+        let (per_app, errors) = policy_errors(settings, apps, &runs, pi, name, &mut csv);
         mae.insert(name.to_string(), Value::Object(per_app));
-        by_target.insert(
-            name.to_string(),
-            json!(
-                (0..LEVELS)
-                    .map(|j| json!({"target_pct": (j + 1) * 10, "mae": mean_sd(&t_err[j]).0}))
-                    .collect::<Vec<_>>()
-            ),
-        );
-        mean_pred.insert(
-            name.to_string(),
-            json!(
-                (0..LEVELS)
-                    .map(|j| mean_sd(&t_pred[j]).0)
-                    .collect::<Vec<_>>()
-            ),
-        );
-        by_gap.insert(
-            name.to_string(),
-            json!(
-                (1..LEVELS)
-                    .map(|g| json!({"gap_pct": g * 10, "mae": mean_sd(&g_err[g]).0}))
-                    .collect::<Vec<_>>()
-            ),
-        );
-        by_dir.insert(
-            name.to_string(),
-            json!({"up_mae": mean_sd(&up).0, "down_mae": mean_sd(&down).0,
-                   "up_mean_signed_error": mean_sd(&up_signed).0, "down_mean_signed_error": mean_sd(&down_signed).0}),
-        );
+        by_target.insert(name.to_string(), errors.mae_by_target());
+        mean_pred.insert(name.to_string(), errors.mean_predicted_by_target());
+        by_gap.insert(name.to_string(), errors.mae_by_gap());
+        by_dir.insert(name.to_string(), errors.mae_by_direction());
     }
+    let (oowc_mean, per_app_detail) = observed_detail(apps, &runs);
+    let v = json!({
+        "experiment": "worker-count",
+        "workers": settings.workers,
+        "headroom": settings.headroom,
+        "seeds": settings.seeds,
+        "mae": mae,
+        "mae_by_target": by_target,
+        "mae_by_gap": by_gap,
+        "mae_by_direction": by_dir,
+        "mean_predicted_by_target": mean_pred,
+        "mean_observed_optimal_by_target": oowc_mean,
+        "apps": per_app_detail,
+    });
+    (v, csv)
+}
+
+/// One policy's absolute prediction errors (and predictions) over every run, grouped the ways
+/// the figures slice them.
+struct PolicyErrors {
+    all: Vec<f64>,
+    /// Indexed by target level.
+    by_target: Vec<Vec<f64>>,
+    /// Indexed by |source − target| in levels.
+    by_gap: Vec<Vec<f64>>,
+    up: Vec<f64>,
+    down: Vec<f64>,
+    up_signed: Vec<f64>,
+    down_signed: Vec<f64>,
+    /// Predicted workers, indexed by target level.
+    predicted_by_target: Vec<Vec<f64>>,
+}
+
+impl PolicyErrors {
+    fn new() -> Self {
+        PolicyErrors {
+            all: Vec::new(),
+            by_target: vec![Vec::new(); LEVELS],
+            by_gap: vec![Vec::new(); LEVELS],
+            up: Vec::new(),
+            down: Vec::new(),
+            up_signed: Vec::new(),
+            down_signed: Vec::new(),
+            predicted_by_target: vec![Vec::new(); LEVELS],
+        }
+    }
+
+    /// Records policy `pi`'s predictions of run `r` for every source ≠ target pair and returns
+    /// that run's absolute errors (they join `all` via [`PolicyErrors::extend_all`]).
+    fn add_run(&mut self, r: &WcRun, pi: usize) -> Vec<f64> {
+        let mut errs = Vec::new();
+        for i in 0..LEVELS {
+            for j in (0..LEVELS).filter(|&j| j != i) {
+                let p = r.pred[pi][i][j] as f64;
+                let o = r.oowc[j] as f64;
+                let e = (p - o).abs();
+                errs.push(e);
+                self.by_target[j].push(e);
+                self.predicted_by_target[j].push(p);
+                self.by_gap[i.abs_diff(j)].push(e);
+                if j > i {
+                    self.up.push(e);
+                    self.up_signed.push(p - o);
+                } else {
+                    self.down.push(e);
+                    self.down_signed.push(p - o);
+                }
+            }
+        }
+        errs
+    }
+
+    /// Adds one run's errors to the pooled ones.
+    fn extend_all(&mut self, errs: Vec<f64>) {
+        self.all.extend(errs);
+    }
+
+    /// `[{target_pct, mae}]` per target level.
+    fn mae_by_target(&self) -> Value {
+        json!(
+            (0..LEVELS)
+                .map(|j| json!({"target_pct": (j + 1) * 10, "mae": mean_sd(&self.by_target[j]).0}))
+                .collect::<Vec<_>>()
+        )
+    }
+
+    /// The mean predicted workers per target level.
+    fn mean_predicted_by_target(&self) -> Value {
+        json!(
+            (0..LEVELS)
+                .map(|j| mean_sd(&self.predicted_by_target[j]).0)
+                .collect::<Vec<_>>()
+        )
+    }
+
+    /// `[{gap_pct, mae}]` per nonzero gap between source and target level.
+    fn mae_by_gap(&self) -> Value {
+        json!(
+            (1..LEVELS)
+                .map(|g| json!({"gap_pct": g * 10, "mae": mean_sd(&self.by_gap[g]).0}))
+                .collect::<Vec<_>>()
+        )
+    }
+
+    /// Mean absolute and mean signed error of scaling up and of scaling down.
+    fn mae_by_direction(&self) -> Value {
+        json!({"up_mae": mean_sd(&self.up).0, "down_mae": mean_sd(&self.down).0,
+               "up_mean_signed_error": mean_sd(&self.up_signed).0, "down_mean_signed_error": mean_sd(&self.down_signed).0})
+    }
+}
+
+/// Policy `pi`'s errors over all apps and seeds: the per-app MAE (mean and spread over seeds,
+/// plus `all` pooled) and the grouped errors; appends one CSV row per prediction.
+fn policy_errors(
+    settings: &SimSettings,
+    apps: &[AppModel],
+    runs: &[Vec<WcRun>],
+    pi: usize,
+    name: &str,
+    csv: &mut Vec<String>,
+) -> (serde_json::Map<String, Value>, PolicyErrors) {
+    let mut per_app = serde_json::Map::new();
+    let mut errors = PolicyErrors::new();
+    for (ai, app) in apps.iter().enumerate() {
+        let mut seed_maes = Vec::new();
+        for (si, r) in runs[ai].iter().enumerate() {
+            let errs = errors.add_run(r, pi);
+            csv.extend(prediction_rows(&app.name, settings.seeds[si], name, r, pi));
+            seed_maes.push(mean_sd(&errs).0);
+            errors.extend_all(errs);
+        }
+        let (m, sd) = mean_sd(&seed_maes);
+        per_app.insert(app.name.clone(), json!(m));
+        per_app.insert(format!("{}_spread_sd", app.name), json!(sd));
+    }
+    per_app.insert("all".into(), json!(mean_sd(&errors.all).0));
+    (per_app, errors)
+}
+
+/// The CSV rows of policy `pi`'s predictions in run `r`: one per source ≠ target pair.
+fn prediction_rows(app: &str, seed: u64, policy: &str, r: &WcRun, pi: usize) -> Vec<String> {
+    let mut rows = Vec::new();
+    for i in 0..LEVELS {
+        for j in (0..LEVELS).filter(|&j| j != i) {
+            rows.push(format!(
+                "{},{},{},{},{},{},{}",
+                app,
+                seed,
+                policy,
+                (i + 1) * 10,
+                (j + 1) * 10,
+                r.pred[pi][i][j] as f64,
+                r.oowc[j] as f64
+            ));
+        }
+    }
+    rows
+}
+
+/// The mean observed optimal worker count per level over all runs, and each app's detail:
+/// seed 0's observed optima and best throughputs, the mean estimated W̄ and seed 0's costs.
+fn observed_detail(
+    apps: &[AppModel],
+    runs: &[Vec<WcRun>],
+) -> (Vec<f64>, serde_json::Map<String, Value>) {
     let mut oowc_mean = vec![Vec::new(); LEVELS];
     let mut per_app_detail = serde_json::Map::new();
     for (ai, app) in apps.iter().enumerate() {
@@ -342,18 +496,6 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
                    "estimated_alpha_beta_gamma_us_seed0": r0.costs}),
         );
     }
-    let v = json!({
-        "experiment": "worker-count",
-        "workers": settings.workers,
-        "headroom": settings.headroom,
-        "seeds": settings.seeds,
-        "mae": mae,
-        "mae_by_target": by_target,
-        "mae_by_gap": by_gap,
-        "mae_by_direction": by_dir,
-        "mean_predicted_by_target": mean_pred,
-        "mean_observed_optimal_by_target": oowc_mean.iter().map(|x| mean_sd(x).0).collect::<Vec<_>>(),
-        "apps": per_app_detail,
-    });
-    (v, csv)
+    let means = oowc_mean.iter().map(|x| mean_sd(x).0).collect();
+    (means, per_app_detail)
 }

@@ -7,11 +7,13 @@
 //! `max_in_flight` tracked roots that have not completed (the worker counts completions), which
 //! bounds the work in flight and so every queue and overflow behind it.
 
-use super::layout::{INGRESS_DONE, INGRESS_FAILED, LayoutError, WORKER_STOPPED, WorkerSegment};
+use super::layout::{
+    INGRESS_DONE, INGRESS_FAILED, LayoutError, SharedControl, WORKER_STOPPED, WorkerSegment,
+};
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use clasp_operators::AppSpec;
 use clasp_operators::key::{key_group, key_hash};
-use clasp_shmring::{Error as RingError, Producer, ShmRing, WaitPolicy};
+use clasp_shmring::{Doorbell, Error as RingError, Producer, ShmRing, WaitPolicy};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -108,6 +110,8 @@ pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport,
     result
 }
 
+/// Admits `cfg.records` generated records into the worker's ingress rings, paced to the rate
+/// and held to the in-flight bound; keeps `admitted` in the segment up to date.
 fn admit(
     spec: &AppSpec,
     cfg: &IngressConfig,
@@ -117,16 +121,7 @@ fn admit(
     control
         .ingress_pid
         .store(std::process::id(), Ordering::Release);
-    let mut rings: Vec<Producer<ShmRing>> = (0..seg.executors())
-        .map(|e| {
-            seg.segment
-                .producer(seg.index.ingress(e))
-                .map_err(|source| IngressError::Ring {
-                    executor: e,
-                    source,
-                })
-        })
-        .collect::<Result<_, _>>()?;
+    let mut rings = IngressRings::open(seg)?;
     let bell = seg
         .segment
         .doorbell(seg.index.ingress_bell())
@@ -140,116 +135,184 @@ fn admit(
         })?;
     let sample = control.sample_every.max(1);
     let max_in_flight = control.max_in_flight.max(1);
-    let policy = WaitPolicy::for_runnable_threads(seg.executors() + 2);
     let (mut key, mut payload) = (Vec::new(), Vec::new());
-    let mut dirty = vec![false; rings.len()];
     let mut tracked = 0u64;
     let start = Instant::now();
-    let source = spec.source;
     for i in 0..cfg.records {
-        if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
+        if worker_stopped(control) {
             return Err(IngressError::WorkerStopped(i));
         }
         if let Some(rate) = cfg.rate_per_s {
-            let due = start + Duration::from_secs_f64(i as f64 / rate);
-            let now = Instant::now();
-            if due > now {
-                publish(&mut rings, &mut dirty);
-                control.admitted.store(i, Ordering::Release);
-                std::thread::sleep(due - now);
-            }
+            pace(&mut rings, start, rate, i);
         }
         let is_tracked = i % sample == 0;
         if is_tracked {
-            // The in-flight bound: wait for completions (the worker rings our doorbell).
-            while tracked - control.completed.load(Ordering::Acquire) >= max_in_flight {
-                publish(&mut rings, &mut dirty);
-                control.admitted.store(i, Ordering::Release);
-                let token = bell.prepare_park();
-                if tracked - control.completed.load(Ordering::Acquire) >= max_in_flight
-                    && control.worker_state.load(Ordering::Acquire) != WORKER_STOPPED
-                {
-                    bell.park(token, Some(INGRESS_PARK_MAX));
-                }
-                bell.finish_park(token);
-                if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
-                    return Err(IngressError::WorkerStopped(i));
-                }
-            }
+            wait_in_flight_below(&mut rings, bell, tracked, max_in_flight, i)?;
             tracked += 1;
         }
         generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
         let e = seg
-            .executor_of(source, kg)
+            .executor_of(spec.source, kg)
             .ok_or(IngressError::NoExecutor(kg))?;
-        let id = root_id(i);
-        let header = RequestHeader {
-            operator: source as u16,
-            key_group: kg,
-            flags: if is_tracked { FLAG_TRACKED } else { 0 },
-            epoch: 0,
-            dest: e as u16,
-            root_home: 0,
-            source: crate::request::INGRESS_SLOT,
-            key_hash: hash,
-            request_id: id,
-            root_id: id,
-            admitted_ns: crate::clock::monotonic_ns(),
-        };
-        let len = frame_len(key.len(), payload.len());
-        loop {
-            match rings[e].reserve(len) {
-                Ok(mut g) => {
-                    header.write(&key, &payload, &mut g);
-                    g.commit_deferred();
-                    dirty[e] = true;
-                    break;
-                }
-                Err(RingError::Full { .. }) => {
-                    publish(&mut rings, &mut dirty);
-                    control.admitted.store(i, Ordering::Release);
-                    match rings[e].wait_for_space(len, policy, Some(INGRESS_PARK_MAX)) {
-                        Ok(()) | Err(RingError::TimedOut { .. }) => {}
-                        Err(source) => {
-                            return Err(IngressError::Write {
-                                record: i,
-                                bytes: len,
-                                source,
-                            });
-                        }
-                    }
-                    if control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED {
-                        return Err(IngressError::WorkerStopped(i));
-                    }
-                }
-                Err(source) => {
-                    return Err(IngressError::Write {
-                        record: i,
-                        bytes: len,
-                        source,
-                    });
-                }
-            }
-        }
+        let header = root_header(spec.source, kg, hash, e, i, is_tracked);
+        rings.write(e, i, &header, &key, &payload)?;
         if (i + 1) % PUBLISH_EVERY == 0 {
-            publish(&mut rings, &mut dirty);
-            control.admitted.store(i + 1, Ordering::Release);
+            rings.flush(i + 1);
         }
     }
-    publish(&mut rings, &mut dirty);
-    control.admitted.store(cfg.records, Ordering::Release);
+    rings.flush(cfg.records);
     Ok(IngressReport {
         admitted: cfg.records,
         elapsed: start.elapsed(),
     })
 }
 
-fn publish(rings: &mut [Producer<ShmRing>], dirty: &mut [bool]) {
-    for (r, d) in rings.iter_mut().zip(dirty.iter_mut()) {
-        if std::mem::take(d) {
-            r.publish();
+/// Whether the worker has stopped taking input.
+fn worker_stopped(control: &SharedControl) -> bool {
+    control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED
+}
+
+/// Sleeps until record `i` is due at `rate_per_s` from `start`, flushing first if it must wait.
+fn pace(rings: &mut IngressRings<'_>, start: Instant, rate_per_s: f64, i: u64) {
+    let due = start + Duration::from_secs_f64(i as f64 / rate_per_s);
+    let now = Instant::now();
+    if due > now {
+        rings.flush(i);
+        std::thread::sleep(due - now);
+    }
+}
+
+/// The in-flight bound: before record `i` becomes tracked root number `tracked`, waits for
+/// completions (the worker rings `bell`) until fewer than `max_in_flight` are incomplete.
+fn wait_in_flight_below(
+    rings: &mut IngressRings<'_>,
+    bell: &Doorbell,
+    tracked: u64,
+    max_in_flight: u64,
+    i: u64,
+) -> Result<(), IngressError> {
+    let control = rings.control;
+    while tracked - control.completed.load(Ordering::Acquire) >= max_in_flight {
+        rings.flush(i);
+        let token = bell.prepare_park();
+        if tracked - control.completed.load(Ordering::Acquire) >= max_in_flight
+            && !worker_stopped(control)
+        {
+            bell.park(token, Some(INGRESS_PARK_MAX));
+        }
+        bell.finish_park(token);
+        if worker_stopped(control) {
+            return Err(IngressError::WorkerStopped(i));
+        }
+    }
+    Ok(())
+}
+
+/// The header of record `i` as a root request of the source operator, bound for executor `e`.
+fn root_header(
+    source: usize,
+    kg: u16,
+    hash: u64,
+    e: usize,
+    i: u64,
+    is_tracked: bool,
+) -> RequestHeader {
+    let id = root_id(i);
+    RequestHeader {
+        operator: source as u16,
+        key_group: kg,
+        flags: if is_tracked { FLAG_TRACKED } else { 0 },
+        epoch: 0,
+        dest: e as u16,
+        root_home: 0,
+        source: crate::request::INGRESS_SLOT,
+        key_hash: hash,
+        request_id: id,
+        root_id: id,
+        admitted_ns: crate::clock::monotonic_ns(),
+    }
+}
+
+/// The executors' ingress rings as the ingress writes them: frames are committed deferred and
+/// published in batches, each publish followed by the admitted count the worker reads.
+struct IngressRings<'a> {
+    control: &'a SharedControl,
+    producers: Vec<Producer<ShmRing>>,
+    /// `dirty[e]`: ring e holds committed frames not yet published.
+    dirty: Vec<bool>,
+    policy: WaitPolicy,
+}
+
+impl<'a> IngressRings<'a> {
+    /// Opens the producer side of every executor's ingress ring in `seg`.
+    fn open(seg: &'a WorkerSegment) -> Result<Self, IngressError> {
+        let producers: Vec<Producer<ShmRing>> = (0..seg.executors())
+            .map(|e| {
+                seg.segment
+                    .producer(seg.index.ingress(e))
+                    .map_err(|source| IngressError::Ring {
+                        executor: e,
+                        source,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(IngressRings {
+            control: seg.control(),
+            dirty: vec![false; producers.len()],
+            producers,
+            policy: WaitPolicy::for_runnable_threads(seg.executors() + 2),
+        })
+    }
+
+    /// Publishes every ring written since the last flush, then tells the worker `admitted`.
+    fn flush(&mut self, admitted: u64) {
+        for (r, d) in self.producers.iter_mut().zip(self.dirty.iter_mut()) {
+            if std::mem::take(d) {
+                r.publish();
+            }
+        }
+        self.control.admitted.store(admitted, Ordering::Release);
+    }
+
+    /// Writes record `i`'s frame into executor `e`'s ring (unpublished); while the ring is
+    /// full it flushes and waits for space, and gives up if the worker stops.
+    fn write(
+        &mut self,
+        e: usize,
+        i: u64,
+        header: &RequestHeader,
+        key: &[u8],
+        payload: &[u8],
+    ) -> Result<(), IngressError> {
+        let len = frame_len(key.len(), payload.len());
+        let write_error = |source| IngressError::Write {
+            record: i,
+            bytes: len,
+            source,
+        };
+        loop {
+            match self.producers[e].reserve(len) {
+                Ok(mut g) => {
+                    header.write(key, payload, &mut g);
+                    g.commit_deferred();
+                    self.dirty[e] = true;
+                    return Ok(());
+                }
+                Err(RingError::Full { .. }) => {
+                    self.flush(i);
+                    match self.producers[e].wait_for_space(len, self.policy, Some(INGRESS_PARK_MAX))
+                    {
+                        Ok(()) | Err(RingError::TimedOut { .. }) => {}
+                        Err(source) => return Err(write_error(source)),
+                    }
+                    if worker_stopped(self.control) {
+                        return Err(IngressError::WorkerStopped(i));
+                    }
+                }
+                Err(source) => return Err(write_error(source)),
+            }
         }
     }
 }
