@@ -21,7 +21,7 @@ use io_uring::{opcode, types};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// Why a connection is closed (logged, and the reason of its [`Event::PeerLost`]).
 #[derive(Debug, thiserror::Error)]
@@ -233,7 +233,12 @@ impl Transport {
         conn.state = ConnState::Closing;
         let (peer, direction, fd) = (conn.peer, conn.direction, conn.fd.as_raw_fd());
         let ops = conn.ops;
-        warn!(peer, ?direction, %reason, "closing connection");
+        // A peer that hangs up is how every run ends: worth a line only when asked for.
+        if matches!(reason, CloseReason::PeerClosed | CloseReason::RecvCancelled) {
+            info!(peer, ?direction, %reason, "closing connection");
+        } else {
+            warn!(peer, ?direction, %reason, "closing connection");
+        }
         if matches!(reason, CloseReason::BadFrame(_)) {
             self.counters.bad_frames += 1;
         }
