@@ -148,12 +148,12 @@ pub struct SharedControl {
 /// Per-executor counters: what the capacity model measures (work, hand-offs, parks), written
 /// by their executor only (relaxed stores of its own running sums), read by the coordinator and
 /// inspectors. A view borrows the segment it reads, so it cannot outlive the mapping; an index
-/// outside the block panics instead of reading past it (the scalar counters are a fixed-size
-/// array, so their constant indices are checked when compiled, not on every update).
+/// outside the block panics instead of reading past it (one compare against the block's
+/// length, a branch that is never taken on the hot path).
 #[derive(Clone, Copy)]
 pub struct MetricsView<'a> {
-    scalars: &'a [AtomicU64; scalar::COUNT],
-    per_operator: &'a [AtomicU64],
+    /// The whole block: the scalars, then the per-operator counters.
+    counters: &'a [AtomicU64],
     operators: usize,
 }
 
@@ -229,16 +229,11 @@ impl<'a> MetricsView<'a> {
     #[inline]
     unsafe fn from_block(base: std::ptr::NonNull<AtomicU64>, len: usize, operators: usize) -> Self {
         debug_assert!(len >= Self::slots(operators));
-        // SAFETY: the caller's contract; the scalars are the block's first `COUNT` counters.
-        unsafe {
-            MetricsView {
-                scalars: &*base.as_ptr().cast::<[AtomicU64; scalar::COUNT]>(),
-                per_operator: std::slice::from_raw_parts(
-                    base.as_ptr().add(scalar::COUNT),
-                    len - scalar::COUNT,
-                ),
-                operators,
-            }
+        // SAFETY: the caller's contract: `len` counters at `base`, mapped for `'a`.
+        let counters = unsafe { std::slice::from_raw_parts(base.as_ptr(), len) };
+        MetricsView {
+            counters,
+            operators,
         }
     }
 
@@ -246,10 +241,7 @@ impl<'a> MetricsView<'a> {
     /// app does not have is a bug, not input).
     #[inline]
     fn at(&self, i: usize) -> &'a AtomicU64 {
-        match i.checked_sub(scalar::COUNT) {
-            None => &self.scalars[i],
-            Some(j) => &self.per_operator[j],
-        }
+        &self.counters[i]
     }
 
     /// Adds `n` to a counter this executor owns (no read-modify-write: one writer).
