@@ -185,7 +185,7 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
     };
     let table =
         clasp_dataplane::routing::spread(ops, &slots, Spread::Even).map_err(|e| e.to_string())?;
-    let seg = WorkerSegment::create(&segment_name(), &sizes, spec.source, 1, 1, &table)
+    let seg = WorkerSegment::create(Some(&segment_name()), &sizes, spec.source, 1, 1, &table)
         .map_err(|e| e.to_string())?;
     let m = seg.metrics(0);
     let clock = quanta::Clock::new();

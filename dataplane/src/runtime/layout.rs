@@ -457,9 +457,11 @@ pub struct WorkerSegment {
 }
 
 impl WorkerSegment {
-    /// Creates and initialises the segment of a worker.
+    /// Creates and initialises the segment of a worker: named when another process attaches to
+    /// it by name (a local ingress), anonymous (`None`: a memfd that no crash can leave behind in
+    /// `/dev/shm`) when nothing does (a cluster worker).
     pub fn create(
-        name: &str,
+        name: Option<&str>,
         sizes: &SegmentSizes,
         source: usize,
         max_in_flight: u64,
@@ -474,7 +476,10 @@ impl WorkerSegment {
             });
         }
         let layout = segment_layout(sizes)?;
-        let segment = Segment::create(name, &layout).map_err(segment_error(name))?;
+        let segment = match name {
+            Some(name) => Segment::create(name, &layout).map_err(segment_error(name))?,
+            None => Segment::create_anonymous(&layout).map_err(segment_error("(anonymous)"))?,
+        };
         let (base, len) = segment.user_area();
         debug_assert!(len >= control_bytes() + table_bytes(sizes.operators));
         // An early attacher sees magic 0 and refuses (`attach`), so the plain fields are
@@ -688,7 +693,7 @@ mod tests {
         )
         .expect("a table");
         let name = format!("clasp-layout-test-{tag}-{}", std::process::id());
-        WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment")
+        WorkerSegment::create(Some(&name), &sizes, 0, 1, 1, &table).expect("a segment")
     }
 
     #[test]

@@ -13,7 +13,7 @@ use clasp_operators::AppSpec;
 use clasp_protocol::assignment::Assignment;
 use clasp_shmring::WaitPolicy;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,16 +82,9 @@ pub(super) fn start_executors(
         ring_bytes,
         max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
     };
-    // Unique per process and per run (tests run several clusters in one process).
-    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let name = format!(
-        "clasp-cw-{:x}-{}-{}-{}",
-        cfg.cluster_id,
-        cfg.id,
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::Relaxed)
-    );
-    let seg = WorkerSegment::create(&name, &sizes, spec.source, 0, 1, &table)?;
+    // Nothing attaches to a cluster worker's segment by name: anonymous, so a killed worker
+    // leaves nothing in /dev/shm.
+    let seg = WorkerSegment::create(None, &sizes, spec.source, 0, 1, &table)?;
     let net_out = (0..executors)
         .map(|e| seg.segment.consumer(seg.index.net_out(e)))
         .collect::<Result<Vec<_>, _>>()

@@ -228,7 +228,7 @@ mod tests {
         )
         .expect("a table");
         let name = format!("clasp-outbound-test-{tag}-{}", std::process::id());
-        let seg = WorkerSegment::create(&name, &sizes, 0, 1, 1, &table).expect("a segment");
+        let seg = WorkerSegment::create(Some(&name), &sizes, 0, 1, 1, &table).expect("a segment");
         let rings = (0..2)
             .map(|b| seg.segment.producer(seg.index.exec(0, b)).expect("a ring"))
             .collect();

@@ -126,7 +126,7 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         max_frame_bytes: cfg.ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
     };
     let seg = WorkerSegment::create(
-        &cfg.segment_name,
+        Some(&cfg.segment_name),
         &sizes,
         spec.source,
         cfg.max_in_flight,
