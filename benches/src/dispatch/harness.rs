@@ -243,6 +243,6 @@ pub(super) fn pin(side: usize) {
         return;
     }
     if let Err(e) = crate::affinity::pin_current_thread(cpus[side % cpus.len()]) {
-        eprintln!("dispatch bench: {e}; this side runs unpinned");
+        tracing::warn!("dispatch bench: {e}; this side runs unpinned");
     }
 }

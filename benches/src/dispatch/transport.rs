@@ -84,13 +84,11 @@ pub(super) fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     let cpu = cpu1 - cpu0;
     let (checksum, rx_counters, rx_cpu) = rx.join().expect("receiver");
     let (tx_counters, tx_peer, tx_cpu) = tx.join().expect("sender");
-    if std::env::var_os("CLASP_DISPATCH_DEBUG").is_some() {
-        eprintln!(
-            "batch {batch}: {requests} requests, wall {wall:?}, cpu {cpu:.3}s (sender thread \
-             {tx_cpu:.3}s, receiver thread {rx_cpu:.3}s), sender {tx_counters:?} {tx_peer:?}, \
-             receiver {rx_counters:?}",
-        );
-    }
+    tracing::debug!(
+        "batch {batch}: {requests} requests, wall {wall:?}, cpu {cpu:.3}s (sender thread \
+         {tx_cpu:.3}s, receiver thread {rx_cpu:.3}s), sender {tx_counters:?} {tx_peer:?}, \
+         receiver {rx_counters:?}",
+    );
     let want: u64 = (0..requests).fold(0u64, |s, i| s.wrapping_add(i));
     assert_eq!(checksum, want, "requests lost or corrupted");
     (cpu * 1e9 / requests as f64, tx_counters.multishot)
