@@ -98,7 +98,10 @@ pub(crate) fn park_until(
         bell.park(token, Some(slice));
         bell.finish_park(token);
         // Reading /proc costs microseconds: at most once per LIVENESS_POLL, not per wake-up.
-        if last_liveness_check.elapsed() >= LIVENESS_POLL {
+        // Under loom, after every slice: a decision on the wall clock would make the model's
+        // executions differ from run to run (loom then aborts, "not fully deterministic",
+        // whenever a loaded machine stretches one execution past the poll interval).
+        if cfg!(loom) || last_liveness_check.elapsed() >= LIVENESS_POLL {
             probe(Probe::Liveness)?;
             last_liveness_check = Instant::now();
         }
