@@ -43,6 +43,7 @@ use super::bufring::BufRing;
 use super::conn::Conn;
 use super::handshake::{Handshaker, PeerSlot, Setup};
 use super::op::Op;
+use super::refusals::RefusalLog;
 use super::{
     Event, Inbound, MAX_PEER_ID, PeerCounters, PeerId, RING_ENTRIES, TransportConfig,
     TransportCounters, TransportError, Waker, ms,
@@ -85,6 +86,8 @@ pub struct Transport {
     /// Server handshakes in progress (on helper threads).
     pub(super) handshakes: Arc<AtomicUsize>,
     pub(super) events: VecDeque<Event>,
+    /// Rate-limits the logs of refused connections.
+    pub(super) refusals: RefusalLog,
     /// Submitted operations whose final completion has not been reaped.
     pub(super) inflight: usize,
     pub(super) scratch: rkyv::util::AlignedVec<16>,
@@ -199,6 +202,7 @@ impl Transport {
             setup_tx,
             handshakes: Arc::new(AtomicUsize::new(0)),
             events: VecDeque::new(),
+            refusals: RefusalLog::default(),
             inflight: 0,
             scratch: rkyv::util::AlignedVec::new(),
             counters,

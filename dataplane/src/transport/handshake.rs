@@ -12,7 +12,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
-use tracing::warn;
 
 /// Connect retry backoff bounds.
 const CONNECT_BACKOFF_MIN_MS: u64 = 10;
@@ -182,11 +181,10 @@ impl Handshaker {
                         direction: Direction::Inbound,
                         welcome: None,
                     },
-                    Err(e) => {
-                        let reason = format!("authentication failed: {e}");
-                        warn!(?addr, %reason, "refusing connection");
-                        Setup::Refused { addr, reason }
-                    }
+                    Err(e) => Setup::Refused {
+                        addr,
+                        reason: format!("authentication failed: {e}"),
+                    },
                 };
                 let _ = self.tx.send(setup);
                 pending.fetch_sub(1, Ordering::Relaxed);

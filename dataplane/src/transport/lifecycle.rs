@@ -21,6 +21,7 @@ use io_uring::{opcode, types};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 use tracing::{debug, info, warn};
 
 /// Why a connection is closed (logged, and the reason of its [`Event::PeerLost`]).
@@ -97,11 +98,8 @@ impl Transport {
     /// handshakes are in progress already.
     pub(super) fn accepted(&mut self, stream: TcpStream) {
         if self.handshakes.load(Ordering::Relaxed) >= MAX_PENDING_HANDSHAKES {
-            let addr = stream.peer_addr().ok();
             let reason = format!("more than {MAX_PENDING_HANDSHAKES} handshakes in progress");
-            warn!(?addr, %reason, "refusing connection");
-            self.counters.refused += 1;
-            self.events.push_back(Event::Refused { addr, reason });
+            self.refuse(stream.peer_addr().ok(), reason);
             return;
         }
         self.handshakes.fetch_add(1, Ordering::Relaxed);
@@ -118,16 +116,22 @@ impl Transport {
         }
     }
 
+    /// A connection refused before it authenticated: counted, logged at most once per second
+    /// per source address, and reported as an [`Event::Refused`] (not a fault: the cluster is
+    /// unaffected).
+    fn refuse(&mut self, addr: Option<SocketAddr>, reason: String) {
+        self.counters.refused += 1;
+        self.refusals.note(Instant::now(), addr, &reason);
+        self.events.push_back(Event::Refused { addr, reason });
+    }
+
     /// Takes finished handshakes from the helper threads.
     pub(super) fn drain_setups(&mut self) -> Result<bool> {
         let mut any = false;
         while let Ok(s) = self.setup_rx.try_recv() {
             any = true;
             match s {
-                Setup::Refused { addr, reason } => {
-                    self.counters.refused += 1;
-                    self.events.push_back(Event::Refused { addr, reason });
-                }
+                Setup::Refused { addr, reason } => self.refuse(addr, reason),
                 Setup::ConnectFailed { peer, reason } => {
                     warn!(peer, %reason, "connecting to peer failed");
                     if let Ok(p) = self.peer_slot(peer) {
@@ -158,12 +162,7 @@ impl Transport {
     ) -> Result<()> {
         if matches!(self.peer_slot(peer)?.link_mut(direction), Link::Up { .. }) {
             let reason = format!("peer {peer} already has an {direction:?} connection");
-            warn!(peer, %reason, "refusing duplicate connection");
-            self.counters.refused += 1;
-            self.events.push_back(Event::Refused {
-                addr: stream.peer_addr().ok(),
-                reason,
-            });
+            self.refuse(stream.peer_addr().ok(), reason);
             return Ok(());
         }
         stream.set_nonblocking(true)?;

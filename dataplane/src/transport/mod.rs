@@ -43,7 +43,8 @@
 //! - `lifecycle.rs`: connecting, accepting, closing and freeing connections; `handshake.rs`:
 //!   the helper threads that connect and authenticate, using `auth.rs`;
 //! - `wire.rs`: the frame format; `bufring.rs`: the provided receive buffers; `config.rs`:
-//!   [`TransportConfig`], [`Limits`] and [`Faults`].
+//!   [`TransportConfig`], [`Limits`] and [`Faults`]; `refusals.rs`: the rate-limited log of
+//!   refused connections.
 //!
 //! # Example
 //! ```no_run
@@ -90,6 +91,7 @@ mod handshake;
 mod lifecycle;
 mod op;
 mod receiving;
+mod refusals;
 mod sending;
 mod teardown;
 pub mod wire;
@@ -161,7 +163,9 @@ pub enum Event {
         /// Why (also logged).
         reason: String,
     },
-    /// A connection was refused before it authenticated (logged; the cluster is unaffected).
+    /// A connection was refused before it authenticated (counted in
+    /// [`TransportCounters::refused`], logged at most once per second per source address; the
+    /// cluster is unaffected, so it is not a fault).
     Refused {
         /// Where it came from.
         addr: Option<SocketAddr>,
