@@ -20,7 +20,6 @@ use super::{Direction, Event, MAX_PEER_ID, MAX_PENDING_HANDSHAKES, PeerId, Trans
 use io_uring::{opcode, types};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -94,24 +93,36 @@ impl Transport {
         Ok(())
     }
 
-    /// A connection the listener accepted: authenticated on a helper thread, unless too many
-    /// handshakes are in progress already.
+    /// A connection the listener accepted: authenticated on a helper thread in a handshake
+    /// slot. When every slot is taken, the oldest connection without a complete Hello is
+    /// dropped to make room (counted as refused); if every one has sent its Hello, the
+    /// newcomer is refused.
     pub(super) fn accepted(&mut self, stream: TcpStream) {
-        if self.handshakes.load(Ordering::Relaxed) >= MAX_PENDING_HANDSHAKES {
-            let reason = format!("more than {MAX_PENDING_HANDSHAKES} handshakes in progress");
-            self.refuse(stream.peer_addr().ok(), reason);
-            return;
+        let addr = stream.peer_addr().ok();
+        let admitted = match self.handshakes.admit(&stream) {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                let reason = format!(
+                    "all {MAX_PENDING_HANDSHAKES} handshake slots hold connections past their hello"
+                );
+                return self.refuse(addr, reason);
+            }
+            Err(e) => return self.refuse(addr, format!("cannot take a handshake slot: {e}")),
+        };
+        if let Some(victim) = admitted.evicted {
+            let reason = format!(
+                "dropped to make room: all {MAX_PENDING_HANDSHAKES} handshake slots were taken \
+                 and this was the oldest connection without a complete hello"
+            );
+            self.refuse(victim, reason);
         }
-        self.handshakes.fetch_add(1, Ordering::Relaxed);
         let l = &self.cfg.limits;
         let grant = Welcome {
             data_credit_bytes: l.data_credit_bytes,
             control_credit_bytes: l.control_credit_bytes,
             frame_bytes_max: l.frame_bytes_max as u32,
         };
-        let pending = self.handshakes.clone();
-        if let Err(e) = self.handshaker().spawn_accept(stream, grant, pending) {
-            self.handshakes.fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self.handshaker().spawn_accept(stream, grant, admitted.slot) {
             warn!(error = %e, "cannot spawn a handshake thread; connection dropped");
         }
     }

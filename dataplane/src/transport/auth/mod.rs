@@ -28,8 +28,10 @@
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::io::{Read, Write};
-use std::time::Duration;
+
+mod blocking;
+
+pub use blocking::{ServerSide, client_handshake, server_handshake};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -129,9 +131,12 @@ pub enum AuthError {
     /// A peer id this transport does not accept.
     #[error("peer id {0} is not acceptable")]
     PeerId(u32),
-    /// Reading or writing failed (including the handshake timeout).
+    /// Reading or writing failed.
     #[error("i/o during the handshake: {0}")]
     Io(#[from] std::io::Error),
+    /// The whole handshake did not finish in time (a slow or silent peer).
+    #[error("handshake not finished within {0:?}")]
+    Timeout(std::time::Duration),
     /// The OS random source failed.
     #[error("no random nonce: {0}")]
     Random(String),
@@ -341,55 +346,6 @@ pub fn read_welcome(m: &[u8]) -> Result<Welcome, AuthError> {
         control_credit_bytes: u32_at(m, 12),
         frame_bytes_max: u32_at(m, 16),
     })
-}
-
-fn set_timeout(s: &std::net::TcpStream, t: Duration) -> std::io::Result<()> {
-    s.set_read_timeout(Some(t))?;
-    s.set_write_timeout(Some(t))
-}
-
-/// Runs the client side over a blocking stream; returns the server's id and its Welcome.
-pub fn client_handshake(
-    stream: &mut std::net::TcpStream,
-    secret: &ClusterSecret,
-    cluster_id: u64,
-    own_id: u32,
-    expected_server: Option<u32>,
-    timeout: Duration,
-) -> Result<(u32, Welcome), AuthError> {
-    set_timeout(stream, timeout)?;
-    let (hello, state) = client_hello(cluster_id, own_id)?;
-    stream.write_all(&hello)?;
-    let mut challenge = [0u8; CHALLENGE_BYTES];
-    stream.read_exact(&mut challenge)?;
-    let (response, server_id) = client_respond(secret, &state, expected_server, &challenge)?;
-    stream.write_all(&response)?;
-    let mut w = [0u8; WELCOME_BYTES];
-    stream.read_exact(&mut w)?;
-    let welcome = read_welcome(&w)?;
-    Ok((server_id, welcome))
-}
-
-/// Runs the server side over a blocking stream; returns the authenticated client's id.
-pub fn server_handshake(
-    stream: &mut std::net::TcpStream,
-    secret: &ClusterSecret,
-    cluster_id: u64,
-    own_id: u32,
-    accept_id: impl Fn(u32) -> bool,
-    grant: Welcome,
-    timeout: Duration,
-) -> Result<u32, AuthError> {
-    set_timeout(stream, timeout)?;
-    let mut hello = [0u8; HELLO_BYTES];
-    stream.read_exact(&mut hello)?;
-    let (challenge, state) = server_challenge(secret, cluster_id, own_id, &hello, accept_id)?;
-    stream.write_all(&challenge)?;
-    let mut response = [0u8; RESPONSE_BYTES];
-    stream.read_exact(&mut response)?;
-    server_verify(secret, &state, &response)?;
-    stream.write_all(&welcome(grant))?;
-    Ok(state.client_id())
 }
 
 #[cfg(test)]

@@ -1,0 +1,179 @@
+//! The handshake over a blocking stream, on a helper thread, with one deadline for the whole
+//! exchange.
+//!
+//! Why one deadline and not a timeout per read: a peer that sends one byte per read timeout
+//! would otherwise hold its handshake (and a handshake slot) for ever. Every read and write
+//! here is bounded by what is left of the deadline.
+
+use super::{
+    AuthError, CHALLENGE_BYTES, ClusterSecret, HELLO_BYTES, RESPONSE_BYTES, WELCOME_BYTES, Welcome,
+    client_hello, client_respond, read_welcome, server_challenge, server_verify, welcome,
+};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// One handshake's deadline.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    at: Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    fn new(timeout: Duration) -> Self {
+        Deadline {
+            at: Instant::now() + timeout,
+            timeout,
+        }
+    }
+
+    /// What is left, or the timeout error.
+    fn left(&self) -> Result<Duration, AuthError> {
+        let left = self.at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(AuthError::Timeout(self.timeout));
+        }
+        Ok(left)
+    }
+
+    /// Reads exactly `buf.len()` bytes before the deadline.
+    fn read_exact(&self, s: &mut TcpStream, buf: &mut [u8]) -> Result<(), AuthError> {
+        let mut got = 0;
+        while got < buf.len() {
+            s.set_read_timeout(Some(self.left()?))?;
+            match s.read(&mut buf[got..]) {
+                Ok(0) => return Err(std::io::Error::from(ErrorKind::UnexpectedEof).into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(AuthError::Timeout(self.timeout));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes all of `buf` before the deadline (handshake messages are far smaller than a
+    /// socket buffer: one write).
+    fn write_all(&self, s: &mut TcpStream, buf: &[u8]) -> Result<(), AuthError> {
+        s.set_write_timeout(Some(self.left()?))?;
+        s.write_all(buf).map_err(|e| match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => AuthError::Timeout(self.timeout),
+            _ => e.into(),
+        })
+    }
+}
+
+/// Runs the client side over a blocking stream within `timeout` in all; returns the server's
+/// id and its Welcome.
+pub fn client_handshake(
+    stream: &mut TcpStream,
+    secret: &ClusterSecret,
+    cluster_id: u64,
+    own_id: u32,
+    expected_server: Option<u32>,
+    timeout: Duration,
+) -> Result<(u32, Welcome), AuthError> {
+    let d = Deadline::new(timeout);
+    let (hello, state) = client_hello(cluster_id, own_id)?;
+    d.write_all(stream, &hello)?;
+    let mut challenge = [0u8; CHALLENGE_BYTES];
+    d.read_exact(stream, &mut challenge)?;
+    let (response, server_id) = client_respond(secret, &state, expected_server, &challenge)?;
+    d.write_all(stream, &response)?;
+    let mut w = [0u8; WELCOME_BYTES];
+    d.read_exact(stream, &mut w)?;
+    let welcome = read_welcome(&w)?;
+    Ok((server_id, welcome))
+}
+
+/// What the server side of a handshake needs besides the stream.
+pub struct ServerSide<'a, A: Fn(u32) -> bool> {
+    /// The cluster secret.
+    pub secret: &'a ClusterSecret,
+    /// The cluster id.
+    pub cluster_id: u64,
+    /// Our id.
+    pub own_id: u32,
+    /// Whether a client id is acceptable (known, not ourselves).
+    pub accept_id: A,
+    /// What an authenticated client is granted.
+    pub grant: Welcome,
+    /// The whole handshake's time limit.
+    pub timeout: Duration,
+}
+
+/// Runs the server side over a blocking stream within `side.timeout` in all; calls
+/// `on_hello` once a well-formed Hello of our cluster arrived; returns the authenticated
+/// client's id.
+pub fn server_handshake<A: Fn(u32) -> bool>(
+    stream: &mut TcpStream,
+    side: &ServerSide<'_, A>,
+    on_hello: impl FnOnce(),
+) -> Result<u32, AuthError> {
+    let d = Deadline::new(side.timeout);
+    let mut hello = [0u8; HELLO_BYTES];
+    d.read_exact(stream, &mut hello)?;
+    let (challenge, state) = server_challenge(
+        side.secret,
+        side.cluster_id,
+        side.own_id,
+        &hello,
+        &side.accept_id,
+    )?;
+    on_hello();
+    d.write_all(stream, &challenge)?;
+    let mut response = [0u8; RESPONSE_BYTES];
+    d.read_exact(stream, &mut response)?;
+    server_verify(side.secret, &state, &response)?;
+    d.write_all(stream, &welcome(side.grant))?;
+    Ok(state.client_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_peer_sending_a_byte_at_a_time_meets_the_whole_handshake_deadline() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let trickle = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            // One byte every 100 ms: each read finishes well within any per-read timeout.
+            for _ in 0..HELLO_BYTES {
+                if c.write_all(&[0x43]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let (mut s, _) = l.accept().unwrap();
+        let secret = ClusterSecret::new(vec![1; 32]).unwrap();
+        let side = ServerSide {
+            secret: &secret,
+            cluster_id: 5,
+            own_id: 2,
+            accept_id: |_| true,
+            grant: Welcome {
+                data_credit_bytes: 1,
+                control_credit_bytes: 1,
+                frame_bytes_max: 1,
+            },
+            timeout: Duration::from_millis(500),
+        };
+        let t0 = Instant::now();
+        let r = server_handshake(&mut s, &side, || {});
+        assert!(matches!(r, Err(AuthError::Timeout(_))), "{r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_millis(900),
+            "{:?}",
+            t0.elapsed()
+        );
+        drop(s);
+        trickle.join().unwrap();
+    }
+}
