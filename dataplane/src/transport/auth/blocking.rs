@@ -6,8 +6,9 @@
 //! here is bounded by what is left of the deadline.
 
 use super::{
-    AuthError, CHALLENGE_BYTES, ClusterSecret, HELLO_BYTES, RESPONSE_BYTES, WELCOME_BYTES, Welcome,
-    client_hello, client_respond, read_welcome, server_challenge, server_verify, welcome,
+    AuthError, ClusterSecret, HEAD_BYTES, HELLO_BYTES, RESPONSE_BYTES, Refusal, T_CHALLENGE,
+    T_REFUSAL, T_WELCOME, Welcome, client_hello, client_respond, client_welcome, read_head,
+    read_refusal, refusal, server_challenge, server_message_bytes, server_verify,
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -66,6 +67,22 @@ impl Deadline {
     }
 }
 
+/// Reads one server message of type `want`; a Refusal becomes the error it reports.
+fn read_server_message(d: &Deadline, s: &mut TcpStream, want: u8) -> Result<Vec<u8>, AuthError> {
+    let mut m = vec![0u8; HEAD_BYTES];
+    d.read_exact(s, &mut m)?;
+    let t = read_head(&m)?;
+    m.resize(server_message_bytes(t)?, 0);
+    d.read_exact(s, &mut m[HEAD_BYTES..])?;
+    if t == T_REFUSAL {
+        return Err(read_refusal(&m));
+    }
+    if t != want {
+        return Err(AuthError::Malformed);
+    }
+    Ok(m)
+}
+
 /// Runs the client side over a blocking stream within `timeout` in all; returns the server's
 /// id and its Welcome.
 pub fn client_handshake(
@@ -79,14 +96,12 @@ pub fn client_handshake(
     let d = Deadline::new(timeout);
     let (hello, state) = client_hello(cluster_id, own_id)?;
     d.write_all(stream, &hello)?;
-    let mut challenge = [0u8; CHALLENGE_BYTES];
-    d.read_exact(stream, &mut challenge)?;
-    let (response, server_id) = client_respond(secret, &state, expected_server, &challenge)?;
+    let challenge = read_server_message(&d, stream, T_CHALLENGE)?;
+    let (response, waiting) = client_respond(secret, &state, expected_server, &challenge)?;
     d.write_all(stream, &response)?;
-    let mut w = [0u8; WELCOME_BYTES];
-    d.read_exact(stream, &mut w)?;
-    let welcome = read_welcome(&w)?;
-    Ok((server_id, welcome))
+    let w = read_server_message(&d, stream, T_WELCOME)?;
+    let welcome = client_welcome(secret, &waiting, &w)?;
+    Ok((waiting.server_id(), welcome))
 }
 
 /// What the server side of a handshake needs besides the stream.
@@ -107,28 +122,40 @@ pub struct ServerSide<'a, A: Fn(u32) -> bool> {
 
 /// Runs the server side over a blocking stream within `side.timeout` in all; calls
 /// `on_hello` once a well-formed Hello of our cluster arrived; returns the authenticated
-/// client's id.
+/// client's id. A client refused for its version, cluster, id or proof is told why (a
+/// Refusal) before the connection closes.
 pub fn server_handshake<A: Fn(u32) -> bool>(
     stream: &mut TcpStream,
     side: &ServerSide<'_, A>,
     on_hello: impl FnOnce(),
 ) -> Result<u32, AuthError> {
     let d = Deadline::new(side.timeout);
+    let r = serve(&d, stream, side, on_hello);
+    if let Err(e) = &r
+        && let Some(why) = Refusal::for_error(e)
+    {
+        // Best effort: the client may be gone already.
+        let _ = d.write_all(stream, &refusal(why));
+    }
+    r
+}
+
+fn serve<A: Fn(u32) -> bool>(
+    d: &Deadline,
+    stream: &mut TcpStream,
+    side: &ServerSide<'_, A>,
+    on_hello: impl FnOnce(),
+) -> Result<u32, AuthError> {
     let mut hello = [0u8; HELLO_BYTES];
     d.read_exact(stream, &mut hello)?;
-    let (challenge, state) = server_challenge(
-        side.secret,
-        side.cluster_id,
-        side.own_id,
-        &hello,
-        &side.accept_id,
-    )?;
+    let (challenge, state) =
+        server_challenge(side.cluster_id, side.own_id, &hello, &side.accept_id)?;
     on_hello();
     d.write_all(stream, &challenge)?;
     let mut response = [0u8; RESPONSE_BYTES];
     d.read_exact(stream, &mut response)?;
-    server_verify(side.secret, &state, &response)?;
-    d.write_all(stream, &welcome(side.grant))?;
+    let welcome = server_verify(side.secret, &state, &response, side.grant)?;
+    d.write_all(stream, &welcome)?;
     Ok(state.client_id())
 }
 
