@@ -120,3 +120,28 @@ fn a_refusal_says_why() {
     assert!(matches!(server_message_bytes(T_REFUSAL), Ok(REFUSAL_BYTES)));
     assert!(server_message_bytes(T_HELLO).is_err());
 }
+
+proptest::proptest! {
+    #[test]
+    fn random_bytes_never_panic_the_handshake(
+        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128),
+        head_ok in proptest::prelude::any::<bool>(),
+    ) {
+        let mut data = data;
+        // Half the cases start with a valid magic and version, to reach past the head.
+        if head_ok && data.len() >= HEAD_BYTES {
+            data[..4].copy_from_slice(&HANDSHAKE_MAGIC.to_le_bytes());
+            data[4] = HANDSHAKE_VERSION;
+        }
+        let s = secret(7);
+        let _ = read_head(&data);
+        let _ = read_refusal(&data);
+        let _ = server_challenge(5, 2, &data, |_| true);
+        let (hello, client) = client_hello(5, 1).unwrap();
+        let _ = client_respond(&s, &client, None, &data);
+        let (challenge, server) = server_challenge(5, 2, &hello, |_| true).unwrap();
+        proptest::prop_assert!(server_verify(&s, &server, &data, grant()).is_err());
+        let (_, waiting) = client_respond(&s, &client, None, &challenge).unwrap();
+        proptest::prop_assert!(client_welcome(&s, &waiting, &data).is_err());
+    }
+}
