@@ -147,7 +147,11 @@ fn serve<A: Fn(u32) -> bool>(
     on_hello: impl FnOnce(),
 ) -> Result<u32, AuthError> {
     let mut hello = [0u8; HELLO_BYTES];
-    d.read_exact(stream, &mut hello)?;
+    // The head first: a stranger's bytes (an HTTP request, noise) are refused as soon as
+    // they show they are not ours, not at the deadline.
+    d.read_exact(stream, &mut hello[..HEAD_BYTES])?;
+    read_head(&hello)?;
+    d.read_exact(stream, &mut hello[HEAD_BYTES..])?;
     let (challenge, state) =
         server_challenge(side.cluster_id, side.own_id, &hello, &side.accept_id)?;
     on_hello();
@@ -170,9 +174,11 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let trickle = std::thread::spawn(move || {
             let mut c = TcpStream::connect(addr).unwrap();
-            // One byte every 100 ms: each read finishes well within any per-read timeout.
-            for _ in 0..HELLO_BYTES {
-                if c.write_all(&[0x43]).is_err() {
+            let (hello, _) = client_hello(5, 1).unwrap();
+            // A valid Hello, one byte every 100 ms: each read finishes well within any
+            // per-read timeout.
+            for b in hello {
+                if c.write_all(&[b]).is_err() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
