@@ -5,7 +5,8 @@
 mod transport_support;
 use clasp_dataplane::transport::wire::{self, Kind, NET_HEADER_BYTES, NetHeader};
 use clasp_dataplane::transport::{
-    ClusterSecret, Cut, Direction, Event, Limits, Transport, TransportError, auth,
+    ClusterSecret, Cut, Direction, Event, Limits, MAX_PENDING_HANDSHAKES, Transport,
+    TransportError, auth,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -283,4 +284,42 @@ fn a_cut_connection_is_reported_and_the_other_direction_survives() {
         back.push(&mut ts[1]);
         rs[0].from(2).len() == 300
     });
+}
+
+#[test]
+fn a_real_peer_connects_while_slow_peers_hold_every_handshake_slot() {
+    init_logs();
+    // A long handshake deadline: without eviction the slow peers would hold every slot for
+    // the whole test.
+    let limits = Limits {
+        handshake_timeout_ms: 30_000,
+        ..Limits::default()
+    };
+    let b = Transport::start(config(2, limits.clone())).unwrap();
+    let addr = b.local_addr();
+    let slow_count = 3 * MAX_PENDING_HANDSHAKES;
+    // One byte of a Hello, then silence: 3× the slot count, from the real peer's address.
+    let slow = std::thread::spawn(move || {
+        (0..slow_count)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"C").unwrap();
+                s
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut ts = vec![b];
+    let mut rs = vec![Recorder::default()];
+    // The first `MAX_PENDING_HANDSHAKES` fill the slots; each later one evicts the oldest.
+    let evictions = slow_count - MAX_PENDING_HANDSHAKES;
+    pump(&mut ts, &mut rs, |_, rs| rs[0].refused() >= evictions);
+    let slow = slow.join().unwrap();
+    let mut c = Transport::start(config(3, limits)).unwrap();
+    c.connect(2, addr).unwrap();
+    ts.push(c);
+    rs.push(Recorder::default());
+    pump(&mut ts, &mut rs, |ts, _| ts[1].is_connected(2));
+    assert!(ts[0].counters().refused >= evictions as u64);
+    assert!(rs[1].lost().is_empty(), "{:?}", rs[1].events);
+    drop(slow);
 }

@@ -25,7 +25,8 @@ pub struct Limits {
     /// Use plain `recv` into per-connection buffers even where multishot receive into a
     /// provided-buffer ring is available (the fallback path, selectable for tests).
     pub force_plain_recv: bool,
-    /// A handshake not finished in this time is refused.
+    /// A handshake not finished in this time, all of it (not each read), is refused: a peer
+    /// that trickles bytes holds its handshake slot no longer than this.
     pub handshake_timeout_ms: u64,
     /// Connecting to a peer is retried for this long.
     pub connect_timeout_ms: u64,
@@ -130,6 +131,12 @@ impl Limits {
             return bad(format!(
                 "park_min_wait_us {} must be at most 1 s",
                 self.park_min_wait_us
+            ));
+        }
+        if self.handshake_timeout_ms == 0 || self.handshake_timeout_ms > 600_000 {
+            return bad(format!(
+                "handshake_timeout_ms {} must be in 1..=600000",
+                self.handshake_timeout_ms
             ));
         }
         if self.recv_buffer_bytes < 4096 || self.recv_buffer_bytes > (1 << 24) {

@@ -43,15 +43,16 @@ use super::bufring::BufRing;
 use super::conn::Conn;
 use super::handshake::{Handshaker, PeerSlot, Setup};
 use super::op::Op;
+use super::pending::PendingHandshakes;
+use super::refusals::RefusalLog;
 use super::{
-    Event, Inbound, MAX_PEER_ID, PeerCounters, PeerId, RING_ENTRIES, TransportConfig,
-    TransportCounters, TransportError, Waker, ms,
+    Event, Inbound, MAX_PEER_ID, MAX_PENDING_HANDSHAKES, PeerCounters, PeerId, RING_ENTRIES,
+    TransportConfig, TransportCounters, TransportError, Waker, ms,
 };
 use io_uring::{IoUring, opcode, squeue, types};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
@@ -82,9 +83,11 @@ pub struct Transport {
     pub(super) wake_buf: Box<[u8; 8]>,
     pub(super) setup_rx: mpsc::Receiver<Setup>,
     setup_tx: mpsc::Sender<Setup>,
-    /// Server handshakes in progress (on helper threads).
-    pub(super) handshakes: Arc<AtomicUsize>,
+    /// Server handshakes in progress (on helper threads), in their slots.
+    pub(super) handshakes: PendingHandshakes,
     pub(super) events: VecDeque<Event>,
+    /// Rate-limits the logs of refused connections.
+    pub(super) refusals: RefusalLog,
     /// Submitted operations whose final completion has not been reaped.
     pub(super) inflight: usize,
     pub(super) scratch: rkyv::util::AlignedVec<16>,
@@ -197,8 +200,9 @@ impl Transport {
             wake_buf: Box::new([0; 8]),
             setup_rx,
             setup_tx,
-            handshakes: Arc::new(AtomicUsize::new(0)),
+            handshakes: PendingHandshakes::new(MAX_PENDING_HANDSHAKES),
             events: VecDeque::new(),
+            refusals: RefusalLog::default(),
             inflight: 0,
             scratch: rkyv::util::AlignedVec::new(),
             counters,

@@ -7,12 +7,11 @@
 //! [`Waker`].
 
 use super::auth::{self, ClusterSecret, Welcome};
+use super::pending::SlotGuard;
 use super::{Direction, MAX_PEER_ID, PeerCounters, PeerId, Waker, ms};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tracing::warn;
 
 /// Connect retry backoff bounds.
 const CONNECT_BACKOFF_MIN_MS: u64 = 10;
@@ -148,49 +147,49 @@ impl Handshaker {
         }
     }
 
-    /// Authenticates an accepted connection on a helper thread, granting `grant`.
-    /// `pending` counts handshakes in progress; it is decremented when this one ends.
+    /// Authenticates an accepted connection on a helper thread, granting `grant`, within
+    /// the handshake timeout in all. `slot` is its handshake slot, freed when this ends; a
+    /// connection evicted from it meanwhile ends without a report (its eviction was).
     pub(super) fn spawn_accept(
         self,
         mut stream: TcpStream,
         grant: Welcome,
-        pending: Arc<AtomicUsize>,
+        slot: SlotGuard,
     ) -> std::io::Result<()> {
         std::thread::Builder::new()
             .name("clasp-handshake".into())
             .spawn(move || {
                 let addr = stream.peer_addr().ok();
                 let own = self.own;
+                let side = auth::ServerSide {
+                    secret: &self.secret,
+                    cluster_id: self.cluster_id,
+                    own_id: own,
+                    accept_id: |id| id != own && id <= MAX_PEER_ID,
+                    grant,
+                    timeout: self.handshake_timeout,
+                };
                 let r = stream
                     .set_nonblocking(false)
                     .map_err(auth::AuthError::from)
                     .and_then(|()| {
-                        auth::server_handshake(
-                            &mut stream,
-                            &self.secret,
-                            self.cluster_id,
-                            own,
-                            |id| id != own && id <= MAX_PEER_ID,
-                            grant,
-                            self.handshake_timeout,
-                        )
+                        auth::server_handshake(&mut stream, &side, || slot.hello_done())
                     });
                 let setup = match r {
+                    _ if slot.evicted() => return,
                     Ok(peer) => Setup::Connected {
                         peer,
                         stream,
                         direction: Direction::Inbound,
                         welcome: None,
                     },
-                    Err(e) => {
-                        let reason = format!("authentication failed: {e}");
-                        warn!(?addr, %reason, "refusing connection");
-                        Setup::Refused { addr, reason }
-                    }
+                    Err(e) => Setup::Refused {
+                        addr,
+                        reason: format!("authentication failed: {e}"),
+                    },
                 };
-                let _ = self.tx.send(setup);
-                pending.fetch_sub(1, Ordering::Relaxed);
-                self.waker.wake();
+                drop(slot);
+                self.report(setup);
             })?;
         Ok(())
     }

@@ -20,7 +20,7 @@ use super::{Direction, Event, MAX_PEER_ID, MAX_PENDING_HANDSHAKES, PeerId, Trans
 use io_uring::{opcode, types};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::time::Instant;
 use tracing::{debug, info, warn};
 
 /// Why a connection is closed (logged, and the reason of its [`Event::PeerLost`]).
@@ -93,29 +93,47 @@ impl Transport {
         Ok(())
     }
 
-    /// A connection the listener accepted: authenticated on a helper thread, unless too many
-    /// handshakes are in progress already.
+    /// A connection the listener accepted: authenticated on a helper thread in a handshake
+    /// slot. When every slot is taken, the oldest connection without a complete Hello is
+    /// dropped to make room (counted as refused); if every one has sent its Hello, the
+    /// newcomer is refused.
     pub(super) fn accepted(&mut self, stream: TcpStream) {
-        if self.handshakes.load(Ordering::Relaxed) >= MAX_PENDING_HANDSHAKES {
-            let addr = stream.peer_addr().ok();
-            let reason = format!("more than {MAX_PENDING_HANDSHAKES} handshakes in progress");
-            warn!(?addr, %reason, "refusing connection");
-            self.counters.refused += 1;
-            self.events.push_back(Event::Refused { addr, reason });
-            return;
+        let addr = stream.peer_addr().ok();
+        let admitted = match self.handshakes.admit(&stream) {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                let reason = format!(
+                    "all {MAX_PENDING_HANDSHAKES} handshake slots hold connections past their hello"
+                );
+                return self.refuse(addr, reason);
+            }
+            Err(e) => return self.refuse(addr, format!("cannot take a handshake slot: {e}")),
+        };
+        if let Some(victim) = admitted.evicted {
+            let reason = format!(
+                "dropped to make room: all {MAX_PENDING_HANDSHAKES} handshake slots were taken \
+                 and this was the oldest connection without a complete hello"
+            );
+            self.refuse(victim, reason);
         }
-        self.handshakes.fetch_add(1, Ordering::Relaxed);
         let l = &self.cfg.limits;
         let grant = Welcome {
             data_credit_bytes: l.data_credit_bytes,
             control_credit_bytes: l.control_credit_bytes,
             frame_bytes_max: l.frame_bytes_max as u32,
         };
-        let pending = self.handshakes.clone();
-        if let Err(e) = self.handshaker().spawn_accept(stream, grant, pending) {
-            self.handshakes.fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self.handshaker().spawn_accept(stream, grant, admitted.slot) {
             warn!(error = %e, "cannot spawn a handshake thread; connection dropped");
         }
+    }
+
+    /// A connection refused before it authenticated: counted, logged at most once per second
+    /// per source address, and reported as an [`Event::Refused`] (not a fault: the cluster is
+    /// unaffected).
+    fn refuse(&mut self, addr: Option<SocketAddr>, reason: String) {
+        self.counters.refused += 1;
+        self.refusals.note(Instant::now(), addr, &reason);
+        self.events.push_back(Event::Refused { addr, reason });
     }
 
     /// Takes finished handshakes from the helper threads.
@@ -124,10 +142,7 @@ impl Transport {
         while let Ok(s) = self.setup_rx.try_recv() {
             any = true;
             match s {
-                Setup::Refused { addr, reason } => {
-                    self.counters.refused += 1;
-                    self.events.push_back(Event::Refused { addr, reason });
-                }
+                Setup::Refused { addr, reason } => self.refuse(addr, reason),
                 Setup::ConnectFailed { peer, reason } => {
                     warn!(peer, %reason, "connecting to peer failed");
                     if let Ok(p) = self.peer_slot(peer) {
@@ -158,12 +173,7 @@ impl Transport {
     ) -> Result<()> {
         if matches!(self.peer_slot(peer)?.link_mut(direction), Link::Up { .. }) {
             let reason = format!("peer {peer} already has an {direction:?} connection");
-            warn!(peer, %reason, "refusing duplicate connection");
-            self.counters.refused += 1;
-            self.events.push_back(Event::Refused {
-                addr: stream.peer_addr().ok(),
-                reason,
-            });
+            self.refuse(stream.peer_addr().ok(), reason);
             return Ok(());
         }
         stream.set_nonblocking(true)?;

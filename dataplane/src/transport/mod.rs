@@ -14,7 +14,8 @@
 //! One TCP connection per ordered pair of peers: A's requests to B travel on the connection A
 //! opened to B (its *outbound* link), and B sends back on it only credit. Each connection
 //! starts with a mutual challenge–response on the cluster secret ([`auth`]), run on a helper
-//! thread with a timeout, so a garbage or unauthenticated client costs the event loop nothing.
+//! thread with one deadline for the whole handshake, so a garbage, slow or unauthenticated
+//! client costs the event loop nothing and holds its handshake slot for a bounded time.
 //!
 //! # Flow control
 //! Credit, in bytes of frames, per connection and per class (as in Flink): the receiver grants
@@ -41,9 +42,11 @@
 //! - `conn/`: one connection, in halves: `send.rs` (batch, control queue, send in flight),
 //!   `recv.rs` (reassembly, held deliveries), `credit.rs` (windows, grants);
 //! - `lifecycle.rs`: connecting, accepting, closing and freeing connections; `handshake.rs`:
-//!   the helper threads that connect and authenticate, using `auth.rs`;
+//!   the helper threads that connect and authenticate, using `auth/`; `pending.rs`: the
+//!   handshake slots, and which connection is dropped when they are all taken;
 //! - `wire.rs`: the frame format; `bufring.rs`: the provided receive buffers; `config.rs`:
-//!   [`TransportConfig`], [`Limits`] and [`Faults`].
+//!   [`TransportConfig`], [`Limits`] and [`Faults`]; `refusals.rs`: the rate-limited log of
+//!   refused connections.
 //!
 //! # Example
 //! ```no_run
@@ -89,7 +92,9 @@ mod framing;
 mod handshake;
 mod lifecycle;
 mod op;
+mod pending;
 mod receiving;
+mod refusals;
 mod sending;
 mod teardown;
 pub mod wire;
@@ -112,7 +117,8 @@ pub type PeerId = u32;
 
 /// Highest peer id (ids index per-peer tables).
 pub const MAX_PEER_ID: PeerId = 4095;
-/// Most handshakes in progress at once; more connections are closed at accept.
+/// Most handshakes in progress at once (handshake slots). When every slot is taken, the
+/// oldest connection without a complete Hello is dropped to make room for a new one.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
 /// Most control messages queued for one peer.
 pub const CONTROL_QUEUE_MAX: usize = 1024;
@@ -161,7 +167,9 @@ pub enum Event {
         /// Why (also logged).
         reason: String,
     },
-    /// A connection was refused before it authenticated (logged; the cluster is unaffected).
+    /// A connection was refused before it authenticated (counted in
+    /// [`TransportCounters::refused`], logged at most once per second per source address; the
+    /// cluster is unaffected, so it is not a fault).
     Refused {
         /// Where it came from.
         addr: Option<SocketAddr>,

@@ -114,8 +114,9 @@ pub fn spawn_workers(
     let secret =
         ClusterSecret::new(secret_text.clone().into_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut file = ClusterFile {
-        // Random per run (the secret is random hex), so two runs never mistake each other.
-        cluster_id: u64::from_str_radix(&secret_text[..16], 16).context("cluster id")?,
+        // Random per run, so two runs never mistake each other, and drawn apart from the
+        // secret: the id is public (the cluster file, the plaintext hello), the secret is not.
+        cluster_id: u64::from_le_bytes(random_bytes::<8>("a cluster id")?),
         workers: Vec::new(),
     };
     let mut held = Vec::new();
@@ -158,12 +159,18 @@ pub fn spawn_workers(
 
 /// A fresh secret as hex (it travels to the workers in their environment).
 fn random_secret() -> anyhow::Result<String> {
-    let mut b = [0u8; GENERATED_SECRET_BYTES];
+    let b = random_bytes::<GENERATED_SECRET_BYTES>("a cluster secret")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// `N` bytes from the OS's random source; `what` names them in the error.
+fn random_bytes<const N: usize>(what: &str) -> anyhow::Result<[u8; N]> {
+    let mut b = [0u8; N];
     use std::io::Read;
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
-        .context("reading /dev/urandom for a cluster secret")?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+        .with_context(|| format!("reading /dev/urandom for {what}"))?;
+    Ok(b)
 }
 
 /// A free port on 127.0.0.1, outside the ephemeral range, held by the returned socket until

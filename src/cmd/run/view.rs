@@ -63,8 +63,19 @@ pub fn run_view<'a>(
         extra: vec![
             ("migrations".into(), serde_json::to_value(&r.migrations)?),
             ("worker_seconds".into(), r.worker_seconds.into()),
+            ("refused_connections".into(), r.refused_connections.into()),
         ],
-        extra_lines: r.migrations.iter().map(migration_line).collect(),
+        extra_lines: r
+            .migrations
+            .iter()
+            .map(migration_line)
+            .chain((r.refused_connections > 0).then(|| {
+                format!(
+                    "refused {} connections that did not authenticate (the run is unaffected)",
+                    r.refused_connections
+                )
+            }))
+            .collect(),
     };
     Ok(view)
 }

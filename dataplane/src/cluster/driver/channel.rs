@@ -149,11 +149,9 @@ impl Driver<'_> {
                 },
                 reason,
             }),
-            Event::Refused { addr, reason } => {
-                self.fault(format!("refused a connection from {addr:?}: {reason}"));
-                Ok(())
-            }
-            Event::PeerUp { .. } => Ok(()),
+            // A stray connection (a scanner, a probe, garbage) is counted and logged by the
+            // transport; the cluster is unaffected, so it is not a fault of the run.
+            Event::Refused { .. } | Event::PeerUp { .. } => Ok(()),
         }
     }
 

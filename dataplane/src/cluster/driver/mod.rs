@@ -130,6 +130,9 @@ pub struct ClusterReport {
     pub intervals: Vec<IntervalView>,
     /// Seconds each worker owned key groups, summed (the run's worker-seconds).
     pub worker_seconds: f64,
+    /// Connections refused before they authenticated, by the driver and every worker (stray
+    /// connections: counted and logged, not faults).
+    pub refused_connections: u64,
 }
 
 struct Driver<'a> {

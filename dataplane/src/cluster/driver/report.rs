@@ -75,6 +75,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration)
     }
     totals.insert("driver_sent".into(), d.sent.values().sum());
     totals.insert("migrations".into(), d.mig.migrations.len() as u64);
+    let refused_connections = d.t.counters().refused + totals.get("net_refused").unwrap_or(&0);
     ClusterReport {
         summaries,
         state_keys,
@@ -92,5 +93,6 @@ pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration)
         migrations: d.mig.migrations,
         intervals: d.meter.intervals,
         worker_seconds: d.meter.worker_seconds,
+        refused_connections,
     }
 }

@@ -398,18 +398,10 @@ fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeErro
     let deadline = Instant::now() + cfg.job_timeout;
     loop {
         node.poll(Duration::from_millis(50), None)?;
+        // Refused connections are counted and logged by the transport; not faults.
         for ev in std::mem::take(&mut node.rx.events) {
-            match ev {
-                Event::Refused { addr, reason } => {
-                    tracing::warn!(
-                        "worker {}: refused a connection from {addr:?}: {reason}",
-                        cfg.id
-                    )
-                }
-                Event::ConnectFailed { peer, reason } => {
-                    node.fault(format!("cannot reach worker {peer}: {reason}"))
-                }
-                _ => {}
+            if let Event::ConnectFailed { peer, reason } = ev {
+                node.fault(format!("cannot reach worker {peer}: {reason}"));
             }
         }
         let first = node
@@ -538,11 +530,8 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                 Event::ConnectFailed { peer, reason } => {
                     node.fault(format!("cannot reach worker {peer}: {reason}"))
                 }
-                Event::Refused { addr, reason } => tracing::warn!(
-                    "worker {}: refused a connection from {addr:?}: {reason}",
-                    cfg.id
-                ),
-                Event::PeerUp { .. } => {}
+                // Counted and logged by the transport; not a fault of the run.
+                Event::Refused { .. } | Event::PeerUp { .. } => {}
             }
         }
         while let Some((from, msg)) = node.rx.msgs.pop_front() {

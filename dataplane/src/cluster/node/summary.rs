@@ -85,6 +85,7 @@ pub(super) fn finish(
     let tc = node.t.counters();
     totals.insert("net_enters".into(), tc.enters);
     totals.insert("net_turns".into(), tc.turns);
+    totals.insert("net_refused".into(), tc.refused);
     let (mut batches, mut refusals, mut full) = (0, 0, 0);
     for p in 0..node.sent.len().max(node.rx.received.len()) {
         let c = node.t.peer_counters(p as PeerId);

@@ -9,34 +9,47 @@
 //!
 //! ```text
 //! client → server  Hello     magic, version, type 1, cluster_id, client id, client nonce (32)
-//! server → client  Challenge magic, version, type 2, server id, server nonce (32),
-//!                            server proof = HMAC(secret, "server" ‖ transcript)
+//! server → client  Challenge magic, version, type 2, server id, server nonce (32)
 //! client → server  Response  magic, version, type 3, client proof = HMAC(secret, "client" ‖ transcript)
-//! server → client  Welcome   magic, version, type 4, data credit, control credit, frame limit
+//! server → client  Welcome   magic, version, type 4, data credit, control credit, frame limit,
+//!                            server proof = HMAC(secret, "server" ‖ transcript)
+//!               or Refusal   magic, version, type 5, why (version, cluster, peer id, proof)
 //! transcript = cluster_id ‖ client id ‖ server id ‖ client nonce ‖ server nonce
 //! ```
+//!
+//! The client proves first: a server answers anyone who connects, so if it proved first,
+//! any stranger could collect proofs over nonces of its choosing and guess a weak secret
+//! offline. Here a stranger gets no value computed from the secret until it has proved that
+//! it holds it; the server's proof arrives only in the Welcome, and the client trusts nothing
+//! before it verifies it.
 //!
 //! Proofs are HMAC-SHA256 (the `hmac` and `sha2` crates of RustCrypto) and are compared in
 //! constant time (`Mac::verify_slice`). Fresh 32-byte nonces from the OS on both sides make a
 //! recorded exchange useless for a later connection. The messages are fixed-size and written
 //! by hand: they are exchanged once per connection, before either side trusts the other, so
-//! they are deliberately simpler than the frame format.
+//! they are deliberately simpler than the frame format. Every message starts with the
+//! version: a peer speaking another is refused, naming both versions (a server answers it
+//! with a Refusal in its own version, so a client of ours names the server's).
 //!
 //! The functions here are sans-I/O (bytes in, bytes out) so they are tested without sockets;
-//! [`client_handshake`] and [`server_handshake`] run them over a blocking stream with a
-//! timeout, on a helper thread, never on the event loop.
+//! [`client_handshake`] and [`server_handshake`] run them over a blocking stream with one
+//! deadline for the whole handshake, on a helper thread, never on the event loop.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::io::{Read, Write};
-use std::time::Duration;
+
+mod blocking;
+#[cfg(test)]
+mod tests;
+
+pub use blocking::{ServerSide, client_handshake, server_handshake};
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// Handshake magic ("CLHS").
 pub const HANDSHAKE_MAGIC: u32 = u32::from_le_bytes(*b"CLHS");
-/// Handshake version.
-pub const HANDSHAKE_VERSION: u8 = 1;
+/// Handshake version (2: the client proves first).
+pub const HANDSHAKE_VERSION: u8 = 2;
 /// Nonce bytes.
 pub const NONCE_BYTES: usize = 32;
 /// Proof (HMAC-SHA256) bytes.
@@ -45,14 +58,18 @@ pub const PROOF_BYTES: usize = 32;
 pub const SECRET_MIN_BYTES: usize = 16;
 /// Longest accepted secret (a file with more is a mistake).
 pub const SECRET_MAX_BYTES: usize = 4096;
-/// Hello: magic, version, type, 2 reserved, client id, 4 reserved, cluster id, nonce.
+/// The head every message starts with: magic, version, type, 2 reserved.
+pub const HEAD_BYTES: usize = 8;
+/// Hello: head, client id, 4 reserved, cluster id, nonce.
 pub const HELLO_BYTES: usize = 24 + NONCE_BYTES;
-/// Challenge: magic, version, type, 2 reserved, server id, 8 reserved, nonce, proof.
-pub const CHALLENGE_BYTES: usize = 16 + NONCE_BYTES + PROOF_BYTES;
-/// Response: magic, version, type, 10 reserved, proof.
+/// Challenge: head, server id, 4 reserved, nonce.
+pub const CHALLENGE_BYTES: usize = 16 + NONCE_BYTES;
+/// Response: head, 8 reserved, proof.
 pub const RESPONSE_BYTES: usize = 16 + PROOF_BYTES;
-/// Welcome: magic, version, type, 2 reserved, data credit, control credit, frame limit.
-pub const WELCOME_BYTES: usize = 20;
+/// Welcome: head, data credit, control credit, frame limit, 4 reserved, proof.
+pub const WELCOME_BYTES: usize = 24 + PROOF_BYTES;
+/// Refusal: head, why, 7 reserved.
+pub const REFUSAL_BYTES: usize = 16;
 
 const _: () = assert!(SECRET_MIN_BYTES <= SECRET_MAX_BYTES);
 
@@ -60,6 +77,7 @@ const T_HELLO: u8 = 1;
 const T_CHALLENGE: u8 = 2;
 const T_RESPONSE: u8 = 3;
 const T_WELCOME: u8 = 4;
+const T_REFUSAL: u8 = 5;
 
 /// The cluster secret. Its `Debug` never prints it.
 #[derive(Clone)]
@@ -87,7 +105,7 @@ impl ClusterSecret {
             Ok(m) => m,
             Err(_) => unreachable!("HMAC takes keys of any length"),
         };
-        mac.update(b"clasp-transport-v1 ");
+        mac.update(b"clasp-transport-v2 ");
         mac.update(role);
         mac.update(&t.cluster_id.to_le_bytes());
         mac.update(&t.client_id.to_le_bytes());
@@ -113,8 +131,16 @@ pub enum AuthError {
     #[error("cluster secret of {0} bytes (need {SECRET_MIN_BYTES}..={SECRET_MAX_BYTES})")]
     SecretLength(usize),
     /// Not a handshake message of ours.
-    #[error("not a clasp handshake message (magic/version/type)")]
+    #[error("not a clasp handshake message (magic/type/length)")]
     Malformed,
+    /// The peer speaks another handshake version.
+    #[error("the peer speaks handshake version {theirs}; this build speaks {ours}")]
+    Version {
+        /// Theirs.
+        theirs: u8,
+        /// Ours.
+        ours: u8,
+    },
     /// The peer belongs to another cluster.
     #[error("cluster id {theirs:#x} is not ours ({ours:#x})")]
     Cluster {
@@ -129,12 +155,61 @@ pub enum AuthError {
     /// A peer id this transport does not accept.
     #[error("peer id {0} is not acceptable")]
     PeerId(u32),
-    /// Reading or writing failed (including the handshake timeout).
+    /// The server refused us, and said why.
+    #[error("the peer refused the handshake: {0}")]
+    Refused(Refusal),
+    /// Reading or writing failed.
     #[error("i/o during the handshake: {0}")]
     Io(#[from] std::io::Error),
+    /// The whole handshake did not finish in time (a slow or silent peer).
+    #[error("handshake not finished within {0:?}")]
+    Timeout(std::time::Duration),
     /// The OS random source failed.
     #[error("no random nonce: {0}")]
     Random(String),
+}
+
+/// Why a server refused a client (sent in a Refusal, so the client can say it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The client speaks another handshake version.
+    #[error("it speaks another handshake version")]
+    Version = 1,
+    /// The client's cluster id is not the server's.
+    #[error("we are not of its cluster (another cluster id)")]
+    Cluster = 2,
+    /// The client's id is not acceptable to the server.
+    #[error("it does not accept our peer id")]
+    PeerId = 3,
+    /// The client's proof does not verify.
+    #[error("our proof does not verify: it does not hold the same cluster secret")]
+    Proof = 4,
+    /// A reason this build does not know.
+    #[error("for a reason this build does not know")]
+    Unknown = 255,
+}
+
+impl Refusal {
+    /// What the server tells a client for `e` (None: nothing; the connection just closes).
+    pub fn for_error(e: &AuthError) -> Option<Refusal> {
+        match e {
+            AuthError::Version { .. } => Some(Refusal::Version),
+            AuthError::Cluster { .. } => Some(Refusal::Cluster),
+            AuthError::PeerId(_) => Some(Refusal::PeerId),
+            AuthError::BadProof => Some(Refusal::Proof),
+            _ => None,
+        }
+    }
+
+    fn from_code(c: u8) -> Refusal {
+        match c {
+            1 => Refusal::Version,
+            2 => Refusal::Cluster,
+            3 => Refusal::PeerId,
+            4 => Refusal::Proof,
+            _ => Refusal::Unknown,
+        }
+    }
 }
 
 /// What both proofs cover.
@@ -153,19 +228,46 @@ fn nonce() -> Result<[u8; NONCE_BYTES], AuthError> {
     Ok(n)
 }
 
-fn head(t: u8) -> [u8; 8] {
-    let mut h = [0u8; 8];
+fn head(t: u8) -> [u8; HEAD_BYTES] {
+    let mut h = [0u8; HEAD_BYTES];
     h[..4].copy_from_slice(&HANDSHAKE_MAGIC.to_le_bytes());
     h[4] = HANDSHAKE_VERSION;
     h[5] = t;
     h
 }
 
-fn check_head(b: &[u8], t: u8) -> Result<(), AuthError> {
-    if b.len() < 8 || b[..8] != head(t) {
+/// Reads a message head: the message type, after checking the magic and the version.
+pub fn read_head(b: &[u8]) -> Result<u8, AuthError> {
+    if b.len() < HEAD_BYTES || u32_at(b, 0) != HANDSHAKE_MAGIC {
+        return Err(AuthError::Malformed);
+    }
+    // A Refusal is read in any version: it says why the other side hung up.
+    if b[4] != HANDSHAKE_VERSION && b[5] != T_REFUSAL {
+        return Err(AuthError::Version {
+            theirs: b[4],
+            ours: HANDSHAKE_VERSION,
+        });
+    }
+    Ok(b[5])
+}
+
+/// Checks a whole message: its head, its type and its length.
+fn check(b: &[u8], t: u8, len: usize) -> Result<(), AuthError> {
+    let got = read_head(b)?;
+    if got != t || b.len() != len {
         return Err(AuthError::Malformed);
     }
     Ok(())
+}
+
+/// The length of a server message of type `t` (what follows its head is read after it).
+pub fn server_message_bytes(t: u8) -> Result<usize, AuthError> {
+    match t {
+        T_CHALLENGE => Ok(CHALLENGE_BYTES),
+        T_WELCOME => Ok(WELCOME_BYTES),
+        T_REFUSAL => Ok(REFUSAL_BYTES),
+        _ => Err(AuthError::Malformed),
+    }
 }
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
@@ -203,7 +305,7 @@ pub fn client_hello(
 ) -> Result<([u8; HELLO_BYTES], ClientState), AuthError> {
     let client_nonce = nonce()?;
     let mut m = [0u8; HELLO_BYTES];
-    m[..8].copy_from_slice(&head(T_HELLO));
+    m[..HEAD_BYTES].copy_from_slice(&head(T_HELLO));
     m[8..12].copy_from_slice(&client_id.to_le_bytes());
     m[16..24].copy_from_slice(&cluster_id.to_le_bytes());
     m[24..24 + NONCE_BYTES].copy_from_slice(&client_nonce);
@@ -217,19 +319,16 @@ pub fn client_hello(
     ))
 }
 
-/// Server step: reads a Hello, checks it, and answers with a Challenge. `accept_id` says
-/// whether a client id is acceptable (known, not ourselves).
+/// Server step 1: reads a Hello, checks it, and answers with a Challenge (no proof: the
+/// client proves first). `accept_id` says whether a client id is acceptable (known, not
+/// ourselves).
 pub fn server_challenge(
-    secret: &ClusterSecret,
     cluster_id: u64,
     server_id: u32,
     hello: &[u8],
     accept_id: impl Fn(u32) -> bool,
 ) -> Result<([u8; CHALLENGE_BYTES], ServerState), AuthError> {
-    if hello.len() != HELLO_BYTES {
-        return Err(AuthError::Malformed);
-    }
-    check_head(hello, T_HELLO)?;
+    check(hello, T_HELLO, HELLO_BYTES)?;
     let client_id = u32_at(hello, 8);
     let theirs = u64_at(hello, 16);
     if theirs != cluster_id {
@@ -251,10 +350,9 @@ pub fn server_challenge(
         server_nonce: nonce()?,
     };
     let mut m = [0u8; CHALLENGE_BYTES];
-    m[..8].copy_from_slice(&head(T_CHALLENGE));
+    m[..HEAD_BYTES].copy_from_slice(&head(T_CHALLENGE));
     m[8..12].copy_from_slice(&server_id.to_le_bytes());
     m[16..16 + NONCE_BYTES].copy_from_slice(&t.server_nonce);
-    m[16 + NONCE_BYTES..].copy_from_slice(&secret.proof(b"server", &t));
     Ok((m, ServerState { t }))
 }
 
@@ -270,18 +368,26 @@ impl ServerState {
     }
 }
 
-/// Client step 2: verifies the server's proof (the full cluster id is in the transcript, so a
-/// server of another cluster fails here) and returns the Response and the server's id.
+/// The client's state between its Response and the server's Welcome.
+pub struct ClientAwait {
+    t: Transcript,
+}
+
+impl ClientAwait {
+    /// The server's id (authenticated only once `client_welcome` succeeded).
+    pub fn server_id(&self) -> u32 {
+        self.t.server_id
+    }
+}
+
+/// Client step 2: reads the Challenge and proves, first, that it holds the secret.
 pub fn client_respond(
     secret: &ClusterSecret,
     state: &ClientState,
     expected_server: Option<u32>,
     challenge: &[u8],
-) -> Result<([u8; RESPONSE_BYTES], u32), AuthError> {
-    if challenge.len() != CHALLENGE_BYTES {
-        return Err(AuthError::Malformed);
-    }
-    check_head(challenge, T_CHALLENGE)?;
+) -> Result<([u8; RESPONSE_BYTES], ClientAwait), AuthError> {
+    check(challenge, T_CHALLENGE, CHALLENGE_BYTES)?;
     let server_id = u32_at(challenge, 8);
     if expected_server.is_some_and(|e| e != server_id) {
         return Err(AuthError::PeerId(server_id));
@@ -295,47 +401,44 @@ pub fn client_respond(
         client_nonce: state.client_nonce,
         server_nonce,
     };
-    if !secret.verify(b"server", &t, &challenge[16 + NONCE_BYTES..]) {
-        return Err(AuthError::BadProof);
-    }
     let mut m = [0u8; RESPONSE_BYTES];
-    m[..8].copy_from_slice(&head(T_RESPONSE));
+    m[..HEAD_BYTES].copy_from_slice(&head(T_RESPONSE));
     m[16..].copy_from_slice(&secret.proof(b"client", &t));
-    Ok((m, server_id))
+    Ok((m, ClientAwait { t }))
 }
 
-/// Server step 2: verifies the client's proof.
+/// Server step 2: verifies the client's proof, then proves in the Welcome that it holds the
+/// secret too.
 pub fn server_verify(
     secret: &ClusterSecret,
     state: &ServerState,
     response: &[u8],
-) -> Result<(), AuthError> {
-    if response.len() != RESPONSE_BYTES {
-        return Err(AuthError::Malformed);
-    }
-    check_head(response, T_RESPONSE)?;
+    grant: Welcome,
+) -> Result<[u8; WELCOME_BYTES], AuthError> {
+    check(response, T_RESPONSE, RESPONSE_BYTES)?;
     if !secret.verify(b"client", &state.t, &response[16..]) {
         return Err(AuthError::BadProof);
     }
-    Ok(())
-}
-
-/// Encodes the Welcome.
-pub fn welcome(w: Welcome) -> [u8; WELCOME_BYTES] {
     let mut m = [0u8; WELCOME_BYTES];
-    m[..8].copy_from_slice(&head(T_WELCOME));
-    m[8..12].copy_from_slice(&w.data_credit_bytes.to_le_bytes());
-    m[12..16].copy_from_slice(&w.control_credit_bytes.to_le_bytes());
-    m[16..20].copy_from_slice(&w.frame_bytes_max.to_le_bytes());
-    m
+    m[..HEAD_BYTES].copy_from_slice(&head(T_WELCOME));
+    m[8..12].copy_from_slice(&grant.data_credit_bytes.to_le_bytes());
+    m[12..16].copy_from_slice(&grant.control_credit_bytes.to_le_bytes());
+    m[16..20].copy_from_slice(&grant.frame_bytes_max.to_le_bytes());
+    m[24..].copy_from_slice(&secret.proof(b"server", &state.t));
+    Ok(m)
 }
 
-/// Decodes the Welcome.
-pub fn read_welcome(m: &[u8]) -> Result<Welcome, AuthError> {
-    if m.len() != WELCOME_BYTES {
-        return Err(AuthError::Malformed);
+/// Client step 3: verifies the server's proof in its Welcome (the full cluster id is in the
+/// transcript, so a server of another cluster fails here) and returns what it granted.
+pub fn client_welcome(
+    secret: &ClusterSecret,
+    state: &ClientAwait,
+    m: &[u8],
+) -> Result<Welcome, AuthError> {
+    check(m, T_WELCOME, WELCOME_BYTES)?;
+    if !secret.verify(b"server", &state.t, &m[24..]) {
+        return Err(AuthError::BadProof);
     }
-    check_head(m, T_WELCOME)?;
     Ok(Welcome {
         data_credit_bytes: u32_at(m, 8),
         control_credit_bytes: u32_at(m, 12),
@@ -343,109 +446,25 @@ pub fn read_welcome(m: &[u8]) -> Result<Welcome, AuthError> {
     })
 }
 
-fn set_timeout(s: &std::net::TcpStream, t: Duration) -> std::io::Result<()> {
-    s.set_read_timeout(Some(t))?;
-    s.set_write_timeout(Some(t))
+/// Encodes a Refusal.
+pub fn refusal(why: Refusal) -> [u8; REFUSAL_BYTES] {
+    let mut m = [0u8; REFUSAL_BYTES];
+    m[..HEAD_BYTES].copy_from_slice(&head(T_REFUSAL));
+    m[8] = why as u8;
+    m
 }
 
-/// Runs the client side over a blocking stream; returns the server's id and its Welcome.
-pub fn client_handshake(
-    stream: &mut std::net::TcpStream,
-    secret: &ClusterSecret,
-    cluster_id: u64,
-    own_id: u32,
-    expected_server: Option<u32>,
-    timeout: Duration,
-) -> Result<(u32, Welcome), AuthError> {
-    set_timeout(stream, timeout)?;
-    let (hello, state) = client_hello(cluster_id, own_id)?;
-    stream.write_all(&hello)?;
-    let mut challenge = [0u8; CHALLENGE_BYTES];
-    stream.read_exact(&mut challenge)?;
-    let (response, server_id) = client_respond(secret, &state, expected_server, &challenge)?;
-    stream.write_all(&response)?;
-    let mut w = [0u8; WELCOME_BYTES];
-    stream.read_exact(&mut w)?;
-    let welcome = read_welcome(&w)?;
-    Ok((server_id, welcome))
-}
-
-/// Runs the server side over a blocking stream; returns the authenticated client's id.
-pub fn server_handshake(
-    stream: &mut std::net::TcpStream,
-    secret: &ClusterSecret,
-    cluster_id: u64,
-    own_id: u32,
-    accept_id: impl Fn(u32) -> bool,
-    grant: Welcome,
-    timeout: Duration,
-) -> Result<u32, AuthError> {
-    set_timeout(stream, timeout)?;
-    let mut hello = [0u8; HELLO_BYTES];
-    stream.read_exact(&mut hello)?;
-    let (challenge, state) = server_challenge(secret, cluster_id, own_id, &hello, accept_id)?;
-    stream.write_all(&challenge)?;
-    let mut response = [0u8; RESPONSE_BYTES];
-    stream.read_exact(&mut response)?;
-    server_verify(secret, &state, &response)?;
-    stream.write_all(&welcome(grant))?;
-    Ok(state.client_id())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn secret(b: u8) -> ClusterSecret {
-        ClusterSecret::new(vec![b; 32]).unwrap()
+/// Decodes a Refusal into the error it reports: a version refusal names the server's
+/// version (its head's).
+pub fn read_refusal(m: &[u8]) -> AuthError {
+    if m.len() != REFUSAL_BYTES || read_head(m).ok() != Some(T_REFUSAL) {
+        return AuthError::Malformed;
     }
-
-    fn run(
-        client: &ClusterSecret,
-        server: &ClusterSecret,
-        c_cluster: u64,
-        s_cluster: u64,
-    ) -> Result<(), AuthError> {
-        let (hello, cs) = client_hello(c_cluster, 1)?;
-        let (challenge, ss) = server_challenge(server, s_cluster, 2, &hello, |id| id == 1)?;
-        let (response, sid) = client_respond(client, &cs, Some(2), &challenge)?;
-        assert_eq!(sid, 2);
-        server_verify(server, &ss, &response)
-    }
-
-    #[test]
-    fn the_same_secret_authenticates() {
-        run(&secret(1), &secret(1), 5, 5).unwrap();
-    }
-
-    #[test]
-    fn a_wrong_secret_fails_on_both_sides() {
-        assert!(matches!(
-            run(&secret(1), &secret(2), 5, 5),
-            Err(AuthError::BadProof)
-        ));
-    }
-
-    #[test]
-    fn another_cluster_fails() {
-        assert!(run(&secret(1), &secret(1), 5, 6).is_err());
-        assert!(run(&secret(1), &secret(1), 5, 5 | (1 << 40)).is_err());
-    }
-
-    #[test]
-    fn short_secrets_and_garbage_are_refused() {
-        assert!(ClusterSecret::new(vec![0; 8]).is_err());
-        assert!(server_challenge(&secret(1), 5, 2, &[0xAB; HELLO_BYTES], |_| true).is_err());
-        assert!(format!("{:?}", secret(7)).contains("32 bytes"));
-    }
-
-    #[test]
-    fn a_replayed_response_fails_against_a_fresh_challenge() {
-        let s = secret(3);
-        let (hello, cs) = client_hello(5, 1).unwrap();
-        let (ch1, _ss1) = server_challenge(&s, 5, 2, &hello, |_| true).unwrap();
-        let (resp1, _) = client_respond(&s, &cs, None, &ch1).unwrap();
-        let (_ch2, ss2) = server_challenge(&s, 5, 2, &hello, |_| true).unwrap();
-        assert!(server_verify(&s, &ss2, &resp1).is_err());
+    match Refusal::from_code(m[8]) {
+        Refusal::Version if m[4] != HANDSHAKE_VERSION => AuthError::Version {
+            theirs: m[4],
+            ours: HANDSHAKE_VERSION,
+        },
+        why => AuthError::Refused(why),
     }
 }
