@@ -92,6 +92,8 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of our output went away (`clasp apps | head -1`): nothing to report.
+        Err(err) if cmd::output::is_closed_stdout(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("clasp: error: {err:#}");
             std::process::ExitCode::from(cmd::exit_code(&err))

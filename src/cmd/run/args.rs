@@ -2,8 +2,10 @@
 //! static cluster, since both start (or find) the same workers and run the same driver.
 
 use crate::cmd::cluster::NetArgs;
+use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -14,11 +16,11 @@ pub struct RunArgs {
     #[arg(long = "static")]
     pub(crate) static_: bool,
     /// Static runs: start this many `clasp worker` processes on 127.0.0.1.
-    #[arg(long, conflicts_with_all = ["cluster", "max_workers"])]
+    #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
     /// ones it does not use idle, parked).
-    #[arg(long, conflicts_with = "cluster")]
+    #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
     /// Live runs: the scaling policy.
     #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
@@ -96,14 +98,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) driver_advertise: Option<SocketAddr>,
     /// Fail when nothing progresses for this many seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = timeout_s())]
     pub(crate) stall_timeout_s: u64,
     /// Testing mode: K live migrations at random moments (seeded by --seed) to random worker
     /// counts and placements while the input flows; the result must still equal the oracle.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CHAOS_MIGRATIONS))]
     pub(crate) chaos_migrations: usize,
     /// Fail a migration that does not complete within this many seconds.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,
     #[command(flatten)]
     pub(crate) net: NetArgs,
