@@ -32,11 +32,22 @@ pub fn check_rate(option: &str, rate: Option<f64>) -> anyhow::Result<()> {
     match rate {
         Some(r) if !(r.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&r)) => {
             Err(usage_error(format!(
-                "{option} {r}: must be a number of records per second in \
-                 {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}"
+                "{option} {}: must be a number of records per second in \
+                 {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}",
+                show(r)
             )))
         }
         _ => Ok(()),
+    }
+}
+
+/// `v` as a user would write it: plain when moderate, in scientific notation when tiny or
+/// huge (`1e-300`, not three hundred zeros).
+pub fn show(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-3..1e9).contains(&v.abs()) {
+        v.to_string()
+    } else {
+        format!("{v:e}")
     }
 }
 
@@ -80,7 +91,7 @@ mod tests {
     fn bounds_refuse_absurd_values_and_name_the_option() {
         for r in [0.0, -1.0, 1e-300, 1e300, f64::NAN, f64::INFINITY] {
             let e = check_rate("--rate", Some(r)).unwrap_err().to_string();
-            assert!(e.starts_with("--rate"), "{e}");
+            assert!(e.starts_with("--rate") && e.len() < 120, "{e}");
         }
         assert!(check_rate("--rate", Some(1.0)).is_ok() && check_rate("--rate", None).is_ok());
         for b in [0, 1000, 4097, 1 << 40, usize::MAX] {

@@ -102,7 +102,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     if !EXEC_US_RANGE.contains(&args.exec_us) {
         return Err(usage_error(format!(
             "--exec-us {}: must be in {}..={:e}",
-            args.exec_us,
+            super::limits::show(args.exec_us),
             EXEC_US_RANGE.start(),
             EXEC_US_RANGE.end()
         )));

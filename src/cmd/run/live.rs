@@ -242,7 +242,7 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
     check_live(&args)?;
     if let Some(dir) = &args.out {
         // Before any worker starts: a run must not end with nowhere to put its files.
-        out::prepare_dir(dir).map_err(usage_error)?;
+        out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     let kind = policy_kind(&args.policy)?;

@@ -243,6 +243,13 @@ mod tests {
         for p in &expected {
             assert!(p.is_file(), "{} missing", p.display());
         }
+        // Written atomically: no temporary file is left beside them.
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
         for svg in &expected[4..] {
             let text = std::fs::read_to_string(svg).unwrap();
             assert!(text.starts_with("<svg"), "{}", svg.display());
@@ -334,6 +341,27 @@ mod tests {
         let rec = sample::record();
         let e = write_out(&dir, &rec).unwrap_err();
         assert!(e.contains(&dir.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn run_out_dir_is_checked_before_the_run() {
+        let tmp = TempDir::new("prepare");
+        let dir = tmp.0.join("a").join("b");
+        prepare_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "the probe is removed"
+        );
+        let file = tmp.0.join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let e = prepare_dir(&file.join("out")).unwrap_err();
+        assert!(e.contains(&file.display().to_string()), "{e}");
+        // A rewrite replaces the whole file.
+        write_atomic(&dir.join("f"), b"long contents").unwrap();
+        write_atomic(&dir.join("f"), b"short").unwrap();
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"short");
     }
 
     #[test]
