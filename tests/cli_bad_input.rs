@@ -296,3 +296,39 @@ fn an_unwritable_out_dir_fails_before_any_worker_starts() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_failure_to_write_out_files_still_prints_the_json_first() {
+    let dir = std::env::temp_dir().join(format!("clasp-cli-bad-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The directory is writable (the check before the run passes), but `summary.json` is a
+    // non-empty directory, so renaming the written file over it fails after the run.
+    std::fs::create_dir_all(dir.join("summary.json").join("occupied")).expect("dirs");
+    let out = clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "2000",
+        "--peak-rate",
+        "20000",
+        "--max-workers",
+        "1",
+        "--out",
+        dir.to_str().expect("utf8"),
+        "--json",
+    ]);
+    assert_no_panic(&out, "--out");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("summary.json"), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON");
+    assert_eq!(run["app"], "wc");
+    // No temporary file is left behind.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -157,6 +157,10 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         headroom,
         seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
     };
+    if let Some(dir) = &args.out {
+        // Before the simulation: it must not end with nowhere to put its files.
+        super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
+    }
     let v = run(exp, &settings, &apps, args.out.as_deref())?;
     let mut out = output::stdout();
     if args.json {
