@@ -6,6 +6,8 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
+
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -95,7 +97,8 @@ fn main() -> std::process::ExitCode {
         // The reader of our output went away (`clasp apps | head -1`): nothing to report.
         Err(err) if cmd::output::is_closed_stdout(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("clasp: error: {err:#}");
+            // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
+            let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
             std::process::ExitCode::from(cmd::exit_code(&err))
         }
     }
