@@ -96,6 +96,14 @@ fn place_refuses_absurd_sizes_naming_the_field() {
 }
 
 #[test]
+fn place_refuses_an_endless_problem_file() {
+    let out = clasp(&["place", "--problem", "/dev/zero"]);
+    assert_no_panic(&out, "/dev/zero");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("larger than"), "{}", stderr(&out));
+}
+
+#[test]
 fn absurd_numeric_options_exit_2_naming_the_option() {
     for args in [
         &[

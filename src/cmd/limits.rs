@@ -1,10 +1,13 @@
 //! The bounds of the numeric options that size an allocation, a sleep or a deadline, in one
 //! place, so every command that takes the same option refuses the same values — with an error
 //! that names the option and its range (exit 2) instead of a failed allocation, an overflowing
-//! `Instant` or a `Duration` out of range deep inside a run.
+//! `Instant` or a `Duration` out of range deep inside a run. The size of a JSON input file is
+//! bounded here too, for the same reason.
 
 use super::usage_error;
 use clap::builder::RangedU64ValueParser;
+use std::io::Read as _;
+use std::path::Path;
 
 /// Slowest input rate accepted (records per second): the pacing sleeps `i / rate` seconds for
 /// record i, which must stay a representable `Duration` for any record count.
@@ -81,6 +84,28 @@ pub fn local_workers() -> RangedU64ValueParser<usize> {
 /// A timeout in seconds: 1..=[`MAX_TIMEOUT_S`].
 pub fn timeout_s() -> RangedU64ValueParser<u64> {
     RangedU64ValueParser::new().range(1..=MAX_TIMEOUT_S)
+}
+
+/// Largest JSON input file read (bytes): a problem or model at every count's bound is far
+/// smaller, and a mistaken `--problem /dev/zero` must not fill the memory.
+pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of an input file, refused (exit 2) when unreadable or larger than
+/// [`MAX_INPUT_FILE_BYTES`].
+pub fn read_input_file(path: &Path) -> anyhow::Result<String> {
+    let cannot = |e: std::io::Error| usage_error(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut text = String::new();
+    file.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_INPUT_FILE_BYTES {
+        return Err(usage_error(format!(
+            "{}: larger than {MAX_INPUT_FILE_BYTES} bytes; not an input file",
+            path.display()
+        )));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -1,18 +1,14 @@
 //! `clasp place`: one placement decision on a problem file, for any policy.
 
-use std::io::{Read as _, Write as _};
-use std::path::Path;
+use std::io::Write as _;
 
 use clap::Args;
 use clasp_controlplane::baselines::{PolicyKind, policy};
 use clasp_controlplane::exact::{DEFAULT_GRID_STEPS, place_exact};
 use clasp_controlplane::model::{parse_problem, worker_loads};
 
+use super::limits::read_input_file;
 use super::{output, usage_error};
-
-/// Largest problem file read (bytes): a problem at every count's bound is far smaller, and a
-/// mistaken `--problem /dev/zero` must not fill the memory.
-const MAX_PROBLEM_BYTES: u64 = 16 << 20;
 
 #[derive(Args)]
 pub struct PlaceArgs {
@@ -30,7 +26,7 @@ pub struct PlaceArgs {
 }
 
 pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
-    let text = read_problem(&args.problem)?;
+    let text = read_input_file(&args.problem)?;
     let problem = parse_problem(&text)
         .map_err(|e| usage_error(format!("{}: {e}", args.problem.display())))?;
     let kind = PolicyKind::parse(&args.policy).ok_or_else(|| {
@@ -106,21 +102,4 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
     }
     writeln!(out)?;
     out.finish()
-}
-
-/// The problem file's text, refused when larger than [`MAX_PROBLEM_BYTES`].
-fn read_problem(path: &Path) -> anyhow::Result<String> {
-    let cannot = |e: std::io::Error| usage_error(format!("cannot read {}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(cannot)?;
-    let mut text = String::new();
-    file.take(MAX_PROBLEM_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(cannot)?;
-    if text.len() as u64 > MAX_PROBLEM_BYTES {
-        return Err(usage_error(format!(
-            "{}: larger than {MAX_PROBLEM_BYTES} bytes; not a problem file",
-            path.display()
-        )));
-    }
-    Ok(text)
 }

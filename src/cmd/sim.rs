@@ -119,8 +119,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     };
     let apps: Vec<AppModel> = match &args.app_file {
         Some(path) if path.extension().is_some_and(|e| e == "json") => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
+            let text = super::limits::read_input_file(path)?;
             let app: AppModel = serde_json::from_str(&text)
                 .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
             app.resolve()
