@@ -46,13 +46,13 @@ pub struct LocalArgs {
     /// Executor threads of the worker.
     #[arg(long, default_value_t = 1)]
     executors: usize,
-    /// Input rate in records per second (default: as fast as the worker takes them).
+    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the worker takes them).
     #[arg(long)]
     rate: Option<f64>,
     /// Print one JSON object (the oracle's keys plus throughput, latency and metrics).
     #[arg(long)]
     json: bool,
-    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    /// Capacity of each request ring in bytes (a power of two, 4096 ..= 1 GiB).
     #[arg(long, default_value_t = 1 << 20)]
     ring_bytes: usize,
     /// Roots admitted and not yet completed, at most.

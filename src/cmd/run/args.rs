@@ -15,11 +15,11 @@ pub struct RunArgs {
     /// --chaos-migrations, random moves). Without it: the live planner autoscales.
     #[arg(long = "static")]
     pub(crate) static_: bool,
-    /// Static runs: start this many `clasp worker` processes on 127.0.0.1.
+    /// Static runs: start this many `clasp worker` processes on 127.0.0.1 (1..=64).
     #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
-    /// ones it does not use idle, parked).
+    /// ones it does not use idle, parked; 1..=64).
     #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
     /// Live runs: the scaling policy.
@@ -30,7 +30,7 @@ pub struct RunArgs {
     /// lines (absolute rates, each holding until the next line's time).
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
-    /// Live runs: the pattern's peak input rate (records per second).
+    /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9).
     #[arg(long, default_value_t = 250_000.0)]
     pub(crate) peak_rate: f64,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
@@ -67,19 +67,20 @@ pub struct RunArgs {
     /// Generator seed (the same as for `clasp oracle`).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Input rate in records per second (default: as fast as the cluster takes them).
+    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the cluster takes
+    /// them).
     #[arg(long)]
     pub(crate) rate: Option<f64>,
     /// Print one JSON object (the keys of `clasp local --json`).
     #[arg(long)]
     pub(crate) json: bool,
-    /// Executor threads per worker.
+    /// Executor threads per worker (1..=64).
     #[arg(long, default_value_t = 1)]
     pub(crate) executors: u16,
     /// How key groups are spread over all workers' executors.
     #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
     pub(crate) spread: SpreadArg,
-    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    /// Capacity of each request ring in bytes (a power of two, 4096 ..= 1 GiB).
     #[arg(long, default_value_t = 1 << 20)]
     pub(crate) ring_bytes: usize,
     /// Roots admitted and not yet completed, at most.
