@@ -63,7 +63,7 @@ enum Command {
     /// The live planner alone, for workers that are already running (`clasp worker`, here or
     /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
     Planner(cmd::run::RunArgs),
-    /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
+    /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
 

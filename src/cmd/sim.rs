@@ -1,4 +1,5 @@
-//! `clasp sim`: the cluster simulator and the paper's experiments.
+//! `clasp sim`: the cluster simulator and its experiments (placement, worker count, end to end,
+//! gap).
 
 use clap::Args;
 use clap::builder::RangedU64ValueParser;

@@ -5,7 +5,7 @@
 //!
 //! The planner is the driver of a cluster run plus a [`Controller`] built here around the
 //! controlplane's [`Autoscaler`] — the very loop the simulator runs — fed with the workers'
-//! counters each interval, turned into the paper's Table 2 samples.
+//! counters each interval, turned into the planner's per-worker samples.
 
 use super::args::RunArgs;
 use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
