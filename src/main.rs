@@ -6,6 +6,8 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
+
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -61,7 +63,7 @@ enum Command {
     /// The live planner alone, for workers that are already running (`clasp worker`, here or
     /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
     Planner(cmd::run::RunArgs),
-    /// The cluster simulator and the paper's experiments (placement, worker-count, e2e, gap).
+    /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
 }
 
@@ -92,8 +94,11 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of our output went away (`clasp apps | head -1`): nothing to report.
+        Err(err) if cmd::output::is_closed_stdout(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("clasp: error: {err:#}");
+            // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
+            let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
             std::process::ExitCode::from(cmd::exit_code(&err))
         }
     }

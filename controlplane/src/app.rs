@@ -8,12 +8,19 @@
 use clasp_operators::AppSpec;
 use serde::{Deserialize, Serialize};
 
-/// The paper's mean execution time of a request (µs, §5.3).
+/// Mean execution time of a request on the reference prototype (µs).
 pub const DEFAULT_EXEC_US: f64 = 400.0;
 /// Distinct keys per operator in the default key-space model.
 pub const DEFAULT_KEYS: usize = 10_000;
 /// Zipf exponent of key popularity in the default key-space model.
 pub const DEFAULT_ZIPF: f64 = 0.5;
+
+/// Most distinct keys per operator a model may give: the simulator's key sampler visits every
+/// key once when it builds its table.
+pub const MAX_KEYS: usize = 10_000_000;
+/// Largest fan-out an edge may have: every processed request emits this many children on
+/// average, so the simulated work grows with it along every path.
+pub const MAX_FANOUT: f64 = 10_000.0;
 
 fn default_keys() -> usize {
     DEFAULT_KEYS
@@ -159,7 +166,7 @@ impl AppModel {
     /// The simulator's model of an app spec (built-in or from an app file): operators and edges
     /// in spec order, fan-outs and per-input rates from an oracle run ([`SpecProfile::measure`],
     /// `records` records — a few thousand take well under a second), every operator's τ =
-    /// `exec_us` (the simulator's setting: the oracle's cost is not the paper's prototype's) and
+    /// `exec_us` (the simulator's setting: the oracle's cost is not the reference prototype's) and
     /// the default key model. The spec's validation guarantees one source, which the simulator
     /// finds again as the only operator without predecessors; its relative input rates are
     /// [`AppModel::visits_per_input`] of the derived fan-outs, equal to the oracle's
@@ -238,7 +245,20 @@ impl AppModel {
         if self.operators.is_empty() {
             return Err("the app has no operators".into());
         }
+        if self.operators.len() > crate::model::MAX_OPERATORS {
+            return Err(format!(
+                "operators: at most {}, got {}",
+                crate::model::MAX_OPERATORS,
+                self.operators.len()
+            ));
+        }
         for o in &self.operators {
+            if o.keys > MAX_KEYS {
+                return Err(format!(
+                    "operator {:?}: keys must be at most {MAX_KEYS}, got {}",
+                    o.name, o.keys
+                ));
+            }
             if !(o.exec_us.is_finite() && o.exec_us >= 0.0)
                 || o.keys == 0
                 || !(o.zipf.is_finite() && o.zipf >= 0.0)
@@ -253,10 +273,10 @@ impl AppModel {
             .edges
             .iter()
             .map(|e| {
-                if !(e.fanout.is_finite() && e.fanout >= 0.0) {
+                if !(e.fanout.is_finite() && (0.0..=MAX_FANOUT).contains(&e.fanout)) {
                     return Err(format!(
-                        "edge {} -> {}: fanout must be non-negative",
-                        e.from, e.to
+                        "edge {} -> {}: fanout must be in 0..={MAX_FANOUT}, got {}",
+                        e.from, e.to, e.fanout
                     ));
                 }
                 Ok((idx(&e.from)?, idx(&e.to)?, e.fanout))
@@ -321,6 +341,26 @@ impl AppModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_file_with_absurd_sizes_is_refused_naming_the_bound() {
+        let model = |keys: &str, fanout: &str| -> AppModel {
+            serde_json::from_str(&format!(
+                r#"{{"name": "m", "operators": [{{"name": "a", "exec_us": 1, "keys": {keys}}},
+                {{"name": "b", "exec_us": 1}}], "edges": [{{"from": "a", "to": "b",
+                "fanout": {fanout}}}]}}"#
+            ))
+            .expect("parses")
+        };
+        let e = model("1000000000000000000", "1").resolve().unwrap_err();
+        assert!(
+            e.contains("keys") && e.contains(&MAX_KEYS.to_string()),
+            "{e}"
+        );
+        let e = model("10", "1e300").resolve().unwrap_err();
+        assert!(e.contains("fanout") && e.contains("10000"), "{e}");
+        assert!(model("10", "2").resolve().is_ok());
+    }
 
     type Edges = &'static [(&'static str, &'static str, f64)];
 

@@ -1,5 +1,6 @@
-//! The placement problem as plain data, the load model `L_w(Φ)` (eq. 5 of the CLASP paper), and the JSON
-//! problem file of `clasp place`.
+//! The placement problem as plain data, the load model `L_w(Φ)` (the load of worker w under
+//! placement Φ), and the JSON problem file of `clasp place`, with the bounds that keep a problem
+//! file from asking for absurd allocations or loops.
 //!
 //! Why one module: every policy, the exact reference, the simulator and the tests must agree on
 //! what "the load of worker w" means, so [`worker_loads`] is the single implementation of
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// distinct remote destinations; it only absorbs floating-point dust.
 pub const SHARE_EPSILON: f64 = 1e-9;
 
-/// The chained-request cost coefficients of eq. 1, in µs of worker time.
+/// The chained-request cost coefficients of the load model, in µs of worker time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
     /// Cost of dispatching one local chained request (µs).
@@ -23,18 +24,31 @@ pub struct CostModel {
     pub gamma_us: f64,
 }
 
-/// The paper's prototype: α = 38.5 µs, β = 275 µs, γ = 51.5 ms per second (§5.3).
+/// Costs measured on a reference prototype: α = 38.5 µs, β = 275 µs, γ = 51.5 ms per second.
 pub const PAPER_COSTS: CostModel = CostModel {
     alpha_us: 38.5,
     beta_us: 275.0,
     gamma_us: 51_500.0,
 };
-/// The paper's smoothed whole-worker capacity W̄ (µs per second, §5.3).
+/// The reference prototype's smoothed whole-worker capacity W̄ (µs per second).
 pub const PAPER_CAPACITY_US_PER_S: f64 = 850_000.0;
 /// The packing headroom h of `B = h·W̄`.
 pub const DEFAULT_HEADROOM: f64 = 0.9;
-/// Executor slots per worker in the paper's testbed (§5.1.1); the slot-based baselines use it.
+/// Executor slots per worker of the reference testbed; the slot-based baselines use it.
 pub const DEFAULT_SLOTS_PER_WORKER: usize = 10;
+
+/// Most workers a problem file may offer. Every policy allocates and scans per worker (the
+/// packing's shares are operators × workers, its reach matrix workers × workers), so this and
+/// [`MAX_OPERATORS`] bound the memory and the time of one decision; 1000 is also the largest
+/// cluster the simulator models.
+pub const MAX_WORKERS: usize = 1000;
+/// Most executor slots per worker a problem file may give (the slot-based baselines fill
+/// workers slot by slot).
+pub const MAX_SLOTS_PER_WORKER: usize = 1024;
+/// Most operators a problem file may hold.
+pub const MAX_OPERATORS: usize = 1000;
+/// Most edges a problem file may hold.
+pub const MAX_EDGES: usize = 10_000;
 
 /// One operator's projected load.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,7 +90,7 @@ impl Problem {
         self.headroom * self.capacity_us_per_s
     }
 
-    /// The same problem with every demand and rate multiplied by `s` (the projection of eq. 4).
+    /// The same problem with every demand and rate multiplied by `s` (the projection of demand to a new input rate).
     pub fn scaled(&self, s: f64) -> Problem {
         let mut p = self.clone();
         for o in &mut p.operators {
@@ -245,7 +259,7 @@ fn share(shares: &Shares, o: usize, w: usize) -> f64 {
     shares[o].get(w).copied().unwrap_or(0.0)
 }
 
-/// L_w(Φ) of eq. 5 for every worker, recomputed from scratch:
+/// L_w(Φ) for every worker, recomputed from scratch:
 /// `Σ_o σ_o(w)·D̃_o + γ·δ_w + Σ_e Ẽ_e·σ_from(w)·[α·σ_to(w) + β·(1−σ_to(w))]`.
 pub fn worker_loads(problem: &Problem, shares: &Shares, workers: usize) -> Vec<f64> {
     let c = problem.costs;
@@ -284,8 +298,10 @@ struct ProblemFile {
     alpha_us: f64,
     beta_us: f64,
     gamma_us: f64,
-    max_workers: i64,
-    slots_per_worker: i64,
+    /// A JSON number of any form (`10`, `1e3`, `-1`), so a bad value is reported against its
+    /// bounds rather than as a type error.
+    max_workers: serde_json::Number,
+    slots_per_worker: serde_json::Number,
     operators: Vec<OperatorFile>,
     edges: Vec<EdgeFile>,
 }
@@ -311,15 +327,23 @@ struct EdgeFile {
 pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
     let f: ProblemFile =
         serde_json::from_str(json).map_err(|e| ProblemError::Json(e.to_string()))?;
-    for (what, v) in [
-        ("max_workers", f.max_workers),
-        ("slots_per_worker", f.slots_per_worker),
-    ] {
-        if v < 1 {
-            return Err(ProblemError::Invalid(format!(
-                "{what} must be at least 1, got {v}"
-            )));
-        }
+    let max_workers = bounded_count("max_workers", &f.max_workers, MAX_WORKERS)?;
+    let slots_per_worker = bounded_count(
+        "slots_per_worker",
+        &f.slots_per_worker,
+        MAX_SLOTS_PER_WORKER,
+    )?;
+    if f.operators.len() > MAX_OPERATORS {
+        return Err(ProblemError::Invalid(format!(
+            "operators: at most {MAX_OPERATORS}, got {}",
+            f.operators.len()
+        )));
+    }
+    if f.edges.len() > MAX_EDGES {
+        return Err(ProblemError::Invalid(format!(
+            "edges: at most {MAX_EDGES}, got {}",
+            f.edges.len()
+        )));
     }
     let mut index = std::collections::HashMap::new();
     for (i, o) in f.operators.iter().enumerate() {
@@ -353,8 +377,8 @@ pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
             beta_us: f.beta_us,
             gamma_us: f.gamma_us,
         },
-        max_workers: f.max_workers as usize,
-        slots_per_worker: f.slots_per_worker as usize,
+        max_workers,
+        slots_per_worker,
         operators: f
             .operators
             .into_iter()
@@ -369,4 +393,87 @@ pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
     };
     p.validate()?;
     Ok(p)
+}
+
+/// A whole number in `1..=max` from a problem file's `field`, or an error naming the field and
+/// the bound.
+fn bounded_count(field: &str, n: &serde_json::Number, max: usize) -> Result<usize, ProblemError> {
+    let out_of_range = || {
+        ProblemError::Invalid(format!(
+            "{field} must be a whole number in 1..={max}, got {n}"
+        ))
+    };
+    // `1e3` is a float to JSON: accept it when it is whole and in range.
+    let whole = n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && (1.0..=max as f64).contains(f))
+            .map(|f| f as u64)
+    });
+    whole
+        .and_then(|v| usize::try_from(v).ok())
+        .filter(|v| (1..=max).contains(v))
+        .ok_or_else(out_of_range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(max_workers: &str, slots: &str, operators: usize, edges: usize) -> String {
+        let ops: Vec<String> = (0..operators)
+            .map(|i| {
+                format!(
+                    r#"{{"name": "o{i}", "demand_us_per_s": 1, "rate_per_s": 1, "exec_us": 1}}"#
+                )
+            })
+            .collect();
+        let edges = vec![r#"{"from": "o0", "to": "o1", "rate_per_s": 1}"#; edges];
+        format!(
+            r#"{{"capacity_us_per_s": 1e6, "headroom": 0.9, "alpha_us": 1, "beta_us": 1,
+            "gamma_us": 1, "max_workers": {max_workers}, "slots_per_worker": {slots},
+            "operators": [{}], "edges": [{}]}}"#,
+            ops.join(","),
+            edges.join(",")
+        )
+    }
+
+    fn invalid(text: &str) -> String {
+        match parse_problem(text) {
+            Err(ProblemError::Invalid(m)) => m,
+            other => panic!("expected a bounds error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn problem_file_counts_are_bounded_and_named() {
+        for (workers, slots, field) in [
+            ("9e18", "10", "max_workers"),
+            ("100000000", "10", "max_workers"),
+            ("18446744073709551616", "10", "max_workers"),
+            ("0", "10", "max_workers"),
+            ("-1", "10", "max_workers"),
+            ("2.5", "10", "max_workers"),
+            ("10", "1e9", "slots_per_worker"),
+        ] {
+            let m = invalid(&problem(workers, slots, 2, 1));
+            assert!(m.starts_with(field), "{m}");
+            assert!(m.contains("1..="), "{m}");
+        }
+        let m = invalid(&problem("10", "10", MAX_OPERATORS + 1, 1));
+        assert!(
+            m.contains("operators") && m.contains(&MAX_OPERATORS.to_string()),
+            "{m}"
+        );
+        let m = invalid(&problem("10", "10", 2, MAX_EDGES + 1));
+        assert!(
+            m.contains("edges") && m.contains(&MAX_EDGES.to_string()),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn problem_file_counts_at_the_bounds_parse() {
+        let p = parse_problem(&problem("1e3", "1024", 2, 1)).expect("valid");
+        assert_eq!((p.max_workers, p.slots_per_worker), (MAX_WORKERS, 1024));
+    }
 }

@@ -1,13 +1,13 @@
 //! `clasp apps`, `clasp gen`, `clasp oracle`: the benchmark apps, their input generators and
 //! the single-threaded reference run every distributed run is compared with.
 
-use std::io::Write as _;
+use std::io::Write;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use clasp_operators::{AppSpec, apps, generate, oracle};
 
-use super::usage_error;
+use super::{output, usage_error};
 
 #[derive(Args)]
 pub struct AppsArgs {
@@ -94,13 +94,15 @@ fn builtin(name: &str) -> anyhow::Result<AppSpec> {
 }
 
 pub fn run_apps(args: AppsArgs) -> anyhow::Result<()> {
+    let mut out = output::stdout();
     match args.command {
-        None => list(args.json),
-        Some(AppsCommand::Show { name, dot, toml }) => show(&name, dot, toml, args.json),
+        None => list(&mut out, args.json)?,
+        Some(AppsCommand::Show { name, dot, toml }) => show(&mut out, &name, dot, toml, args.json)?,
     }
+    out.finish()
 }
 
-fn list(json: bool) -> anyhow::Result<()> {
+fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     let specs: Vec<AppSpec> = apps::builtin_names()
         .iter()
         .map(|n| builtin(n))
@@ -118,34 +120,36 @@ fn list(json: bool) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "{:<5} {:>9} {:>8} {:>5}  description",
         "app", "operators", "stateful", "edges"
-    );
+    )?;
     for s in &specs {
-        println!(
+        writeln!(
+            out,
             "{:<5} {:>9} {:>8} {:>5}  {}",
             s.name,
             s.operators.len(),
             s.operators.iter().filter(|o| o.stateful).count(),
             s.edges.len(),
             s.description
-        );
+        )?;
     }
     Ok(())
 }
 
-fn show(name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
+fn show(out: &mut impl Write, name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
     let spec = builtin(name)?;
     if dot {
-        print!("{}", spec.to_dot());
+        write!(out, "{}", spec.to_dot())?;
         return Ok(());
     }
     if toml {
-        print!("{}", spec.to_toml_string());
+        write!(out, "{}", spec.to_toml_string())?;
         return Ok(());
     }
     let succ_names = |i: usize| -> Vec<String> {
@@ -170,17 +174,19 @@ fn show(name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
             .collect();
         let v = serde_json::json!({"name": spec.name, "description": spec.description,
             "generator": spec.generator, "source": spec.operators[spec.source].name, "operators": ops});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "{} — {} (generator `{}`)",
         spec.name, spec.description, spec.generator
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:<16} {:<20} {:<8} {:<22} {:<13} {:<9} successors",
         "operator", "kind", "state", "keyed/routed by", "determinism", "compared"
-    );
+    )?;
     for (i, o) in spec.operators.iter().enumerate() {
         let mut compared = Vec::new();
         if o.compare_state {
@@ -192,7 +198,8 @@ fn show(name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
         if o.compare_inputs {
             compared.push("in");
         }
-        println!(
+        writeln!(
+            out,
             "{:<16} {:<20} {:<8} {:<22} {:<13} {:<9} {}",
             o.name,
             o.kind,
@@ -205,7 +212,7 @@ fn show(name: &str, dot: bool, toml: bool, json: bool) -> anyhow::Result<()> {
                 compared.join("+")
             },
             succ_names(i).join(", ")
-        );
+        )?;
     }
     Ok(())
 }
@@ -214,7 +221,7 @@ pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
     let spec = builtin(&args.app)?;
     let generator = generate::generator(&spec.generator, args.seed).expect("built-in generator");
     let sink: Box<dyn std::io::Write> = match &args.out {
-        None => Box::new(std::io::stdout().lock()),
+        None => Box::new(output::stdout()),
         Some(path) => Box::new(
             std::fs::File::create(path)
                 .map_err(|e| usage_error(format!("cannot create {}: {e}", path.display())))?,
@@ -240,7 +247,18 @@ pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
 pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     let report = oracle::run(&spec, args.records, args.seed);
-    if args.json {
+    let mut out = output::stdout();
+    print_oracle(&mut out, &spec, &report, args.json)?;
+    out.finish()
+}
+
+fn print_oracle(
+    out: &mut impl Write,
+    spec: &AppSpec,
+    report: &oracle::OracleReport,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
         let state_digests: serde_json::Map<String, serde_json::Value> = report
             .operators
             .iter()
@@ -255,22 +273,25 @@ pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {
             "processed": report.processed,
             "state_digests": state_digests,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "app {}  records {}  seed {}",
         report.app, report.records, report.seed
-    );
-    println!("state_digest  {}", report.state_digest());
-    println!("output_digest {}", report.output_digest());
-    println!(
+    )?;
+    writeln!(out, "state_digest  {}", report.state_digest())?;
+    writeln!(out, "output_digest {}", report.output_digest())?;
+    writeln!(
+        out,
         "{:<16} {:>10} {:>10} {:>9} {:>10}  state digest",
         "operator", "processed", "outputs", "malformed", "state keys"
-    );
+    )?;
     for o in &spec.operators {
         let s = &report.operators[&o.name];
-        println!(
+        writeln!(
+            out,
             "{:<16} {:>10} {:>10} {:>9} {:>10}  {}",
             o.name,
             s.processed,
@@ -278,15 +299,18 @@ pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {
             s.malformed,
             report.state_keys[&o.name],
             s.state
-        );
+        )?;
     }
     for ((from, to), n) in &report.emitted {
         let ratio = *n as f64 / report.processed[from].max(1) as f64;
-        println!("edge {from} → {to}: {n} chained requests ({ratio:.3} per request)");
+        writeln!(
+            out,
+            "edge {from} → {to}: {n} chained requests ({ratio:.3} per request)"
+        )?;
     }
     for (op, reasons) in &report.malformed {
         for (reason, n) in reasons {
-            println!("malformed at {op}: {n} × {reason}");
+            writeln!(out, "malformed at {op}: {n} × {reason}")?;
         }
     }
     Ok(())

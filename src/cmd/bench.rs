@@ -1,7 +1,12 @@
 //! `clasp bench ...`: microbenchmarks that print a table, or one JSON object with `--json`.
 //! The harnesses live in the `clasp-benches` crate so the criterion benches share them.
 
+use std::io::Write as _;
+
 use clap::{Args, Subcommand};
+
+use super::limits::MAX_REPETITIONS;
+use super::output;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -22,7 +27,8 @@ pub struct PlaceBenchArgs {
     #[arg(long)]
     json: bool,
     /// Timed repetitions of the 10 × 100 case (a tenth of them for 100 × 1000).
-    #[arg(long, default_value_t = clasp_benches::place::DEFAULT_REPETITIONS)]
+    #[arg(long, default_value_t = clasp_benches::place::DEFAULT_REPETITIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_REPETITIONS))]
     repetitions: usize,
 }
 
@@ -45,7 +51,7 @@ pub struct DispatchArgs {
     #[arg(long, default_value_t = 200_000)]
     records: u64,
     /// Interleaved repetitions; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = repetitions())]
     repetitions: u32,
 }
 
@@ -55,7 +61,7 @@ pub struct RingArgs {
     #[arg(long)]
     json: bool,
     /// Interleaved repetitions of every (implementation, size) cell; the median is reported.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = repetitions())]
     repetitions: u32,
     /// Round trips per latency measurement.
     #[arg(long, default_value_t = 200_000)]
@@ -81,19 +87,22 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Dispatch(args) => dispatch(args),
         BenchCommand::Place(args) => {
             let v = clasp_benches::place::run(args.repetitions);
+            let mut out = output::stdout();
             if args.json {
-                println!("{v}");
+                writeln!(out, "{v}")?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "placement, 10 operators x 100 workers:   {:.3} ms",
                     v["ops_10_workers_100_ms"].as_f64().unwrap_or(f64::NAN)
-                );
-                println!(
+                )?;
+                writeln!(
+                    out,
                     "placement, 100 operators x 1000 workers: {:.3} ms",
                     v["ops_100_workers_1000_ms"].as_f64().unwrap_or(f64::NAN)
-                );
+                )?;
             }
-            Ok(())
+            out.finish()
         }
     }
 }
@@ -122,12 +131,13 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
     if show_progress {
         eprintln!();
     }
+    let mut out = output::stdout();
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
-        print!("{}", clasp_benches::ring::table(&report));
+        write!(out, "{}", clasp_benches::ring::table(&report))?;
     }
-    Ok(())
+    out.finish()
 }
 
 fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
@@ -168,6 +178,7 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
         };
         Some(clasp_benches::dispatch::run(&opts))
     };
+    let mut out = output::stdout();
     if args.json {
         let mut v = serde_json::Map::new();
         if let Some(l) = &local {
@@ -180,25 +191,37 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                 v.extend(m);
             }
         }
-        println!("{}", serde_json::Value::Object(v));
+        writeln!(out, "{}", serde_json::Value::Object(v))?;
     } else {
         if let Some(l) = &local {
-            print!("{}", clasp_benches::dispatch_local::table(l));
+            write!(out, "{}", clasp_benches::dispatch_local::table(l))?;
         }
         if let Some(r) = &remote {
-            println!("remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:");
+            writeln!(
+                out,
+                "remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:"
+            )?;
             for (batch, ns) in &r.remote_ns_per_request {
-                println!("  batch {batch:>4}: {ns:8.1} ns");
+                writeln!(out, "  batch {batch:>4}: {ns:8.1} ns")?;
             }
             for (batch, ns) in &r.baseline_remote_ns_per_request {
-                println!("  tokio + postcard baseline, batch {batch}: {ns:.1} ns");
+                writeln!(
+                    out,
+                    "  tokio + postcard baseline, batch {batch}: {ns:.1} ns"
+                )?;
             }
-            println!(
+            writeln!(
+                out,
                 "  each extra destination: {:.1} ns per request",
                 r.per_destination_ns
-            );
-            println!("  one-way latency: {:.1} µs", r.remote_one_way_us);
+            )?;
+            writeln!(out, "  one-way latency: {:.1} µs", r.remote_one_way_us)?;
         }
     }
-    Ok(())
+    out.finish()
+}
+
+/// `--repetitions` of the ring and dispatch benchmarks: 1..=[`MAX_REPETITIONS`].
+fn repetitions() -> clap::builder::RangedU64ValueParser<u32> {
+    clap::builder::RangedU64ValueParser::new().range(1..=MAX_REPETITIONS)
 }

@@ -4,6 +4,7 @@
 //! process, usable on its own against a running worker's segment.
 
 use crate::cmd::apps::load_app;
+use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
 use crate::cmd::usage_error;
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
@@ -45,13 +46,13 @@ pub struct LocalArgs {
     /// Executor threads of the worker.
     #[arg(long, default_value_t = 1)]
     executors: usize,
-    /// Input rate in records per second (default: as fast as the worker takes them).
+    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the worker takes them).
     #[arg(long)]
     rate: Option<f64>,
     /// Print one JSON object (the oracle's keys plus throughput, latency and metrics).
     #[arg(long)]
     json: bool,
-    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    /// Capacity of each request ring in bytes (a power of two, 4096 ..= 1 GiB).
     #[arg(long, default_value_t = 1 << 20)]
     ring_bytes: usize,
     /// Roots admitted and not yet completed, at most.
@@ -99,7 +100,7 @@ pub struct IngressArgs {
 
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
-    check_rate(args.rate)?;
+    check_rate("--rate", args.rate)?;
     let cfg = IngressConfig {
         segment_name: args.segment,
         records: args.records,
@@ -115,30 +116,11 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_rate(rate: Option<f64>) -> anyhow::Result<()> {
-    match rate {
-        Some(r) if !(r.is_finite() && r > 0.0) => Err(usage_error(format!(
-            "--rate {r}: must be a positive number"
-        ))),
-        _ => Ok(()),
-    }
-}
-
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
-    check_rate(args.rate)?;
-    if args.executors == 0 || args.executors > 64 {
-        return Err(usage_error(format!(
-            "--executors {}: must be 1..=64",
-            args.executors
-        )));
-    }
-    if !args.ring_bytes.is_power_of_two() || args.ring_bytes < 4096 {
-        return Err(usage_error(format!(
-            "--ring-bytes {}: must be a power of two ≥ 4096",
-            args.ring_bytes
-        )));
-    }
+    check_rate("--rate", args.rate)?;
+    check_executors(args.executors)?;
+    check_ring_bytes(args.ring_bytes)?;
     if args.max_in_flight == 0 || args.sample_every == 0 || args.interval_ms == 0 {
         return Err(usage_error(
             "--max-in-flight, --sample-every and --interval-ms must be positive",
@@ -244,5 +226,7 @@ fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Re
         extra_lines: Vec::new(),
         errors: &r.errors,
     };
-    crate::cmd::report::print(&view, args.json)
+    let mut out = crate::cmd::output::stdout();
+    crate::cmd::report::print(&mut out, &view, args.json)?;
+    out.finish()
 }

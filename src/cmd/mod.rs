@@ -1,12 +1,15 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
 //! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
 //! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
-//! finished run).
+//! finished run); `output` is the checked stdout every command prints through, and `limits`
+//! the bounds of the numeric options.
 
 pub mod apps;
 pub mod bench;
 pub mod cluster;
+pub mod limits;
 pub mod local;
+pub mod output;
 pub mod place;
 pub mod report;
 pub mod run;

@@ -1,11 +1,14 @@
 //! `clasp place`: one placement decision on a problem file, for any policy.
 
+use std::io::Write as _;
+
 use clap::Args;
 use clasp_controlplane::baselines::{PolicyKind, policy};
 use clasp_controlplane::exact::{DEFAULT_GRID_STEPS, place_exact};
 use clasp_controlplane::model::{parse_problem, worker_loads};
 
-use super::usage_error;
+use super::limits::read_input_file;
+use super::{output, usage_error};
 
 #[derive(Args)]
 pub struct PlaceArgs {
@@ -23,8 +26,7 @@ pub struct PlaceArgs {
 }
 
 pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.problem)
-        .map_err(|e| usage_error(format!("cannot read {}: {e}", args.problem.display())))?;
+    let text = read_input_file(&args.problem)?;
     let problem = parse_problem(&text)
         .map_err(|e| usage_error(format!("{}: {e}", args.problem.display())))?;
     let kind = PolicyKind::parse(&args.policy).ok_or_else(|| {
@@ -49,6 +51,7 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
     let placed = problem.scaled(placement.fraction_placed);
     let loads = worker_loads(&placed, &placement.shares, placement.workers);
     let budget = problem.budget_us_per_s();
+    let mut out = output::stdout();
     if args.json {
         let shares: serde_json::Map<String, serde_json::Value> = problem
             .operators
@@ -68,34 +71,35 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
             "feasible": loads.iter().all(|&l| l <= budget * (1.0 + 1e-9)),
             "explanation": reason,
         });
-        println!("{}", serde_json::to_string(&v)?);
-        return Ok(());
+        writeln!(out, "{}", serde_json::to_string(&v)?)?;
+        return out.finish();
     }
-    println!("{reason}");
-    println!(
+    writeln!(out, "{reason}")?;
+    writeln!(
+        out,
         "policy {}: {} workers, saturated {}, fraction placed {:.4}, budget B = {:.0} us/s",
         kind.name(),
         placement.workers,
         placement.saturated,
         placement.fraction_placed,
         budget
-    );
-    print!("{:<20}", "operator");
+    )?;
+    write!(out, "{:<20}", "operator")?;
     for w in 0..placement.workers {
-        print!(" {:>8}", format!("w{w}"));
+        write!(out, " {:>8}", format!("w{w}"))?;
     }
-    println!();
+    writeln!(out)?;
     for (o, row) in problem.operators.iter().zip(&placement.shares) {
-        print!("{:<20}", o.name);
+        write!(out, "{:<20}", o.name)?;
         for s in row {
-            print!(" {s:>8.3}");
+            write!(out, " {s:>8.3}")?;
         }
-        println!();
+        writeln!(out)?;
     }
-    print!("{:<20}", "load us/s");
+    write!(out, "{:<20}", "load us/s")?;
     for l in &loads {
-        print!(" {l:>8.0}");
+        write!(out, " {l:>8.0}")?;
     }
-    println!();
-    Ok(())
+    writeln!(out)?;
+    out.finish()
 }

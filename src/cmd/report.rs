@@ -3,6 +3,7 @@
 
 use clasp_dataplane::runtime::ledger::LatencySummary;
 use clasp_operators::{AppSpec, Comparable, OperatorSummary};
+use std::io::Write;
 use std::time::Duration;
 
 /// One finished run, as both printers see it.
@@ -74,27 +75,29 @@ pub fn json(v: &RunView<'_>) -> serde_json::Value {
     o
 }
 
-/// Prints the run as text, or as one JSON object.
-pub fn print(v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
+/// Prints the run as text, or as one JSON object, to `out`.
+pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
     let comparable = Comparable::from_summaries(v.spec, v.summaries);
     let names: Vec<&str> = v.spec.operators.iter().map(|o| o.name.as_str()).collect();
     let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
     let l = v.latency;
     if json {
-        println!("{}", serde_json::to_string_pretty(&self::json(v))?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&self::json(v))?)?;
         return Ok(());
     }
     let workers = v
         .workers
         .map(|w| format!("  workers {w}"))
         .unwrap_or_default();
-    println!(
+    writeln!(
+        out,
         "app {}  records {}  seed {}{workers}  executors {}",
         v.spec.name, v.records, v.seed, v.executors
-    );
-    println!("state_digest  {}", comparable.state_digest());
-    println!("output_digest {}", comparable.output_digest());
-    println!(
+    )?;
+    writeln!(out, "state_digest  {}", comparable.state_digest())?;
+    writeln!(out, "output_digest {}", comparable.output_digest())?;
+    writeln!(
+        out,
         "throughput {throughput:.0} records/s over {:.3} s; latency µs p50 {:.1} p95 {:.1} \
          p99 {:.1} max {:.1} ({} trees)",
         v.elapsed.as_secs_f64(),
@@ -103,29 +106,31 @@ pub fn print(v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
         l.p99,
         l.max,
         l.count
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:<16} {:>10} {:>9} {:>10} {:>12}  state digest",
         "operator", "processed", "malformed", "state keys", "exec ns/req"
-    );
+    )?;
     for (i, n) in names.iter().enumerate() {
         let s = &v.summaries[i];
-        println!(
+        writeln!(
+            out,
             "{n:<16} {:>10} {:>9} {:>10} {:>12.0}  {}",
             s.processed, s.malformed, v.state_keys[i], v.exec_ns_mean[i], s.state
-        );
+        )?;
     }
-    println!("{}", v.totals_line);
+    writeln!(out, "{}", v.totals_line)?;
     for (op, reasons) in names.iter().zip(v.malformed) {
         for (reason, n) in reasons {
-            println!("malformed at {op}: {n} × {reason}");
+            writeln!(out, "malformed at {op}: {n} × {reason}")?;
         }
     }
     for line in &v.extra_lines {
-        println!("{line}");
+        writeln!(out, "{line}")?;
     }
     for e in v.errors {
-        println!("fault: {e}");
+        writeln!(out, "fault: {e}")?;
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
-//! `clasp sim`: the cluster simulator and the paper's experiments.
+//! `clasp sim`: the cluster simulator and its experiments (placement, worker count, end to end,
+//! gap).
 
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
@@ -9,11 +11,21 @@ use clasp_controlplane::sim::{
 };
 
 use super::apps::load_app;
-use super::usage_error;
+use super::{output, usage_error};
+use std::io::Write as _;
 
 /// Headroom of the worker-count experiment: 1.0, because its observed optimum is defined at
 /// maximum throughput; the JSON also reports CLASP at the planner's default 0.9.
 const WORKER_COUNT_HEADROOM: f64 = 1.0;
+/// Most seeds averaged (each is a whole simulation; the seeds are listed up front).
+const MAX_SEEDS: u64 = 1000;
+/// Most executors per simulated worker (the simulator models each one).
+const MAX_EXECUTORS: u64 = 1024;
+/// Most records of the oracle run that measures an app's fan-outs.
+const MAX_SPEC_RECORDS: u64 = 100_000_000;
+/// Range of the mean execution time τ (µs): the simulator's event count grows as 1/τ, and
+/// rates derived from τ must stay finite.
+const EXEC_US_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e9;
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -35,19 +47,22 @@ pub struct SimArgs {
     #[arg(long)]
     app_file: Option<std::path::PathBuf>,
     /// Input records of the oracle run that measures an app spec's fan-outs.
-    #[arg(long, default_value_t = SPEC_RECORDS)]
+    #[arg(long, default_value_t = SPEC_RECORDS,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SPEC_RECORDS))]
     spec_records: u64,
     /// First seed; `--seeds` consecutive seeds are averaged.
     #[arg(long, default_value_t = DEFAULT_SEEDS[0])]
     seed: u64,
     /// How many seeds to average.
-    #[arg(long, default_value_t = DEFAULT_SEEDS.len())]
+    #[arg(long, default_value_t = DEFAULT_SEEDS.len(),
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_SEEDS))]
     seeds: usize,
     /// Mean execution time τ of every operator of an app spec (built-in or TOML; µs).
     #[arg(long, default_value_t = DEFAULT_EXEC_US)]
     exec_us: f64,
     /// Executor threads per simulated worker.
-    #[arg(long, default_value_t = ClusterConfig::default().executors)]
+    #[arg(long, default_value_t = ClusterConfig::default().executors,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_EXECUTORS))]
     executors: usize,
     /// Packing headroom h (default: 1.0 for worker-count, 0.9 otherwise).
     #[arg(long)]
@@ -85,21 +100,27 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             "--workers must be in 1..={MAX_WORKERS}"
         )));
     }
-    if args.seeds == 0 || args.executors == 0 || args.exec_us.is_nan() || args.exec_us <= 0.0 {
-        return Err(usage_error(
-            "--seeds, --executors and --exec-us must be positive",
-        ));
+    if !EXEC_US_RANGE.contains(&args.exec_us) {
+        return Err(usage_error(format!(
+            "--exec-us {}: must be in {}..={:e}",
+            super::limits::show(args.exec_us),
+            EXEC_US_RANGE.start(),
+            EXEC_US_RANGE.end()
+        )));
     }
-    if args.spec_records == 0 {
-        return Err(usage_error("--spec-records must be positive"));
+    // The seeds are seed, seed + 1, …: the last must exist.
+    if args.seed.checked_add(args.seeds as u64 - 1).is_none() {
+        return Err(usage_error(format!(
+            "--seed {} with --seeds {}: the last seed overflows",
+            args.seed, args.seeds
+        )));
     }
     let from_spec = |spec: &clasp_operators::AppSpec| {
         AppModel::from_spec(spec, args.spec_records, SPEC_SEED, args.exec_us)
     };
     let apps: Vec<AppModel> = match &args.app_file {
         Some(path) if path.extension().is_some_and(|e| e == "json") => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
+            let text = super::limits::read_input_file(path)?;
             let app: AppModel = serde_json::from_str(&text)
                 .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
             app.resolve()
@@ -136,11 +157,16 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         headroom,
         seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
     };
-    let v = run(exp, &settings, &apps, args.out.as_deref())?;
-    if args.json {
-        println!("{}", serde_json::to_string(&v)?);
-    } else {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+    if let Some(dir) = &args.out {
+        // Before the simulation: it must not end with nowhere to put its files.
+        super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
-    Ok(())
+    let v = run(exp, &settings, &apps, args.out.as_deref())?;
+    let mut out = output::stdout();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&v)?)?;
+    } else {
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    }
+    out.finish()
 }

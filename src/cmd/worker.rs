@@ -25,7 +25,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     secret_file: Option<PathBuf>,
     /// Give up when no driver sent a job within this many seconds.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = crate::cmd::limits::timeout_s())]
     job_timeout_s: u64,
     #[command(flatten)]
     net: NetArgs,

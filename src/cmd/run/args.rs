@@ -2,8 +2,10 @@
 //! static cluster, since both start (or find) the same workers and run the same driver.
 
 use crate::cmd::cluster::NetArgs;
+use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -13,12 +15,12 @@ pub struct RunArgs {
     /// --chaos-migrations, random moves). Without it: the live planner autoscales.
     #[arg(long = "static")]
     pub(crate) static_: bool,
-    /// Static runs: start this many `clasp worker` processes on 127.0.0.1.
-    #[arg(long, conflicts_with_all = ["cluster", "max_workers"])]
+    /// Static runs: start this many `clasp worker` processes on 127.0.0.1 (1..=64).
+    #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
-    /// ones it does not use idle, parked).
-    #[arg(long, conflicts_with = "cluster")]
+    /// ones it does not use idle, parked; 1..=64).
+    #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
     /// Live runs: the scaling policy.
     #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
@@ -28,7 +30,7 @@ pub struct RunArgs {
     /// lines (absolute rates, each holding until the next line's time).
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
-    /// Live runs: the pattern's peak input rate (records per second).
+    /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9).
     #[arg(long, default_value_t = 250_000.0)]
     pub(crate) peak_rate: f64,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
@@ -65,19 +67,20 @@ pub struct RunArgs {
     /// Generator seed (the same as for `clasp oracle`).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Input rate in records per second (default: as fast as the cluster takes them).
+    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the cluster takes
+    /// them).
     #[arg(long)]
     pub(crate) rate: Option<f64>,
     /// Print one JSON object (the keys of `clasp local --json`).
     #[arg(long)]
     pub(crate) json: bool,
-    /// Executor threads per worker.
+    /// Executor threads per worker (1..=64).
     #[arg(long, default_value_t = 1)]
     pub(crate) executors: u16,
     /// How key groups are spread over all workers' executors.
     #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
     pub(crate) spread: SpreadArg,
-    /// Capacity of each request ring in bytes (a power of two ≥ 4096).
+    /// Capacity of each request ring in bytes (a power of two, 4096 ..= 1 GiB).
     #[arg(long, default_value_t = 1 << 20)]
     pub(crate) ring_bytes: usize,
     /// Roots admitted and not yet completed, at most.
@@ -96,14 +99,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) driver_advertise: Option<SocketAddr>,
     /// Fail when nothing progresses for this many seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = timeout_s())]
     pub(crate) stall_timeout_s: u64,
     /// Testing mode: K live migrations at random moments (seeded by --seed) to random worker
     /// counts and placements while the input flows; the result must still equal the oracle.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CHAOS_MIGRATIONS))]
     pub(crate) chaos_migrations: usize,
     /// Fail a migration that does not complete within this many seconds.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,
     #[command(flatten)]
     pub(crate) net: NetArgs,

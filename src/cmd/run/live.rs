@@ -5,15 +5,16 @@
 //!
 //! The planner is the driver of a cluster run plus a [`Controller`] built here around the
 //! controlplane's [`Autoscaler`] — the very loop the simulator runs — fed with the workers'
-//! counters each interval, turned into the paper's Table 2 samples.
+//! counters each interval, turned into the planner's per-worker samples.
 
 use super::args::RunArgs;
 use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
 use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
+use crate::cmd::limits::check_rate;
 use crate::cmd::report::{self, RunView};
-use crate::cmd::usage_error;
+use crate::cmd::{output, usage_error};
 use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
 use clasp_controlplane::baselines::PolicyKind;
@@ -28,6 +29,7 @@ use clasp_dataplane::routing::Slots;
 use clasp_operators::AppSpec;
 use clasp_protocol::routing::RoutingTable;
 use std::io::IsTerminal;
+use std::io::Write as _;
 
 /// Default workers a live run starts.
 pub const DEFAULT_MAX_WORKERS: usize = 3;
@@ -238,6 +240,10 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         (a, f) => load_app(a.as_deref(), f.as_deref())?,
     };
     check_live(&args)?;
+    if let Some(dir) = &args.out {
+        // Before any worker starts: a run must not end with nowhere to put its files.
+        out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
+    }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     let kind = policy_kind(&args.policy)?;
     let max_workers = match (&args.cluster, args.max_workers) {
@@ -283,18 +289,21 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
     // The planner's summary below lists the migrations with their reasons.
     view.extra_lines.clear();
     let rec = record(&args, n, &view, live, &report)?;
+    // The output first: a failure to write the files must not lose it.
+    let mut stdout = output::stdout();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&rec.summary)?)?;
+    } else {
+        report::print(&mut stdout, &view, false)?;
+        writeln!(stdout)?;
+        write!(stdout, "{}", out::render_summary(&rec))?;
+    }
+    stdout.finish()?;
     if let Some(dir) = &args.out {
         let files = out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
         if !args.json {
             eprintln!("wrote {} files into {}", files.len(), dir.display());
         }
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rec.summary)?);
-    } else {
-        report::print(&view, false)?;
-        println!();
-        print!("{}", out::render_summary(&rec));
     }
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
@@ -310,12 +319,7 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             args.duration
         )));
     }
-    if !(args.peak_rate.is_finite() && args.peak_rate > 0.0) {
-        return Err(usage_error(format!(
-            "--peak-rate {}: must be a positive number",
-            args.peak_rate
-        )));
-    }
+    check_rate("--peak-rate", Some(args.peak_rate))?;
     if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
         return Err(usage_error(format!(
             "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \

@@ -4,6 +4,7 @@
 
 use super::args::RunArgs;
 use crate::cmd::cluster::{ClusterFile, Spawned, read_secret, spawn_workers};
+use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
 use crate::cmd::local::SpreadArg;
 use crate::cmd::usage_error;
 use clasp_dataplane::cluster::control::Controller;
@@ -12,10 +13,6 @@ use clasp_dataplane::routing::Spread;
 use clasp_operators::AppSpec;
 use std::time::Duration;
 
-/// Smallest request ring a run accepts (bytes).
-const MIN_RING_BYTES: usize = 4096;
-/// Most executor threads per worker.
-const MAX_EXECUTORS: u16 = 64;
 /// How long the driver waits for every worker to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a failed run gives the workers to print their side before they are stopped.
@@ -78,25 +75,9 @@ pub fn prepare(
 
 /// The options every cluster run checks, live or static.
 fn check(args: &RunArgs) -> anyhow::Result<()> {
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0)
-    {
-        return Err(usage_error(format!(
-            "--rate {r}: must be a positive number"
-        )));
-    }
-    if !args.ring_bytes.is_power_of_two() || args.ring_bytes < MIN_RING_BYTES {
-        return Err(usage_error(format!(
-            "--ring-bytes {}: must be a power of two ≥ {MIN_RING_BYTES}",
-            args.ring_bytes
-        )));
-    }
-    if args.executors == 0 || args.executors > MAX_EXECUTORS {
-        return Err(usage_error(format!(
-            "--executors {}: must be 1..={MAX_EXECUTORS}",
-            args.executors
-        )));
-    }
+    check_rate("--rate", args.rate)?;
+    check_ring_bytes(args.ring_bytes)?;
+    check_executors(usize::from(args.executors))?;
     if args.max_in_flight == 0 || args.sample_every == 0 {
         return Err(usage_error(
             "--max-in-flight and --sample-every must be positive",

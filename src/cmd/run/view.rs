@@ -16,7 +16,13 @@ pub fn print_report(
     workers: usize,
     r: &ClusterReport,
 ) -> anyhow::Result<()> {
-    report::print(&run_view(spec, args, records, workers, r)?, args.json)
+    let mut out = crate::cmd::output::stdout();
+    report::print(
+        &mut out,
+        &run_view(spec, args, records, workers, r)?,
+        args.json,
+    )?;
+    out.finish()
 }
 
 /// What `clasp run` prints, as the shared run view.

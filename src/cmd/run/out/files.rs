@@ -1,8 +1,11 @@
 //! `clasp run --out DIR`: the run's record as files a user opens without clasp — the JSON
 //! summary, one CSV row per interval and per migration (RFC 4180), the decisions as text, and
-//! the plots ([`super::plot`]).
+//! the plots ([`super::plot`]). Each file is written atomically (a temporary name, synced, then
+//! renamed), and [`prepare_dir`] checks the directory before a run starts, so a run never ends
+//! with its output lost to a directory it could not write.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::{IntervalRow, MigrationRow, RunRecord};
@@ -93,48 +96,81 @@ fn csv<const N: usize>(header: &[&str; N], rows: impl Iterator<Item = [String; N
     out
 }
 
-fn write_file(path: &Path, contents: &str) -> Result<(), String> {
-    std::fs::write(path, contents).map_err(|e| format!("writing {}: {e}", path.display()))
+/// Writes `contents` to `path` atomically: into a temporary file in the same directory, synced,
+/// then renamed over `path`, so a reader (or a crash) sees the old file or the whole new one,
+/// never a torn one. The temporary file is removed when any step fails.
+fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("writing {}: {e}", path.display())
+    })
+}
+
+/// Makes sure `--out DIR` can take the run's files before the run starts: creates DIR (and
+/// parents) and writes, syncs and removes a probe file in it. An error names the directory.
+pub fn prepare_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("creating output directory {}: {e}", dir.display()))?;
+    let probe = dir.join(format!(".clasp-probe-{}", std::process::id()));
+    write_atomic(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe).map_err(|e| e.to_string()))
+        .map_err(|e| format!("output directory {} is not writable: {e}", dir.display()))
 }
 
 /// Writes DIR/summary.json (pretty), DIR/intervals.csv (header + one row per interval, all
 /// [`IntervalRow`] fields), DIR/migrations.csv, DIR/decisions.txt, and three SVG plots:
 /// DIR/rate.svg (input rate and throughput per s on the left axis, active workers as a step line
 /// on a secondary axis, migrations marked), DIR/latency.svg (p50/p95/p99 ms over time),
-/// DIR/estimates.svg (α, β, γ, W̄ µs over time). Creates DIR (and parents). Returns the files
-/// written, in that order; an error names the path that failed.
+/// DIR/estimates.svg (α, β, γ, W̄ µs over time). Creates DIR (and parents); each file is
+/// written atomically. Returns the files written, in that order; an error names the path that
+/// failed.
 pub fn write_out(dir: &Path, rec: &RunRecord) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("creating output directory {}: {e}", dir.display()))?;
-    let mut written = Vec::new();
-    let mut text = |name: &str, contents: String| -> Result<(), String> {
-        let path = dir.join(name);
-        write_file(&path, &contents)?;
-        written.push(path);
-        Ok(())
-    };
     let mut summary = serde_json::to_string_pretty(&rec.summary)
         .map_err(|e| format!("serialising {}: {e}", dir.join("summary.json").display()))?;
     summary.push('\n');
-    text("summary.json", summary)?;
-    text(
-        "intervals.csv",
-        csv(&INTERVAL_HEADER, rec.intervals.iter().map(interval_fields)),
-    )?;
-    text(
-        "migrations.csv",
-        csv(
-            &MIGRATION_HEADER,
-            rec.migrations.iter().map(migration_fields),
-        ),
-    )?;
     let mut decisions = String::new();
     for d in &rec.decisions {
         let _ = writeln!(decisions, "t={:.3}s {}", d.t_s, d.line);
     }
-    text("decisions.txt", decisions)?;
-
-    written.extend(super::plot::write_plots(dir, rec)?);
+    let mut files = vec![
+        ("summary.json", summary),
+        (
+            "intervals.csv",
+            csv(&INTERVAL_HEADER, rec.intervals.iter().map(interval_fields)),
+        ),
+        (
+            "migrations.csv",
+            csv(
+                &MIGRATION_HEADER,
+                rec.migrations.iter().map(migration_fields),
+            ),
+        ),
+        ("decisions.txt", decisions),
+    ];
+    files.extend(super::plot::render_plots(rec)?);
+    let mut written = Vec::new();
+    for (name, contents) in files {
+        let path = dir.join(name);
+        write_atomic(&path, contents.as_bytes())?;
+        written.push(path);
+    }
     Ok(written)
 }
 
@@ -207,6 +243,13 @@ mod tests {
         for p in &expected {
             assert!(p.is_file(), "{} missing", p.display());
         }
+        // Written atomically: no temporary file is left beside them.
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
         for svg in &expected[4..] {
             let text = std::fs::read_to_string(svg).unwrap();
             assert!(text.starts_with("<svg"), "{}", svg.display());
@@ -298,6 +341,27 @@ mod tests {
         let rec = sample::record();
         let e = write_out(&dir, &rec).unwrap_err();
         assert!(e.contains(&dir.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn run_out_dir_is_checked_before_the_run() {
+        let tmp = TempDir::new("prepare");
+        let dir = tmp.0.join("a").join("b");
+        prepare_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "the probe is removed"
+        );
+        let file = tmp.0.join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let e = prepare_dir(&file.join("out")).unwrap_err();
+        assert!(e.contains(&file.display().to_string()), "{e}");
+        // A rewrite replaces the whole file.
+        write_atomic(&dir.join("f"), b"long contents").unwrap();
+        write_atomic(&dir.join("f"), b"short").unwrap();
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"short");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The run loop fills a [`RunRecord`] (one [`IntervalRow`] per metrics interval, one
 //! [`MigrationRow`] per migration, one [`DecisionRow`] per scaling decision, and the JSON summary
-//! it prints with `--json`); [`files`] turns it into `--out DIR` ([`write_out`]), [`plot`] draws
+//! it prints with `--json`); [`files`] checks `--out DIR` before the run ([`prepare_dir`]) and
+//! turns the record into its files ([`write_out`]), [`plot`] draws
 //! the SVG plots among those files, and [`text`] writes the summary at the end of a run
 //! ([`render_summary`]) and the progress line ([`progress_line`]). Nothing here touches the
 //! cluster.
@@ -14,7 +15,7 @@ mod text;
 #[cfg(test)]
 mod sample;
 
-pub use files::write_out;
+pub use files::{prepare_dir, write_out};
 pub use text::{progress_line, render_summary};
 
 use serde_json::Value;

@@ -2,8 +2,6 @@
 //! input rate, throughput and workers over time; latency per interval; and the estimates α, β,
 //! γ, W̄, each with the migrations marked.
 
-use std::path::{Path, PathBuf};
-
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -11,21 +9,22 @@ use serde_json::Value;
 
 use super::{IntervalRow, MigrationRow, RunRecord};
 
-/// Writes DIR/rate.svg, DIR/latency.svg and DIR/estimates.svg; returns them in that order.
-pub(super) fn write_plots(dir: &Path, rec: &RunRecord) -> Result<Vec<PathBuf>, String> {
+/// Renders rate.svg, latency.svg and estimates.svg; returns (file name, SVG text) in that
+/// order, for the caller to write.
+pub(super) fn render_plots(rec: &RunRecord) -> Result<Vec<(&'static str, String)>, String> {
     let title = run_title(&rec.summary);
     let plots: [(&str, PlotFn); 3] = [
         ("rate.svg", plot_rate),
         ("latency.svg", plot_latency),
         ("estimates.svg", plot_estimates),
     ];
-    let mut written = Vec::new();
+    let mut rendered = Vec::new();
     for (name, plot) in plots {
-        let path = dir.join(name);
-        plot(&path, rec, &title).map_err(|e| format!("plotting {}: {e}", path.display()))?;
-        written.push(path);
+        let mut svg = String::new();
+        plot(&mut svg, rec, &title).map_err(|e| format!("plotting {name}: {e}"))?;
+        rendered.push((name, svg));
     }
-    Ok(written)
+    Ok(rendered)
 }
 
 fn run_title(summary: &Value) -> String {
@@ -37,7 +36,7 @@ fn run_title(summary: &Value) -> String {
     }
 }
 
-type PlotFn = fn(&Path, &RunRecord, &str) -> Result<(), String>;
+type PlotFn = fn(&mut String, &RunRecord, &str) -> Result<(), String>;
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 /// A legend label, a colour and the points of one line.
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
@@ -162,8 +161,8 @@ fn lines_chart(
     Ok(())
 }
 
-fn plot_rate(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1000, 440)).into_drawing_area();
+fn plot_rate(svg: &mut String, rec: &RunRecord, title: &str) -> Result<(), String> {
+    let root = SVGBackend::with_string(svg, (1000, 440)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let rows = &rec.intervals;
     let t_max = t_end(rec);
@@ -304,8 +303,8 @@ fn mark_migrations(
     Ok(())
 }
 
-fn plot_latency(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1000, 400)).into_drawing_area();
+fn plot_latency(svg: &mut String, rec: &RunRecord, title: &str) -> Result<(), String> {
+    let root = SVGBackend::with_string(svg, (1000, 400)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let rows = &rec.intervals;
     let series = [
@@ -336,8 +335,8 @@ fn plot_latency(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String>
 }
 
 /// One panel per estimate: they differ by orders of magnitude (α tens of µs, W̄ ~10⁶).
-fn plot_estimates(path: &Path, rec: &RunRecord, title: &str) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1000, 4 * 200)).into_drawing_area();
+fn plot_estimates(svg: &mut String, rec: &RunRecord, title: &str) -> Result<(), String> {
+    let root = SVGBackend::with_string(svg, (1000, 4 * 200)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let rows = &rec.intervals;
     let panels: [Panel; 4] = [

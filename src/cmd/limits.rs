@@ -1,0 +1,131 @@
+//! The bounds of the numeric options that size an allocation, a sleep or a deadline, in one
+//! place, so every command that takes the same option refuses the same values — with an error
+//! that names the option and its range (exit 2) instead of a failed allocation, an overflowing
+//! `Instant` or a `Duration` out of range deep inside a run. The size of a JSON input file is
+//! bounded here too, for the same reason.
+
+use super::usage_error;
+use clap::builder::RangedU64ValueParser;
+use std::io::Read as _;
+use std::path::Path;
+
+/// Slowest input rate accepted (records per second): the pacing sleeps `i / rate` seconds for
+/// record i, which must stay a representable `Duration` for any record count.
+pub const MIN_RATE_PER_S: f64 = 1e-3;
+/// Fastest input rate accepted (records per second): far beyond what one ingress produces.
+pub const MAX_RATE_PER_S: f64 = 1e9;
+/// Smallest request ring (bytes).
+pub const MIN_RING_BYTES: usize = 4096;
+/// Largest request ring (bytes): a worker's segment holds E² + 3E rings of this size.
+pub const MAX_RING_BYTES: usize = 1 << 30;
+/// Most executor threads per worker.
+pub const MAX_EXECUTORS: u16 = 64;
+/// Most `clasp worker` processes a run starts on this machine.
+pub const MAX_LOCAL_WORKERS: u64 = 64;
+/// Longest timeout accepted (seconds, one week): a deadline is `now + timeout`, which must not
+/// overflow the clock.
+pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+/// Most random migrations of `--chaos-migrations` (their moments are drawn up front).
+pub const MAX_CHAOS_MIGRATIONS: u64 = 10_000;
+/// Most timed repetitions of a benchmark (their samples are kept for the median).
+pub const MAX_REPETITIONS: u64 = 10_000;
+
+/// `option` (a rate in records per second) within [`MIN_RATE_PER_S`]..=[`MAX_RATE_PER_S`].
+pub fn check_rate(option: &str, rate: Option<f64>) -> anyhow::Result<()> {
+    match rate {
+        Some(r) if !(r.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&r)) => {
+            Err(usage_error(format!(
+                "{option} {}: must be a number of records per second in \
+                 {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}",
+                show(r)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `v` as a user would write it: plain when moderate, in scientific notation when tiny or
+/// huge (`1e-300`, not three hundred zeros).
+pub fn show(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-3..1e9).contains(&v.abs()) {
+        v.to_string()
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// `--ring-bytes`: a power of two in [`MIN_RING_BYTES`]..=[`MAX_RING_BYTES`].
+pub fn check_ring_bytes(ring_bytes: usize) -> anyhow::Result<()> {
+    if ring_bytes.is_power_of_two() && (MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes) {
+        Ok(())
+    } else {
+        Err(usage_error(format!(
+            "--ring-bytes {ring_bytes}: must be a power of two in {MIN_RING_BYTES}..={MAX_RING_BYTES}"
+        )))
+    }
+}
+
+/// `--executors`: 1..=[`MAX_EXECUTORS`].
+pub fn check_executors(executors: usize) -> anyhow::Result<()> {
+    if (1..=usize::from(MAX_EXECUTORS)).contains(&executors) {
+        Ok(())
+    } else {
+        Err(usage_error(format!(
+            "--executors {executors}: must be 1..={MAX_EXECUTORS}"
+        )))
+    }
+}
+
+/// `--workers` and `--max-workers`: 1..=[`MAX_LOCAL_WORKERS`] processes on this machine.
+pub fn local_workers() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..=MAX_LOCAL_WORKERS)
+}
+
+/// A timeout in seconds: 1..=[`MAX_TIMEOUT_S`].
+pub fn timeout_s() -> RangedU64ValueParser<u64> {
+    RangedU64ValueParser::new().range(1..=MAX_TIMEOUT_S)
+}
+
+/// Largest JSON input file read (bytes): a problem or model at every count's bound is far
+/// smaller, and a mistaken `--problem /dev/zero` must not fill the memory.
+pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of an input file, refused (exit 2) when unreadable or larger than
+/// [`MAX_INPUT_FILE_BYTES`].
+pub fn read_input_file(path: &Path) -> anyhow::Result<String> {
+    let cannot = |e: std::io::Error| usage_error(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut text = String::new();
+    file.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_INPUT_FILE_BYTES {
+        return Err(usage_error(format!(
+            "{}: larger than {MAX_INPUT_FILE_BYTES} bytes; not an input file",
+            path.display()
+        )));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_refuse_absurd_values_and_name_the_option() {
+        for r in [0.0, -1.0, 1e-300, 1e300, f64::NAN, f64::INFINITY] {
+            let e = check_rate("--rate", Some(r)).unwrap_err().to_string();
+            assert!(e.starts_with("--rate") && e.len() < 120, "{e}");
+        }
+        assert!(check_rate("--rate", Some(1.0)).is_ok() && check_rate("--rate", None).is_ok());
+        for b in [0, 1000, 4097, 1 << 40, usize::MAX] {
+            assert!(check_ring_bytes(b).is_err(), "{b}");
+        }
+        assert!(
+            check_ring_bytes(MIN_RING_BYTES).is_ok() && check_ring_bytes(MAX_RING_BYTES).is_ok()
+        );
+        assert!(check_executors(0).is_err() && check_executors(65).is_err());
+        assert!(check_executors(64).is_ok());
+    }
+}

@@ -1,0 +1,342 @@
+//! Bad input and a bad stdout never panic: absurd problem sizes are refused naming the field
+//! (exit 2), a full disk under stdout is an error with a message (exit 1), a closed pipe ends
+//! the program quietly, and an unwritable `--out` fails before any worker starts (exit 2).
+
+mod common;
+
+use common::clasp;
+use std::io::Read as _;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
+ "alpha_us": 38.5, "beta_us": 275, "gamma_us": 51500,
+ "max_workers": MAXW, "slots_per_worker": SLOTS,
+ "operators": [{"name": "split", "demand_us_per_s": 400000, "rate_per_s": 1000, "exec_us": 400},
+               {"name": "count", "demand_us_per_s": 1200000, "rate_per_s": 10000, "exec_us": 120}],
+ "edges": [{"from": "split", "to": "count", "rate_per_s": 10000}]}"#;
+
+/// A file in this test binary's temp directory.
+fn write(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("clasp-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// No panic message, no backtrace, no abort.
+fn assert_no_panic(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{what}: {err}"
+    );
+    assert_ne!(out.status.code(), Some(101), "{what}: {err}");
+}
+
+#[test]
+fn place_refuses_absurd_sizes_naming_the_field() {
+    let many_operators = {
+        let ops: Vec<String> = (0..1001)
+            .map(|i| {
+                format!(
+                    r#"{{"name": "o{i}", "demand_us_per_s": 1, "rate_per_s": 1, "exec_us": 1}}"#
+                )
+            })
+            .collect();
+        PROBLEM
+            .replace("MAXW", "10")
+            .replace("SLOTS", "10")
+            .replacen(
+                r#""operators": ["#,
+                &format!(r#""operators": [{},"#, ops.join(",")),
+                1,
+            )
+    };
+    for (name, text, field) in [
+        ("w1.json", PROBLEM.replace("MAXW", "9e18"), "max_workers"),
+        ("w2.json", PROBLEM.replace("MAXW", "1e8"), "max_workers"),
+        (
+            "w3.json",
+            PROBLEM.replace("MAXW", "9000000000000000000"),
+            "max_workers",
+        ),
+        (
+            "s.json",
+            PROBLEM.replace("SLOTS", "1e9"),
+            "slots_per_worker",
+        ),
+        ("o.json", many_operators, "operators"),
+    ] {
+        let text = text.replace("MAXW", "10").replace("SLOTS", "10");
+        let f = write(name, &text);
+        for policy in ["clasp", "zhang24-sp", "exact"] {
+            let out = clasp(&[
+                "place",
+                "--problem",
+                f.to_str().expect("utf8"),
+                "--policy",
+                policy,
+            ]);
+            assert_no_panic(&out, name);
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert!(err.contains(field), "{name}: {err}");
+            assert!(
+                err.contains("1000") || err.contains("1024"),
+                "{name}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn place_refuses_an_endless_problem_file() {
+    let out = clasp(&["place", "--problem", "/dev/zero"]);
+    assert_no_panic(&out, "/dev/zero");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("larger than"), "{}", stderr(&out));
+}
+
+#[test]
+fn absurd_numeric_options_exit_2_naming_the_option() {
+    for args in [
+        &[
+            "sim",
+            "--experiment",
+            "placement",
+            "--seeds",
+            "1000000000000000000",
+        ][..],
+        &[
+            "sim",
+            "--experiment",
+            "placement",
+            "--executors",
+            "1000000000000",
+        ],
+        &[
+            "sim",
+            "--experiment",
+            "placement",
+            "--seed",
+            "18446744073709551615",
+        ],
+        &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
+        &["bench", "place", "--repetitions", "1000000000000000000"],
+        &["run", "--duration", "1", "--max-workers", "100000"],
+        &["run", "--static", "--workers", "100000"],
+        &[
+            "run",
+            "--static",
+            "--app",
+            "wc",
+            "--workers",
+            "1",
+            "--rate",
+            "1e-300",
+        ],
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "1",
+            "--stall-timeout-s",
+            "18446744073709551615",
+        ],
+        &[
+            "run",
+            "--static",
+            "--app",
+            "wc",
+            "--workers",
+            "1",
+            "--ring-bytes",
+            "1099511627776",
+        ],
+        &[
+            "local",
+            "--app",
+            "wc",
+            "--records",
+            "10",
+            "--seed",
+            "1",
+            "--rate",
+            "1e-300",
+        ],
+    ] {
+        let out = clasp(args);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        // The option with the absurd value (the last one given) is named.
+        let option = args[args.len() - 2];
+        assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// Runs clasp with /dev/full as its stdout.
+fn to_dev_full(args: &[&str]) -> Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("clasp runs")
+}
+
+#[test]
+fn a_full_disk_under_stdout_is_an_error_with_a_message() {
+    for args in [
+        &["apps"][..],
+        &["apps", "--json"],
+        &["apps", "show", "wc", "--dot"],
+        &[
+            "oracle",
+            "--app",
+            "wc",
+            "--records",
+            "100",
+            "--seed",
+            "1",
+            "--json",
+        ],
+        &["oracle", "--app", "wc", "--records", "100", "--seed", "1"],
+        &["gen", "--app", "wc", "--records", "100", "--seed", "1"],
+    ] {
+        let out = to_dev_full(args);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("writing to stdout") && err.contains("No space left"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Starts clasp with its stdout a pipe, reads at most `keep` bytes, closes the pipe and waits.
+fn with_closed_pipe(args: &[&str], keep: usize) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clasp runs");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut buf = vec![0u8; keep];
+    if keep > 0 {
+        stdout.read_exact(&mut buf).expect("some output");
+    }
+    drop(stdout);
+    let mut err = Vec::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_end(&mut err)
+        .expect("stderr");
+    let status = child.wait().expect("wait");
+    Output {
+        status,
+        stdout: buf,
+        stderr: err,
+    }
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    for (args, keep) in [
+        (&["apps"][..], 0),
+        (&["apps", "--json"], 1),
+        (
+            &["oracle", "--app", "wc", "--records", "100", "--seed", "1"],
+            1,
+        ),
+        // Far more than a pipe holds: the write after the reader left must fail.
+        (
+            &["gen", "--app", "wc", "--records", "2000000", "--seed", "1"],
+            1,
+        ),
+    ] {
+        let out = with_closed_pipe(args, keep);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
+
+#[test]
+fn an_unwritable_out_dir_fails_before_any_worker_starts() {
+    let started = Instant::now();
+    let out = clasp(&[
+        "run",
+        "--max-workers",
+        "1",
+        "--duration",
+        "30",
+        "--out",
+        "/proc/forbidden/clasp-out",
+    ]);
+    assert_no_panic(&out, "--out");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/proc/forbidden/clasp-out"),
+        "{}",
+        stderr(&out)
+    );
+    // Workers take longer than this to start and a run lasts --duration: the check came first.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_failure_to_write_out_files_still_prints_the_json_first() {
+    let dir = std::env::temp_dir().join(format!("clasp-cli-bad-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The directory is writable (the check before the run passes), but `summary.json` is a
+    // non-empty directory, so renaming the written file over it fails after the run.
+    std::fs::create_dir_all(dir.join("summary.json").join("occupied")).expect("dirs");
+    let out = clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "2000",
+        "--peak-rate",
+        "20000",
+        "--max-workers",
+        "1",
+        "--out",
+        dir.to_str().expect("utf8"),
+        "--json",
+    ]);
+    assert_no_panic(&out, "--out");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("summary.json"), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON");
+    assert_eq!(run["app"], "wc");
+    // No temporary file is left behind.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "{left:?}");
+}
