@@ -142,8 +142,24 @@ fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
         &[("CLASP_CLUSTER_SECRET", secret)],
     );
     std::thread::sleep(Duration::from_millis(2500));
+    let killed = workers.0[1].id().to_string();
     let _ = workers.0[1].kill();
+    let _ = workers.0[1].wait();
     let out = run.wait();
+    // Nothing of the killed worker is left in /dev/shm (a cluster worker's segment is
+    // anonymous, so no crash can leave it behind).
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("clasp") && n.contains(&killed))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "segments of the killed worker left: {left:?}"
+    );
     assert!(!out.status.success(), "the run must fail");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
