@@ -24,6 +24,9 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Report frames a front reads per turn (then it serves its other inputs).
+pub(crate) const REPORT_FRAMES_PER_TURN: usize = 256;
+
 /// What an executor thread hands back: its result, and why it ran unpinned if it did.
 type ExecutorExit = (ExecutorResult, Option<String>);
 

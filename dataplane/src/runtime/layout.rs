@@ -672,28 +672,34 @@ impl WorkerSegment {
     }
 }
 
+/// A segment of one worker of two executors with `operators` operators spread evenly, for the
+/// data plane's unit tests (named: a test may attach to it).
+#[cfg(test)]
+pub(crate) fn test_segment(name: &str, operators: usize) -> WorkerSegment {
+    use crate::routing::{Slots, Spread, spread};
+    let sizes = SegmentSizes {
+        executors: 2,
+        operators,
+        ring_bytes: 4096,
+        max_frame_bytes: 1024,
+    };
+    let slots = Slots {
+        workers: vec![0],
+        executors: 2,
+    };
+    let table = spread(operators, &slots, Spread::Even).expect("a table");
+    WorkerSegment::create(Some(name), &sizes, 0, 1, 1, &table).expect("a segment")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn segment(tag: &str) -> WorkerSegment {
-        let sizes = SegmentSizes {
-            executors: 2,
-            operators: 3,
-            ring_bytes: 4096,
-            max_frame_bytes: 1024,
-        };
-        let table = crate::routing::spread(
+        test_segment(
+            &format!("clasp-layout-test-{tag}-{}", std::process::id()),
             3,
-            &crate::routing::Slots {
-                workers: vec![0],
-                executors: 2,
-            },
-            crate::routing::Spread::Even,
         )
-        .expect("a table");
-        let name = format!("clasp-layout-test-{tag}-{}", std::process::id());
-        WorkerSegment::create(Some(&name), &sizes, 0, 1, 1, &table).expect("a segment")
     }
 
     #[test]

@@ -28,7 +28,7 @@ use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
 use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
 use crate::request::RequestHeader;
 use crate::routing::Slots;
-use crate::runtime::coordinator::Coordinator;
+use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::runtime::messages::{Command, Report};
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
@@ -44,8 +44,6 @@ use std::time::{Duration, Instant};
 
 /// Frames moved from one `net_out` ring per turn (then the other rings get a turn).
 const NET_OUT_FRAMES_PER_TURN: usize = 1024;
-/// Report frames read per turn.
-const REPORT_FRAMES_PER_TURN: usize = 256;
 /// Messages queued for the driver beyond which the executors' reports are left in their rings
 /// (they keep their deltas; the report rings and then the executors' own queues hold them).
 const OUTBOX_MAX_MESSAGES: usize = 256;

@@ -208,27 +208,12 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::layout::{SegmentSizes, WorkerSegment};
+    use crate::runtime::layout::{WorkerSegment, test_segment};
 
     /// A worker of two executors whose first slot is 4, and executor 0's lanes.
     fn outbound(tag: &str) -> (WorkerSegment, Outbound) {
-        let sizes = SegmentSizes {
-            executors: 2,
-            operators: 1,
-            ring_bytes: 4096,
-            max_frame_bytes: 1024,
-        };
-        let table = crate::routing::spread(
-            1,
-            &crate::routing::Slots {
-                workers: vec![0],
-                executors: 2,
-            },
-            crate::routing::Spread::Even,
-        )
-        .expect("a table");
         let name = format!("clasp-outbound-test-{tag}-{}", std::process::id());
-        let seg = WorkerSegment::create(Some(&name), &sizes, 0, 1, 1, &table).expect("a segment");
+        let seg = test_segment(&name, 1);
         let rings = (0..2)
             .map(|b| seg.segment.producer(seg.index.exec(0, b)).expect("a ring"))
             .collect();

@@ -18,7 +18,7 @@ mod report;
 pub use report::{IntervalSample, LocalReport, OperatorMetrics};
 
 use super::RuntimeError;
-use super::coordinator::{Coordinator, Launch, StallWatch};
+use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, StallWatch};
 use super::executor::Seat;
 use super::layout::{self, SegmentSizes, WorkerSegment};
 use super::ledger::Ledger;
@@ -35,8 +35,6 @@ use std::time::{Duration, Instant};
 const QUIESCENCE_POLL: Duration = Duration::from_millis(1);
 /// Shortest wait of the coordinator (a sample that is already due still yields this long).
 const COORDINATOR_WAIT_MIN: Duration = Duration::from_micros(100);
-/// Report frames read per turn.
-const REPORT_FRAMES_PER_TURN: usize = 256;
 
 /// Settings of a worker on its own.
 #[derive(Debug, Clone)]
