@@ -95,7 +95,7 @@ impl Driver<'_> {
         // Let the byes leave (the workers close their connections when they exit).
         let until = Instant::now() + BYE_GRACE;
         while Instant::now() < until {
-            let _ = self.t.poll(Duration::from_millis(10), &mut self.rx);
+            let _ = self.t.poll(super::BYE_TURN, &mut self.rx);
         }
         Ok(())
     }
@@ -126,7 +126,7 @@ impl Driver<'_> {
             }
             prev = Some(counts);
             if !(all_idle && balanced) {
-                self.turn(Duration::from_micros(500))?;
+                self.turn(super::PROBE_TURN)?;
             }
         }
     }

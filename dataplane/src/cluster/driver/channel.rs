@@ -233,7 +233,7 @@ impl Driver<'_> {
         loop {
             match self.t.send_control(p, CONTROL_KIND, body) {
                 Ok(true) => return Ok(()),
-                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Ok(false) => self.turn(super::CREDIT_WAIT_TURN)?,
                 Err(e) => return Err(DriverError::transport(format!("{what} {p}"), e)),
             }
         }

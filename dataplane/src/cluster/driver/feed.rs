@@ -181,7 +181,7 @@ impl Driver<'_> {
         loop {
             match self.t.try_append(owner, &s.frame) {
                 Ok(true) => break,
-                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Ok(false) => self.turn(super::CREDIT_WAIT_TURN)?,
                 Err(e) => {
                     let context = format!("record {i} to worker {owner}");
                     return Err(DriverError::transport(context, e));

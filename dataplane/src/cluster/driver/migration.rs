@@ -12,7 +12,7 @@ use crate::transport::PeerId;
 use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
 use clasp_protocol::planner::{Planner, PlannerAction};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The driver's migrations: the protocol's planner, the one in progress, and those done.
 pub(super) struct Migrations {
@@ -97,7 +97,7 @@ impl Driver<'_> {
         loop {
             match self.t.try_append(w, frame) {
                 Ok(true) => break,
-                Ok(false) => self.turn(Duration::from_micros(200))?,
+                Ok(false) => self.turn(super::CREDIT_WAIT_TURN)?,
                 Err(e) => return Err(DriverError::transport(format!("to worker {w}"), e)),
             }
         }

@@ -39,6 +39,12 @@ const MIN_SILENT: Duration = Duration::from_secs(1);
 const DRIVER_PARK: Duration = Duration::from_millis(2);
 /// How long one wait for the workers' connections parks.
 const CONNECT_PARK: Duration = Duration::from_millis(20);
+/// A turn while an append waits for the peer's credit.
+const CREDIT_WAIT_TURN: Duration = Duration::from_micros(200);
+/// A turn between two quiescence probe rounds that found work.
+const PROBE_TURN: Duration = Duration::from_micros(500);
+/// A turn while the byes leave.
+const BYE_TURN: Duration = Duration::from_millis(10);
 
 /// Settings of a driver.
 #[derive(Clone, Debug)]

@@ -58,6 +58,14 @@ const BYE_TIMEOUT: Duration = Duration::from_secs(30);
 const BIND_RETRY: Duration = Duration::from_secs(5);
 /// Most faults a worker reports (a fault storm must not flood the driver).
 const MAX_ERRORS: usize = 64;
+/// How long a worker that cannot start its job keeps trying to tell the driver why.
+const START_FAULT_GRACE: Duration = Duration::from_secs(5);
+/// A turn of the network thread while it only waits for something (the job, the driver).
+const WAIT_TURN: Duration = Duration::from_millis(10);
+/// A turn while waiting for the job.
+const JOB_WAIT_TURN: Duration = Duration::from_millis(50);
+/// Between two tries to bind a listen port that is still in use.
+const BIND_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Settings of a cluster worker.
 #[derive(Clone, Debug)]
@@ -336,10 +344,10 @@ pub fn run_cluster_worker(
         Err(e) => {
             node.fault(e.to_string());
             // Tell the driver, then give up.
-            let until = Instant::now() + Duration::from_secs(5);
+            let until = Instant::now() + START_FAULT_GRACE;
             while !node.outbox.is_empty() && Instant::now() < until {
                 let _ = node.flush_outbox();
-                node.poll(Duration::from_millis(10), None)?;
+                node.poll(WAIT_TURN, None)?;
             }
             return Err(e);
         }
@@ -384,7 +392,7 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
             Err(crate::transport::TransportError::Io(e))
                 if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < bind_deadline =>
             {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(BIND_RETRY_PAUSE);
             }
             Err(e) => return Err(NodeError::transport(format!("worker {}", cfg.id), e)),
         }
@@ -395,7 +403,7 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
 fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
     let deadline = Instant::now() + cfg.job_timeout;
     loop {
-        node.poll(Duration::from_millis(50), None)?;
+        node.poll(JOB_WAIT_TURN, None)?;
         // Refused connections are counted and logged by the transport; not faults.
         for ev in std::mem::take(&mut node.rx.events) {
             if let Event::ConnectFailed { peer, reason } = ev {

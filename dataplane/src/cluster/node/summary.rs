@@ -113,7 +113,7 @@ pub(super) fn finish(
     let deadline = Instant::now() + BYE_TIMEOUT;
     loop {
         node.flush_outbox()?;
-        node.poll(Duration::from_millis(10), None)?;
+        node.poll(WAIT_TURN, None)?;
         for ev in std::mem::take(&mut node.rx.events) {
             if let Event::PeerLost { peer, reason, .. } = ev
                 && peer == driver
