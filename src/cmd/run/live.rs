@@ -25,6 +25,7 @@ use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
 use clasp_dataplane::cluster::driver::ClusterReport;
+use clasp_dataplane::cluster::script::{Scripted, parse_moves};
 use clasp_dataplane::routing::Slots;
 use clasp_operators::AppSpec;
 use clasp_protocol::routing::RoutingTable;
@@ -62,7 +63,8 @@ struct Live {
     auto: Option<Autoscaler>,
     /// The initial move (before any input), then moves decided at intervals.
     pending: Option<Move>,
-    chaos: Option<Chaos>,
+    /// Moves made whatever the load: `--chaos-migrations` or `--moves`.
+    mover: Option<Box<dyn Controller>>,
     rows: Vec<IntervalRow>,
     decisions: Vec<DecisionRow>,
     progress: bool,
@@ -136,7 +138,7 @@ impl Controller for Live {
         if let Some(m) = self.pending.take() {
             return Some(m);
         }
-        self.chaos.as_mut()?.poll(t_s, admitted)
+        self.mover.as_mut()?.poll(t_s, admitted)
     }
 
     fn on_interval(&mut self, v: &IntervalView) -> Option<Move> {
@@ -245,7 +247,12 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
-    let kind = policy_kind(&args.policy)?;
+    // A script replaces the policy: its moves, not the load's, are the point.
+    let kind = if args.moves.is_some() {
+        None
+    } else {
+        policy_kind(&args.policy)?
+    };
     let max_workers = match (&args.cluster, args.max_workers) {
         (Some(_), _) => None,
         (None, n) => Some(n.unwrap_or(DEFAULT_MAX_WORKERS)),
@@ -272,7 +279,7 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         operators: spec.operators.len(),
         auto: None,
         pending: None,
-        chaos: (args.chaos_migrations > 0).then(|| chaos(&args, slots, spec.operators.len())),
+        mover: mover(&args, slots, spec.operators.len())?,
         rows: Vec::new(),
         decisions: Vec::new(),
         progress: !args.json && std::io::stderr().is_terminal(),
@@ -334,6 +341,21 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--chaos-migrations K` or `--moves T:N,...`: the moves made whatever the load.
+fn mover(
+    args: &RunArgs,
+    slots: Slots,
+    operators: usize,
+) -> anyhow::Result<Option<Box<dyn Controller>>> {
+    if let Some(text) = &args.moves {
+        let moves = parse_moves(text, slots.workers.len())
+            .map_err(|e| usage_error(format!("--moves {e}")))?;
+        return Ok(Some(Box::new(Scripted::new(moves, slots, operators))));
+    }
+    Ok((args.chaos_migrations > 0)
+        .then(|| Box::new(chaos(args, slots, operators)) as Box<dyn Controller>))
+}
+
 /// `--chaos-migrations K`: K random moves over the run's records.
 fn chaos(args: &RunArgs, slots: Slots, operators: usize) -> Chaos {
     Chaos::new(
@@ -390,7 +412,11 @@ fn record(
     let migrations: Vec<MigrationRow> = report.migrations.iter().map(migration_row).collect();
     let est = live.auto.as_ref().map(|a| a.estimates());
     let mut summary = report::json(view);
-    summary["policy"] = args.policy.clone().into();
+    summary["policy"] = if args.moves.is_some() {
+        "script".into()
+    } else {
+        args.policy.clone().into()
+    };
     summary["pattern"] = args.pattern.clone().into();
     summary["peak_rate_per_s"] = args.peak_rate.into();
     summary["max_workers"] = workers.into();
@@ -428,6 +454,8 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
         admitted_during: m.admitted_during,
         reason: if m.reason == "chaos" {
             "chaos".into()
+        } else if m.reason.starts_with("script") {
+            "script".into()
         } else {
             "policy".into()
         },
