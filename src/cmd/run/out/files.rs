@@ -77,7 +77,7 @@ fn migration_fields(m: &MigrationRow) -> [String; 12] {
 }
 
 /// RFC 4180 quoting: only fields with a comma, quote or line break are quoted.
-fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -99,7 +99,7 @@ fn csv<const N: usize>(header: &[&str; N], rows: impl Iterator<Item = [String; N
 /// Writes `contents` to `path` atomically: into a temporary file in the same directory, synced,
 /// then renamed over `path`, so a reader (or a crash) sees the old file or the whole new one,
 /// never a torn one. The temporary file is removed when any step fails.
-fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(
         ".{}.tmp-{}",
