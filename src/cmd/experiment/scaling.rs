@@ -74,14 +74,14 @@ pub fn scaling(s: &Setup, dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Maxima)> 
         lines.push((app.clone(), pts));
     }
     let svg = line_chart(
-        "throughput on capped workers (even spread, unthrottled)",
+        "throughput on 1..N workers (even spread, unthrottled)",
         "workers",
         "records/s",
         &lines,
     )
     .map_err(anyhow::Error::msg)?;
     let intro = format!(
-        "# Throughput on 1..{} capped workers\n\n{} Each point is one `clasp run --static \
+        "# Throughput on 1..{} workers\n\n{} Each point is one `clasp run --static \
          --workers N --records {}` of the app.",
         s.max_workers,
         cap_text(s),
@@ -129,7 +129,7 @@ pub fn latency(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<Pat
         lines.push((app.clone(), pts));
     }
     let svg = line_chart(
-        "p95 latency at 0.9x one capped worker's maximum rate",
+        "p95 latency at 0.9x one worker's maximum rate",
         "workers",
         "p95 latency (ms)",
         &lines,
