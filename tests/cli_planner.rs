@@ -77,6 +77,7 @@ fn a_live_run_writes_its_summary_series_and_plots() {
         "intervals.csv",
         "migrations.csv",
         "decisions.txt",
+        "workers.csv",
         "rate.svg",
         "latency.svg",
         "estimates.svg",

@@ -21,12 +21,10 @@ mod table;
 
 use crate::cmd::usage_error;
 use clap::{Args, ValueEnum};
+use clasp_operators::apps::builtin_names;
 use runner::Runner;
 use std::io::Write as _;
 use std::path::PathBuf;
-
-/// The built-in apps, in `clasp apps` order.
-const ALL_APPS: [&str; 7] = ["wc", "syn", "nwm", "ysb", "tpch", "gaming", "vod"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Experiment {
@@ -98,14 +96,14 @@ pub fn run_experiment(args: ExperimentArgs) -> anyhow::Result<()> {
         ));
     }
     let apps: Vec<String> = if args.apps.is_empty() {
-        ALL_APPS.iter().map(|s| (*s).to_owned()).collect()
+        builtin_names().iter().map(|s| (*s).to_owned()).collect()
     } else {
         args.apps.clone()
     };
-    if let Some(bad) = apps.iter().find(|a| !ALL_APPS.contains(&a.as_str())) {
+    if let Some(bad) = apps.iter().find(|a| !builtin_names().contains(&a.as_str())) {
         return Err(usage_error(format!(
             "--apps: `{bad}` is not a built-in app ({})",
-            ALL_APPS.join(", ")
+            builtin_names().join(", ")
         )));
     }
     crate::cmd::run::out::prepare_dir(&args.out).map_err(|e| usage_error(format!("--out: {e}")))?;

@@ -1,4 +1,4 @@
-//! An experiment's result as files a reader opens without clasp: a CSV (RFC 4180), a
+//! An experiment's result as files a reader opens without clasp: a CSV (RFC 4180 quoting), a
 //! markdown table for the docs, and an SVG chart — each written atomically.
 
 use crate::cmd::run::out::{csv_field, write_atomic};
@@ -28,7 +28,7 @@ impl Table {
     pub fn csv(&self) -> String {
         let line = |cells: &[String]| {
             let v: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
-            v.join(",") + "\r\n"
+            v.join(",") + "\n"
         };
         std::iter::once(line(&self.header))
             .chain(self.rows.iter().map(|r| line(r)))
@@ -155,7 +155,7 @@ mod tests {
     fn a_table_renders_as_csv_and_markdown() {
         let mut t = Table::new(&["app", "x"]);
         t.push(vec!["wc".into(), "1,5".into()]);
-        assert_eq!(t.csv(), "app,x\r\nwc,\"1,5\"\r\n");
+        assert_eq!(t.csv(), "app,x\nwc,\"1,5\"\n");
         assert_eq!(t.markdown(), "| app | x |\n|---|---|\n| wc | 1,5 |\n");
         assert_eq!(fmt(f64::NAN, 1), "-");
     }

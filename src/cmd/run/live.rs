@@ -8,7 +8,7 @@
 //! counters each interval, turned into the planner's per-worker samples.
 
 use super::args::RunArgs;
-use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord, WorkerRow};
 use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
@@ -435,7 +435,32 @@ fn record(
         intervals: live.rows,
         migrations,
         decisions: live.decisions,
+        workers: worker_rows(report),
     })
+}
+
+/// Every worker's figures per interval, as `workers.csv` has them.
+fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
+    let row = |t_s: f64, w: &WorkerInterval| WorkerRow {
+        t_s,
+        worker: w.index,
+        cpu_us_per_s: w.cpu_us_per_s,
+        exec_us_per_s: w
+            .processed_per_s
+            .iter()
+            .zip(&w.exec_us)
+            .map(|(n, e)| n * e)
+            .sum(),
+        local_per_s: w.edges_local_per_s.iter().sum(),
+        remote_per_s: w.edges_remote_per_s.iter().sum(),
+        destinations: w.destinations,
+        busy_us_per_s: w.busy_us_per_s,
+    };
+    report
+        .intervals
+        .iter()
+        .flat_map(|v| v.workers.iter().map(move |w| row(v.t_s, w)))
+        .collect()
 }
 
 /// A migration as the planner reports it (`reason`: `policy` or `chaos`).
