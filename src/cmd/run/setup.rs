@@ -89,7 +89,9 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
     }
     if args.cluster.is_some() && (args.worker_cpu.is_some() || args.cpus.is_some()) {
         return Err(usage_error(
-            "--worker-cpu and --cpus apply to the workers this run starts; the workers of              --cluster FILE run already: start each with `clasp worker --worker-cpu F`              (and --cpus LIST) instead",
+            "--worker-cpu and --cpus apply to the workers this run starts; the workers of \
+             --cluster FILE run already: start each with `clasp worker --worker-cpu F` \
+             (and --cpus LIST) instead",
         ));
     }
     Ok(())
