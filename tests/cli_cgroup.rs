@@ -43,8 +43,11 @@ fn cpu_mount() -> Option<(PathBuf, bool)> {
 /// Why capped cgroups cannot be made here, if they cannot.
 fn skip_reason() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let uid = status.lines().find(|l| l.starts_with("Uid:"));
-    if !uid.is_some_and(|l| l.split_whitespace().nth(2) == Some("0")) {
+    // `Uid: real effective saved fs`: the effective one.
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().nth(1));
+    if euid != Some("0") {
         return Some("not root".into());
     }
     let Some((mount, _)) = cpu_mount() else {

@@ -7,7 +7,8 @@
 //! still count for a moment, so removal retries briefly.
 
 use super::cap::CpuCap;
-use super::detect::{Hierarchy, Layout, Version, detect};
+use super::detect::{Layout, Version, detect};
+use super::v2::{HandedDown, LEAD_LEAF, hand_down_cpu, take_back_cpu};
 use std::ffi::CString;
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt as _;
@@ -25,6 +26,8 @@ pub struct RunGroups {
     /// `clasp-<pid>-<hex>`.
     name: String,
     ids: Vec<u32>,
+    /// What handing `cpu` down a v2 hierarchy changed (nothing on v1).
+    v2: HandedDown,
 }
 
 impl RunGroups {
@@ -34,27 +37,27 @@ impl RunGroups {
         let layout = detect()?;
         let name = format!("clasp-{}-{}", std::process::id(), random_hex()?);
         // The guard exists before the first directory, so an error below removes them.
-        let groups = RunGroups {
+        let mut groups = RunGroups {
             layout,
             name,
             ids: ids.to_vec(),
+            v2: HandedDown::default(),
         };
-        for h in &groups.layout.hierarchies {
-            groups.create_in(h, cap)?;
+        for i in 0..groups.layout.hierarchies.len() {
+            groups.create_in(i, cap)?;
         }
         Ok(groups)
     }
 
-    fn create_in(&self, h: &Hierarchy, cap: &CpuCap) -> Result<(), String> {
+    fn create_in(&mut self, i: usize, cap: &CpuCap) -> Result<(), String> {
+        let h = &self.layout.hierarchies[i];
         let parent = h.own_dir.join(&self.name);
-        if h.version == Version::V2 {
-            // The cpu controller must be handed down to the parent and from it to the workers.
-            write(&h.own_dir.join("cgroup.subtree_control"), "+cpu")?;
-        }
         mkdir(&parent)?;
         if h.version == Version::V2 {
-            write(&parent.join("cgroup.subtree_control"), "+cpu")?;
+            // The cpu controller must be handed down to the parent and from it to the workers.
+            hand_down_cpu(&h.own_dir, &parent, &mut self.v2)?;
         }
+        let h = &self.layout.hierarchies[i];
         for &id in &self.ids {
             let dir = parent.join(format!("w{id}"));
             mkdir(&dir)?;
@@ -90,12 +93,17 @@ impl RunGroups {
             .collect()
     }
 
-    /// This process's original group's `cgroup.procs` in each hierarchy.
-    pub fn home_procs(&self) -> Vec<PathBuf> {
+    /// Where this process goes when it leaves a worker's group, in each hierarchy: its
+    /// original group, or the run's `lead` leaf where v2 made it move there.
+    pub fn lead_procs(&self) -> Vec<PathBuf> {
         self.layout
             .hierarchies
             .iter()
-            .map(|h| h.own_dir.join("cgroup.procs"))
+            .map(|h| match h.version {
+                Version::V2 if self.v2.moved_to_leaf => h.own_dir.join(&self.name).join(LEAD_LEAF),
+                _ => h.own_dir.clone(),
+            })
+            .map(|d| d.join("cgroup.procs"))
             .collect()
     }
 
@@ -104,14 +112,21 @@ impl RunGroups {
     /// tasks for a moment; the first failure is returned after trying all.
     pub fn remove_now(&self) -> Result<(), String> {
         let mut first_err = None;
+        let mut note = |r: Result<(), String>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
         for h in &self.layout.hierarchies {
             let parent = h.own_dir.join(&self.name);
-            let dirs = self.ids.iter().map(|id| parent.join(format!("w{id}")));
-            for d in dirs.chain(std::iter::once(parent.clone())) {
-                if let Err(e) = rmdir_retrying(&d) {
-                    first_err.get_or_insert(e);
-                }
+            for id in &self.ids {
+                note(rmdir_retrying(&parent.join(format!("w{id}"))));
             }
+            if h.version == Version::V2 && parent.exists() {
+                note(take_back_cpu(&h.own_dir, &parent, self.v2));
+                note(rmdir_retrying(&parent.join(LEAD_LEAF)));
+            }
+            note(rmdir_retrying(&parent));
         }
         first_err.map_or(Ok(()), Err)
     }

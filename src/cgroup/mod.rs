@@ -9,6 +9,7 @@
 //!   `cpuacct` hierarchy where there is one;
 //! - [`cap`]: F → quota per 10 ms period, and the values refused;
 //! - [`group`]: a run's parent group and one child per worker, and their removal (a guard);
+//! - [`v2`]: handing the cpu controller down a v2 hierarchy (and taking it back);
 //! - [`join`]: a spawned worker joins its groups and CPU set before it execs;
 //! - [`own`]: a `clasp worker` started by hand caps itself;
 //! - [`cpus`]: `--cpus LIST`, a worker's affinity mask.
@@ -19,6 +20,7 @@ pub mod detect;
 pub mod group;
 pub mod join;
 pub mod own;
+pub mod v2;
 
 pub use cap::CpuCap;
 pub use cpus::CpuList;
@@ -57,4 +59,30 @@ fn not_writable(reason: &str) -> anyhow::Error {
         "--worker-cpu: cannot make capped cgroups here ({reason}); {DELEGATION_HINT}, or run \
          without --worker-cpu (uncapped)"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writability_probe_answers_and_leaves_no_group() {
+        match cgroups_writable() {
+            Err(reason) => {
+                assert!(!reason.is_empty());
+                eprintln!("cgroups are not writable here: {reason}");
+            }
+            Ok(()) => {
+                let prefix = format!("clasp-{}-", std::process::id());
+                for h in detect::detect().unwrap().hierarchies {
+                    let left: Vec<_> = std::fs::read_dir(&h.own_dir)
+                        .unwrap()
+                        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                        .filter(|n| n.starts_with(&prefix))
+                        .collect();
+                    assert!(left.is_empty(), "{}: {left:?}", h.own_dir.display());
+                }
+            }
+        }
+    }
 }

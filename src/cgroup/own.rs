@@ -24,7 +24,7 @@ impl OwnGroup {
 
     /// Moves this process back to its original groups and removes its own, now.
     pub fn leave_now(&self) -> Result<(), String> {
-        for procs in self.groups.home_procs() {
+        for procs in self.groups.lead_procs() {
             write(&procs, "0")?;
         }
         self.groups.remove_now()
