@@ -37,6 +37,24 @@ impl CpuList {
         Ok(CpuList(cpus))
     }
 
+    /// `--cpus`'s parser: [`CpuList::parse`], and every CPU one this process may use (the
+    /// kernel would refuse a mask of CPUs that are not there only once a worker starts).
+    pub fn parse_arg(s: &str) -> Result<CpuList, String> {
+        let list = CpuList::parse(s)?;
+        list.within(&clasp_dataplane::affinity::allowed_cpus())?;
+        Ok(list)
+    }
+
+    /// Refuses a CPU outside `allowed`.
+    pub fn within(&self, allowed: &[usize]) -> Result<(), String> {
+        match self.0.iter().find(|c| !allowed.contains(c)) {
+            Some(c) => Err(format!(
+                "CPU {c} is not one this process may use (it may use {allowed:?})"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The list as the kernel's CPU set.
     pub fn to_set(&self) -> CpuSet {
         let mut set = CpuSet::new();
@@ -71,5 +89,8 @@ mod tests {
         for s in ["", "a", "1,", "3-1", "-1", "0-", "99999"] {
             assert!(CpuList::parse(s).is_err(), "{s}");
         }
+        let l = CpuList::parse("0-2").unwrap();
+        assert!(l.within(&[0, 1]).unwrap_err().contains("CPU 2"));
+        assert!(l.within(&[0, 1, 2, 3]).is_ok());
     }
 }

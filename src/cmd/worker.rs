@@ -37,7 +37,7 @@ pub struct WorkerArgs {
     worker_cpu: Option<CpuCap>,
     /// Run on these CPUs only (e.g. 0,1 or 0-3), set before any thread starts; --pin (given
     /// by the driver) then pins executors inside this set.
-    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
     cpus: Option<CpuList>,
     #[command(flatten)]
     net: NetArgs,

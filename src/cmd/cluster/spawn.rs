@@ -154,35 +154,26 @@ pub fn spawn_workers(
             address: format!("127.0.0.1:{port}"),
         });
     }
+    // Before the directory: a refusal here leaves nothing behind.
+    let ids: Vec<u32> = file.workers.iter().map(|w| w.id).collect();
+    let groups = limits
+        .cpu
+        .as_ref()
+        .map(|cap| create_for_workers(cap, &ids))
+        .transpose()?;
     let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("cluster.toml");
-    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
-    let ids: Vec<u32> = file.workers.iter().map(|w| w.id).collect();
     let mut spawned = Spawned {
         children: Vec::new(),
-        dir: Some(dir),
-        groups: limits
-            .cpu
-            .as_ref()
-            .map(|cap| create_for_workers(cap, &ids))
-            .transpose()?,
+        dir: Some(dir.clone()),
+        groups,
     };
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
     let exe = std::env::current_exe().context("locating clasp")?;
     for (w, listener) in file.workers.iter().zip(held) {
-        let before = BeforeExec {
-            procs: match &spawned.groups {
-                Some(g) => g.worker_procs(w.id).map_err(anyhow::Error::msg)?,
-                None => Vec::new(),
-            },
-            cpus: limits.cpus.as_ref().map(CpuList::to_set),
-        };
         let mut cmd = Command::new(&exe);
-        install(&mut cmd, before);
-        // Free the port for the worker that is about to bind it.
-        drop(listener);
-        let child = cmd
-            .arg("worker")
+        cmd.arg("worker")
             .args(["--id", &w.id.to_string()])
             .arg("--cluster")
             .arg(&path)
@@ -190,22 +181,41 @@ pub fn spawn_workers(
             .args(net.to_args())
             .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "starting clasp worker {}{}",
-                    w.id,
-                    if limits.cpu.is_some() || limits.cpus.is_some() {
-                        " (in its cgroup and CPU set)"
-                    } else {
-                        ""
-                    }
-                )
-            })?;
+            .stdout(Stdio::null());
+        let limited = limit_before_exec(&mut cmd, spawned.groups.as_ref(), w.id, limits)?;
+        // Free the port for the worker that is about to bind it.
+        drop(listener);
+        let child = cmd.spawn().with_context(|| {
+            let how = if limited {
+                " (in its cgroup and CPU set)"
+            } else {
+                ""
+            };
+            format!("starting clasp worker {}{how}", w.id)
+        })?;
         spawned.children.push((w.id, child));
     }
     Ok((file, secret, spawned))
+}
+
+/// Makes `cmd`'s child join worker `id`'s groups and CPU set before it execs; whether there
+/// was anything to join.
+fn limit_before_exec(
+    cmd: &mut Command,
+    groups: Option<&RunGroups>,
+    id: u32,
+    limits: &WorkerLimits,
+) -> anyhow::Result<bool> {
+    let before = BeforeExec {
+        procs: match groups {
+            Some(g) => g.worker_procs(id).map_err(anyhow::Error::msg)?,
+            None => Vec::new(),
+        },
+        cpus: limits.cpus.as_ref().map(CpuList::to_set),
+    };
+    let limited = !before.is_empty();
+    install(cmd, before);
+    Ok(limited)
 }
 
 /// A fresh secret as hex (it travels to the workers in their environment).

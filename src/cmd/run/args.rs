@@ -104,7 +104,7 @@ pub struct RunArgs {
     pub(crate) worker_cpu: Option<CpuCap>,
     /// Restrict the worker processes this run starts to these CPUs (e.g. 0,1 or 0-3): their
     /// affinity mask, set before they exec. --pin then pins executors inside this set.
-    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
     pub(crate) cpus: Option<CpuList>,
     /// The driver's listen address (workers connect back to it).
     #[arg(long, default_value = "127.0.0.1:0")]
