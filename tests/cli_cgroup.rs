@@ -227,7 +227,9 @@ fn a_capped_two_worker_static_run_is_throttled_equals_the_oracle_and_leaves_no_g
 }
 
 #[test]
-fn a_capped_live_run_equals_the_oracle_and_leaves_no_group() {
+fn a_capped_live_run_pinned_inside_its_cpu_set_equals_the_oracle_and_leaves_no_group() {
+    // `--pin` inside `--cpus 0-1`: the executor takes CPU 1 and verifies it runs there (a
+    // failed pin would be a fault in `errors`, which the oracle comparison requires empty).
     need_cgroups!();
     let run = start(
         &[
@@ -238,6 +240,7 @@ fn a_capped_live_run_equals_the_oracle_and_leaves_no_group() {
             "0.5",
             "--cpus",
             "0-1",
+            "--pin",
             "--app",
             "wc",
             "--records",
