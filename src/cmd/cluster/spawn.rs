@@ -1,9 +1,13 @@
 //! Worker processes `clasp run --workers N` starts on this machine: a fresh secret and cluster
 //! id, a port each below the kernel's ephemeral range, a cluster file in a temporary directory,
 //! and a guard that stops exactly these processes (by their own pids) and removes the directory.
+//! With `--worker-cpu`/`--cpus`, each worker joins its own capped cgroup and CPU set before it
+//! execs, and the guard removes the groups once the workers are gone.
 
 use super::file::{ClusterFile, SECRET_ENV, WorkerEntry};
 use super::net::NetArgs;
+use crate::cgroup::join::{BeforeExec, install};
+use crate::cgroup::{CpuCap, CpuList, RunGroups, create_for_workers};
 use crate::cmd::usage_error;
 use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, PeerId};
@@ -24,10 +28,22 @@ const SPAWNED_JOB_TIMEOUT_S: &str = "60";
 /// moment the worker binds it.
 const LOCAL_PORTS: std::ops::Range<u16> = 20_000..32_000;
 
+/// How the workers a run starts are limited: a CPU cap each, a CPU set for all.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerLimits {
+    /// `--worker-cpu`: each worker in its own group with this cap.
+    pub cpu: Option<CpuCap>,
+    /// `--cpus`: the workers' affinity mask.
+    pub cpus: Option<CpuList>,
+}
+
 /// Worker processes this run started; killed (by their own pids) if the run fails.
 pub struct Spawned {
     children: Vec<(PeerId, Child)>,
     dir: Option<PathBuf>,
+    /// The workers' cgroups. Declared after `children`: dropped (removed) after `Drop` below
+    /// has reaped the workers, since a group with a task in it cannot be removed.
+    groups: Option<RunGroups>,
 }
 
 impl Spawned {
@@ -36,7 +52,15 @@ impl Spawned {
         Spawned {
             children: Vec::new(),
             dir: None,
+            groups: None,
         }
+    }
+
+    /// The workers' cgroups, when they are capped (for removing them early, e.g. on a
+    /// signal: [`RunGroups::remove_now`] after the workers are stopped).
+    #[allow(dead_code, reason = "for the signal handling that stops a run early")]
+    pub fn groups(&self) -> Option<&RunGroups> {
+        self.groups.as_ref()
     }
 
     /// Workers that have already exited unsuccessfully, one line each.
@@ -99,11 +123,13 @@ impl Drop for Spawned {
     }
 }
 
-/// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings; returns
-/// their cluster file, the secret they hold and the guard that stops them.
+/// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings, each
+/// limited by `limits`; returns their cluster file, the secret they hold and the guard that
+/// stops them.
 pub fn spawn_workers(
     n: usize,
     net: &NetArgs,
+    limits: &WorkerLimits,
 ) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
     if n == 0 || n > MAX_LOCAL_WORKERS {
         return Err(usage_error(format!(
@@ -128,20 +154,26 @@ pub fn spawn_workers(
             address: format!("127.0.0.1:{port}"),
         });
     }
+    // Before the directory: a refusal here leaves nothing behind.
+    let ids: Vec<u32> = file.workers.iter().map(|w| w.id).collect();
+    let groups = limits
+        .cpu
+        .as_ref()
+        .map(|cap| create_for_workers(cap, &ids))
+        .transpose()?;
     let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("cluster.toml");
-    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
     let mut spawned = Spawned {
         children: Vec::new(),
-        dir: Some(dir),
+        dir: Some(dir.clone()),
+        groups,
     };
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
     let exe = std::env::current_exe().context("locating clasp")?;
     for (w, listener) in file.workers.iter().zip(held) {
-        // Free the port for the worker that is about to bind it.
-        drop(listener);
-        let child = Command::new(&exe)
-            .arg("worker")
+        let mut cmd = Command::new(&exe);
+        cmd.arg("worker")
             .args(["--id", &w.id.to_string()])
             .arg("--cluster")
             .arg(&path)
@@ -149,12 +181,41 @@ pub fn spawn_workers(
             .args(net.to_args())
             .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .context("starting a clasp worker")?;
+            .stdout(Stdio::null());
+        let limited = limit_before_exec(&mut cmd, spawned.groups.as_ref(), w.id, limits)?;
+        // Free the port for the worker that is about to bind it.
+        drop(listener);
+        let child = cmd.spawn().with_context(|| {
+            let how = if limited {
+                " (in its cgroup and CPU set)"
+            } else {
+                ""
+            };
+            format!("starting clasp worker {}{how}", w.id)
+        })?;
         spawned.children.push((w.id, child));
     }
     Ok((file, secret, spawned))
+}
+
+/// Makes `cmd`'s child join worker `id`'s groups and CPU set before it execs; whether there
+/// was anything to join.
+fn limit_before_exec(
+    cmd: &mut Command,
+    groups: Option<&RunGroups>,
+    id: u32,
+    limits: &WorkerLimits,
+) -> anyhow::Result<bool> {
+    let before = BeforeExec {
+        procs: match groups {
+            Some(g) => g.worker_procs(id).map_err(anyhow::Error::msg)?,
+            None => Vec::new(),
+        },
+        cpus: limits.cpus.as_ref().map(CpuList::to_set),
+    };
+    let limited = !before.is_empty();
+    install(cmd, before);
+    Ok(limited)
 }
 
 /// A fresh secret as hex (it travels to the workers in their environment).
