@@ -2,19 +2,31 @@
 //! an app over generated input and printing what `clasp oracle` prints (same digests and
 //! counts) plus throughput, latency and per-operator metrics. `clasp ingress` is that second
 //! process, usable on its own against a running worker's segment.
+//!
+//! SIGINT/SIGTERM: `clasp local` passes the stop on to its ingress (which runs in a process group
+//! of its own, so a terminal's Ctrl-C reaches only `clasp local`), the ingress admits no more and
+//! says it is done, the worker drains and ends the stream as after a full input, and the summary
+//! is printed. The ingress dies with `clasp local`; an ingress whose worker is gone ends with an
+//! error naming the worker's segment, and removes it.
 
+use crate::cleanup::{self, Registration};
 use crate::cmd::apps::load_app;
-use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
+use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes, timeout_s};
 use crate::cmd::usage_error;
+use crate::{lifeline, signals};
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
-use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress};
 use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::AppSpec;
+use clasp_shmring::Segment;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The exit status of an ingress that stopped because `clasp local` passed a SIGTERM on.
+const INGRESS_STOPPED_STATUS: i32 = 128 + signal_hook::consts::SIGTERM;
 
 /// How key groups are spread over executors.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -70,6 +82,10 @@ pub struct LocalArgs {
     /// Metrics sampling interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     interval_ms: u64,
+    /// After SIGINT/SIGTERM: how long the admitted input may take to drain before the run
+    /// stops at once (seconds).
+    #[arg(long, default_value_t = 10, value_parser = timeout_s())]
+    drain_timeout_s: u64,
 }
 
 #[derive(Args, Debug)]
@@ -99,6 +115,8 @@ pub struct IngressArgs {
 }
 
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
+    lifeline::die_with_parent()?;
+    signals::install("ingress", None)?;
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     check_rate("--rate", args.rate)?;
     let cfg = IngressConfig {
@@ -106,17 +124,96 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         records: args.records,
         seed: args.seed,
         rate_per_s: args.rate,
+        stop: Some(signals::stop_flag()),
     };
-    let report = run_ingress(&spec, &cfg).map_err(anyhow::Error::msg)?;
+    let report = match run_ingress(&spec, &cfg) {
+        Ok(r) => r,
+        Err(e @ IngressError::WorkerGone { .. }) => {
+            // Nobody else will: the worker died with its segment still named.
+            let removed = Segment::remove_stale(&cfg.segment_name).unwrap_or(false);
+            let note = if removed { "; removed its segment" } else { "" };
+            anyhow::bail!("{e}{note}");
+        }
+        Err(e) => return Err(anyhow::Error::msg(e)),
+    };
     eprintln!(
-        "ingress: admitted {} records in {:.3} s",
+        "ingress: admitted {} records in {:.3} s{}",
         report.admitted,
-        report.elapsed.as_secs_f64()
+        report.elapsed.as_secs_f64(),
+        if report.stopped {
+            " (stopped early)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
 
+/// The ingress process `clasp local` started, shared with the cleanup action that kills it on
+/// an immediate exit; reaped only under this lock (so no reaped pid is ever signalled).
+type IngressChild = Arc<Mutex<Option<Child>>>;
+
+/// The ingress child, even if a thread panicked while holding it.
+fn lock(child: &IngressChild) -> MutexGuard<'_, Option<Child>> {
+    child.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cleanup actions of a `clasp local` run: unlink its segment, kill its ingress.
+fn register_cleanup(segment_name: &str, child: &IngressChild) -> [Registration; 2] {
+    let shm_name = format!("/{segment_name}");
+    let child = Arc::clone(child);
+    [
+        cleanup::register(move || {
+            let _ = rustix::shm::unlink(shm_name.as_str());
+        }),
+        cleanup::register(move || {
+            if let Some(c) = lock(&child).as_mut() {
+                let _ = c.kill();
+            }
+        }),
+    ]
+}
+
+/// Waits for the ingress to exit, holding the lock for one poll at a time (an immediate exit
+/// must be able to kill it meanwhile).
+fn reap(child: &IngressChild) {
+    loop {
+        match lock(child).as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => {}
+            _ => return,
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Asked every interval: passes a stop (SIGINT/SIGTERM) on to the ingress once, and says
+/// whether the ingress failed (an exit status other than success, or than the stop's).
+fn watch_ingress(child: &IngressChild, stop_sent: &mut bool) -> Option<String> {
+    let mut guard = lock(child);
+    let c = guard.as_mut()?;
+    let status = c.try_wait();
+    if !*stop_sent
+        && matches!(status, Ok(None))
+        && signals::interrupted().is_some()
+        && let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32)
+    {
+        *stop_sent = true;
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    match status {
+        Ok(Some(st)) if st.success() => None,
+        Ok(Some(st)) if *stop_sent && st.code() == Some(INGRESS_STOPPED_STATUS) => None,
+        Ok(Some(st)) => Some(format!(
+            "the ingress process (pid {}) exited with {st}",
+            c.id()
+        )),
+        _ => None,
+    }
+}
+
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
+    signals::install("local", Some(Duration::from_secs(args.drain_timeout_s)))?;
+    crate::stale::sweep_at_start();
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
     check_rate("--rate", args.rate)?;
     check_executors(args.executors)?;
@@ -140,15 +237,15 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         interval: Duration::from_millis(args.interval_ms),
         ..LocalConfig::default()
     };
-    let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
-    let spawn_child = child.clone();
-    let watch_child = child.clone();
+    let child = IngressChild::default();
+    let registrations = register_cleanup(&cfg.segment_name, &child);
+    let mut stop_sent = false;
+    // `ready` runs on this (the main) thread: the ingress dies when it does (`lifeline`).
     let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
-            let exe = std::env::current_exe().map_err(|e| format!("locating clasp: {e}"))?;
-            let mut cmd = Command::new(exe);
+            let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
             cmd.arg("ingress")
                 .args(["--segment", seg.segment.name().unwrap_or_default()])
                 .args([
@@ -170,25 +267,15 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             let c = cmd
                 .spawn()
                 .map_err(|e| format!("starting the ingress process: {e}"))?;
-            *spawn_child.lock().unwrap() = Some(c);
+            *lock(&child) = Some(c);
             Ok(())
         },
-        || {
-            let mut guard = watch_child.lock().unwrap();
-            let c = guard.as_mut()?;
-            match c.try_wait() {
-                Ok(Some(status)) if !status.success() => Some(format!(
-                    "the ingress process (pid {}) exited with {status}",
-                    c.id()
-                )),
-                _ => None,
-            }
-        },
+        || watch_ingress(&child, &mut stop_sent),
     )
     .map_err(anyhow::Error::msg)?;
-    if let Some(mut c) = child.lock().unwrap().take() {
-        let _ = c.wait();
-    }
+    reap(&child);
+    // The segment is unlinked (its owner's handle dropped) and the ingress reaped.
+    drop(registrations);
     print_report(&spec, &args, &report)?;
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
@@ -225,6 +312,7 @@ fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Re
         extra: Vec::new(),
         extra_lines: Vec::new(),
         errors: &r.errors,
+        interrupted: crate::cmd::report::RunView::interrupted_now(),
     };
     let mut out = crate::cmd::output::stdout();
     crate::cmd::report::print(&mut out, &view, args.json)?;

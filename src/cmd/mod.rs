@@ -6,6 +6,7 @@
 
 pub mod apps;
 pub mod bench;
+pub mod clean;
 pub mod cluster;
 pub mod limits;
 pub mod local;

@@ -32,7 +32,13 @@ pub struct WorkerArgs {
 }
 
 /// `clasp worker`.
+///
+/// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
+/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver
+/// fails the run naming it and, for a worker `clasp run` started, the signal.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
+    crate::lifeline::die_with_parent()?;
+    crate::stale::sweep_at_start();
     let file = ClusterFile::load(&args.cluster)?;
     let workers = file.resolve()?;
     let me = workers

@@ -1,14 +1,25 @@
 //! Worker processes `clasp run --workers N` starts on this machine: a fresh secret and cluster
-//! id, a port each below the kernel's ephemeral range, a cluster file in a temporary directory,
-//! and a guard that stops exactly these processes (by their own pids) and removes the directory.
+//! id, a port each below the kernel's ephemeral range, a cluster file in a private temporary
+//! directory, and a guard that stops exactly these processes (by their own pids) and removes the
+//! directory.
+//!
+//! The directory is made 0700 under an unpredictable name (`clasp-run-PID-XXXXXX`: the pid lets
+//! a later `clasp clean` find it if this process is killed), so no other user can plant a file
+//! or a symbolic link where the cluster file is written. The guard also registers the children
+//! and the directory with the cleanup registry, so an immediate exit on a second signal still
+//! stops and removes them; the children die with this process in any case (`lifeline`).
 
 use super::file::{ClusterFile, SECRET_ENV, WorkerEntry};
 use super::net::NetArgs;
+use crate::cleanup::{self, Registration};
 use crate::cmd::usage_error;
+use crate::lifeline;
+use crate::stale::RUN_DIR_PREFIX;
 use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, PeerId};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write as _;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Most workers `clasp run --workers N` starts on this machine.
@@ -23,26 +34,41 @@ const SPAWNED_JOB_TIMEOUT_S: &str = "60";
 /// outgoing connection of any process can take one between the moment we pick it and the
 /// moment the worker binds it.
 const LOCAL_PORTS: std::ops::Range<u16> = 20_000..32_000;
+/// How often a worker's exit is polled while waiting for it.
+const EXIT_POLL: Duration = Duration::from_millis(10);
+
+/// The started workers, shared with the cleanup action that kills them on an immediate exit.
+/// A child is only ever reaped under this lock, so that action never signals a reaped (and
+/// perhaps reused) pid.
+type Children = Arc<Mutex<Vec<(PeerId, Child)>>>;
 
 /// Worker processes this run started; killed (by their own pids) if the run fails.
 pub struct Spawned {
-    children: Vec<(PeerId, Child)>,
-    dir: Option<PathBuf>,
+    children: Children,
+    dir: Option<tempfile::TempDir>,
+    /// The cleanup actions for the children and the directory (dropped after they are gone).
+    registrations: Vec<Registration>,
+}
+
+/// The children, even if a thread panicked while holding them.
+fn lock(children: &Children) -> MutexGuard<'_, Vec<(PeerId, Child)>> {
+    children.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Spawned {
     /// No processes: the workers of a cluster file were started by someone else.
     pub fn none() -> Spawned {
         Spawned {
-            children: Vec::new(),
+            children: Children::default(),
             dir: None,
+            registrations: Vec::new(),
         }
     }
 
     /// Workers that have already exited unsuccessfully, one line each.
     pub fn failures(&mut self) -> Vec<String> {
         let mut out = Vec::new();
-        for (id, c) in &mut self.children {
+        for (id, c) in lock(&self.children).iter_mut() {
             if let Ok(Some(st)) = c.try_wait()
                 && !st.success()
             {
@@ -62,25 +88,32 @@ impl Spawned {
                 WORKER_EXIT_TIMEOUT
             };
         let mut out = Vec::new();
-        for (id, c) in &mut self.children {
-            if let Some(line) = finish_one(*id, c, deadline, kill_now) {
+        let count = lock(&self.children).len();
+        for i in 0..count {
+            if let Some(line) = finish_one(&self.children, i, deadline, kill_now) {
                 out.push(line);
             }
         }
-        self.children.clear();
+        lock(&self.children).clear();
         out
     }
 }
 
-/// Waits for one worker until `deadline`, then kills it; what went wrong, if anything.
-fn finish_one(id: PeerId, c: &mut Child, deadline: Instant, kill_now: bool) -> Option<String> {
+/// Waits for worker `i` until `deadline`, then kills it; what went wrong, if anything. The
+/// lock is held for one poll at a time, so an immediate exit is never kept waiting.
+fn finish_one(children: &Children, i: usize, deadline: Instant, kill_now: bool) -> Option<String> {
     loop {
+        let mut guard = lock(children);
+        let (id, c) = &mut guard[i];
         match c.try_wait() {
             Ok(Some(st)) => {
                 return (!st.success() && !kill_now)
                     .then(|| format!("worker {id} exited with {st}"));
             }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if Instant::now() < deadline => {
+                drop(guard);
+                std::thread::sleep(EXIT_POLL);
+            }
             _ => {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -93,10 +126,27 @@ fn finish_one(id: PeerId, c: &mut Child, deadline: Instant, kill_now: bool) -> O
 impl Drop for Spawned {
     fn drop(&mut self) {
         self.finish(true);
-        if let Some(d) = &self.dir {
-            let _ = std::fs::remove_dir_all(d);
+        if let Some(d) = self.dir.take() {
+            let _ = d.close();
         }
+        // Both are gone: the cleanup actions have nothing left to do.
+        self.registrations.clear();
     }
+}
+
+/// A private run directory (0700, an unpredictable name holding this process's pid) with the
+/// cluster file in it, created anew (never through an existing file or link).
+fn run_dir(file: &ClusterFile) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
+    let dir = tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempdir()
+        .context("creating the run directory")?;
+    let path = dir.path().join("cluster.toml");
+    std::fs::File::create_new(&path)
+        .and_then(|mut f| f.write_all(file.to_toml().as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok((dir, path))
 }
 
 /// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings; returns
@@ -128,19 +178,27 @@ pub fn spawn_workers(
             address: format!("127.0.0.1:{port}"),
         });
     }
-    let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("cluster.toml");
-    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
-    let mut spawned = Spawned {
-        children: Vec::new(),
+    let (dir, path) = run_dir(&file)?;
+    let children = Children::default();
+    let killer = Arc::clone(&children);
+    let spawned = Spawned {
+        registrations: vec![
+            cleanup::register_path(dir.path()),
+            // Registered last, so it runs first: the workers stop before their directory goes.
+            cleanup::register(move || {
+                for (_, c) in lock(&killer).iter_mut() {
+                    let _ = c.kill();
+                }
+            }),
+        ],
+        children,
         dir: Some(dir),
     };
-    let exe = std::env::current_exe().context("locating clasp")?;
     for (w, listener) in file.workers.iter().zip(held) {
         // Free the port for the worker that is about to bind it.
         drop(listener);
-        let child = Command::new(&exe)
+        // From this (the main) thread: the workers die when it does (`lifeline`).
+        let child = lifeline::command()?
             .arg("worker")
             .args(["--id", &w.id.to_string()])
             .arg("--cluster")
@@ -152,7 +210,7 @@ pub fn spawn_workers(
             .stdout(Stdio::null())
             .spawn()
             .context("starting a clasp worker")?;
-        spawned.children.push((w.id, child));
+        lock(&spawned.children).push((w.id, child));
     }
     Ok((file, secret, spawned))
 }
