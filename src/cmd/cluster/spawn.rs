@@ -140,6 +140,7 @@ fn run_dir(file: &ClusterFile) -> anyhow::Result<(tempfile::TempDir, std::path::
     let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
     let dir = tempfile::Builder::new()
         .prefix(&prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .context("creating the run directory")?;
     let path = dir.path().join("cluster.toml");
@@ -259,4 +260,36 @@ fn free_port() -> anyhow::Result<(u16, rustix::fd::OwnedFd)> {
         }
     }
     anyhow::bail!("no free port on 127.0.0.1 in {LOCAL_PORTS:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn the_run_directory_is_private_unpredictable_and_removed_with_its_guard() {
+        let file = ClusterFile {
+            cluster_id: 7,
+            workers: Vec::new(),
+        };
+        let (a, path) = run_dir(&file).unwrap();
+        let (b, _) = run_dir(&file).unwrap();
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with(&format!("{RUN_DIR_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("cluster_id = 7")
+        );
+        let dir = a.path().to_path_buf();
+        drop(a);
+        assert!(!dir.exists());
+    }
 }
