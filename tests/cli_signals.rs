@@ -234,6 +234,37 @@ fn sigterm_drains_clasp_local_prints_its_summary_and_exits_143() {
 }
 
 #[test]
+fn a_second_signal_exits_at_once_and_still_cleans_up() {
+    let _turn = one_at_a_time();
+    let run = Group::start(&STATIC_RUN);
+    let pid = run.pid();
+    let mut pids = vec![pid];
+    pids.extend(wait_for_children(pid, 2));
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    run.signal(Signal::TERM);
+    // Apart, so the kernel does not merge them into one pending signal.
+    std::thread::sleep(Duration::from_millis(50));
+    run.signal(Signal::TERM);
+    let (st, _, err) = run.wait();
+    assert_eq!(st.code(), Some(143), "{err}");
+    // Unless the drain was even quicker than the second signal.
+    assert!(
+        err.contains("a second signal: stopping now") || err.contains("ran wc to the end"),
+        "{err}"
+    );
+    // The workers are killed by the cleanup, or by their lifeline as the run exits.
+    let deadline = Instant::now() + ORPHAN_EXIT;
+    while pids[1..].iter().any(|&p| runs(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "a worker outlived the run: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_nothing_left(&pids);
+}
+
+#[test]
 fn sigterm_to_one_worker_fails_the_run_naming_the_worker_and_the_signal() {
     let _turn = one_at_a_time();
     let run = Group::start(&STATIC_RUN);
