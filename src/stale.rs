@@ -6,8 +6,9 @@
 //! carries the creator's pid, so a start of `clasp run`, `clasp local` or `clasp worker` (and
 //! `clasp clean` on demand) can find the ones whose creator is gone. Only names clasp itself
 //! makes are considered, and nothing whose creator still runs is touched: the pid in the name
-//! must be dead (`kill(pid, 0)`), and a segment is then removed only if its header's owner
-//! (pid and start time) is gone too or its owner lock is free.
+//! must be dead (`kill(pid, 0)`), and a segment is then removed only if nobody holds its owner
+//! lock (a live owner always does, even one in another pid namespace whose pid we cannot see)
+//! and the segment's own check agrees (its header's owner is gone or its lock free).
 
 use clasp_shmring::Segment;
 use rustix::process::{Pid, test_kill_process};
@@ -78,9 +79,18 @@ fn dead_entries(dir: &Path, creator: impl Fn(&str) -> Option<i32>) -> Vec<(Strin
     out
 }
 
-/// Stale segments in `/dev/shm`.
+/// Stale segments in `/dev/shm`: a dead creator's, with the owner lock free.
 fn stale_segments() -> Vec<(String, PathBuf)> {
-    dead_entries(Path::new(SHM_DIR), segment_pid)
+    let mut found = dead_entries(Path::new(SHM_DIR), segment_pid);
+    found.retain(|(_, path)| owner_lock_free(path));
+    found
+}
+
+/// Whether nobody holds the owner lock of the segment at `path` (a shared lock is granted).
+fn owner_lock_free(path: &Path) -> bool {
+    use rustix::fs::{FlockOperation, flock};
+    std::fs::File::open(path)
+        .is_ok_and(|f| flock(&f, FlockOperation::NonBlockingLockShared).is_ok())
 }
 
 /// Stale run directories in the temporary directory: real directories (never a symbolic link)
@@ -154,6 +164,19 @@ mod tests {
         assert_eq!(pid_after("clasp-run-99-AbC123", RUN_DIR_PREFIX), Some(99));
         assert_eq!(pid_after("clasp-run-99", RUN_DIR_PREFIX), Some(99));
         assert_eq!(pid_after("clasp-run-out-x", RUN_DIR_PREFIX), None);
+    }
+
+    #[test]
+    fn a_held_owner_lock_keeps_a_segment() {
+        use rustix::fs::{FlockOperation, flock};
+        let path = std::env::temp_dir().join(format!("clasp-stale-lock-{}", std::process::id()));
+        let owner = std::fs::File::create(&path).unwrap();
+        assert!(owner_lock_free(&path));
+        flock(&owner, FlockOperation::NonBlockingLockExclusive).unwrap();
+        assert!(!owner_lock_free(&path));
+        drop(owner);
+        assert!(owner_lock_free(&path));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
