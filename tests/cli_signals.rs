@@ -218,6 +218,26 @@ fn sigint_drains_a_static_run_prints_its_summary_and_exits_130() {
 }
 
 #[test]
+fn sigterm_drains_a_live_run_prints_its_summary_and_exits_143() {
+    let _turn = one_at_a_time();
+    let args = [
+        "run",
+        "--app",
+        "wc",
+        "--max-workers",
+        "2",
+        "--pattern",
+        "constant",
+        "--peak-rate",
+        "20000",
+        "--duration",
+        "60",
+        "--json",
+    ];
+    interrupt(&args, 2, Signal::TERM, 143);
+}
+
+#[test]
 fn sigterm_drains_clasp_local_prints_its_summary_and_exits_143() {
     let _turn = one_at_a_time();
     let args = [
