@@ -285,6 +285,45 @@ fn a_second_signal_exits_at_once_and_still_cleans_up() {
 }
 
 #[test]
+fn a_drain_longer_than_the_drain_timeout_exits_at_once_and_still_cleans_up() {
+    let _turn = one_at_a_time();
+    let local = Group::start(&[
+        "local",
+        "--app",
+        "wc",
+        "--rate",
+        "20000",
+        "--records",
+        "10000000",
+        "--drain-timeout-s",
+        "1",
+        "--json",
+    ]);
+    let pid = local.pid();
+    let ingress = wait_for_children(pid, 1)[0];
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    // A stopped ingress never hears the stop, so the input never ends.
+    kill_process(Pid::from_raw(ingress).unwrap(), Signal::STOP).unwrap();
+    let signalled = Instant::now();
+    local.signal(Signal::TERM);
+    let (st, out, err) = local.wait();
+    assert_eq!(st.code(), Some(143), "{err}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert!(err.contains("the drain did not finish within 1 s"), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let deadline = Instant::now() + ORPHAN_EXIT;
+    while runs(ingress) {
+        assert!(Instant::now() < deadline, "the ingress outlived the run");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_nothing_left(&[pid, ingress]);
+}
+
+#[test]
 fn sigterm_to_one_worker_fails_the_run_naming_the_worker_and_the_signal() {
     let _turn = one_at_a_time();
     let run = Group::start(&STATIC_RUN);
