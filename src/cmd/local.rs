@@ -9,8 +9,8 @@
 //! is printed. The ingress dies with `clasp local`; an ingress whose worker is gone ends with an
 //! error naming the worker's segment, and removes it.
 
-use crate::cleanup::{self, Registration};
 use crate::cmd::apps::load_app;
+use crate::cmd::ingress_child::{IngressChild, reap, register_cleanup, watch_ingress};
 use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes, timeout_s};
 use crate::cmd::usage_error;
 use crate::{lifeline, signals};
@@ -21,12 +21,9 @@ use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::AppSpec;
 use clasp_shmring::Segment;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The exit status of an ingress that stopped because `clasp local` passed a SIGTERM on.
-const INGRESS_STOPPED_STATUS: i32 = 128 + signal_hook::consts::SIGTERM;
 
 /// How key groups are spread over executors.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -149,68 +146,6 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The ingress process `clasp local` started, shared with the cleanup action that kills it on
-/// an immediate exit; reaped only under this lock (so no reaped pid is ever signalled).
-type IngressChild = Arc<Mutex<Option<Child>>>;
-
-/// The ingress child, even if a thread panicked while holding it.
-fn lock(child: &IngressChild) -> MutexGuard<'_, Option<Child>> {
-    child.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The cleanup actions of a `clasp local` run: unlink its segment, kill its ingress.
-fn register_cleanup(segment_name: &str, child: &IngressChild) -> [Registration; 2] {
-    let shm_name = format!("/{segment_name}");
-    let child = Arc::clone(child);
-    [
-        cleanup::register(move || {
-            let _ = rustix::shm::unlink(shm_name.as_str());
-        }),
-        cleanup::register(move || {
-            if let Some(c) = lock(&child).as_mut() {
-                let _ = c.kill();
-            }
-        }),
-    ]
-}
-
-/// Waits for the ingress to exit, holding the lock for one poll at a time (an immediate exit
-/// must be able to kill it meanwhile).
-fn reap(child: &IngressChild) {
-    loop {
-        match lock(child).as_mut().map(Child::try_wait) {
-            Some(Ok(None)) => {}
-            _ => return,
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Asked every interval: passes a stop (SIGINT/SIGTERM) on to the ingress once, and says
-/// whether the ingress failed (an exit status other than success, or than the stop's).
-fn watch_ingress(child: &IngressChild, stop_sent: &mut bool) -> Option<String> {
-    let mut guard = lock(child);
-    let c = guard.as_mut()?;
-    let status = c.try_wait();
-    if !*stop_sent
-        && matches!(status, Ok(None))
-        && signals::interrupted().is_some()
-        && let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32)
-    {
-        *stop_sent = true;
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-    }
-    match status {
-        Ok(Some(st)) if st.success() => None,
-        Ok(Some(st)) if *stop_sent && st.code() == Some(INGRESS_STOPPED_STATUS) => None,
-        Ok(Some(st)) => Some(format!(
-            "the ingress process (pid {}) exited with {st}",
-            c.id()
-        )),
-        _ => None,
-    }
-}
-
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     signals::install("local", Some(Duration::from_secs(args.drain_timeout_s)))?;
     crate::stale::sweep_at_start();
@@ -267,7 +202,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             let c = cmd
                 .spawn()
                 .map_err(|e| format!("starting the ingress process: {e}"))?;
-            *lock(&child) = Some(c);
+            child.set(c);
             Ok(())
         },
         || watch_ingress(&child, &mut stop_sent),
