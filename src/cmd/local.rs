@@ -112,8 +112,10 @@ pub struct IngressArgs {
 }
 
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
-    lifeline::die_with_parent()?;
+    // The handler first: the death signal of a parent that dies meanwhile is then a stop,
+    // reported as the loss of its worker, not a silent end.
     signals::install("ingress", None)?;
+    lifeline::die_with_parent()?;
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     check_rate("--rate", args.rate)?;
     let cfg = IngressConfig {
