@@ -3,9 +3,12 @@
 //! `clasp run` starts `clasp worker` processes and `clasp local` starts a `clasp ingress`. If the
 //! parent is killed outright (SIGKILL, a crash), nothing of it runs to stop them, and they would
 //! wait for a driver or a worker forever, re-parented to init. So the parent passes its pid in
-//! [`PARENT_PID_ENV`], and the child asks the kernel for SIGTERM when its parent goes
-//! (`PR_SET_PDEATHSIG`), then checks that the parent is still the one that started it: it may
-//! have died before the request was made.
+//! [`PARENT_PID_ENV`], and the child asks the kernel for SIGHUP ("hang-up": whoever controlled
+//! it is gone) when its parent goes (`PR_SET_PDEATHSIG`), then checks that the parent is still
+//! the one that started it: it may have died before the request was made. A worker has no
+//! handler for SIGHUP and ends at once; an ingress stops its input and reports the worker it
+//! lost. (Not SIGTERM: the kernel may send the death signal more than once, which a second
+//! SIGTERM would take for "exit now".)
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process: the
 //! parents start their children from the main thread, which lives as long as the process.
@@ -31,7 +34,7 @@ pub fn command() -> anyhow::Result<Command> {
     Ok(cmd)
 }
 
-/// In a child started by [`command`]: SIGTERM when the parent exits; an error if it already
+/// In a child started by [`command`]: SIGHUP when the parent exits; an error if it already
 /// has. Does nothing in a process started otherwise.
 pub fn die_with_parent() -> anyhow::Result<()> {
     let Some(parent) = std::env::var(PARENT_PID_ENV).ok() else {
@@ -40,7 +43,7 @@ pub fn die_with_parent() -> anyhow::Result<()> {
     let parent: i32 = parent
         .parse()
         .with_context(|| format!("{PARENT_PID_ENV}={parent:?} is not a pid"))?;
-    set_parent_process_death_signal(Some(Signal::TERM))
+    set_parent_process_death_signal(Some(Signal::HUP))
         .context("asking for a signal when the parent exits (PR_SET_PDEATHSIG)")?;
     if getppid().map(|p| p.as_raw_nonzero().get()) != Some(parent) {
         anyhow::bail!("the clasp process that started this one (pid {parent}) is gone");

@@ -7,11 +7,16 @@
 //! for SIGTERM). A second signal, or a drain that outlasts its timeout, exits at once after
 //! running the [`cleanup`](crate::cleanup) registry.
 //!
+//! SIGHUP, for a process that asks for it, means "the process that started me is gone" (the
+//! death signal `lifeline` arranges, which the kernel may send more than once: once per exiting
+//! thread of the parent that the child was handed to): it sets the stop flag too, but is never
+//! counted as a second signal and sets no exit status.
+//!
 //! Why a thread: a signal handler may only do async-signal-safe work (no locks, no allocation,
 //! no printing). signal-hook's iterator turns each signal into a wake-up of an ordinary thread,
 //! which may do all of those.
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -22,6 +27,8 @@ use std::time::Duration;
 static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 /// The first signal received (0: none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// A SIGHUP was received (for a process that asked to catch it).
+static HUNG_UP: AtomicBool = AtomicBool::new(false);
 
 /// The stop flag (never set unless [`install`] ran and a signal came).
 pub fn stop_flag() -> Arc<AtomicBool> {
@@ -36,6 +43,11 @@ pub fn interrupted() -> Option<i32> {
     }
 }
 
+/// Whether a SIGHUP came (the process that started this one is gone).
+pub fn hung_up() -> bool {
+    HUNG_UP.load(Ordering::Acquire)
+}
+
 /// The exit status for a process interrupted by `signal`: 128 + its number, the shell's
 /// convention.
 pub fn exit_status(signal: i32) -> u8 {
@@ -47,21 +59,40 @@ pub fn name(signal: i32) -> &'static str {
     match signal {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
         _ => "a signal",
     }
 }
 
 /// Catches SIGINT and SIGTERM from now on: the first sets the stop flag (and, with
 /// `drain_timeout`, exits at once if the process is still running that long after); a second
-/// exits at once. `what` names the process in the messages.
-pub fn install(what: &'static str, drain_timeout: Option<Duration>) -> anyhow::Result<()> {
+/// exits at once. With `hangup`, SIGHUP (the parent is gone) sets the stop flag as well.
+/// `what` names the process in the messages.
+pub fn install(
+    what: &'static str,
+    drain_timeout: Option<Duration>,
+    hangup: bool,
+) -> anyhow::Result<()> {
     let stop = stop_flag();
-    let mut signals = Signals::new([SIGINT, SIGTERM])
-        .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handler: {e}"))?;
+    let mut caught = vec![SIGINT, SIGTERM];
+    if hangup {
+        caught.push(SIGHUP);
+    }
+    let mut signals =
+        Signals::new(caught).map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     std::thread::Builder::new()
         .name("clasp-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    HUNG_UP.store(true, Ordering::Release);
+                    if !stop.swap(true, Ordering::AcqRel) {
+                        say(&format!(
+                            "{what}: SIGHUP: the process that started it is gone"
+                        ));
+                    }
+                    continue;
+                }
                 if RECEIVED
                     .compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()

@@ -114,7 +114,7 @@ pub struct IngressArgs {
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     // The handler first: the death signal of a parent that dies meanwhile is then a stop,
     // reported as the loss of its worker, not a silent end.
-    signals::install("ingress", None)?;
+    signals::install("ingress", None, true)?;
     lifeline::die_with_parent()?;
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     check_rate("--rate", args.rate)?;
@@ -126,12 +126,14 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         stop: Some(signals::stop_flag()),
     };
     let report = match run_ingress(&spec, &cfg) {
+        // Stopped because the parent is gone: under `clasp local` that is the worker, whose
+        // process may take a moment to be seen dead.
+        Ok(r) if r.stopped && signals::hung_up() && worker_dies(&cfg.segment_name) => {
+            return Err(lost_worker(&cfg.segment_name, r.admitted));
+        }
         Ok(r) => r,
-        Err(e @ IngressError::WorkerGone { .. }) => {
-            // Nobody else will: the worker died with its segment still named.
-            let removed = Segment::remove_stale(&cfg.segment_name).unwrap_or(false);
-            let note = if removed { "; removed its segment" } else { "" };
-            anyhow::bail!("{e}{note}");
+        Err(IngressError::WorkerGone { segment, admitted }) => {
+            return Err(lost_worker(&segment, admitted));
         }
         Err(e) => return Err(anyhow::Error::msg(e)),
     };
@@ -148,8 +150,41 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long an ingress whose parent is gone waits to see the worker's process gone too.
+const WORKER_DEATH_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether the worker owning `segment` is (or within [`WORKER_DEATH_WAIT`] becomes) gone.
+fn worker_dies(segment: &str) -> bool {
+    let deadline = std::time::Instant::now() + WORKER_DEATH_WAIT;
+    loop {
+        if !Segment::owner_alive(segment).unwrap_or(true) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The error of an ingress whose worker is gone; removes the worker's segment, which nobody
+/// else will (the worker died with it still named).
+fn lost_worker(segment: &str, admitted: u64) -> anyhow::Error {
+    let e = IngressError::WorkerGone {
+        segment: segment.to_string(),
+        admitted,
+    };
+    let removed = Segment::remove_stale(segment).unwrap_or(false);
+    let note = if removed { "; removed its segment" } else { "" };
+    anyhow::anyhow!("{e}{note}")
+}
+
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
-    signals::install("local", Some(Duration::from_secs(args.drain_timeout_s)))?;
+    signals::install(
+        "local",
+        Some(Duration::from_secs(args.drain_timeout_s)),
+        false,
+    )?;
     crate::stale::sweep_at_start();
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
     check_rate("--rate", args.rate)?;

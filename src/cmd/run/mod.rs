@@ -53,6 +53,7 @@ fn start(args: &RunArgs) -> anyhow::Result<()> {
     crate::signals::install(
         "run",
         Some(std::time::Duration::from_secs(args.drain_timeout_s)),
+        false,
     )?;
     crate::stale::sweep_at_start();
     Ok(())
