@@ -44,7 +44,12 @@ pub struct WorkerArgs {
 }
 
 /// `clasp worker`.
+///
+/// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
+/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver
+/// fails the run naming it and, for a worker `clasp run` started, the signal.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
+    crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
     // group and the CPU set. The group is left and removed when `_group` drops.
     let _group = args
@@ -55,6 +60,7 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(cpus) = &args.cpus {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
+    crate::stale::sweep_at_start();
     let file = ClusterFile::load(&args.cluster)?;
     let workers = file.resolve()?;
     let me = workers

@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,
+    /// After SIGINT/SIGTERM: how long the admitted input may take to drain before the run
+    /// stops at once (seconds).
+    #[arg(long, default_value_t = 10, value_parser = timeout_s())]
+    pub(crate) drain_timeout_s: u64,
     #[command(flatten)]
     pub(crate) net: NetArgs,
 }

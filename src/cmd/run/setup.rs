@@ -3,6 +3,7 @@
 //! so that a failure stops the workers this run started and says how they exited.
 
 use super::args::RunArgs;
+use super::interrupt::Interruptible;
 use crate::cmd::cluster::{ClusterFile, Spawned, WorkerLimits, read_secret, spawn_workers};
 use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
 use crate::cmd::local::SpreadArg;
@@ -97,14 +98,19 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the driver; on failure stops the workers this run started and says how they exited.
+/// Runs the driver (stopped early by SIGINT/SIGTERM); on failure stops the workers this run
+/// started and says how they exited.
 pub fn drive(
     mut spawned: Spawned,
     spec: &AppSpec,
     cfg: &DriverConfig,
     ctl: &mut dyn Controller,
 ) -> anyhow::Result<ClusterReport> {
-    match run_driver_with(spec, cfg, ctl) {
+    let mut ctl = Interruptible {
+        inner: ctl,
+        stop: crate::signals::stop_flag(),
+    };
+    match run_driver_with(spec, cfg, &mut ctl) {
         Ok(mut report) => {
             report.errors.extend(spawned.finish(false));
             Ok(report)
