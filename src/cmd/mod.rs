@@ -1,16 +1,20 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
 //! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
 //! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
-//! finished run); `output` is the checked stdout every command prints through, and `limits`
-//! the bounds of the numeric options.
+//! finished run); `output` is the checked stdout every command prints through, `limits`
+//! the bounds of the numeric options, `profile` the machine profile `calibrate` writes, and
+//! `priors` which costs a live run starts from (the profile's, the flag's or the built-ins).
 
 pub mod apps;
 pub mod bench;
+pub mod calibrate;
 pub mod cluster;
 pub mod limits;
 pub mod local;
 pub mod output;
 pub mod place;
+pub mod priors;
+pub mod profile;
 pub mod report;
 pub mod run;
 pub mod sim;
