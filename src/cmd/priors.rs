@@ -41,7 +41,7 @@ impl Priors {
             PriorsSource::BuiltIn => "built-in".to_string(),
         };
         format!(
-            "priors: {source} (α {} µs, β {} µs, γ {} µs/s)",
+            "priors: {source} (α {:.3} µs, β {:.3} µs, γ {:.0} µs/s)",
             c.alpha_us, c.beta_us, c.gamma_us
         )
     }
