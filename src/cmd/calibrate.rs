@@ -77,7 +77,7 @@ pub struct CalibrateArgs {
     json: bool,
     /// Write the profile here (default: $XDG_CONFIG_HOME/clasp/profile.json, else
     /// ~/.config/clasp/profile.json).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Measure less (about 3 s instead of about 10 s): noisier figures.
     #[arg(long)]

@@ -112,7 +112,7 @@ pub struct RunArgs {
     pub(crate) net: NetArgs,
     /// Live runs: start from this machine profile instead of the default one
     /// ($XDG_CONFIG_HOME/clasp/profile.json, else ~/.config/clasp/profile.json).
-    #[arg(long, conflicts_with = "no_profile")]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     pub(crate) profile: Option<PathBuf>,
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
     #[arg(long)]
