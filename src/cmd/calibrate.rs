@@ -15,6 +15,7 @@ use clasp_benches::dispatch::{DispatchOpts, RemoteCosts, process_cpu_s, remote_c
 use clasp_benches::dispatch_local::measure_alpha;
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How much a calibration measures.
 struct Effort {
@@ -28,27 +29,28 @@ struct Effort {
     gamma_run_ms: u64,
     /// Rounds of γ runs (1, 2 and 4 destinations each; the median slope is kept).
     gamma_rounds: usize,
-    /// Rounds of γ runs at most, while noise keeps the median slope from being positive.
-    gamma_rounds_max: usize,
+    /// While noise keeps the median slope from being positive, more γ rounds start until this
+    /// long after the calibration began.
+    extra_rounds_until: Duration,
 }
 
-/// About 10 s on a 2-vCPU machine (at most about 18 s when noise needs the extra γ rounds).
+/// About 10 s on a 2-vCPU machine (under 20 s when noise needs extra γ rounds).
 const FULL: Effort = Effort {
     alpha_records: 100_000,
     repetitions: 3,
     beta_requests: 300_000,
     gamma_run_ms: 200,
     gamma_rounds: 7,
-    gamma_rounds_max: 21,
+    extra_rounds_until: Duration::from_secs(17),
 };
-/// About 3 s (at most about 8 s): for tests and a first look.
+/// About 3 s (under 8 s): for tests and a first look.
 const QUICK: Effort = Effort {
     alpha_records: 15_000,
     repetitions: 3,
     beta_requests: 20_000,
     gamma_run_ms: 100,
     gamma_rounds: 5,
-    gamma_rounds_max: 15,
+    extra_rounds_until: Duration::from_secs(6),
 };
 /// Other work on the host above this many cores, on average over the calibration, is warned
 /// about: the figures are then likely off (preempted threads, shared caches).
@@ -113,7 +115,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             ..DispatchOpts::default()
         },
         effort.gamma_rounds,
-        effort.gamma_rounds_max,
+        host.started + effort.extra_rounds_until,
     );
     let mut profile = build(alpha.median, &remote);
     profile.other_work_cores = host.other_work_cores();

@@ -11,6 +11,7 @@ use super::{BATCH_SIZES, DESTINATIONS, DispatchOpts};
 use clasp_dataplane::request::frame_len;
 use clasp_dataplane::transport::{DEFAULT_BATCH_BYTES_MAX, wire};
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 /// Requests of the benchmark's size (an 8-byte key, a 16-byte payload) in one batch of the
 /// transport's default size: the batch a saturated sender's batches leave with.
@@ -48,12 +49,11 @@ impl RemoteCosts {
 /// γ is a small difference between larger figures, so other work on the machine moves it
 /// most: each round gives its own slope (least squares over the destination counts, runs close
 /// together in time so a change of background load hits them alike), and γ is the median
-/// slope. While that median is not positive, more rounds are run, up to `gamma_rounds_max` in
-/// all.
+/// slope. While that median is not positive, more rounds are run until `extra_rounds_until`.
 pub fn remote_costs(
     opts: &DispatchOpts,
     gamma_rounds: usize,
-    gamma_rounds_max: usize,
+    extra_rounds_until: Instant,
 ) -> RemoteCosts {
     let default_batch = default_batch_requests();
     let mut batches: Vec<usize> = BATCH_SIZES.to_vec();
@@ -76,7 +76,7 @@ pub fn remote_costs(
         slope(&DESTINATIONS.map(|d| d as f64), &ns)
     };
     let mut slopes: Vec<f64> = (0..gamma_rounds.max(1)).map(|_| round()).collect();
-    while slopes.len() < gamma_rounds_max && median(slopes.clone()) <= 0.0 {
+    while Instant::now() < extra_rounds_until && median(slopes.clone()) <= 0.0 {
         slopes.push(round());
     }
     RemoteCosts {
