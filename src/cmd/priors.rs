@@ -27,7 +27,9 @@ pub enum PriorsSource {
 /// The priors a run starts from, and their source.
 #[derive(Clone, Debug)]
 pub struct Priors {
+    /// Where they came from.
     pub source: PriorsSource,
+    /// α, β, γ.
     pub costs: CostModel,
 }
 
