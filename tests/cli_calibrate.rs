@@ -59,29 +59,38 @@ fn assert_priors(run: &serde_json::Value, source: &str, costs: [f64; 3]) {
     }
 }
 
+/// `clasp calibrate --quick` with `args` and `config` as XDG_CONFIG_HOME: its stdout. A busy
+/// machine can make a figure unusable, which calibrate refuses with a clear error (writing
+/// nothing to `written`): a few attempts.
+fn calibrate(args: &[&str], config: &Path, written: &Path) -> String {
+    let mut all = vec!["calibrate", "--quick"];
+    all.extend_from_slice(args);
+    let mut attempts = Vec::new();
+    loop {
+        let out = clasp_env(&all, &[("XDG_CONFIG_HOME", config.to_str().unwrap())]);
+        if out.status.success() {
+            return String::from_utf8(out.stdout).expect("utf-8");
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(stderr.contains("not usable"), "{stderr}");
+        assert!(
+            !written.exists(),
+            "a refused calibration wrote {}",
+            written.display()
+        );
+        attempts.push(stderr);
+        assert!(attempts.len() < 4, "{attempts:?}");
+    }
+}
+
 #[test]
 fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
     let dir = temp_dir("writes");
     let out_path = dir.join("deep/er/profile.json");
     let out_arg = out_path.to_str().unwrap();
     let config = dir.join("config");
-    // A busy machine can make a figure unusable, which calibrate refuses with a clear error
-    // (writing nothing): a few attempts.
-    let mut attempts = Vec::new();
-    let v = loop {
-        let out = clasp_env(
-            &["calibrate", "--quick", "--json", "--out", out_arg],
-            &[("XDG_CONFIG_HOME", config.to_str().unwrap())],
-        );
-        if out.status.success() {
-            break json(&out);
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(stderr.contains("not usable"), "{stderr}");
-        assert!(!out_path.exists(), "a refused calibration wrote {out_arg}");
-        attempts.push(stderr);
-        assert!(attempts.len() < 4, "{attempts:?}");
-    };
+    let stdout = calibrate(&["--json", "--out", out_arg], &config, &out_path);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
     for key in ["alpha_us", "beta_us", "gamma_us"] {
         let x = v[key].as_f64().unwrap_or(f64::NAN);
         assert!(x.is_finite() && x > 0.0, "{key} = {x} in {v}");
@@ -101,6 +110,22 @@ fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
         assert_eq!(file[key], v[key], "{key}");
     }
     assert!(!config.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_profile_calibrate_writes_to_the_config_directory_is_what_the_next_run_starts_from() {
+    let dir = temp_dir("roundtrip");
+    let path = dir.join("clasp/profile.json");
+    let stdout = calibrate(&[], &dir, &path);
+    for needle in ["α", "β", "γ", &format!("wrote {}", path.display())] {
+        assert!(stdout.contains(needle), "{needle} in {stdout}");
+    }
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("written")).expect("json");
+    let costs = ["alpha_us", "beta_us", "gamma_us"].map(|k| file[k].as_f64().expect(k));
+    let (run, _) = live_run(&dir, &[]);
+    assert_priors(&run, "profile", costs);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
