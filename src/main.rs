@@ -45,6 +45,9 @@ enum Command {
     /// Microbenchmarks of the data plane on this machine (a table, or JSON with --json).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Measure this machine's chained-request costs (α, β, γ) briefly and write them as the
+    /// machine profile `clasp run` starts from (a table, or JSON with --json).
+    Calibrate(cmd::calibrate::CalibrateArgs),
     /// The benchmark apps (a table, or JSON with --json); `apps show NAME` for one app.
     Apps(cmd::apps::AppsArgs),
     /// Generate an app's input records (one per line) to stdout or a file.
@@ -95,6 +98,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Local(a) => cmd::local::run_local(a),
         Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
         Command::Worker(a) => cmd::worker::run_worker_cmd(a),

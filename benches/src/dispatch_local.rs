@@ -211,6 +211,19 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
     Ok(per)
 }
 
+/// α alone, briefly (`clasp calibrate`): `repetitions` one-executor SYN runs of `records`
+/// records; CPU ns per local chained request, as `local_ns_per_request` counts it.
+pub fn measure_alpha(records: u64, repetitions: u32) -> Result<Spread3, String> {
+    if repetitions == 0 || records == 0 {
+        return Err("repetitions and records must be positive".into());
+    }
+    let spec = Arc::new(apps::builtin("syn").ok_or("the syn app is missing")?);
+    let runs = (0..repetitions)
+        .map(|_| Ok(alpha(&run_syn(&spec, 1, Spread::Even, records, 1, None)?).0))
+        .collect::<Result<Vec<f64>, String>>()?;
+    Ok(Spread3::of(runs))
+}
+
 /// Runs the local dispatch benchmark.
 pub fn run(
     cfg: &LocalDispatchConfig,

@@ -2,10 +2,13 @@
 //! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
 //! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
 //! finished run); `output` is the checked stdout every command prints through, `limits`
-//! the bounds of the numeric options, and `ingress_child` the ingress process `local` starts.
+//! the bounds of the numeric options, `ingress_child` the ingress process `local` starts,
+//! `profile` the machine profile `calibrate` writes, and `priors` which costs a live run starts
+//! from (the profile's, the flag's or the built-ins).
 
 pub mod apps;
 pub mod bench;
+pub mod calibrate;
 pub mod clean;
 pub mod cluster;
 pub mod experiment;
@@ -14,6 +17,8 @@ pub mod limits;
 pub mod local;
 pub mod output;
 pub mod place;
+pub mod priors;
+pub mod profile;
 pub mod report;
 pub mod run;
 pub mod sim;

@@ -27,6 +27,9 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // No test reads the user's machine profile (`clasp calibrate`): a config directory that
+    // does not exist, unless the test gives its own.
+    cmd.env("XDG_CONFIG_HOME", no_config_dir());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -47,6 +50,11 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
             b
         }),
     }
+}
+
+/// A config directory that holds nothing.
+fn no_config_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("clasp-tests-no-config-{}", std::process::id()))
 }
 
 impl Running {

@@ -14,13 +14,15 @@
 //! copies it once into a shared-memory-layout ring (`shmring` on the heap), which it drains.
 //!
 //! The parts: `harness.rs` (what every run shares), `transport.rs` (the runs through the real
-//! transport) and `baseline.rs` (the tokio + postcard peer); this file runs them in interleaved
-//! rounds and reports the medians.
+//! transport), `baseline.rs` (the tokio + postcard peer) and `costs.rs` (β and γ alone, briefly,
+//! for `clasp calibrate`); this file runs them in interleaved rounds and reports the medians.
 
 mod baseline;
+mod costs;
 mod harness;
 mod transport;
 
+pub use costs::{RemoteCosts, default_batch_requests, remote_costs};
 pub use harness::process_cpu_s;
 
 use clasp_dataplane::request::{Request, frame_len};

@@ -41,10 +41,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
     /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
-    /// remote destination per second); it refines them from saturated intervals. `clasp bench
-    /// dispatch` measures α and β on this machine.
-    #[arg(long, default_value = "0.3,1,50")]
-    pub(crate) cost_priors_us: String,
+    /// remote destination per second); it refines them from saturated intervals. Default: the
+    /// machine profile `clasp calibrate` wrote, else 0.3,1,50.
+    #[arg(long)]
+    pub(crate) cost_priors_us: Option<String>,
     /// Metrics interval (ms): workers report counters, the planner looks at them.
     #[arg(long, default_value_t = 250)]
     pub(crate) interval_ms: u64,
@@ -133,4 +133,11 @@ pub struct RunArgs {
     pub(crate) drain_timeout_s: u64,
     #[command(flatten)]
     pub(crate) net: NetArgs,
+    /// Live runs: start from this machine profile instead of the default one
+    /// ($XDG_CONFIG_HOME/clasp/profile.json, else ~/.config/clasp/profile.json).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
+    pub(crate) profile: Option<PathBuf>,
+    /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
+    #[arg(long)]
+    pub(crate) no_profile: bool,
 }

@@ -13,13 +13,13 @@ use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
 use crate::cmd::limits::check_rate;
+use crate::cmd::priors::{self, Priors};
 use crate::cmd::report::{self, RunView};
 use crate::cmd::{output, usage_error};
 use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
 use clasp_controlplane::baselines::PolicyKind;
 use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
-use clasp_controlplane::model::CostModel;
 use clasp_controlplane::pattern::RatePattern;
 use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
@@ -69,6 +69,8 @@ struct Live {
     decisions: Vec<DecisionRow>,
     progress: bool,
     migrations: usize,
+    /// The estimator's starting costs (None without an estimator).
+    priors: Option<Priors>,
 }
 
 impl Live {
@@ -203,29 +205,6 @@ impl Controller for Live {
     }
 }
 
-/// `--cost-priors-us A,B,G`.
-fn parse_priors(s: &str) -> anyhow::Result<CostModel> {
-    let v: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse::<f64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            usage_error(format!(
-                "--cost-priors-us {s:?}: three numbers, e.g. 0.3,1,50"
-            ))
-        })?;
-    match v[..] {
-        [a, b, g] if [a, b, g].iter().all(|x| x.is_finite() && *x > 0.0) => Ok(CostModel {
-            alpha_us: a,
-            beta_us: b,
-            gamma_us: g,
-        }),
-        _ => Err(usage_error(format!(
-            "--cost-priors-us {s:?}: three positive numbers (α,β,γ in µs)"
-        ))),
-    }
-}
-
 fn policy_kind(name: &str) -> anyhow::Result<Option<PolicyKind>> {
     if name == "static" {
         return Ok(None);
@@ -252,6 +231,10 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         None
     } else {
         policy_kind(&args.policy)?
+    };
+    let priors = match kind {
+        Some(_) => Some(start_priors(&args)?),
+        None => None,
     };
     let max_workers = match (&args.cluster, args.max_workers) {
         (Some(_), _) => None,
@@ -284,6 +267,7 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         decisions: Vec::new(),
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
+        priors,
     };
     if let Some(kind) = kind {
         start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;
@@ -316,6 +300,18 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
     Ok(())
+}
+
+/// The estimator's priors (`--cost-priors-us`, the machine profile, or the built-ins), said on
+/// stderr before anything starts.
+fn start_priors(args: &RunArgs) -> anyhow::Result<Priors> {
+    let p = priors::resolve(
+        args.cost_priors_us.as_deref(),
+        args.profile.as_deref(),
+        args.no_profile,
+    )?;
+    let _ = writeln!(std::io::stderr(), "{}", p.line());
+    Ok(p)
 }
 
 /// The options only a live run checks (the cluster's are checked by `prepare`).
@@ -386,7 +382,10 @@ fn start_autoscaler(
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
-    let priors = parse_priors(&args.cost_priors_us)?;
+    let priors = live.priors.as_ref().map_or_else(
+        || priors::parse(priors::BUILT_IN_PRIORS_US),
+        |p| Ok(p.costs),
+    )?;
     let mut auto = Autoscaler::new(model, acfg, priors, first_rate);
     let d = auto.initial();
     live.decisions.push(DecisionRow {
@@ -430,6 +429,10 @@ fn record(
         }),
         None => serde_json::Value::Null,
     };
+    summary["priors"] = live
+        .priors
+        .as_ref()
+        .map_or(serde_json::Value::Null, Priors::json);
     Ok(RunRecord {
         summary,
         intervals: live.rows,

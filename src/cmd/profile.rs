@@ -1,0 +1,258 @@
+//! The machine profile: what `clasp calibrate` measured on this machine, kept in the user's
+//! config directory so every later `clasp run` starts its estimator from this machine's costs
+//! instead of generic priors that may be several times off.
+//!
+//! The file is JSON with a `version`; a reader refuses a version it does not know rather than
+//! guess. The figures are the planner's α, β, γ in its own units (see [`Profile`]), so a
+//! profile is directly comparable with `estimates` in `clasp run --json`.
+
+use clasp_controlplane::model::CostModel;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The profile format this build writes and reads.
+pub const PROFILE_VERSION: u32 = 1;
+/// The profile's place under the config directory.
+const PROFILE_RELATIVE_PATH: &str = "clasp/profile.json";
+/// A profile larger than this is not one `clasp calibrate` wrote.
+const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
+/// The machine a profile was measured on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// The CPU's model name (`/proc/cpuinfo`).
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// The kernel release.
+    pub kernel: String,
+}
+
+impl Machine {
+    /// This machine.
+    pub fn this() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|k| k.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        Machine {
+            cpu_model,
+            cpus,
+            kernel,
+        }
+    }
+}
+
+/// A machine profile. α, β, γ are the planner's: α CPU µs per local chained request, β CPU µs
+/// per remote chained request at the transport's default batch, both counting the sender's and
+/// the receiver's side; γ CPU µs per second per distinct remote destination.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// [`PROFILE_VERSION`].
+    pub version: u32,
+    /// α (µs).
+    pub alpha_us: f64,
+    /// β at [`Profile::batch`] (µs).
+    pub beta_us: f64,
+    /// γ (µs per second per destination).
+    pub gamma_us: f64,
+    /// β by batch size, requests per batch → µs.
+    #[serde(default)]
+    pub beta_by_batch_us: BTreeMap<String, f64>,
+    /// The transport's default batch in requests of the measured size: the batch of `beta_us`.
+    #[serde(default)]
+    pub batch: usize,
+    /// Where it was measured.
+    #[serde(default)]
+    pub machine: Machine,
+    /// When it was measured (seconds since the Unix epoch).
+    #[serde(default)]
+    pub created_unix_s: u64,
+    /// Cores other work on the machine used on average while it was measured (a busy machine
+    /// makes the figures less trustworthy); absent where it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_work_cores: Option<f64>,
+}
+
+impl Profile {
+    /// The estimator's starting costs.
+    pub fn costs(&self) -> CostModel {
+        CostModel {
+            alpha_us: self.alpha_us,
+            beta_us: self.beta_us,
+            gamma_us: self.gamma_us,
+        }
+    }
+
+    /// Checks what a reader relies on: the version, and α, β, γ positive and finite.
+    pub fn check(&self) -> Result<(), String> {
+        if self.version != PROFILE_VERSION {
+            return Err(format!(
+                "version {} (this clasp reads version {PROFILE_VERSION}; run `clasp calibrate` \
+                 again)",
+                self.version
+            ));
+        }
+        for (name, v) in [
+            ("alpha_us", self.alpha_us),
+            ("beta_us", self.beta_us),
+            ("gamma_us", self.gamma_us),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} is {v}, not a positive number"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the profile lives: `$XDG_CONFIG_HOME/clasp/profile.json`, else
+/// `$HOME/.config/clasp/profile.json`; None when neither is set.
+pub fn default_path() -> Option<PathBuf> {
+    path_from(
+        std::env::var_os("XDG_CONFIG_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+/// [`default_path`] for the given variables. As the XDG base directory rules say, an empty or
+/// relative `XDG_CONFIG_HOME` is ignored.
+fn path_from(xdg_config_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    let absolute = |v: Option<OsString>| {
+        v.map(PathBuf::from)
+            .filter(|p| p.is_absolute() && !p.as_os_str().is_empty())
+    };
+    let config = absolute(xdg_config_home).or_else(|| absolute(home).map(|h| h.join(".config")))?;
+    Some(config.join(PROFILE_RELATIVE_PATH))
+}
+
+/// Reads and checks a profile.
+pub fn load(path: &Path) -> Result<Profile, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(file, MAX_PROFILE_BYTES + 1),
+        &mut text,
+    )
+    .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(format!("larger than {MAX_PROFILE_BYTES} bytes"));
+    }
+    let profile: Profile = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    profile.check()?;
+    Ok(profile)
+}
+
+/// Writes `profile` to `path` atomically: into a temporary file beside it, synced, then renamed
+/// over it (and the directory synced), so a reader sees the old profile or the new one, never
+/// half of one. Creates the parent directories.
+pub fn save(path: &Path, profile: &Profile) -> Result<(), String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let mut tmp_name = OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        let json = serde_json::to_string_pretty(profile).map_err(std::io::Error::other)?;
+        f.write_all(json.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable once the directory is.
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(s: &str) -> Option<OsString> {
+        Some(OsString::from(s))
+    }
+
+    #[test]
+    fn the_profile_lives_under_xdg_config_home_when_it_is_set() {
+        assert_eq!(
+            path_from(os("/x/cfg"), os("/home/u")),
+            Some(PathBuf::from("/x/cfg/clasp/profile.json"))
+        );
+    }
+
+    #[test]
+    fn without_xdg_config_home_the_profile_lives_under_home_dot_config() {
+        let want = Some(PathBuf::from("/home/u/.config/clasp/profile.json"));
+        assert_eq!(path_from(None, os("/home/u")), want);
+        // Empty or relative XDG_CONFIG_HOME is ignored, as the XDG rules say.
+        assert_eq!(path_from(os(""), os("/home/u")), want);
+        assert_eq!(path_from(os("rel/cfg"), os("/home/u")), want);
+    }
+
+    #[test]
+    fn without_either_variable_there_is_no_profile_path() {
+        assert_eq!(path_from(None, None), None);
+        assert_eq!(path_from(None, os("")), None);
+    }
+
+    fn sample() -> Profile {
+        Profile {
+            version: PROFILE_VERSION,
+            alpha_us: 0.08,
+            beta_us: 0.15,
+            gamma_us: 9000.0,
+            beta_by_batch_us: [("32".to_string(), 0.3)].into_iter().collect(),
+            batch: 341,
+            machine: Machine::this(),
+            created_unix_s: 1,
+            other_work_cores: Some(0.1),
+        }
+    }
+
+    #[test]
+    fn a_saved_profile_loads_back_and_a_bad_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("clasp-profile-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("a/b/profile.json");
+        save(&path, &sample()).expect("saved");
+        assert_eq!(load(&path).expect("loaded"), sample());
+        // Nothing but the profile is left in its directory.
+        assert_eq!(
+            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+            1
+        );
+        std::fs::write(&path, "{not json").unwrap();
+        assert!(load(&path).is_err());
+        let mut p = sample();
+        p.version = 2;
+        std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
+        assert!(load(&path).unwrap_err().contains("version 2"));
+        let mut p = sample();
+        p.gamma_us = -1.0;
+        std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
+        assert!(load(&path).unwrap_err().contains("gamma_us"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
