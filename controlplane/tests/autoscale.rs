@@ -74,6 +74,7 @@ fn interval(
             edges_per_s: vec![per * FANOUT],
             executor_busy_us_per_s: 0.0,
             network_busy_us_per_s: 0.0,
+            cpu_us_per_s: None,
         })
         .collect();
     let planner = PlannerSample {

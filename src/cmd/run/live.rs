@@ -116,6 +116,7 @@ impl Live {
                 .collect(),
             executor_busy_us_per_s: w.busy_us_per_s,
             network_busy_us_per_s: 0.0,
+            cpu_us_per_s: w.cpu_us_per_s,
         }
     }
 }

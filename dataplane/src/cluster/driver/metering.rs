@@ -132,6 +132,7 @@ impl Driver<'_> {
                 busy_us_per_s: c.busy_ns.saturating_sub(p.busy_ns) as f64 / wdt / 1000.0,
                 queued_bytes: c.queued_bytes,
                 destinations,
+                cpu_us_per_s: None,
             });
         }
         self.meter.last_worker_intervals = workers.clone();
