@@ -239,9 +239,9 @@ impl BusyTimeEstimator {
             *total += p;
         }
         self.refresh();
-        for i in 0..3 {
-            if self.identified[i] {
-                self.samples[i] += positive[i];
+        for ((n, p), id) in self.samples.iter_mut().zip(positive).zip(self.identified) {
+            if id {
+                *n += p;
             }
         }
     }

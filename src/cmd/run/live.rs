@@ -18,6 +18,7 @@ use crate::cmd::{output, usage_error};
 use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
 use clasp_controlplane::baselines::PolicyKind;
+use clasp_controlplane::estimator::EstimatorKind;
 use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
 use clasp_controlplane::model::CostModel;
 use clasp_controlplane::pattern::RatePattern;
@@ -143,20 +144,23 @@ impl Controller for Live {
     fn on_interval(&mut self, v: &IntervalView) -> Option<Move> {
         let input = v.offered_per_s.unwrap_or(v.input_per_s);
         if let Some(n) = self.auto.as_ref().map(|a| a.workers()) {
-            let samples: Vec<WorkerSample> = v
+            // Parked workers (index n and up) feed only the busy-time estimator: their CPU time
+            // is the idle overhead it regresses out.
+            let mut samples: Vec<WorkerSample> = v
                 .workers
                 .iter()
-                .take(n)
                 .enumerate()
                 .map(|(i, w)| self.sample(w, i))
                 .collect();
+            let parked = samples.split_off(n.min(samples.len()));
             let auto = self.auto.as_mut().expect("present");
             let planner = PlannerSample {
                 queue_len: v.backlog as usize,
                 input_per_s: input,
                 throughput_per_s: v.throughput_per_s,
             };
-            if let Some(d) = auto.on_interval(v.t_s * 1e6, &samples, &planner) {
+            if let Some(d) = auto.on_interval_with_parked(v.t_s * 1e6, &samples, &parked, &planner)
+            {
                 self.decisions.push(DecisionRow {
                     t_s: v.t_s,
                     line: d.explanation.clone(),
@@ -365,6 +369,8 @@ fn start_autoscaler(
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
+    acfg.estimator_kind = EstimatorKind::parse(&args.estimator)
+        .ok_or_else(|| usage_error(format!("--estimator {}: unknown", args.estimator)))?;
     let priors = parse_priors(&args.cost_priors_us)?;
     let mut auto = Autoscaler::new(model, acfg, priors, first_rate);
     let d = auto.initial();
@@ -402,6 +408,8 @@ fn record(
         Some(e) => serde_json::json!({
             "alpha_us": e.alpha_us, "beta_us": e.beta_us, "gamma_us": e.gamma_us,
             "w_bar_us": e.w_bar_us,
+            "alpha_samples": e.alpha_samples, "beta_samples": e.beta_samples,
+            "gamma_samples": e.gamma_samples, "estimator": e.estimator,
         }),
         None => serde_json::Value::Null,
     };
