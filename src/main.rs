@@ -65,6 +65,10 @@ enum Command {
     Planner(cmd::run::RunArgs),
     /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
+    /// The live experiments on capacity-capped workers (scaling, latency, migrations,
+    /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
+    /// (docs/planner.md, "Live experiments").
+    Experiment(cmd::experiment::ExperimentArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -88,6 +92,7 @@ fn main() -> std::process::ExitCode {
         Command::Planner(a) => cmd::run::run_planner(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
+        Command::Experiment(a) => cmd::experiment::run_experiment(a),
         Command::Apps(a) => cmd::apps::run_apps(a),
         Command::Gen(a) => cmd::apps::run_gen(a),
         Command::Oracle(a) => cmd::apps::run_oracle(a),

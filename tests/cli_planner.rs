@@ -77,6 +77,7 @@ fn a_live_run_writes_its_summary_series_and_plots() {
         "intervals.csv",
         "migrations.csv",
         "decisions.txt",
+        "workers.csv",
         "rate.svg",
         "latency.svg",
         "estimates.svg",
@@ -93,6 +94,43 @@ fn a_live_run_writes_its_summary_series_and_plots() {
     }
 }
 
+/// `--moves`: scripted migrations at their times, to even placements on the workers asked for,
+/// and still every record processed exactly once.
+#[test]
+fn scripted_moves_happen_in_order_and_lose_nothing() {
+    let run = json(&clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "8000",
+        "--seed",
+        "4",
+        "--peak-rate",
+        "8000",
+        "--pattern",
+        "constant",
+        "--max-workers",
+        "3",
+        "--moves",
+        "0:1,0.3:3,0.6:2",
+        "--json",
+    ]));
+    assert_equals_oracle("wc", "8000", "4", &run);
+    assert_eq!(run["policy"], "script");
+    let moves: Vec<(u64, u64)> = run["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter()
+        .inspect(|m| assert_eq!(m["reason"], "script", "{m}"))
+        .map(|m| {
+            let n = |k: &str| m[k].as_u64().unwrap();
+            (n("workers_before"), n("workers_after"))
+        })
+        .collect();
+    assert_eq!(moves, [(3, 1), (1, 3), (3, 2)]);
+}
+
 #[test]
 fn bad_live_options_are_named() {
     for (args, needle) in [
@@ -100,6 +138,12 @@ fn bad_live_options_are_named() {
         (&["run", "--duration=0"][..], "--duration"),
         (&["run", "--policy", "magic"][..], "magic"),
         (&["run", "--app", "nope"][..], "nope"),
+        (&["run", "--moves", "2:1,1:2"][..], "ascend"),
+        (&["run", "--moves", "1:9"][..], "1..=3"),
+        (
+            &["run", "--static", "--workers", "1", "--moves", "1:1"][..],
+            "live runs",
+        ),
     ] {
         let out = clasp(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

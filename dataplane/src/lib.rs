@@ -6,6 +6,7 @@
 pub mod affinity;
 pub mod clock;
 pub mod cluster;
+pub mod cpu_usage;
 pub mod message;
 pub mod migrate;
 pub mod request;

@@ -7,6 +7,7 @@
 pub mod apps;
 pub mod bench;
 pub mod cluster;
+pub mod experiment;
 pub mod limits;
 pub mod local;
 pub mod output;

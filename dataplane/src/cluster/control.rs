@@ -25,6 +25,8 @@ pub struct WorkerInterval {
     pub edges_remote_per_s: Vec<f64>,
     /// Executor busy µs per second (summed over executors).
     pub busy_us_per_s: f64,
+    /// The worker process's CPU µs per second, idle spinning excluded; None when not measured.
+    pub cpu_us_per_s: Option<f64>,
     /// Bytes waiting in the executors' inbound rings at the end of the interval.
     pub queued_bytes: u64,
     /// Distinct other workers it sent requests to in the interval.

@@ -42,6 +42,7 @@
 pub mod control;
 pub mod driver;
 pub mod node;
+pub mod script;
 
 use crate::transport::PeerId;
 

@@ -88,6 +88,11 @@ pub struct Counters {
     pub edges_remote: Vec<u64>,
     /// Executor busy ns, summed.
     pub busy_ns: u64,
+    /// The worker process's CPU ns (its own cgroup's usage when capped, else the process CPU
+    /// clock); `None` when it could not be read.
+    pub cpu_ns: Option<u64>,
+    /// CPU ns the executors spent spinning idle before parking (inside `cpu_ns`, not work).
+    pub idle_spin_ns: u64,
     /// Per peer: request and control frames handed to the transport, cumulative (the planner
     /// counts the distinct destinations of an interval from their differences).
     pub sent_to: Vec<(PeerId, u64)>,

@@ -51,23 +51,32 @@ fn counters() -> impl Strategy<Value = Message> {
     (
         (any::<u32>(), any::<u64>(), u64s(), u64s(), u64s(), u64s()),
         (any::<u64>(), vec((any::<u32>(), any::<u64>()), 0..4)),
-        (any::<u64>(), any::<u64>()),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<Option<u64>>(),
+            any::<u64>(),
+        ),
     )
-        .prop_map(|(a, (busy_ns, sent_to), (queued_bytes, frames_in))| {
-            let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
-            Message::Counters(Box::new(Counters {
-                worker,
-                t_ns,
-                processed,
-                exec_ns,
-                edges_local,
-                edges_remote,
-                busy_ns,
-                sent_to,
-                queued_bytes,
-                frames_in,
-            }))
-        })
+        .prop_map(
+            |(a, (busy_ns, sent_to), (queued_bytes, frames_in, cpu_ns, idle_spin_ns))| {
+                let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
+                Message::Counters(Box::new(Counters {
+                    worker,
+                    t_ns,
+                    processed,
+                    exec_ns,
+                    edges_local,
+                    edges_remote,
+                    busy_ns,
+                    cpu_ns,
+                    idle_spin_ns,
+                    sent_to,
+                    queued_bytes,
+                    frames_in,
+                }))
+            },
+        )
 }
 
 fn digest() -> impl Strategy<Value = Digest> {

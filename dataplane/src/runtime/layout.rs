@@ -212,6 +212,8 @@ pub mod scalar {
     pub const CPU_NS: usize = 12;
     /// Sampled execution times left out as preemptions (see `EXEC_TIMING_OUTLIER_NS`).
     pub const TIMING_OUTLIERS: usize = 13;
+    /// CPU ns spent spinning idle before parking (thread CPU over waits that may spin).
+    pub const IDLE_SPIN_NS: usize = 14;
     /// Number of scalar slots.
     pub const COUNT: usize = 16;
 }

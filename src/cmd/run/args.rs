@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// counts and placements while the input flows; the result must still equal the oracle.
     #[arg(long, default_value_t = 0, value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CHAOS_MIGRATIONS))]
     pub(crate) chaos_migrations: usize,
+    /// Live runs: migrate at these moments to an even placement on this many workers,
+    /// `SECONDS:WORKERS,...` (e.g. `0:1,5:2,10:3,15:1`; seconds since the first admission,
+    /// ascending). Replaces the policy: for measuring what a migration costs on your machine.
+    #[arg(long, conflicts_with = "chaos_migrations")]
+    pub(crate) moves: Option<String>,
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,

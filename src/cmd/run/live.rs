@@ -8,7 +8,7 @@
 //! counters each interval, turned into the planner's per-worker samples.
 
 use super::args::RunArgs;
-use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord, WorkerRow};
 use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
@@ -26,6 +26,7 @@ use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
 use clasp_dataplane::cluster::driver::ClusterReport;
+use clasp_dataplane::cluster::script::{Scripted, parse_moves};
 use clasp_dataplane::routing::Slots;
 use clasp_operators::AppSpec;
 use clasp_protocol::routing::RoutingTable;
@@ -63,7 +64,8 @@ struct Live {
     auto: Option<Autoscaler>,
     /// The initial move (before any input), then moves decided at intervals.
     pending: Option<Move>,
-    chaos: Option<Chaos>,
+    /// Moves made whatever the load: `--chaos-migrations` or `--moves`.
+    mover: Option<Box<dyn Controller>>,
     rows: Vec<IntervalRow>,
     decisions: Vec<DecisionRow>,
     progress: bool,
@@ -138,7 +140,7 @@ impl Controller for Live {
         if let Some(m) = self.pending.take() {
             return Some(m);
         }
-        self.chaos.as_mut()?.poll(t_s, admitted)
+        self.mover.as_mut()?.poll(t_s, admitted)
     }
 
     fn on_interval(&mut self, v: &IntervalView) -> Option<Move> {
@@ -250,7 +252,12 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
-    let kind = policy_kind(&args.policy)?;
+    // A script replaces the policy: its moves, not the load's, are the point.
+    let kind = if args.moves.is_some() {
+        None
+    } else {
+        policy_kind(&args.policy)?
+    };
     let max_workers = match (&args.cluster, args.max_workers) {
         (Some(_), _) => None,
         (None, n) => Some(n.unwrap_or(DEFAULT_MAX_WORKERS)),
@@ -277,7 +284,7 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         operators: spec.operators.len(),
         auto: None,
         pending: None,
-        chaos: (args.chaos_migrations > 0).then(|| chaos(&args, slots, spec.operators.len())),
+        mover: mover(&args, slots, spec.operators.len())?,
         rows: Vec::new(),
         decisions: Vec::new(),
         progress: !args.json && std::io::stderr().is_terminal(),
@@ -339,6 +346,21 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--chaos-migrations K` or `--moves T:N,...`: the moves made whatever the load.
+fn mover(
+    args: &RunArgs,
+    slots: Slots,
+    operators: usize,
+) -> anyhow::Result<Option<Box<dyn Controller>>> {
+    if let Some(text) = &args.moves {
+        let moves = parse_moves(text, slots.workers.len())
+            .map_err(|e| usage_error(format!("--moves {e}")))?;
+        return Ok(Some(Box::new(Scripted::new(moves, slots, operators))));
+    }
+    Ok((args.chaos_migrations > 0)
+        .then(|| Box::new(chaos(args, slots, operators)) as Box<dyn Controller>))
+}
+
 /// `--chaos-migrations K`: K random moves over the run's records.
 fn chaos(args: &RunArgs, slots: Slots, operators: usize) -> Chaos {
     Chaos::new(
@@ -397,7 +419,11 @@ fn record(
     let migrations: Vec<MigrationRow> = report.migrations.iter().map(migration_row).collect();
     let est = live.auto.as_ref().map(|a| a.estimates());
     let mut summary = report::json(view);
-    summary["policy"] = args.policy.clone().into();
+    summary["policy"] = if args.moves.is_some() {
+        "script".into()
+    } else {
+        args.policy.clone().into()
+    };
     summary["pattern"] = args.pattern.clone().into();
     summary["peak_rate_per_s"] = args.peak_rate.into();
     summary["max_workers"] = workers.into();
@@ -418,7 +444,32 @@ fn record(
         intervals: live.rows,
         migrations,
         decisions: live.decisions,
+        workers: worker_rows(report),
     })
+}
+
+/// Every worker's figures per interval, as `workers.csv` has them.
+fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
+    let row = |t_s: f64, w: &WorkerInterval| WorkerRow {
+        t_s,
+        worker: w.index,
+        cpu_us_per_s: w.cpu_us_per_s,
+        exec_us_per_s: w
+            .processed_per_s
+            .iter()
+            .zip(&w.exec_us)
+            .map(|(n, e)| n * e)
+            .sum(),
+        local_per_s: w.edges_local_per_s.iter().sum(),
+        remote_per_s: w.edges_remote_per_s.iter().sum(),
+        destinations: w.destinations,
+        busy_us_per_s: w.busy_us_per_s,
+    };
+    report
+        .intervals
+        .iter()
+        .flat_map(|v| v.workers.iter().map(move |w| row(v.t_s, w)))
+        .collect()
 }
 
 /// A migration as the planner reports it (`reason`: `policy` or `chaos`).
@@ -437,6 +488,8 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
         admitted_during: m.admitted_during,
         reason: if m.reason == "chaos" {
             "chaos".into()
+        } else if m.reason.starts_with("script") {
+            "script".into()
         } else {
             "policy".into()
         },

@@ -26,6 +26,11 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
             "--max-workers is for live runs; a --static run takes --workers N",
         ));
     }
+    if args.moves.is_some() {
+        return Err(usage_error(
+            "--moves is for live runs (`clasp run --moves ...` without --static)",
+        ));
+    }
     if args.migration_timeout_s == 0 {
         return Err(usage_error("--migration-timeout-s must be at least 1"));
     }

@@ -70,6 +70,12 @@ pub fn run_view<'a>(
             ("migrations".into(), serde_json::to_value(&r.migrations)?),
             ("worker_seconds".into(), r.worker_seconds.into()),
             ("refused_connections".into(), r.refused_connections.into()),
+            // The driver's own CPU (planner included; the workers are other processes): a
+            // run whose driver needed most of a core measured the host, not the cluster.
+            (
+                "driver_cpu_s".into(),
+                (clasp_dataplane::cpu_usage::process_cpu_ns() as f64 / 1e9).into(),
+            ),
         ],
         extra_lines: r
             .migrations

@@ -130,6 +130,7 @@ impl Driver<'_> {
                 edges_local_per_s: d(&c.edges_local, &p.edges_local),
                 edges_remote_per_s: d(&c.edges_remote, &p.edges_remote),
                 busy_us_per_s: c.busy_ns.saturating_sub(p.busy_ns) as f64 / wdt / 1000.0,
+                cpu_us_per_s: cpu_us_per_s(c, p, wdt),
                 queued_bytes: c.queued_bytes,
                 destinations,
                 cpu_us_per_s: None,
@@ -155,4 +156,13 @@ impl Driver<'_> {
         self.meter.interval_migrating = self.mig.in_flight.is_some();
         view
     }
+}
+
+/// A worker's CPU µs per second between two counters, its idle spinning left out; `None` when
+/// either reading is missing (the first interval differences against zero: not an interval).
+fn cpu_us_per_s(c: &Counters, p: &Counters, wdt_s: f64) -> Option<f64> {
+    let (now, before) = (c.cpu_ns?, p.cpu_ns?);
+    let spin_ns = c.idle_spin_ns.saturating_sub(p.idle_spin_ns);
+    let work_ns = now.saturating_sub(before).saturating_sub(spin_ns);
+    Some(work_ns as f64 / wdt_s / 1000.0)
 }

@@ -109,6 +109,8 @@ struct Running {
     plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
     parked: Arc<AtomicBool>,
     interval: Option<Duration>,
+    /// Where this process's CPU time is read (its own cgroup when capped).
+    cpu: crate::cpu_usage::CpuSource,
 }
 
 impl Running {

@@ -123,6 +123,7 @@ pub(super) fn start_executors(
         plans,
         parked,
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
+        cpu: crate::cpu_usage::CpuSource::detect(),
     })
 }
 

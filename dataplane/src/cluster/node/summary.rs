@@ -29,8 +29,10 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
             }
         }
         c.busy_ns += m.get(scalar::BUSY_NS);
+        c.idle_spin_ns += m.get(scalar::IDLE_SPIN_NS);
         c.frames_in += m.get(scalar::FRAMES_IN);
     }
+    c.cpu_ns = run.cpu.read_ns();
     c.sent_to = sent
         .iter()
         .enumerate()

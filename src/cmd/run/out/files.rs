@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{IntervalRow, MigrationRow, RunRecord};
+use super::{IntervalRow, MigrationRow, RunRecord, WorkerRow};
 
 /// The columns of `intervals.csv`, in [`IntervalRow`]'s field order.
 const INTERVAL_HEADER: [&str; 12] = [
@@ -41,6 +41,31 @@ const MIGRATION_HEADER: [&str; 12] = [
     "admitted_during",
     "reason",
 ];
+
+/// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
+const WORKER_HEADER: [&str; 8] = [
+    "t_s",
+    "worker",
+    "cpu_us_per_s",
+    "exec_us_per_s",
+    "local_per_s",
+    "remote_per_s",
+    "destinations",
+    "busy_us_per_s",
+];
+
+fn worker_fields(r: &WorkerRow) -> [String; 8] {
+    [
+        r.t_s.to_string(),
+        r.worker.to_string(),
+        r.cpu_us_per_s.map(|c| c.to_string()).unwrap_or_default(),
+        r.exec_us_per_s.to_string(),
+        r.local_per_s.to_string(),
+        r.remote_per_s.to_string(),
+        r.destinations.to_string(),
+        r.busy_us_per_s.to_string(),
+    ]
+}
 
 fn interval_fields(r: &IntervalRow) -> [String; 12] {
     [
@@ -77,7 +102,7 @@ fn migration_fields(m: &MigrationRow) -> [String; 12] {
 }
 
 /// RFC 4180 quoting: only fields with a comma, quote or line break are quoted.
-fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -99,7 +124,7 @@ fn csv<const N: usize>(header: &[&str; N], rows: impl Iterator<Item = [String; N
 /// Writes `contents` to `path` atomically: into a temporary file in the same directory, synced,
 /// then renamed over `path`, so a reader (or a crash) sees the old file or the whole new one,
 /// never a torn one. The temporary file is removed when any step fails.
-fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(
         ".{}.tmp-{}",
@@ -133,7 +158,8 @@ pub fn prepare_dir(dir: &Path) -> Result<(), String> {
 }
 
 /// Writes DIR/summary.json (pretty), DIR/intervals.csv (header + one row per interval, all
-/// [`IntervalRow`] fields), DIR/migrations.csv, DIR/decisions.txt, and three SVG plots:
+/// [`IntervalRow`] fields), DIR/migrations.csv, DIR/decisions.txt, DIR/workers.csv (every
+/// worker per interval: the estimator's inputs), and three SVG plots:
 /// DIR/rate.svg (input rate and throughput per s on the left axis, active workers as a step line
 /// on a secondary axis, migrations marked), DIR/latency.svg (p50/p95/p99 ms over time),
 /// DIR/estimates.svg (α, β, γ, W̄ µs over time). Creates DIR (and parents); each file is
@@ -163,6 +189,10 @@ pub fn write_out(dir: &Path, rec: &RunRecord) -> Result<Vec<PathBuf>, String> {
             ),
         ),
         ("decisions.txt", decisions),
+        (
+            "workers.csv",
+            csv(&WORKER_HEADER, rec.workers.iter().map(worker_fields)),
+        ),
     ];
     files.extend(super::plot::render_plots(rec)?);
     let mut written = Vec::new();
@@ -227,11 +257,12 @@ mod tests {
         (header, lines.map(parse_csv_line).collect())
     }
 
-    const FILES: [&str; 7] = [
+    const FILES: [&str; 8] = [
         "summary.json",
         "intervals.csv",
         "migrations.csv",
         "decisions.txt",
+        "workers.csv",
         "rate.svg",
         "latency.svg",
         "estimates.svg",
@@ -250,7 +281,7 @@ mod tests {
             .filter(|n| n.starts_with('.'))
             .collect();
         assert!(names.is_empty(), "{names:?}");
-        for svg in &expected[4..] {
+        for svg in &expected[5..] {
             let text = std::fs::read_to_string(svg).unwrap();
             assert!(text.starts_with("<svg"), "{}", svg.display());
             assert!(text.trim_end().ends_with("</svg>"), "{}", svg.display());
@@ -307,6 +338,19 @@ mod tests {
     }
 
     #[test]
+    fn run_out_workers_csv_has_a_row_per_worker_per_interval() {
+        let tmp = TempDir::new("workers");
+        let rec = sample::record();
+        write_out(&tmp.0, &rec).unwrap();
+        let (h, rows) = parse_csv(&std::fs::read_to_string(tmp.0.join("workers.csv")).unwrap());
+        assert_eq!(h, WORKER_HEADER);
+        assert_eq!(rows.len(), rec.workers.len());
+        // An unmeasured CPU figure is an empty cell, not a made-up zero.
+        assert_eq!(rows[0][2], "");
+        assert_eq!(rows[1][2], "250000");
+    }
+
+    #[test]
     fn run_out_empty_record_still_writes_valid_files() {
         let tmp = TempDir::new("empty");
         let rec = RunRecord {
@@ -314,6 +358,7 @@ mod tests {
             intervals: vec![],
             migrations: vec![],
             decisions: vec![],
+            workers: vec![],
         };
         let written = write_out(&tmp.0, &rec).unwrap();
         check_files(&tmp.0, &written);

@@ -15,7 +15,7 @@ mod text;
 #[cfg(test)]
 mod sample;
 
-pub use files::{prepare_dir, write_out};
+pub use files::{csv_field, prepare_dir, write_atomic, write_out};
 pub use text::{progress_line, render_summary};
 
 use serde_json::Value;
@@ -83,4 +83,27 @@ pub struct RunRecord {
     pub intervals: Vec<IntervalRow>,
     pub migrations: Vec<MigrationRow>,
     pub decisions: Vec<DecisionRow>,
+    /// Every worker's figures, per interval.
+    pub workers: Vec<WorkerRow>,
+}
+
+/// One worker over one interval: what the planner's estimator regresses (rates per second).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct WorkerRow {
+    /// Seconds since the run started, at the end of the interval.
+    pub t_s: f64,
+    /// Index in the run's worker list.
+    pub worker: usize,
+    /// The worker process's CPU µs per second, idle spinning excluded (None: not measured).
+    pub cpu_us_per_s: Option<f64>,
+    /// Σ over operators of processed × mean execution time (µs per second).
+    pub exec_us_per_s: f64,
+    /// Local chained requests per second.
+    pub local_per_s: f64,
+    /// Remote chained requests per second.
+    pub remote_per_s: f64,
+    /// Distinct other workers it sent to.
+    pub destinations: usize,
+    /// Executor busy µs per second.
+    pub busy_us_per_s: f64,
 }

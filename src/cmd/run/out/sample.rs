@@ -1,7 +1,7 @@
 //! A record with every kind of row (a NaN latency, a quoted reason, a policy and a chaos
 //! migration), shared by the tests of the files and of the text.
 
-use super::{DecisionRow, IntervalRow, MigrationRow, RunRecord};
+use super::{DecisionRow, IntervalRow, MigrationRow, RunRecord, WorkerRow};
 
 pub(super) fn record() -> RunRecord {
     let intervals = (0..20)
@@ -81,5 +81,17 @@ pub(super) fn record() -> RunRecord {
         intervals,
         migrations,
         decisions,
+        workers: (0..4)
+            .map(|i| WorkerRow {
+                t_s: 0.5 * (1 + i / 2) as f64,
+                worker: i % 2,
+                cpu_us_per_s: (i != 0).then_some(250_000.0),
+                exec_us_per_s: 120_000.0,
+                local_per_s: 40_000.0,
+                remote_per_s: 5_000.0 * (i % 2) as f64,
+                destinations: i % 2,
+                busy_us_per_s: 200_000.0,
+            })
+            .collect(),
     }
 }

@@ -143,6 +143,7 @@ mod tests {
             intervals: vec![],
             migrations: vec![],
             decisions: vec![],
+            workers: vec![],
         };
         let text = render_summary(&rec);
         assert!(text.contains("policy n/a"), "{text}");
