@@ -412,7 +412,7 @@ fn the_selected_estimator_gives_the_costs_and_their_samples() {
             let (mut s, p) = interval(1, input, input, 0);
             let cpu = s[0].exec_load_us_per_s() + 2_000.0 + alpha_true * s[0].local_per_s;
             s[0].cpu_us_per_s = Some(cpu);
-            if a.on_interval_with_parked(i as f64 * IV_US, &s, &[idle.clone()], &p)
+            if a.on_interval_with_parked(i as f64 * IV_US, &s, std::slice::from_ref(&idle), &p)
                 .is_some()
             {
                 a.migrated(i as f64 * IV_US);

@@ -31,8 +31,6 @@ pub struct WorkerInterval {
     pub queued_bytes: u64,
     /// Distinct other workers it sent requests to in the interval.
     pub destinations: usize,
-    /// The worker process's CPU µs per second, idle spinning excluded; None when not measured.
-    pub cpu_us_per_s: Option<f64>,
 }
 
 /// The cluster over one interval, as the driver saw it.

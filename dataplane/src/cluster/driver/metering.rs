@@ -133,7 +133,6 @@ impl Driver<'_> {
                 cpu_us_per_s: cpu_us_per_s(c, p, wdt),
                 queued_bytes: c.queued_bytes,
                 destinations,
-                cpu_us_per_s: None,
             });
         }
         self.meter.last_worker_intervals = workers.clone();
