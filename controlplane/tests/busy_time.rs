@@ -312,3 +312,33 @@ proptest! {
         }
     }
 }
+
+/// A development probe, not a check: feeds a recorded `workers.csv` (`clasp run --out DIR`)
+/// named by `BUSY_ROWS_CSV` through the estimator with the built-in priors and prints what it
+/// learnt every 20 intervals. `BUSY_ROWS_CSV=DIR/workers.csv cargo test -p clasp-controlplane
+/// --test busy_time probe_recorded_rows -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn probe_recorded_rows() {
+    let path = std::env::var("BUSY_ROWS_CSV").expect("BUSY_ROWS_CSV names a workers.csv");
+    let text = std::fs::read_to_string(&path).expect("readable");
+    let intervals = rows_from_csv(&text).expect("a rows CSV");
+    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    for (i, iv) in intervals.iter().enumerate() {
+        est.observe_interval(iv);
+        if i % 20 == 19 || i + 1 == intervals.len() {
+            eprintln!(
+                "t {:>6.2} s  rows {:?}  costs {:?}  solution {:?}  c0 {:.0}  identified {:?}  \
+                 independence {:?}  samples {:?}",
+                iv[0].t_s,
+                est.rows(),
+                est.costs(),
+                est.solution(),
+                est.intercept_us_per_s(),
+                est.identified(),
+                est.independence(),
+                est.samples()
+            );
+        }
+    }
+}
