@@ -68,8 +68,8 @@ pub struct AutoscaleConfig {
 
 impl AutoscaleConfig {
     /// The defaults for `policy` on at most `max_workers` workers: headroom 0.9, 250 ms
-    /// intervals, the prototype's saturation thresholds, the default triggers and estimator;
-    /// the estimator learns only for CLASP.
+    /// intervals, the prototype's saturation thresholds, the default triggers and estimators
+    /// (the busy-time one plans); the estimators learn only for CLASP.
     pub fn new(policy: PolicyKind, max_workers: usize) -> Self {
         AutoscaleConfig {
             policy,
