@@ -4,13 +4,20 @@
 //! and dispatches. Errors are printed with their full cause chain and exit with status 2 for a
 //! usage or input error, 1 for a failure at run time.
 
-#![forbid(unsafe_code)]
+// No unsafe code, except where the operating system's contract demands it and says so: the
+// one exception, `cgroup::join` (code run between fork and exec), allows it locally.
+#![deny(unsafe_code)]
 
 use std::io::Write as _;
 
 use clap::{Parser, Subcommand};
 
+mod cgroup;
+mod cleanup;
 mod cmd;
+mod lifeline;
+mod signals;
+mod stale;
 
 /// mimalloc: the data plane's allocations are few and per batch, but the CLI tools (oracle,
 /// simulator) allocate heavily, and mimalloc is faster than glibc's malloc on both.
@@ -69,6 +76,9 @@ enum Command {
     /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
     /// (docs/planner.md, "Live experiments").
     Experiment(cmd::experiment::ExperimentArgs),
+    /// Remove what clasp processes that died left behind: named segments in /dev/shm and
+    /// clasp-run-* directories (every start of run, local and worker does this too).
+    Clean(cmd::clean::CleanArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -96,15 +106,20 @@ fn main() -> std::process::ExitCode {
         Command::Apps(a) => cmd::apps::run_apps(a),
         Command::Gen(a) => cmd::apps::run_gen(a),
         Command::Oracle(a) => cmd::apps::run_oracle(a),
+        Command::Clean(a) => cmd::clean::run_clean(a),
     };
+    // A run stopped by SIGINT/SIGTERM exits with 128 + the signal, whatever else happened.
+    let interrupted = signals::interrupted().map(signals::exit_status);
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(()) => interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into),
         // The reader of our output went away (`clasp apps | head -1`): nothing to report.
-        Err(err) if cmd::output::is_closed_stdout(&err) => std::process::ExitCode::SUCCESS,
+        Err(err) if cmd::output::is_closed_stdout(&err) => {
+            interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into)
+        }
         Err(err) => {
             // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
             let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
-            std::process::ExitCode::from(cmd::exit_code(&err))
+            std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
         }
     }
 }

@@ -131,6 +131,7 @@ fn run_syn(
                         records,
                         seed: 1,
                         rate_per_s: rate,
+                        stop: None,
                     },
                 )
             }));

@@ -29,3 +29,27 @@ pub fn allowed_cpus() -> Vec<usize> {
         Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
     }
 }
+
+/// The CPU executor `e` is pinned to: the (e+1)-th of the `allowed` CPUs, wrapping (the first
+/// is left to the worker's other threads). Inside the process's allowed set, so workers
+/// restricted to different CPUs (`clasp worker --cpus`) never pin onto the same one.
+pub fn executor_cpu(allowed: &[usize], e: usize) -> usize {
+    match allowed.len() {
+        0 => e + 1,
+        n => allowed[(e + 1) % n],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::executor_cpu;
+
+    #[test]
+    fn executors_take_the_allowed_cpus_after_the_first_wrapping() {
+        assert_eq!(executor_cpu(&[0, 1, 2, 3], 0), 1);
+        assert_eq!(executor_cpu(&[0, 1, 2, 3], 2), 3);
+        assert_eq!(executor_cpu(&[2, 3], 0), 3);
+        assert_eq!(executor_cpu(&[2, 3], 1), 2);
+        assert_eq!(executor_cpu(&[5], 3), 5);
+    }
+}

@@ -48,6 +48,7 @@ fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> Local
                     records,
                     seed,
                     rate_per_s: None,
+                    stop: None,
                 };
                 run_ingress(&spec, &cfg)
             }));
@@ -309,6 +310,7 @@ fn ingress_child() {
         records: 100_000,
         seed: 1,
         rate_per_s: Some(2000.0),
+        stop: None,
     };
     let _ = run_ingress(&spec, &cfg);
 }

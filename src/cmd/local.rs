@@ -2,18 +2,27 @@
 //! an app over generated input and printing what `clasp oracle` prints (same digests and
 //! counts) plus throughput, latency and per-operator metrics. `clasp ingress` is that second
 //! process, usable on its own against a running worker's segment.
+//!
+//! SIGINT/SIGTERM: `clasp local` passes the stop on to its ingress (which runs in a process group
+//! of its own, so a terminal's Ctrl-C reaches only `clasp local`), the ingress admits no more and
+//! says it is done, the worker drains and ends the stream as after a full input, and the summary
+//! is printed. The ingress dies with `clasp local`; an ingress whose worker is gone ends with an
+//! error naming the worker's segment, and removes it.
 
 use crate::cmd::apps::load_app;
-use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
+use crate::cmd::ingress_child::{IngressChild, reap, register_cleanup, watch_ingress};
+use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes, timeout_s};
 use crate::cmd::usage_error;
+use crate::{lifeline, signals};
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
-use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress};
 use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::AppSpec;
+use clasp_shmring::Segment;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How key groups are spread over executors.
@@ -70,6 +79,10 @@ pub struct LocalArgs {
     /// Metrics sampling interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     interval_ms: u64,
+    /// After SIGINT/SIGTERM: how long the admitted input may take to drain before the run
+    /// stops at once (seconds).
+    #[arg(long, default_value_t = 10, value_parser = timeout_s())]
+    drain_timeout_s: u64,
 }
 
 #[derive(Args, Debug)]
@@ -99,6 +112,10 @@ pub struct IngressArgs {
 }
 
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
+    // The handler first: the death signal of a parent that dies meanwhile is then a stop,
+    // reported as the loss of its worker, not a silent end.
+    signals::install("ingress", None, true)?;
+    lifeline::die_with_parent()?;
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     check_rate("--rate", args.rate)?;
     let cfg = IngressConfig {
@@ -106,17 +123,69 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         records: args.records,
         seed: args.seed,
         rate_per_s: args.rate,
+        stop: Some(signals::stop_flag()),
     };
-    let report = run_ingress(&spec, &cfg).map_err(anyhow::Error::msg)?;
+    let report = match run_ingress(&spec, &cfg) {
+        // Stopped because the parent is gone: under `clasp local` that is the worker, whose
+        // process may take a moment to be seen dead.
+        Ok(r) if r.stopped && signals::hung_up() && worker_dies(&cfg.segment_name) => {
+            return Err(lost_worker(&cfg.segment_name, r.admitted));
+        }
+        Ok(r) => r,
+        Err(IngressError::WorkerGone { segment, admitted }) => {
+            return Err(lost_worker(&segment, admitted));
+        }
+        Err(e) => return Err(anyhow::Error::msg(e)),
+    };
     eprintln!(
-        "ingress: admitted {} records in {:.3} s",
+        "ingress: admitted {} records in {:.3} s{}",
         report.admitted,
-        report.elapsed.as_secs_f64()
+        report.elapsed.as_secs_f64(),
+        if report.stopped {
+            " (stopped early)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
 
+/// How long an ingress whose parent is gone waits to see the worker's process gone too.
+const WORKER_DEATH_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether the worker owning `segment` is (or within [`WORKER_DEATH_WAIT`] becomes) gone.
+fn worker_dies(segment: &str) -> bool {
+    let deadline = std::time::Instant::now() + WORKER_DEATH_WAIT;
+    loop {
+        if !Segment::owner_alive(segment).unwrap_or(true) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The error of an ingress whose worker is gone; removes the worker's segment, which nobody
+/// else will (the worker died with it still named).
+fn lost_worker(segment: &str, admitted: u64) -> anyhow::Error {
+    let e = IngressError::WorkerGone {
+        segment: segment.to_string(),
+        admitted,
+    };
+    let removed = Segment::remove_stale(segment).unwrap_or(false);
+    let note = if removed { "; removed its segment" } else { "" };
+    anyhow::anyhow!("{e}{note}")
+}
+
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
+    signals::install(
+        "local",
+        Some(Duration::from_secs(args.drain_timeout_s)),
+        false,
+    )?;
+    crate::stale::sweep_at_start();
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
     check_rate("--rate", args.rate)?;
     check_executors(args.executors)?;
@@ -140,15 +209,15 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         interval: Duration::from_millis(args.interval_ms),
         ..LocalConfig::default()
     };
-    let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
-    let spawn_child = child.clone();
-    let watch_child = child.clone();
+    let child = IngressChild::default();
+    let registrations = register_cleanup(&cfg.segment_name, &child);
+    let mut stop_sent = false;
+    // `ready` runs on this (the main) thread: the ingress dies when it does (`lifeline`).
     let report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
-            let exe = std::env::current_exe().map_err(|e| format!("locating clasp: {e}"))?;
-            let mut cmd = Command::new(exe);
+            let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
             cmd.arg("ingress")
                 .args(["--segment", seg.segment.name().unwrap_or_default()])
                 .args([
@@ -170,25 +239,15 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             let c = cmd
                 .spawn()
                 .map_err(|e| format!("starting the ingress process: {e}"))?;
-            *spawn_child.lock().unwrap() = Some(c);
+            child.set(c);
             Ok(())
         },
-        || {
-            let mut guard = watch_child.lock().unwrap();
-            let c = guard.as_mut()?;
-            match c.try_wait() {
-                Ok(Some(status)) if !status.success() => Some(format!(
-                    "the ingress process (pid {}) exited with {status}",
-                    c.id()
-                )),
-                _ => None,
-            }
-        },
+        || watch_ingress(&child, &mut stop_sent),
     )
     .map_err(anyhow::Error::msg)?;
-    if let Some(mut c) = child.lock().unwrap().take() {
-        let _ = c.wait();
-    }
+    reap(&child);
+    // The segment is unlinked (its owner's handle dropped) and the ingress reaped.
+    drop(registrations);
     print_report(&spec, &args, &report)?;
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
@@ -225,6 +284,7 @@ fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Re
         extra: Vec::new(),
         extra_lines: Vec::new(),
         errors: &r.errors,
+        interrupted: crate::cmd::report::RunView::interrupted_now(),
     };
     let mut out = crate::cmd::output::stdout();
     crate::cmd::report::print(&mut out, &view, args.json)?;

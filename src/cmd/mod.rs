@@ -1,13 +1,15 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
 //! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
 //! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
-//! finished run); `output` is the checked stdout every command prints through, and `limits`
-//! the bounds of the numeric options.
+//! finished run); `output` is the checked stdout every command prints through, `limits`
+//! the bounds of the numeric options, and `ingress_child` the ingress process `local` starts.
 
 pub mod apps;
 pub mod bench;
+pub mod clean;
 pub mod cluster;
 pub mod experiment;
+pub mod ingress_child;
 pub mod limits;
 pub mod local;
 pub mod output;

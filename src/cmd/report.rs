@@ -34,6 +34,15 @@ pub struct RunView<'a> {
     pub extra: Vec<(String, serde_json::Value)>,
     /// More lines of text output (printed before the faults).
     pub extra_lines: Vec<String>,
+    /// The signal (its name) that stopped the input early, if one did.
+    pub interrupted: Option<&'static str>,
+}
+
+impl RunView<'_> {
+    /// The signal that stopped this process's run early, as the run view holds it.
+    pub fn interrupted_now() -> Option<&'static str> {
+        crate::signals::interrupted().map(crate::signals::name)
+    }
 }
 
 /// The run as one JSON object (what `--json` prints).
@@ -65,6 +74,7 @@ pub fn json(v: &RunView<'_>) -> serde_json::Value {
         "totals": v.totals,
         "intervals": v.intervals,
         "errors": v.errors,
+        "interrupted": v.interrupted.is_some(),
     });
     if let Some(w) = v.workers {
         o["workers"] = w.into();
@@ -128,6 +138,14 @@ pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Resul
     }
     for line in &v.extra_lines {
         writeln!(out, "{line}")?;
+    }
+    if let Some(signal) = v.interrupted {
+        writeln!(
+            out,
+            "interrupted by {signal}: the input stopped after {} records, and all of them \
+             were processed",
+            v.admitted
+        )?;
     }
     for e in v.errors {
         writeln!(out, "fault: {e}")?;

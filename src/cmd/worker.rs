@@ -1,6 +1,8 @@
 //! `clasp worker`: one worker of a cluster file. It listens, authenticates its peers with the
-//! cluster secret, runs the job a driver sends it and exits (docs/cluster.md).
+//! cluster secret, runs the job a driver sends it and exits (docs/cluster.md). With
+//! `--worker-cpu F` it runs in its own capped cgroup, entered before any thread starts.
 
+use crate::cgroup::{CpuCap, CpuList, enter_own};
 use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
@@ -27,12 +29,38 @@ pub struct WorkerArgs {
     /// Give up when no driver sent a job within this many seconds.
     #[arg(long, default_value_t = 300, value_parser = crate::cmd::limits::timeout_s())]
     job_timeout_s: u64,
+    /// Cap this worker at F of one core (e.g. 0.3): it makes its own cgroup
+    /// (`clasp-<pid>-<hex>/w<ID>`) with a CPU quota of F × 10 ms per 10 ms period, moves
+    /// itself in before it starts any thread, and removes it on exit. F must be at least 0.1
+    /// (the kernel's 1 ms minimum quota). Needs writable cgroups (root, or a delegated group).
+    #[arg(long, value_name = "F", value_parser = CpuCap::parse_arg)]
+    worker_cpu: Option<CpuCap>,
+    /// Run on these CPUs only (e.g. 0,1 or 0-3), set before any thread starts; --pin (given
+    /// by the driver) then pins executors inside this set.
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
+    cpus: Option<CpuList>,
     #[command(flatten)]
     net: NetArgs,
 }
 
 /// `clasp worker`.
+///
+/// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
+/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver
+/// fails the run naming it and, for a worker `clasp run` started, the signal.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
+    crate::lifeline::die_with_parent()?;
+    // First, while this process has one thread: every thread started later inherits the
+    // group and the CPU set. The group is left and removed when `_group` drops.
+    let _group = args
+        .worker_cpu
+        .as_ref()
+        .map(|cap| enter_own(cap, args.id))
+        .transpose()?;
+    if let Some(cpus) = &args.cpus {
+        cpus.apply_to_current_thread().map_err(usage_error)?;
+    }
+    crate::stale::sweep_at_start();
     let file = ClusterFile::load(&args.cluster)?;
     let workers = file.resolve()?;
     let me = workers

@@ -50,6 +50,16 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
 }
 
 impl Running {
+    /// The process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited (its status is kept for [`Running::wait`]).
+    pub fn finished(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Waits at most [`RUN_TIMEOUT`] (then kills the process and fails the test).
     pub fn wait(mut self) -> Output {
         let deadline = Instant::now() + RUN_TIMEOUT;

@@ -117,8 +117,12 @@ impl Coordinator {
                 launch.links.len()
             )));
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let pin = launch.pin && executors < cores;
+        // Executor e takes the (e+1)-th CPU this process may use (the first is left to the
+        // worker's other threads), so workers restricted to different CPU sets on one host
+        // never pin onto the same CPU. `available_parallelism` would count a CPU quota too,
+        // but a capped worker still runs on every CPU of its set.
+        let cpus = crate::affinity::allowed_cpus();
+        let pin = launch.pin && executors < cpus.len();
         for (e, link) in launch.links.into_iter().enumerate() {
             let exec = Executor::new(
                 e,
@@ -129,12 +133,13 @@ impl Coordinator {
                 launch.policy,
                 link,
             )?;
+            let cpu = crate::affinity::executor_cpu(&cpus, e);
             let handle = std::thread::Builder::new()
                 .name(format!("clasp-exec-{e}"))
                 .spawn(move || {
                     // Pinned and verified (see `crate::affinity`), or why not.
                     let pinned = pin
-                        .then(|| crate::affinity::pin_current_thread(e + 1).err())
+                        .then(|| crate::affinity::pin_current_thread(cpu).err())
                         .flatten();
                     (exec.run(), pinned)
                 })

@@ -439,11 +439,15 @@ impl Engine {
         if self.tick % EXEC_TIMING_SAMPLE == 0 {
             let t0 = self.clock.raw();
             let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
-            let ns =
-                self.clock.delta_as_nanos(t0, self.clock.raw()) * u64::from(EXEC_TIMING_SAMPLE);
+            let sample_ns = self.clock.delta_as_nanos(t0, self.clock.raw());
             let m = self.metrics.view();
-            m.add(m.exec_ns(op), ns);
-            m.add(scalar::BUSY_NS, ns);
+            if sample_ns > EXEC_TIMING_OUTLIER_NS {
+                m.add(scalar::TIMING_OUTLIERS, 1);
+            } else {
+                let ns = sample_ns * u64::from(EXEC_TIMING_SAMPLE);
+                m.add(m.exec_ns(op), ns);
+                m.add(scalar::BUSY_NS, ns);
+            }
         } else {
             let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
         }

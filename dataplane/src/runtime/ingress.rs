@@ -6,6 +6,12 @@
 //! worker published in the segment, so each key keeps one FIFO path. The ingress admits at most
 //! `max_in_flight` tracked roots that have not completed (the worker counts completions), which
 //! bounds the work in flight and so every queue and overflow behind it.
+//!
+//! An ingress never outlives its worker by more than [`WORKER_CHECK_EVERY`] plus a park: the
+//! worker may be killed outright and never say it stopped, so while the ingress waits (for
+//! completions, ring space or its pace) it checks that the segment's owner still runs, and ends
+//! with [`IngressError::WorkerGone`] naming the segment when it does not. A stop flag (set by
+//! a signal) ends the input early and cleanly: what was admitted is the run's input.
 
 use super::layout::{
     INGRESS_DONE, INGRESS_FAILED, LayoutError, SharedControl, WORKER_STOPPED, WorkerSegment,
@@ -13,8 +19,10 @@ use super::layout::{
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use clasp_operators::AppSpec;
 use clasp_operators::key::{key_group, key_hash};
+use clasp_shmring::Segment;
 use clasp_shmring::{Doorbell, Error as RingError, Producer, ShmRing, WaitPolicy};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest single park of an ingress waiting for completions or ring space; between parks it
@@ -22,6 +30,9 @@ use std::time::{Duration, Instant};
 const INGRESS_PARK_MAX: Duration = Duration::from_millis(50);
 /// Records written between two publishes (and updates of `admitted`).
 const PUBLISH_EVERY: u64 = 64;
+/// How often the ingress checks that the worker's process still runs (a look at `/proc` and
+/// the segment's owner lock: too dear for every record).
+pub const WORKER_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Why an ingress stopped before admitting every record.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +63,17 @@ pub enum IngressError {
     /// The worker stopped taking input.
     #[error("the worker stopped after {0} records")]
     WorkerStopped(u64),
+    /// The worker's process is gone (killed, crashed) without saying it stopped.
+    #[error(
+        "the worker that owns segment {segment} is gone (its process exited without stopping \
+         the input) after {admitted} records"
+    )]
+    WorkerGone {
+        /// The worker's segment.
+        segment: String,
+        /// Records admitted before.
+        admitted: u64,
+    },
     /// The routing table the worker published names no executor for a key group.
     #[error("the worker's routing table has no executor for key group {0}")]
     NoExecutor(u16),
@@ -79,6 +101,8 @@ pub struct IngressConfig {
     pub seed: u64,
     /// Records per second, or as fast as possible.
     pub rate_per_s: Option<f64>,
+    /// Once set (by a signal), admit no more: the records admitted so far are the input.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// What an ingress did.
@@ -88,6 +112,8 @@ pub struct IngressReport {
     pub admitted: u64,
     /// Time from the first to the last admission.
     pub elapsed: Duration,
+    /// The stop flag ended the input before every record was admitted.
+    pub stopped: bool,
 }
 
 /// Runs an ingress for `spec` into the worker segment named in `cfg`.
@@ -121,7 +147,7 @@ fn admit(
     control
         .ingress_pid
         .store(std::process::id(), Ordering::Release);
-    let mut rings = IngressRings::open(seg)?;
+    let mut rings = IngressRings::open(seg, cfg)?;
     let bell = seg
         .segment
         .doorbell(seg.index.ingress_bell())
@@ -138,16 +164,29 @@ fn admit(
     let (mut key, mut payload) = (Vec::new(), Vec::new());
     let mut tracked = 0u64;
     let start = Instant::now();
+    let report = |admitted, stopped| IngressReport {
+        admitted,
+        elapsed: start.elapsed(),
+        stopped,
+    };
     for i in 0..cfg.records {
+        if rings.stop_requested() {
+            // Gone or alive? A worker that died is what stopped us (its death signal).
+            rings.check_worker(i, true)?;
+            rings.flush(i);
+            return Ok(report(i, true));
+        }
         if worker_stopped(control) {
             return Err(IngressError::WorkerStopped(i));
         }
         if let Some(rate) = cfg.rate_per_s {
-            pace(&mut rings, start, rate, i);
+            pace(&mut rings, start, rate, i)?;
         }
         let is_tracked = i % sample == 0;
         if is_tracked {
-            wait_in_flight_below(&mut rings, bell, tracked, max_in_flight, i)?;
+            if !wait_in_flight_below(&mut rings, bell, tracked, max_in_flight, i)? {
+                continue; // stopping: the top of the loop ends the input
+            }
             tracked += 1;
         }
         generator.record_into(i, &mut key, &mut payload);
@@ -160,13 +199,11 @@ fn admit(
         rings.write(e, i, &header, &key, &payload)?;
         if (i + 1) % PUBLISH_EVERY == 0 {
             rings.flush(i + 1);
+            rings.check_worker(i + 1, false)?;
         }
     }
     rings.flush(cfg.records);
-    Ok(IngressReport {
-        admitted: cfg.records,
-        elapsed: start.elapsed(),
-    })
+    Ok(report(cfg.records, false))
 }
 
 /// Whether the worker has stopped taking input.
@@ -174,28 +211,43 @@ fn worker_stopped(control: &SharedControl) -> bool {
     control.worker_state.load(Ordering::Acquire) == WORKER_STOPPED
 }
 
-/// Sleeps until record `i` is due at `rate_per_s` from `start`, flushing first if it must wait.
-fn pace(rings: &mut IngressRings<'_>, start: Instant, rate_per_s: f64, i: u64) {
+/// Sleeps until record `i` is due at `rate_per_s` from `start`, flushing first if it must wait
+/// (and checking, at most every park, that the worker still runs).
+fn pace(
+    rings: &mut IngressRings<'_>,
+    start: Instant,
+    rate_per_s: f64,
+    i: u64,
+) -> Result<(), IngressError> {
     let due = start + Duration::from_secs_f64(i as f64 / rate_per_s);
-    let now = Instant::now();
-    if due > now {
+    loop {
+        let now = Instant::now();
+        if due <= now || rings.stop_requested() {
+            return Ok(());
+        }
         rings.flush(i);
-        std::thread::sleep(due - now);
+        rings.check_worker(i, false)?;
+        std::thread::sleep((due - now).min(INGRESS_PARK_MAX));
     }
 }
 
 /// The in-flight bound: before record `i` becomes tracked root number `tracked`, waits for
 /// completions (the worker rings `bell`) until fewer than `max_in_flight` are incomplete.
+/// `false` when the stop flag was set meanwhile.
 fn wait_in_flight_below(
     rings: &mut IngressRings<'_>,
     bell: &Doorbell,
     tracked: u64,
     max_in_flight: u64,
     i: u64,
-) -> Result<(), IngressError> {
+) -> Result<bool, IngressError> {
     let control = rings.control;
     while tracked - control.completed.load(Ordering::Acquire) >= max_in_flight {
         rings.flush(i);
+        rings.check_worker(i, false)?;
+        if rings.stop_requested() {
+            return Ok(false);
+        }
         let token = bell.prepare_park();
         if tracked - control.completed.load(Ordering::Acquire) >= max_in_flight
             && !worker_stopped(control)
@@ -207,7 +259,7 @@ fn wait_in_flight_below(
             return Err(IngressError::WorkerStopped(i));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The header of record `i` as a root request of the source operator, bound for executor `e`.
@@ -243,11 +295,17 @@ struct IngressRings<'a> {
     /// `dirty[e]`: ring e holds committed frames not yet published.
     dirty: Vec<bool>,
     policy: WaitPolicy,
+    /// The worker's segment, by name (its owner's liveness is read through it).
+    segment: &'a str,
+    /// The stop flag, if any.
+    stop: Option<&'a AtomicBool>,
+    /// When the worker's process was last seen alive.
+    worker_seen: Instant,
 }
 
 impl<'a> IngressRings<'a> {
     /// Opens the producer side of every executor's ingress ring in `seg`.
-    fn open(seg: &'a WorkerSegment) -> Result<Self, IngressError> {
+    fn open(seg: &'a WorkerSegment, cfg: &'a IngressConfig) -> Result<Self, IngressError> {
         let producers: Vec<Producer<ShmRing>> = (0..seg.executors())
             .map(|e| {
                 seg.segment
@@ -263,6 +321,32 @@ impl<'a> IngressRings<'a> {
             dirty: vec![false; producers.len()],
             producers,
             policy: WaitPolicy::for_runnable_threads(seg.executors() + 2),
+            segment: &cfg.segment_name,
+            stop: cfg.stop.as_deref(),
+            worker_seen: Instant::now(),
+        })
+    }
+
+    /// Whether the stop flag is set.
+    fn stop_requested(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Acquire))
+    }
+
+    /// [`IngressError::WorkerGone`] if the segment's owner no longer runs; looked at no more
+    /// often than every [`WORKER_CHECK_EVERY`] unless `now`. `admitted`: records so far.
+    fn check_worker(&mut self, admitted: u64, now: bool) -> Result<(), IngressError> {
+        if !now && self.worker_seen.elapsed() < WORKER_CHECK_EVERY {
+            return Ok(());
+        }
+        // A segment that is gone was removed because its owner died; an error reading it
+        // is not proof of death.
+        if Segment::owner_alive(self.segment).unwrap_or(true) {
+            self.worker_seen = Instant::now();
+            return Ok(());
+        }
+        Err(IngressError::WorkerGone {
+            segment: self.segment.to_string(),
+            admitted,
         })
     }
 
@@ -310,6 +394,7 @@ impl<'a> IngressRings<'a> {
                     if worker_stopped(self.control) {
                         return Err(IngressError::WorkerStopped(i));
                     }
+                    self.check_worker(i, false)?;
                 }
                 Err(source) => return Err(write_error(source)),
             }

@@ -10,4 +10,4 @@ pub mod spawn;
 
 pub use file::{ClusterFile, read_secret};
 pub use net::NetArgs;
-pub use spawn::{Spawned, spawn_workers};
+pub use spawn::{Spawned, WorkerLimits, spawn_workers};

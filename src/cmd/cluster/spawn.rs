@@ -1,14 +1,30 @@
 //! Worker processes `clasp run --workers N` starts on this machine: a fresh secret and cluster
-//! id, a port each below the kernel's ephemeral range, a cluster file in a temporary directory,
-//! and a guard that stops exactly these processes (by their own pids) and removes the directory.
+//! id, a port each below the kernel's ephemeral range, a cluster file in a private temporary
+//! directory, and a guard that stops exactly these processes (by their own pids) and removes the
+//! directory.
+//!
+//! The directory is made 0700 under an unpredictable name (`clasp-run-PID-XXXXXX`: the pid lets
+//! a later `clasp clean` find it if this process is killed), so no other user can plant a file
+//! or a symbolic link where the cluster file is written. The guard also registers the children
+//! and the directory with the cleanup registry, so an immediate exit on a second signal still
+//! stops and removes them; the children die with this process in any case (`lifeline`).
+//!
+//! With `--worker-cpu`/`--cpus`, each worker joins its own capped cgroup and CPU set before it
+//! execs, and the guard removes the groups once the workers are gone.
 
 use super::file::{ClusterFile, SECRET_ENV, WorkerEntry};
 use super::net::NetArgs;
+use crate::cgroup::join::{BeforeExec, install};
+use crate::cgroup::{CpuCap, CpuList, RunGroups, create_for_workers};
+use crate::cleanup::{self, Registration};
 use crate::cmd::usage_error;
+use crate::lifeline;
+use crate::stale::RUN_DIR_PREFIX;
 use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, PeerId};
-use std::path::PathBuf;
+use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Most workers `clasp run --workers N` starts on this machine.
@@ -23,26 +39,54 @@ const SPAWNED_JOB_TIMEOUT_S: &str = "60";
 /// outgoing connection of any process can take one between the moment we pick it and the
 /// moment the worker binds it.
 const LOCAL_PORTS: std::ops::Range<u16> = 20_000..32_000;
+/// How often a worker's exit is polled while waiting for it.
+const EXIT_POLL: Duration = Duration::from_millis(10);
+
+/// The started workers, shared with the cleanup action that kills them on an immediate exit.
+/// A child is only ever reaped under this lock, so that action never signals a reaped (and
+/// perhaps reused) pid.
+type Children = Arc<Mutex<Vec<(PeerId, Child)>>>;
+
+/// How the workers a run starts are limited: a CPU cap each, a CPU set for all.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerLimits {
+    /// `--worker-cpu`: each worker in its own group with this cap.
+    pub cpu: Option<CpuCap>,
+    /// `--cpus`: the workers' affinity mask.
+    pub cpus: Option<CpuList>,
+}
 
 /// Worker processes this run started; killed (by their own pids) if the run fails.
 pub struct Spawned {
-    children: Vec<(PeerId, Child)>,
-    dir: Option<PathBuf>,
+    children: Children,
+    dir: Option<tempfile::TempDir>,
+    /// The workers' cgroups. Removed in `Drop` after the workers are reaped (a group with a
+    /// task in it cannot be removed).
+    groups: Option<Arc<RunGroups>>,
+    /// The cleanup actions for the children and the directory (dropped after they are gone).
+    registrations: Vec<Registration>,
+}
+
+/// The children, even if a thread panicked while holding them.
+fn lock(children: &Children) -> MutexGuard<'_, Vec<(PeerId, Child)>> {
+    children.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Spawned {
     /// No processes: the workers of a cluster file were started by someone else.
     pub fn none() -> Spawned {
         Spawned {
-            children: Vec::new(),
+            children: Children::default(),
             dir: None,
+            groups: None,
+            registrations: Vec::new(),
         }
     }
 
     /// Workers that have already exited unsuccessfully, one line each.
     pub fn failures(&mut self) -> Vec<String> {
         let mut out = Vec::new();
-        for (id, c) in &mut self.children {
+        for (id, c) in lock(&self.children).iter_mut() {
             if let Ok(Some(st)) = c.try_wait()
                 && !st.success()
             {
@@ -62,25 +106,32 @@ impl Spawned {
                 WORKER_EXIT_TIMEOUT
             };
         let mut out = Vec::new();
-        for (id, c) in &mut self.children {
-            if let Some(line) = finish_one(*id, c, deadline, kill_now) {
+        let count = lock(&self.children).len();
+        for i in 0..count {
+            if let Some(line) = finish_one(&self.children, i, deadline, kill_now) {
                 out.push(line);
             }
         }
-        self.children.clear();
+        lock(&self.children).clear();
         out
     }
 }
 
-/// Waits for one worker until `deadline`, then kills it; what went wrong, if anything.
-fn finish_one(id: PeerId, c: &mut Child, deadline: Instant, kill_now: bool) -> Option<String> {
+/// Waits for worker `i` until `deadline`, then kills it; what went wrong, if anything. The
+/// lock is held for one poll at a time, so an immediate exit is never kept waiting.
+fn finish_one(children: &Children, i: usize, deadline: Instant, kill_now: bool) -> Option<String> {
     loop {
+        let mut guard = lock(children);
+        let (id, c) = &mut guard[i];
         match c.try_wait() {
             Ok(Some(st)) => {
                 return (!st.success() && !kill_now)
                     .then(|| format!("worker {id} exited with {st}"));
             }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if Instant::now() < deadline => {
+                drop(guard);
+                std::thread::sleep(EXIT_POLL);
+            }
             _ => {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -93,17 +144,42 @@ fn finish_one(id: PeerId, c: &mut Child, deadline: Instant, kill_now: bool) -> O
 impl Drop for Spawned {
     fn drop(&mut self) {
         self.finish(true);
-        if let Some(d) = &self.dir {
-            let _ = std::fs::remove_dir_all(d);
+        if let Some(g) = self.groups.take()
+            && let Err(e) = g.remove_now()
+        {
+            tracing::warn!("cgroup cleanup: {e}");
         }
+        if let Some(d) = self.dir.take() {
+            let _ = d.close();
+        }
+        // All gone: the cleanup actions have nothing left to do.
+        self.registrations.clear();
     }
 }
 
-/// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings; returns
-/// their cluster file, the secret they hold and the guard that stops them.
+/// A private run directory (0700, an unpredictable name holding this process's pid) with the
+/// cluster file in it, created anew (never through an existing file or link).
+fn run_dir(file: &ClusterFile) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
+    let dir = tempfile::Builder::new()
+        .prefix(&prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .context("creating the run directory")?;
+    let path = dir.path().join("cluster.toml");
+    std::fs::File::create_new(&path)
+        .and_then(|mut f| f.write_all(file.to_toml().as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok((dir, path))
+}
+
+/// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings, each
+/// limited by `limits`; returns their cluster file, the secret they hold and the guard that
+/// stops them.
 pub fn spawn_workers(
     n: usize,
     net: &NetArgs,
+    limits: &WorkerLimits,
 ) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
     if n == 0 || n > MAX_LOCAL_WORKERS {
         return Err(usage_error(format!(
@@ -128,20 +204,19 @@ pub fn spawn_workers(
             address: format!("127.0.0.1:{port}"),
         });
     }
-    let dir = std::env::temp_dir().join(format!("clasp-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("cluster.toml");
-    std::fs::write(&path, file.to_toml()).with_context(|| format!("writing {}", path.display()))?;
-    let mut spawned = Spawned {
-        children: Vec::new(),
-        dir: Some(dir),
-    };
-    let exe = std::env::current_exe().context("locating clasp")?;
+    // Before the directory: a refusal here leaves nothing behind.
+    let ids: Vec<u32> = file.workers.iter().map(|w| w.id).collect();
+    let groups = limits
+        .cpu
+        .as_ref()
+        .map(|cap| create_for_workers(cap, &ids).map(Arc::new))
+        .transpose()?;
+    let (dir, path) = run_dir(&file)?;
+    let spawned = guard(dir, groups);
     for (w, listener) in file.workers.iter().zip(held) {
-        // Free the port for the worker that is about to bind it.
-        drop(listener);
-        let child = Command::new(&exe)
-            .arg("worker")
+        // From this (the main) thread: the workers die when it does (`lifeline`).
+        let mut cmd = lifeline::command()?;
+        cmd.arg("worker")
             .args(["--id", &w.id.to_string()])
             .arg("--cluster")
             .arg(&path)
@@ -149,12 +224,69 @@ pub fn spawn_workers(
             .args(net.to_args())
             .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .context("starting a clasp worker")?;
-        spawned.children.push((w.id, child));
+            .stdout(Stdio::null());
+        let limited = limit_before_exec(&mut cmd, spawned.groups.as_deref(), w.id, limits)?;
+        // Free the port for the worker that is about to bind it.
+        drop(listener);
+        let child = cmd.spawn().with_context(|| {
+            let how = if limited {
+                " (in its cgroup and CPU set)"
+            } else {
+                ""
+            };
+            format!("starting clasp worker {}{how}", w.id)
+        })?;
+        lock(&spawned.children).push((w.id, child));
     }
     Ok((file, secret, spawned))
+}
+
+/// The guard of a run's workers, its directory and its groups, each registered for an
+/// immediate exit: registered last runs first, so the workers stop, then their groups and
+/// their directory go.
+fn guard(dir: tempfile::TempDir, groups: Option<Arc<RunGroups>>) -> Spawned {
+    let children = Children::default();
+    let killer = Arc::clone(&children);
+    let mut registrations = vec![cleanup::register_path(dir.path())];
+    if let Some(g) = &groups {
+        let g = Arc::clone(g);
+        registrations.push(cleanup::register(move || {
+            let _ = g.remove_now();
+        }));
+    }
+    registrations.push(cleanup::register(move || {
+        for (_, c) in lock(&killer).iter_mut() {
+            let _ = c.kill();
+            // Reaped here: a group with a task in it cannot be removed.
+            let _ = c.wait();
+        }
+    }));
+    Spawned {
+        registrations,
+        children,
+        dir: Some(dir),
+        groups,
+    }
+}
+
+/// Makes `cmd`'s child join worker `id`'s groups and CPU set before it execs; whether there
+/// was anything to join.
+fn limit_before_exec(
+    cmd: &mut Command,
+    groups: Option<&RunGroups>,
+    id: u32,
+    limits: &WorkerLimits,
+) -> anyhow::Result<bool> {
+    let before = BeforeExec {
+        procs: match groups {
+            Some(g) => g.worker_procs(id).map_err(anyhow::Error::msg)?,
+            None => Vec::new(),
+        },
+        cpus: limits.cpus.as_ref().map(CpuList::to_set),
+    };
+    let limited = !before.is_empty();
+    install(cmd, before);
+    Ok(limited)
 }
 
 /// A fresh secret as hex (it travels to the workers in their environment).
@@ -201,4 +333,36 @@ fn free_port() -> anyhow::Result<(u16, rustix::fd::OwnedFd)> {
         }
     }
     anyhow::bail!("no free port on 127.0.0.1 in {LOCAL_PORTS:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn the_run_directory_is_private_unpredictable_and_removed_with_its_guard() {
+        let file = ClusterFile {
+            cluster_id: 7,
+            workers: Vec::new(),
+        };
+        let (a, path) = run_dir(&file).unwrap();
+        let (b, _) = run_dir(&file).unwrap();
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with(&format!("{RUN_DIR_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("cluster_id = 7")
+        );
+        let dir = a.path().to_path_buf();
+        drop(a);
+        assert!(!dir.exists());
+    }
 }

@@ -1,6 +1,7 @@
 //! The options of `clasp run` and `clasp planner`: one set for the live planner and for a
 //! static cluster, since both start (or find) the same workers and run the same driver.
 
+use crate::cgroup::{CpuCap, CpuList};
 use crate::cmd::cluster::NetArgs;
 use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
@@ -98,9 +99,22 @@ pub struct RunArgs {
     /// Track 1 in N roots for latency (and the in-flight bound).
     #[arg(long, default_value_t = 1)]
     pub(crate) sample_every: u64,
-    /// Pin executors to cores when there are enough.
+    /// Pin each executor thread to one CPU when there are enough: executor e takes the
+    /// (e+1)-th CPU the worker may use (wrapping), leaving the first for its other threads.
+    /// With --cpus, that is the (e+1)-th CPU of the list.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// Cap each worker process this run starts at F of one core (e.g. 0.3): its own cgroup
+    /// with a CPU quota of F × 10 ms per 10 ms period, joined before it execs; removed after
+    /// the run. F must be at least 0.1 (the kernel's 1 ms minimum quota) and at most the
+    /// CPUs. Needs writable cgroups (root, or a delegated group). With --cluster, start the
+    /// workers with `clasp worker --worker-cpu F` instead (docs/cluster.md).
+    #[arg(long, value_name = "F", value_parser = CpuCap::parse_arg)]
+    pub(crate) worker_cpu: Option<CpuCap>,
+    /// Restrict the worker processes this run starts to these CPUs (e.g. 0,1 or 0-3): their
+    /// affinity mask, set before they exec. --pin then pins executors inside this set.
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
+    pub(crate) cpus: Option<CpuList>,
     /// The driver's listen address (workers connect back to it).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub(crate) driver_listen: SocketAddr,
@@ -122,6 +136,10 @@ pub struct RunArgs {
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,
+    /// After SIGINT/SIGTERM: how long the admitted input may take to drain before the run
+    /// stops at once (seconds).
+    #[arg(long, default_value_t = 10, value_parser = timeout_s())]
+    pub(crate) drain_timeout_s: u64,
     #[command(flatten)]
     pub(crate) net: NetArgs,
 }

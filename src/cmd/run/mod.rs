@@ -1,6 +1,7 @@
 //! `clasp run` and `clasp planner`: an app on a cluster of `clasp worker` processes.
 //!
 //! - [`args`]: the options both commands take;
+//! - [`interrupt`]: SIGINT/SIGTERM stop the admission and drain;
 //! - [`setup`]: options → started (or found) workers → the driver's settings, and the driver
 //!   run that stops the started workers on failure;
 //! - [`live`]: the live planner (the default): a rate pattern, a scaling policy and live
@@ -13,6 +14,7 @@
 //! workers) lives in `cmd::cluster`, which knows nothing of this module.
 
 pub mod args;
+pub mod interrupt;
 pub mod live;
 pub mod out;
 pub mod setup;
@@ -25,6 +27,7 @@ use crate::cmd::usage_error;
 
 /// `clasp run`: live (the planner) unless `--static`.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    start(&args)?;
     if args.static_ {
         static_run::run_static(args)
     } else {
@@ -40,5 +43,18 @@ pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
              `clasp run` starts local workers itself",
         ));
     }
+    start(&args)?;
     live::run_live(args)
+}
+
+/// What every cluster run does first: the SIGINT/SIGTERM handler (with the drain timeout) and
+/// the sweep of what dead clasp processes left.
+fn start(args: &RunArgs) -> anyhow::Result<()> {
+    crate::signals::install(
+        "run",
+        Some(std::time::Duration::from_secs(args.drain_timeout_s)),
+        false,
+    )?;
+    crate::stale::sweep_at_start();
+    Ok(())
 }

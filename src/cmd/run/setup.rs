@@ -3,7 +3,8 @@
 //! so that a failure stops the workers this run started and says how they exited.
 
 use super::args::RunArgs;
-use crate::cmd::cluster::{ClusterFile, Spawned, read_secret, spawn_workers};
+use super::interrupt::Interruptible;
+use crate::cmd::cluster::{ClusterFile, Spawned, WorkerLimits, read_secret, spawn_workers};
 use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
 use crate::cmd::local::SpreadArg;
 use crate::cmd::usage_error;
@@ -28,8 +29,12 @@ pub fn prepare(
 ) -> anyhow::Result<(DriverConfig, Spawned)> {
     check(args)?;
     let limits = args.net.limits()?;
+    let worker_limits = WorkerLimits {
+        cpu: args.worker_cpu,
+        cpus: args.cpus.clone(),
+    };
     let (file, secret, spawned) = match (spawn, &args.cluster) {
-        (Some(n), _) => spawn_workers(n, &args.net)?,
+        (Some(n), _) => spawn_workers(n, &args.net, &worker_limits)?,
         (None, Some(path)) => (
             ClusterFile::load(path)?,
             read_secret(args.secret_file.as_deref())?,
@@ -83,17 +88,29 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
             "--max-in-flight and --sample-every must be positive",
         ));
     }
+    if args.cluster.is_some() && (args.worker_cpu.is_some() || args.cpus.is_some()) {
+        return Err(usage_error(
+            "--worker-cpu and --cpus apply to the workers this run starts; the workers of \
+             --cluster FILE run already: start each with `clasp worker --worker-cpu F` \
+             (and --cpus LIST) instead",
+        ));
+    }
     Ok(())
 }
 
-/// Runs the driver; on failure stops the workers this run started and says how they exited.
+/// Runs the driver (stopped early by SIGINT/SIGTERM); on failure stops the workers this run
+/// started and says how they exited.
 pub fn drive(
     mut spawned: Spawned,
     spec: &AppSpec,
     cfg: &DriverConfig,
     ctl: &mut dyn Controller,
 ) -> anyhow::Result<ClusterReport> {
-    match run_driver_with(spec, cfg, ctl) {
+    let mut ctl = Interruptible {
+        inner: ctl,
+        stop: crate::signals::stop_flag(),
+    };
+    match run_driver_with(spec, cfg, &mut ctl) {
         Ok(mut report) => {
             report.errors.extend(spawned.finish(false));
             Ok(report)

@@ -88,6 +88,7 @@ pub fn run_view<'a>(
                 )
             }))
             .collect(),
+        interrupted: RunView::interrupted_now(),
     };
     Ok(view)
 }

@@ -1,0 +1,40 @@
+//! A run that SIGINT/SIGTERM can stop: the controller the driver sees says "done" once the stop
+//! flag is set, so the driver stops admitting, drains what it admitted and ends the stream the
+//! ordinary way; everything else is the run's own controller's.
+
+use clasp_dataplane::cluster::control::{Controller, IntervalView, MigrationRecord, Move};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `inner`, done as soon as `stop` is set.
+pub struct Interruptible<'a> {
+    pub inner: &'a mut dyn Controller,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Controller for Interruptible<'_> {
+    fn rate_per_s(&mut self, t_s: f64) -> Option<f64> {
+        self.inner.rate_per_s(t_s)
+    }
+
+    fn done(&mut self, t_s: f64, admitted: u64) -> bool {
+        self.stop.load(Ordering::Acquire) || self.inner.done(t_s, admitted)
+    }
+
+    fn poll(&mut self, t_s: f64, admitted: u64) -> Option<Move> {
+        // No new moves once stopping: the drain only waits for one already under way.
+        if self.stop.load(Ordering::Acquire) {
+            return None;
+        }
+        self.inner.poll(t_s, admitted)
+    }
+
+    fn on_interval(&mut self, view: &IntervalView) -> Option<Move> {
+        let next = self.inner.on_interval(view);
+        next.filter(|_| !self.stop.load(Ordering::Acquire))
+    }
+
+    fn on_migrated(&mut self, record: &MigrationRecord) {
+        self.inner.on_migrated(record);
+    }
+}

@@ -1,0 +1,147 @@
+//! SIGINT and SIGTERM for the commands that run something (`run`, `planner`, `local`,
+//! `ingress`).
+//!
+//! The first signal sets a stop flag that the admission loops poll: the run stops admitting
+//! input, drains what it admitted and returns the ordinary way, so the summary is printed and
+//! every `Drop` guard cleans up; `main` then exits with 128 + the signal (130 for SIGINT, 143
+//! for SIGTERM). A second signal, or a drain that outlasts its timeout, exits at once after
+//! running the [`cleanup`](crate::cleanup) registry.
+//!
+//! SIGHUP, for a process that asks for it, means "the process that started me is gone" (the
+//! death signal `lifeline` arranges, which the kernel may send more than once: once per exiting
+//! thread of the parent that the child was handed to): it sets the stop flag too, but is never
+//! counted as a second signal and sets no exit status.
+//!
+//! Why a thread: a signal handler may only do async-signal-safe work (no locks, no allocation,
+//! no printing). signal-hook's iterator turns each signal into a wake-up of an ordinary thread,
+//! which may do all of those.
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The stop flag the admission loops poll; set by the first signal.
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// The first signal received (0: none).
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// A SIGHUP was received (for a process that asked to catch it).
+static HUNG_UP: AtomicBool = AtomicBool::new(false);
+
+/// The stop flag (never set unless [`install`] ran and a signal came).
+pub fn stop_flag() -> Arc<AtomicBool> {
+    Arc::clone(STOP.get_or_init(|| Arc::new(AtomicBool::new(false))))
+}
+
+/// The signal that interrupted this process, if one did.
+pub fn interrupted() -> Option<i32> {
+    match RECEIVED.load(Ordering::Acquire) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Whether a SIGHUP came (the process that started this one is gone).
+pub fn hung_up() -> bool {
+    HUNG_UP.load(Ordering::Acquire)
+}
+
+/// The exit status for a process interrupted by `signal`: 128 + its number, the shell's
+/// convention.
+pub fn exit_status(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+}
+
+/// A signal's name.
+pub fn name(signal: i32) -> &'static str {
+    match signal {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// Catches SIGINT and SIGTERM from now on: the first sets the stop flag (and, with
+/// `drain_timeout`, exits at once if the process is still running that long after); a second
+/// exits at once. With `hangup`, SIGHUP (the parent is gone) sets the stop flag as well.
+/// `what` names the process in the messages.
+pub fn install(
+    what: &'static str,
+    drain_timeout: Option<Duration>,
+    hangup: bool,
+) -> anyhow::Result<()> {
+    let stop = stop_flag();
+    let mut caught = vec![SIGINT, SIGTERM];
+    if hangup {
+        caught.push(SIGHUP);
+    }
+    let mut signals =
+        Signals::new(caught).map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
+    std::thread::Builder::new()
+        .name("clasp-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGHUP {
+                    HUNG_UP.store(true, Ordering::Release);
+                    if !stop.swap(true, Ordering::AcqRel) {
+                        say(&format!(
+                            "{what}: SIGHUP: the process that started it is gone"
+                        ));
+                    }
+                    continue;
+                }
+                if RECEIVED
+                    .compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    exit_now(what, "a second signal");
+                }
+                stop.store(true, Ordering::Release);
+                first_signal(what, signal, drain_timeout);
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("starting the signal thread: {e}"))?;
+    Ok(())
+}
+
+/// Says what the first signal does and arms the drain timeout.
+fn first_signal(what: &'static str, signal: i32, drain_timeout: Option<Duration>) {
+    let Some(timeout) = drain_timeout else {
+        say(&format!("{what}: {}: stopping", name(signal)));
+        return;
+    };
+    say(&format!(
+        "{what}: {}: no more input; draining what was admitted (at most {} s; a second \
+         signal stops at once)",
+        name(signal),
+        timeout.as_secs()
+    ));
+    let watchdog = std::thread::Builder::new()
+        .name("clasp-drain-timeout".into())
+        .spawn(move || {
+            std::thread::sleep(timeout);
+            exit_now(
+                what,
+                &format!("the drain did not finish within {} s", timeout.as_secs()),
+            );
+        });
+    if watchdog.is_err() {
+        exit_now(what, "no thread for the drain timeout");
+    }
+}
+
+/// Runs the cleanup registry and exits with the status of the first signal.
+fn exit_now(what: &str, why: &str) -> ! {
+    say(&format!("{what}: {why}: stopping now"));
+    crate::cleanup::run_all();
+    let signal = interrupted().unwrap_or(SIGTERM);
+    std::process::exit(i32::from(exit_status(signal)))
+}
+
+/// One line on stderr (never a panic if stderr is gone).
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "clasp {line}");
+}

@@ -1,0 +1,187 @@
+//! What clasp processes that died without cleaning up left behind: named shared-memory segments
+//! in `/dev/shm` and `clasp-run-*` directories in the temporary directory.
+//!
+//! A process killed outright (SIGKILL, a crash, a power cut of a container) runs no cleanup, and
+//! its segment holds tmpfs memory until someone removes it. Every name clasp gives these things
+//! carries the creator's pid, so a start of `clasp run`, `clasp local` or `clasp worker` (and
+//! `clasp clean` on demand) can find the ones whose creator is gone. Only names clasp itself
+//! makes are considered, and nothing whose creator still runs is touched: the pid in the name
+//! must be dead (`kill(pid, 0)`), and a segment is then removed only if nobody holds its owner
+//! lock (a live owner always does, even one in another pid namespace whose pid we cannot see)
+//! and the segment's own check agrees (its header's owner is gone or its lock free).
+
+use clasp_shmring::Segment;
+use rustix::process::{Pid, test_kill_process};
+use std::path::{Path, PathBuf};
+
+/// Where named segments live.
+pub const SHM_DIR: &str = "/dev/shm";
+/// How the segments clasp names begin; the creator's pid follows, then perhaps `-N`.
+const SEGMENT_PREFIXES: [&str; 3] = ["clasp-local-", "clasp-worker-", "clasp-bench-dispatch-"];
+/// How a run directory's name begins; the creator's pid follows, then `-` and random letters.
+pub const RUN_DIR_PREFIX: &str = "clasp-run-";
+
+/// One thing a dead clasp process left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    /// A named segment (its path under `/dev/shm`).
+    Segment(PathBuf),
+    /// A run directory.
+    RunDir(PathBuf),
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stale::Segment(p) => write!(f, "segment {}", p.display()),
+            Stale::RunDir(p) => write!(f, "run directory {}", p.display()),
+        }
+    }
+}
+
+/// The pid a clasp name carries after `prefix`: `PID` or `PID-SUFFIX`.
+fn pid_after(name: &str, prefix: &str) -> Option<i32> {
+    let rest = name.strip_prefix(prefix)?;
+    let digits = rest.split('-').next()?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The creator's pid of a segment named `name`, if clasp makes such names.
+pub fn segment_pid(name: &str) -> Option<i32> {
+    SEGMENT_PREFIXES.iter().find_map(|p| pid_after(name, p))
+}
+
+/// Whether no process has this pid (a pid we may not signal belongs to a live process).
+fn is_dead(pid: i32) -> bool {
+    match Pid::from_raw(pid) {
+        Some(p) => test_kill_process(p) == Err(rustix::io::Errno::SRCH),
+        None => false,
+    }
+}
+
+/// The entries of `dir` whose names pass `creator` with a dead pid.
+fn dead_entries(dir: &Path, creator: impl Fn(&str) -> Option<i32>) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let pid = creator(&name)?;
+            is_dead(pid).then(|| (name, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Stale segments in `/dev/shm`: a dead creator's, with the owner lock free.
+fn stale_segments() -> Vec<(String, PathBuf)> {
+    let mut found = dead_entries(Path::new(SHM_DIR), segment_pid);
+    found.retain(|(_, path)| owner_lock_free(path));
+    found
+}
+
+/// Whether nobody holds the owner lock of the segment at `path` (a shared lock is granted).
+fn owner_lock_free(path: &Path) -> bool {
+    use rustix::fs::{FlockOperation, flock};
+    std::fs::File::open(path)
+        .is_ok_and(|f| flock(&f, FlockOperation::NonBlockingLockShared).is_ok())
+}
+
+/// Stale run directories in the temporary directory: real directories (never a symbolic link)
+/// owned by this user.
+fn stale_run_dirs() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = rustix::process::geteuid().as_raw();
+    dead_entries(&std::env::temp_dir(), |n| pid_after(n, RUN_DIR_PREFIX))
+        .into_iter()
+        .filter(|(_, p)| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid))
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// Finds what dead clasp processes left and, unless `dry_run`, removes it. Returns what it
+/// found (and removed), and a line per thing it could not remove.
+pub fn sweep(dry_run: bool) -> (Vec<Stale>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut failed = Vec::new();
+    for (name, path) in stale_segments() {
+        let removed = if dry_run {
+            Ok(true)
+        } else {
+            Segment::remove_stale(&name)
+        };
+        match removed {
+            Ok(true) => found.push(Stale::Segment(path)),
+            Ok(false) => {} // its owner lives after all
+            Err(e) => failed.push(format!("segment {}: {e}", path.display())),
+        }
+    }
+    for dir in stale_run_dirs() {
+        let removed = if dry_run {
+            Ok(())
+        } else {
+            std::fs::remove_dir_all(&dir)
+        };
+        match removed {
+            Ok(()) => found.push(Stale::RunDir(dir)),
+            Err(e) => failed.push(format!("run directory {}: {e}", dir.display())),
+        }
+    }
+    (found, failed)
+}
+
+/// The sweep every start of `clasp run`, `clasp local` and `clasp worker` makes: what it removed
+/// is logged, what it could not remove is a warning, and neither stops the command.
+pub fn sweep_at_start() {
+    let (removed, failed) = sweep(false);
+    for s in removed {
+        tracing::info!("removed the stale {s} of a clasp process that is gone");
+    }
+    for f in failed {
+        tracing::warn!("could not remove a stale {f}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_clasp_makes_carry_a_pid() {
+        assert_eq!(segment_pid("clasp-local-1234"), Some(1234));
+        assert_eq!(segment_pid("clasp-worker-77"), Some(77));
+        assert_eq!(segment_pid("clasp-bench-dispatch-42-3"), Some(42));
+        assert_eq!(segment_pid("clasp-local-"), None);
+        assert_eq!(segment_pid("clasp-local-12x"), None);
+        assert_eq!(segment_pid("clasp-test-a-1-2"), None);
+        assert_eq!(segment_pid("other-local-1"), None);
+        assert_eq!(pid_after("clasp-run-99-AbC123", RUN_DIR_PREFIX), Some(99));
+        assert_eq!(pid_after("clasp-run-99", RUN_DIR_PREFIX), Some(99));
+        assert_eq!(pid_after("clasp-run-out-x", RUN_DIR_PREFIX), None);
+    }
+
+    #[test]
+    fn a_held_owner_lock_keeps_a_segment() {
+        use rustix::fs::{FlockOperation, flock};
+        let path = std::env::temp_dir().join(format!("clasp-stale-lock-{}", std::process::id()));
+        let owner = std::fs::File::create(&path).unwrap();
+        assert!(owner_lock_free(&path));
+        flock(&owner, FlockOperation::NonBlockingLockExclusive).unwrap();
+        assert!(!owner_lock_free(&path));
+        drop(owner);
+        assert!(owner_lock_free(&path));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn this_process_is_alive() {
+        assert!(!is_dead(std::process::id() as i32));
+        assert!(!is_dead(0));
+    }
+}

@@ -1,0 +1,421 @@
+//! Signals and crashes through the real binary: SIGTERM/SIGINT drain a run, print its summary
+//! with `"interrupted": true`, leave no segment and no run directory, and exit 143/130; the
+//! ingress of a killed `clasp local` ends within 2 s; `clasp clean` removes a dead process's
+//! segment and leaves a live one's.
+//!
+//! Each clasp process runs in a process group of its own, which the test signals (as a shell
+//! does) and kills whole if the test's time runs out. The tests take turns: every start of a
+//! run sweeps `/dev/shm`, which would race with the planted segments of the `clean` test.
+
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+use std::io::Read;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Longest one test's clasp process may run.
+const TEST_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a run admits input before it is signalled.
+const RUN_BEFORE_SIGNAL: Duration = Duration::from_secs(1);
+/// How long an orphaned ingress may live on.
+const ORPHAN_EXIT: Duration = Duration::from_secs(2);
+
+/// One test at a time (see the module docs).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A clasp process in its own process group; the group is killed if the test ends early.
+struct Group {
+    child: Child,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+    deadline: Instant,
+}
+
+impl Group {
+    fn start(args: &[&str]) -> Group {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("clasp runs");
+        let collect = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                let _ = r.read_to_end(&mut b);
+                b
+            })
+        };
+        let out = collect(Box::new(child.stdout.take().unwrap()));
+        let err = collect(Box::new(child.stderr.take().unwrap()));
+        Group {
+            child,
+            out: Some(out),
+            err: Some(err),
+            deadline: Instant::now() + TEST_TIMEOUT,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to the whole group.
+    fn signal(&self, signal: Signal) {
+        kill_process_group(Pid::from_raw(self.pid()).unwrap(), signal).expect("signal the group");
+    }
+
+    /// Waits for the process (at most until the test's deadline); its status, stdout, stderr.
+    fn wait(mut self) -> (ExitStatus, String, String) {
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(
+                Instant::now() < self.deadline,
+                "clasp did not finish within {TEST_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let text = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            String::from_utf8_lossy(&h.unwrap().join().unwrap()).into_owned()
+        };
+        (status, text(self.out.take()), text(self.err.take()))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = Pid::from_raw(self.pid()) {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// The pids whose parent is `parent` (from `/proc/*/stat`).
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if stat_field(pid, 1).and_then(|p| p.parse().ok()) == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Field `n` (0-based) after the command name of `/proc/PID/stat`: 0 is the state, 1 the ppid.
+fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(n).map(str::to_string)
+}
+
+/// Whether `pid` runs (a zombie has exited).
+fn runs(pid: i32) -> bool {
+    stat_field(pid, 0).is_some_and(|s| s != "Z" && s != "X")
+}
+
+/// Waits until `parent` has at least `n` children (the workers or the ingress it starts).
+fn wait_for_children(parent: i32, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = children_of(parent);
+        if c.len() >= n {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{parent} did not start {n} children"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Nothing of these pids in `/dev/shm`, and no run directory of the first.
+fn assert_nothing_left(pids: &[i32]) {
+    let shm: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("clasp"))
+        .collect();
+    for pid in pids {
+        let tail = format!("-{pid}");
+        let mid = format!("-{pid}-");
+        let left: Vec<&String> = (shm.iter())
+            .filter(|n| n.ends_with(&tail) || n.contains(&mid))
+            .collect();
+        assert!(left.is_empty(), "pid {pid} left {left:?} in /dev/shm");
+    }
+    let run_dir = format!("clasp-run-{}-", pids[0]);
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&run_dir))
+        .collect();
+    assert!(left.is_empty(), "run directories left: {left:?}");
+}
+
+/// Signals a run once it is under way and checks the interrupted run's ending.
+fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) {
+    let run = Group::start(args);
+    let pid = run.pid();
+    let mut pids = vec![pid];
+    pids.extend(wait_for_children(pid, children));
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    run.signal(signal);
+    let (st, out, err) = run.wait();
+    assert_eq!(st.code(), Some(status), "{args:?}: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the summary as JSON");
+    assert_eq!(v["interrupted"], true, "{args:?}");
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(0), "{err}");
+    assert!(
+        v["state_digest"].is_string() && v["processed"].is_object(),
+        "{out}"
+    );
+    assert_nothing_left(&pids);
+    for p in &pids[1..] {
+        assert!(!runs(*p), "{args:?}: child {p} still runs");
+    }
+}
+
+const STATIC_RUN: [&str; 12] = [
+    "run",
+    "--app",
+    "wc",
+    "--static",
+    "--workers",
+    "2",
+    "--rate",
+    "20000",
+    "--records",
+    "10000000",
+    "--json",
+    "--stall-timeout-s=30",
+];
+
+#[test]
+fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
+    let _turn = one_at_a_time();
+    interrupt(&STATIC_RUN, 2, Signal::TERM, 143);
+}
+
+#[test]
+fn sigint_drains_a_static_run_prints_its_summary_and_exits_130() {
+    let _turn = one_at_a_time();
+    interrupt(&STATIC_RUN, 2, Signal::INT, 130);
+}
+
+#[test]
+fn sigterm_drains_a_live_run_prints_its_summary_and_exits_143() {
+    let _turn = one_at_a_time();
+    let args = [
+        "run",
+        "--app",
+        "wc",
+        "--max-workers",
+        "2",
+        "--pattern",
+        "constant",
+        "--peak-rate",
+        "20000",
+        "--duration",
+        "60",
+        "--json",
+    ];
+    interrupt(&args, 2, Signal::TERM, 143);
+}
+
+#[test]
+fn sigterm_drains_clasp_local_prints_its_summary_and_exits_143() {
+    let _turn = one_at_a_time();
+    let args = [
+        "local",
+        "--app",
+        "wc",
+        "--rate",
+        "20000",
+        "--records",
+        "10000000",
+        "--json",
+    ];
+    interrupt(&args, 1, Signal::TERM, 143);
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_still_cleans_up() {
+    let _turn = one_at_a_time();
+    let run = Group::start(&STATIC_RUN);
+    let pid = run.pid();
+    let mut pids = vec![pid];
+    pids.extend(wait_for_children(pid, 2));
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    run.signal(Signal::TERM);
+    // Apart, so the kernel does not merge them into one pending signal.
+    std::thread::sleep(Duration::from_millis(50));
+    run.signal(Signal::TERM);
+    let (st, _, err) = run.wait();
+    assert_eq!(st.code(), Some(143), "{err}");
+    // Unless the drain was even quicker than the second signal.
+    assert!(
+        err.contains("a second signal: stopping now") || err.contains("ran wc to the end"),
+        "{err}"
+    );
+    // The workers are killed by the cleanup, or by their lifeline as the run exits.
+    let deadline = Instant::now() + ORPHAN_EXIT;
+    while pids[1..].iter().any(|&p| runs(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "a worker outlived the run: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_nothing_left(&pids);
+}
+
+#[test]
+fn a_drain_longer_than_the_drain_timeout_exits_at_once_and_still_cleans_up() {
+    let _turn = one_at_a_time();
+    let local = Group::start(&[
+        "local",
+        "--app",
+        "wc",
+        "--rate",
+        "20000",
+        "--records",
+        "10000000",
+        "--drain-timeout-s",
+        "1",
+        "--json",
+    ]);
+    let pid = local.pid();
+    let ingress = wait_for_children(pid, 1)[0];
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    // A stopped ingress never hears the stop, so the input never ends.
+    kill_process(Pid::from_raw(ingress).unwrap(), Signal::STOP).unwrap();
+    let signalled = Instant::now();
+    local.signal(Signal::TERM);
+    let (st, out, err) = local.wait();
+    assert_eq!(st.code(), Some(143), "{err}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert!(err.contains("the drain did not finish within 1 s"), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let deadline = Instant::now() + ORPHAN_EXIT;
+    while runs(ingress) {
+        assert!(Instant::now() < deadline, "the ingress outlived the run");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_nothing_left(&[pid, ingress]);
+}
+
+#[test]
+fn sigterm_to_one_worker_fails_the_run_naming_the_worker_and_the_signal() {
+    let _turn = one_at_a_time();
+    let run = Group::start(&STATIC_RUN);
+    let pid = run.pid();
+    let workers = wait_for_children(pid, 2);
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    let victim = workers[0];
+    kill_process(Pid::from_raw(victim).unwrap(), Signal::TERM).unwrap();
+    let (st, _, err) = run.wait();
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("(pid {victim}) exited with signal: 15 (SIGTERM)")),
+        "{err}"
+    );
+    assert!(err.contains("the cluster run failed"), "{err}");
+    let mut pids = vec![pid];
+    pids.extend(workers);
+    assert_nothing_left(&pids);
+}
+
+#[test]
+fn an_uninterrupted_run_says_so() {
+    let _turn = one_at_a_time();
+    let (st, out, err) =
+        Group::start(&["local", "--app", "wc", "--records", "500", "--json"]).wait();
+    assert!(st.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["interrupted"], false);
+}
+
+#[test]
+fn the_ingress_of_a_killed_clasp_local_exits_within_2_s_naming_what_it_lost() {
+    let _turn = one_at_a_time();
+    let local = Group::start(&[
+        "local",
+        "--app",
+        "wc",
+        "--rate",
+        "20000",
+        "--records",
+        "10000000",
+    ]);
+    let pid = local.pid();
+    let ingress = wait_for_children(pid, 1)[0];
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL).unwrap();
+    let killed = Instant::now();
+    while runs(ingress) {
+        assert!(
+            killed.elapsed() < ORPHAN_EXIT,
+            "the ingress {ingress} still runs {ORPHAN_EXIT:?} after its worker was killed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The ingress shares the killed process's stderr: it names the segment it lost, and removes
+    // it (nobody else would).
+    let (_, _, err) = local.wait();
+    assert!(
+        err.contains(&format!("segment /clasp-local-{pid} is gone")),
+        "{err}"
+    );
+    assert_nothing_left(&[pid]);
+}
+
+#[test]
+fn clasp_clean_removes_a_dead_processs_segment_and_keeps_a_live_ones() {
+    let _turn = one_at_a_time();
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let stale = format!("/dev/shm/clasp-local-{dead_pid}");
+    let kept = format!("/dev/shm/clasp-local-{}", live.id());
+    std::fs::write(&stale, b"").unwrap();
+    std::fs::write(&kept, b"").unwrap();
+
+    let (st, out, err) = Group::start(&["clean", "--dry-run"]).wait();
+    assert!(st.success(), "{err}");
+    assert!(
+        out.contains(&format!("would remove segment {stale}")),
+        "{out}"
+    );
+    assert!(std::path::Path::new(&stale).exists());
+
+    let (st, out, err) = Group::start(&["clean"]).wait();
+    let kept_exists = std::path::Path::new(&kept).exists();
+    let _ = std::fs::remove_file(&kept);
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(st.success(), "{err}");
+    assert!(out.contains(&format!("removed segment {stale}")), "{out}");
+    assert!(!out.contains(&kept), "{out}");
+    assert!(!std::path::Path::new(&stale).exists());
+    assert!(kept_exists, "the live process's segment was removed");
+}
