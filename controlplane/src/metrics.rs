@@ -45,6 +45,9 @@ pub struct WorkerSample {
     /// Beyond the paper: busy µs per second of all executors together and of the network thread.
     pub executor_busy_us_per_s: f64,
     pub network_busy_us_per_s: f64,
+    /// The worker process's measured CPU µs per second, idle spinning excluded (None: not
+    /// measured). The busy-time estimator regresses it on the chained-request counts.
+    pub cpu_us_per_s: Option<f64>,
 }
 
 impl WorkerSample {

@@ -74,6 +74,7 @@ fn interval(
             edges_per_s: vec![per * FANOUT],
             executor_busy_us_per_s: 0.0,
             network_busy_us_per_s: 0.0,
+            cpu_us_per_s: None,
         })
         .collect();
     let planner = PlannerSample {
@@ -383,5 +384,53 @@ fn every_policy_runs_the_same_loop() {
             kind.name(),
             a.workers()
         );
+    }
+}
+
+/// The selected estimator plans: busy-time learns α from a worker's CPU time at a third of its
+/// capacity (parked workers pin the idle overhead) and reports its samples; saturated learns
+/// nothing from the same unsaturated intervals.
+#[test]
+fn the_selected_estimator_gives_the_costs_and_their_samples() {
+    use clasp_controlplane::estimator::EstimatorKind;
+    let alpha_true = PAPER_COSTS.alpha_us / 4.0;
+    let idle = WorkerSample {
+        worker: 1,
+        cpu_us_per_s: Some(2_000.0),
+        ..WorkerSample::default()
+    };
+    for kind in EstimatorKind::ALL {
+        let cfg = AutoscaleConfig {
+            estimator_kind: kind,
+            ..config()
+        };
+        let mut a = Autoscaler::new(&app(), cfg, PAPER_COSTS, 400.0);
+        a.initial();
+        assert_eq!(a.workers(), 1);
+        for i in 0..80 {
+            let input = 300.0 + 200.0 * (i % 5) as f64;
+            let (mut s, p) = interval(1, input, input, 0);
+            let cpu = s[0].exec_load_us_per_s() + 2_000.0 + alpha_true * s[0].local_per_s;
+            s[0].cpu_us_per_s = Some(cpu);
+            if a.on_interval_with_parked(i as f64 * IV_US, &s, std::slice::from_ref(&idle), &p)
+                .is_some()
+            {
+                a.migrated(i as f64 * IV_US);
+            }
+        }
+        let e = a.estimates();
+        assert_eq!(e.estimator, kind.name());
+        match kind {
+            EstimatorKind::BusyTime => {
+                assert!((e.alpha_us / alpha_true - 1.0).abs() < 0.01, "{e:?}");
+                assert!(e.alpha_samples >= 20, "{e:?}");
+                assert_eq!((e.beta_us, e.beta_samples), (PAPER_COSTS.beta_us, 0));
+                assert_eq!((e.gamma_us, e.gamma_samples), (PAPER_COSTS.gamma_us, 0));
+            }
+            EstimatorKind::Saturated => {
+                assert_eq!(e.alpha_us, PAPER_COSTS.alpha_us, "{e:?}");
+                assert_eq!(e.alpha_samples + e.beta_samples + e.gamma_samples, 0);
+            }
+        }
     }
 }

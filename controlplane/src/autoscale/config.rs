@@ -3,7 +3,7 @@
 //! nearest sane one).
 
 use crate::baselines::PolicyKind;
-use crate::estimator::EstimatorConfig;
+use crate::estimator::{BusyTimeConfig, EstimatorConfig, EstimatorKind};
 use crate::metrics::SaturationConfig;
 use crate::model::{DEFAULT_HEADROOM, DEFAULT_SLOTS_PER_WORKER};
 use crate::scaling::TriggerConfig;
@@ -36,7 +36,12 @@ pub struct AutoscaleConfig {
     pub interval_us: f64,
     pub saturation: SaturationConfig,
     pub triggers: TriggerConfig,
+    /// The saturated estimator's settings.
     pub estimator: EstimatorConfig,
+    /// Whose α, β, γ are planned with (W̄ always comes from the saturated estimator).
+    pub estimator_kind: EstimatorKind,
+    /// The busy-time estimator's settings.
+    pub busy_time: BusyTimeConfig,
     /// λ and Λ are averaged over this many intervals.
     pub rate_window_intervals: usize,
     /// Λ within this fraction of λ makes a window steady (it then refreshes the profile).
@@ -48,7 +53,7 @@ pub struct AutoscaleConfig {
     pub capacity_prior_us_per_s: Option<f64>,
     /// FaaSFlow's throughput per worker observed while saturated, before any is observed.
     pub saturated_throughput_per_worker_prior_per_s: Option<f64>,
-    /// Whether saturated samples feed the estimator (CLASP's capacity model).
+    /// Whether samples feed the estimators (CLASP's capacity model).
     pub learn_costs: bool,
     /// Re-plan at once when a worker is saturated and throughput trails the input.
     pub saturation_trigger: bool,
@@ -63,8 +68,8 @@ pub struct AutoscaleConfig {
 
 impl AutoscaleConfig {
     /// The defaults for `policy` on at most `max_workers` workers: headroom 0.9, 250 ms
-    /// intervals, the prototype's saturation thresholds, the default triggers and estimator;
-    /// the estimator learns only for CLASP.
+    /// intervals, the prototype's saturation thresholds, the default triggers and estimators
+    /// (the busy-time one plans); the estimators learn only for CLASP.
     pub fn new(policy: PolicyKind, max_workers: usize) -> Self {
         AutoscaleConfig {
             policy,
@@ -74,6 +79,8 @@ impl AutoscaleConfig {
             saturation: SaturationConfig::default(),
             triggers: TriggerConfig::default(),
             estimator: EstimatorConfig::default(),
+            estimator_kind: EstimatorKind::default(),
+            busy_time: BusyTimeConfig::default(),
             rate_window_intervals: DEFAULT_RATE_WINDOW_INTERVALS,
             profile_steady_tolerance: DEFAULT_PROFILE_STEADY_TOLERANCE,
             profile_smoothing: DEFAULT_PROFILE_SMOOTHING,

@@ -11,8 +11,11 @@
 //! What the loop does per interval (docs/controlplane.md records where it departs from the
 //! design it was built from):
 //! 1. every active worker's sample goes through the saturation detector; saturated samples feed
-//!    the RLS estimator of α, β, γ and W̄ (only for CLASP by default: the baselines have no
-//!    capacity model, they plan with whatever the estimator was given);
+//!    the saturated estimator of α, β, γ and W̄, and every worker's sample with a measured CPU
+//!    time feeds the busy-time estimator (except while a migration is in progress: its CPU is
+//!    the migration's); `AutoscaleConfig::estimator_kind` says whose α, β, γ are planned with,
+//!    W̄ always comes from the saturated one (only CLASP learns by default: the baselines have
+//!    no capacity model, they plan with whatever the estimator was given);
 //! 2. λ (input) and Λ (throughput) are averaged over a short window, and the backlog — roots
 //!    admitted and not completed, `Σ (λ − Λ)·Δt` — is kept; FaaSFlow's "throughput per worker
 //!    observed while saturated" is refreshed when Λ trails λ;
@@ -43,7 +46,7 @@ use std::collections::VecDeque;
 
 use crate::app::AppModel;
 use crate::baselines::{Observed, Policy, policy};
-use crate::estimator::{CapacityEstimator, SaturatedPoint};
+use crate::estimator::CapacityEstimator;
 use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor,
@@ -54,6 +57,9 @@ use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 mod config;
+mod learn;
+
+use learn::Learner;
 
 pub use config::{
     AutoscaleConfig, DEFAULT_BACKLOG_DRAIN_US, DEFAULT_DRAINING_BACKLOG_US, DEFAULT_INTERVAL_US,
@@ -110,6 +116,13 @@ pub struct Estimates {
     pub w_bar_us: f64,
     /// The estimator's own W̄: None until a saturated sample or a prior.
     pub capacity_us_per_s: Option<f64>,
+    /// Per coefficient, the samples behind the estimate (busy-time: rows with the regressor > 0
+    /// while identified, 0 at the prior; saturated: differences that moved the regressor).
+    pub alpha_samples: usize,
+    pub beta_samples: usize,
+    pub gamma_samples: usize,
+    /// The estimator the costs come from: `busy-time` or `saturated`.
+    pub estimator: &'static str,
 }
 
 /// One interval in the rate window.
@@ -126,7 +139,7 @@ pub struct Autoscaler {
     names: Vec<String>,
     edges: Vec<(usize, usize)>,
     policy: Box<dyn Policy + Send>,
-    estimator: CapacityEstimator,
+    learner: Learner,
     detector: SaturationDetector,
     triggers: Triggers,
     profile: Aggregate,
@@ -203,7 +216,7 @@ impl Autoscaler {
             names: app.operators.iter().map(|o| o.name.clone()).collect(),
             edges,
             policy: policy(cfg.policy),
-            estimator: CapacityEstimator::new(priors, cfg.capacity_prior_us_per_s, cfg.estimator),
+            learner: Learner::new(priors, &cfg),
             detector: SaturationDetector::new(cfg.saturation),
             triggers: Triggers::new(cfg.triggers, first),
             profile,
@@ -224,9 +237,9 @@ impl Autoscaler {
         }
     }
 
-    /// Replaces the estimator (one calibrated elsewhere, as the simulator's lab does).
+    /// Replaces the saturated estimator (one calibrated elsewhere, as the simulator's lab does).
     pub fn with_estimator(mut self, estimator: CapacityEstimator) -> Self {
-        self.estimator = estimator;
+        self.learner.saturated = estimator;
         self
     }
 
@@ -277,6 +290,21 @@ impl Autoscaler {
         samples: &[WorkerSample],
         planner: &PlannerSample,
     ) -> Option<ScaleDecision> {
+        self.on_interval_with_parked(t_us, samples, &[], planner)
+    }
+
+    /// [`Autoscaler::on_interval`] with the parked workers' samples too: they feed only the
+    /// busy-time estimator (an idle worker's CPU time is the idle overhead it regresses out).
+    pub fn on_interval_with_parked(
+        &mut self,
+        t_us: f64,
+        samples: &[WorkerSample],
+        parked: &[WorkerSample],
+        planner: &PlannerSample,
+    ) -> Option<ScaleDecision> {
+        if self.cfg.learn_costs && !self.migrating {
+            self.learner.observe_busy(t_us, samples, parked);
+        }
         let saturated = self.observe_saturation(samples);
         self.record_rates(t_us, samples, planner);
         let (lam, big_lambda) = self.window_rates();
@@ -377,7 +405,7 @@ impl Autoscaler {
             if self.detector.observe(s) {
                 saturated = true;
                 if self.cfg.learn_costs {
-                    self.estimator.observe(SaturatedPoint::from(s));
+                    self.learner.observe_saturated(s);
                 }
             }
         }
@@ -459,17 +487,22 @@ impl Autoscaler {
         self.migrating = false;
         self.last_migration_us = t_us;
         self.detector.reset();
-        self.estimator.reset_covariance();
+        self.learner.saturated.reset_covariance();
     }
 
     pub fn estimates(&self) -> Estimates {
-        let c = self.estimator.costs();
+        let c = self.learner.costs();
+        let [alpha_samples, beta_samples, gamma_samples] = self.learner.samples();
         Estimates {
             alpha_us: c.alpha_us,
             beta_us: c.beta_us,
             gamma_us: c.gamma_us,
             w_bar_us: self.capacity_us_per_s(),
-            capacity_us_per_s: self.estimator.capacity_us_per_s(),
+            capacity_us_per_s: self.learner.saturated.capacity_us_per_s(),
+            alpha_samples,
+            beta_samples,
+            gamma_samples,
+            estimator: self.learner.kind.name(),
         }
     }
 
@@ -508,7 +541,7 @@ impl Autoscaler {
             edges: &self.edges,
             capacity_us_per_s: self.capacity_us_per_s(),
             headroom: self.cfg.headroom,
-            costs: self.estimator.costs(),
+            costs: self.learner.costs(),
             max_workers: self.cfg.max_workers,
             slots_per_worker: self.cfg.slots_per_worker,
         };
@@ -516,7 +549,8 @@ impl Autoscaler {
     }
 
     fn capacity_us_per_s(&self) -> f64 {
-        self.estimator
+        self.learner
+            .saturated
             .capacity_us_per_s()
             .filter(|c| c.is_finite() && *c > 0.0)
             .unwrap_or(FALLBACK_CAPACITY_US_PER_S)

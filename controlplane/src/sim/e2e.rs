@@ -14,6 +14,7 @@ use super::lab::{Lab, SIM_SATURATION_QUEUE_DEPTH, SIM_SATURATION_WAIT_US, SimSet
 use crate::app::AppModel;
 use crate::autoscale::{AutoscaleConfig, Autoscaler};
 use crate::baselines::PolicyKind;
+use crate::estimator::EstimatorKind;
 use crate::metrics::SaturationConfig;
 pub use crate::pattern::PaperPattern as Pattern;
 pub use crate::pattern::{STAGE_MAX_US, STAGE_MIN_US, stages};
@@ -60,6 +61,8 @@ fn run_policy(
             ..SaturationConfig::default()
         },
         saturated_throughput_per_worker_prior_per_s: Some(ff_init / big_n as f64),
+        // The experiment reproduces the saturated method as calibrated by the lab.
+        estimator_kind: EstimatorKind::Saturated,
         ..AutoscaleConfig::new(kind, big_n)
     };
     // The estimator and the per-input profile as calibration left them (§5.3).

@@ -635,6 +635,8 @@ impl Cluster {
                 edges_per_s: c.edges.iter().map(|x| x * per_s).collect(),
                 executor_busy_us_per_s: c.exec_busy_us * per_s,
                 network_busy_us_per_s: c.net_busy_us * per_s,
+                // The simulator knows every busy µs exactly: executors and network thread.
+                cpu_us_per_s: Some((c.exec_busy_us + c.net_busy_us) * per_s),
             });
         }
         self.interval_id += 1;

@@ -41,10 +41,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
     /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
-    /// remote destination per second); it refines them from saturated intervals. Default: the
+    /// remote destination per second); the estimator (--estimator) refines them. Default: the
     /// machine profile `clasp calibrate` wrote, else 0.3,1,50.
     #[arg(long)]
     pub(crate) cost_priors_us: Option<String>,
+    /// Live runs: how α, β, γ are learnt. busy-time: every interval, each worker's measured CPU
+    /// time less its operators' execution time is regressed on its local and remote chained
+    /// requests and remote destinations — learns at any load; a cost the run cannot separate
+    /// (e.g. one placement throughout: local and remote counts move together) stays at its
+    /// prior with 0 samples. saturated: only intervals in which a worker was saturated teach it
+    /// (differences between them cancel the unknown capacity) — learns nothing in a run that
+    /// never saturates a worker. W̄ comes from saturated intervals (else the prior) either way.
+    #[arg(long, default_value = "busy-time", value_parser = ["busy-time", "saturated"])]
+    pub(crate) estimator: String,
     /// Metrics interval (ms): workers report counters, the planner looks at them.
     #[arg(long, default_value_t = 250)]
     pub(crate) interval_ms: u64,

@@ -19,6 +19,7 @@ use crate::cmd::{output, usage_error};
 use clasp_controlplane::app::AppModel;
 use clasp_controlplane::autoscale::{AutoscaleConfig, Autoscaler};
 use clasp_controlplane::baselines::PolicyKind;
+use clasp_controlplane::estimator::EstimatorKind;
 use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
 use clasp_controlplane::pattern::RatePattern;
 use clasp_dataplane::cluster::control::{
@@ -120,6 +121,7 @@ impl Live {
                 .collect(),
             executor_busy_us_per_s: w.busy_us_per_s,
             network_busy_us_per_s: 0.0,
+            cpu_us_per_s: w.cpu_us_per_s,
         }
     }
 }
@@ -146,20 +148,23 @@ impl Controller for Live {
     fn on_interval(&mut self, v: &IntervalView) -> Option<Move> {
         let input = v.offered_per_s.unwrap_or(v.input_per_s);
         if let Some(n) = self.auto.as_ref().map(|a| a.workers()) {
-            let samples: Vec<WorkerSample> = v
+            // Parked workers (index n and up) feed only the busy-time estimator: their CPU time
+            // is the idle overhead it regresses out.
+            let mut samples: Vec<WorkerSample> = v
                 .workers
                 .iter()
-                .take(n)
                 .enumerate()
                 .map(|(i, w)| self.sample(w, i))
                 .collect();
+            let parked = samples.split_off(n.min(samples.len()));
             let auto = self.auto.as_mut().expect("present");
             let planner = PlannerSample {
                 queue_len: v.backlog as usize,
                 input_per_s: input,
                 throughput_per_s: v.throughput_per_s,
             };
-            if let Some(d) = auto.on_interval(v.t_s * 1e6, &samples, &planner) {
+            if let Some(d) = auto.on_interval_with_parked(v.t_s * 1e6, &samples, &parked, &planner)
+            {
                 self.decisions.push(DecisionRow {
                     t_s: v.t_s,
                     line: d.explanation.clone(),
@@ -382,6 +387,8 @@ fn start_autoscaler(
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
+    acfg.estimator_kind = EstimatorKind::parse(&args.estimator)
+        .ok_or_else(|| usage_error(format!("--estimator {}: unknown", args.estimator)))?;
     let priors = live.priors.as_ref().map_or_else(
         || priors::parse(priors::BUILT_IN_PRIORS_US),
         |p| Ok(p.costs),
@@ -426,6 +433,8 @@ fn record(
         Some(e) => serde_json::json!({
             "alpha_us": e.alpha_us, "beta_us": e.beta_us, "gamma_us": e.gamma_us,
             "w_bar_us": e.w_bar_us,
+            "alpha_samples": e.alpha_samples, "beta_samples": e.beta_samples,
+            "gamma_samples": e.gamma_samples, "estimator": e.estimator,
         }),
         None => serde_json::Value::Null,
     };

@@ -72,6 +72,11 @@ pub(super) fn record() -> RunRecord {
             "worker_seconds": 21.5,
             "elapsed_s": 10.0,
             "migrations": [{"epoch": 1}, {"epoch": 2}],
+            "estimates": {
+                "alpha_us": 38.5, "beta_us": 275.0, "gamma_us": 51500.0, "w_bar_us": 1e6,
+                "alpha_samples": 120, "beta_samples": 80, "gamma_samples": 0,
+                "estimator": "busy-time",
+            },
         }),
         intervals,
         migrations,

@@ -8,8 +8,9 @@ use serde_json::Value;
 use super::{IntervalRow, RunRecord};
 
 /// The human summary printed at the end of a run: throughput, latency p50/p95/p99,
-/// worker-seconds, every decision line, every migration with its durations and counts, and the
-/// final α/β/γ/W̄ estimates. Missing summary keys print as `n/a`.
+/// worker-seconds, every decision line, every migration with its durations and counts, the
+/// final α/β/γ/W̄ estimates, and the estimator with each cost's samples. Missing summary keys
+/// print as `n/a`.
 pub fn render_summary(rec: &RunRecord) -> String {
     let s = &rec.summary;
     let mut out = String::new();
@@ -59,15 +60,39 @@ pub fn render_summary(rec: &RunRecord) -> String {
         Some(r) => {
             let _ = writeln!(
                 out,
-                "estimates at t={:.1}s: α {:.1} µs, β {:.1} µs, γ {:.1} µs, W̄ {:.0} µs",
-                r.t_s, r.alpha_us, r.beta_us, r.gamma_us, r.w_bar_us
+                "estimates at t={:.1}s: α {} µs, β {} µs, γ {} µs, W̄ {:.0} µs",
+                r.t_s,
+                cost(r.alpha_us),
+                cost(r.beta_us),
+                cost(r.gamma_us),
+                r.w_bar_us
             );
         }
         None => {
             let _ = writeln!(out, "estimates: n/a (no intervals)");
         }
     }
+    let e = &s["estimates"];
+    if e.is_object() {
+        let _ = writeln!(
+            out,
+            "estimator {}: samples α {}, β {}, γ {} (0: not learnt, still the prior)",
+            text_or_na(&e["estimator"]),
+            text_or_na(&e["alpha_samples"]),
+            text_or_na(&e["beta_samples"]),
+            text_or_na(&e["gamma_samples"]),
+        );
+    }
     out
+}
+
+/// A cost in µs: one decimal from 10 up, three below (α and β are fractions of a µs).
+fn cost(us: f64) -> String {
+    if us.abs() >= 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.3}")
+    }
 }
 
 /// One progress line for a terminal: elapsed, input rate, throughput, workers, p99 and
@@ -161,6 +186,10 @@ mod tests {
         }
         assert!(text.contains("α 38.5 µs"), "{text}");
         assert!(text.contains("W̄ 1000000 µs"), "{text}");
+        assert!(
+            text.contains("estimator busy-time: samples α 120, β 80, γ 0"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! Online estimation of α, β, γ and the worker capacity W̄ (eq. 2–4 of the CLASP paper).
+//! The saturated-interval estimator of α, β, γ and the worker capacity W̄.
 //!
-//! Between two saturated samples the unknown capacity W cancels:
+//! A saturated worker spends its whole capacity W on execution plus chained-request overhead,
+//! `W = E + α·R^l + β·R^r + γ·δ`, so between two saturated samples the unknown capacity W cancels:
 //! `ΔE = −α·ΔR^l − β·ΔR^r − γ·Δδ + ε`. Recursive least squares runs on regressors divided by
 //! the priors and by a load scale, so every normalised coefficient starts at 1 and the three
 //! columns — whose raw magnitudes differ by orders (requests per second vs a destination count)
@@ -99,6 +100,8 @@ pub struct CapacityEstimator {
     p: Matrix3<f64>,
     last: Option<SaturatedPoint>,
     capacity_us_per_s: Option<f64>,
+    /// Updates in which α's, β's, γ's normalised regressor moved at least `min_regressor`.
+    excited: [usize; 3],
     pub updates: usize,
 }
 
@@ -116,6 +119,7 @@ impl CapacityEstimator {
             p: Matrix3::identity() * config.initial_covariance,
             last: None,
             capacity_us_per_s: capacity_prior_us_per_s,
+            excited: [0; 3],
             updates: 0,
         }
     }
@@ -132,6 +136,12 @@ impl CapacityEstimator {
     /// Current W̄ (µs per second), once any saturated sample was seen or a prior given.
     pub fn capacity_us_per_s(&self) -> Option<f64> {
         self.capacity_us_per_s
+    }
+
+    /// Per coefficient (α, β, γ): the updates in which its own regressor moved by at least
+    /// `min_regressor` (normalised), i.e. the differences that carried information about it.
+    pub fn samples(&self) -> [usize; 3] {
+        self.excited
     }
 
     /// trace(P), for the wind-up test.
@@ -197,6 +207,11 @@ impl CapacityEstimator {
             self.p *= bound / tr;
         }
         self.updates += 1;
+        for (n, xi) in self.excited.iter_mut().zip(x.iter()) {
+            if xi.abs() >= cfg.min_regressor {
+                *n += 1;
+            }
+        }
         StepOutcome::Updated
     }
 }

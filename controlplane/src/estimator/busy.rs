@@ -1,0 +1,522 @@
+//! The busy-time estimator: α, β, γ from every interval, saturated or not.
+//!
+//! Each worker's measured CPU time per second, less the time its operators ran, is what its
+//! chained requests and its idle housekeeping cost:
+//!
+//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w`
+//!
+//! One row per worker per interval (idle workers too: they pin the intercept c0, the cost of
+//! timers and the network thread with nothing to do). Rows are pooled over workers, so α and β
+//! are the CPU a chained request costs on *both* sides — the sender's hand-off and the
+//! receiver's — since each worker's CPU includes what it received.
+//!
+//! Why weighted least squares solved afresh each interval rather than a recursive update: the
+//! information matrix `A = Σ λ^age·x·xᵀ` is kept explicitly, so the estimate is always the exact
+//! ridge solution `(A + R)⁻¹(b + R·θ₀)` — there is no covariance to wind up, and
+//! identifiability can be read off A. Regressors are normalised by the priors and a load scale,
+//! as in the saturated estimator, so every normalised coefficient starts at 1. The ridge R is
+//! diagonal and proportional to A's own diagonal (`ρ·A_ii`): a pull towards the priors that is
+//! the same small fraction of the data's weight for every column — a destination count and a
+//! request rate differ by orders of magnitude, and a fixed ridge would hold the small column at
+//! its prior whatever the data said. In a direction the data do not see (two regressors moving
+//! together) only the ridge acts, so the solution stays at the priors there.
+//!
+//! A coefficient is *identified* when (1) the part of its regressor that the others (and the
+//! intercept) do not explain — the Schur complement of A relative to its diagonal — is at least
+//! `min_independence` (on one placement R^l and R^r scale together with the rate: only their
+//! combination is known), (2) at least `min_rows` rows had the regressor > 0, and (3) its
+//! standard error (from the weighted residuals) is at most `max_relative_error` of its value.
+//! An unidentified coefficient reports its prior and 0 samples — never a value the data cannot
+//! support. Each coefficient is clamped to [0, `max_prior_multiple` × prior].
+
+use std::fmt;
+
+use nalgebra::{Matrix3, Matrix4, Vector3, Vector4};
+
+use crate::metrics::WorkerSample;
+use crate::model::CostModel;
+
+use super::saturated::DEFAULT_LOAD_SCALE_US_PER_S;
+
+/// Weight of the previous intervals' rows after one more interval.
+pub const DEFAULT_BUSY_FORGETTING: f64 = 0.99;
+/// The prior's weight ρ relative to the data's (`ρ·A_ii` per column): a weak pull that keeps
+/// unidentified directions at the priors without biasing identified ones.
+pub const DEFAULT_BUSY_RIDGE: f64 = 1e-5;
+/// Identified only if this fraction of the (weighted) regressor is independent of the others.
+pub const DEFAULT_MIN_INDEPENDENCE: f64 = 0.05;
+/// Identified only after this many rows with the regressor > 0.
+pub const DEFAULT_MIN_ROWS: usize = 5;
+/// Identified only if the standard error is at most this fraction of the value.
+pub const DEFAULT_MAX_RELATIVE_ERROR: f64 = 0.2;
+/// A coefficient is clamped to [0, this × its prior].
+pub const DEFAULT_MAX_PRIOR_MULTIPLE: f64 = 1000.0;
+/// |c0| is clamped to this (µs per second: four busy cores of idle overhead is no longer idle).
+pub const DEFAULT_INTERCEPT_BOUND_US_PER_S: f64 = 4_000_000.0;
+/// A row claiming more CPU than a thousand cores is not a measurement: skipped.
+const MAX_CPU_US_PER_S: f64 = 1e9;
+/// A row claiming more requests per second than this is not a measurement: skipped.
+const MAX_RATE_PER_S: f64 = 1e10;
+/// A row claiming more remote destinations than this is not a measurement: skipped.
+const MAX_DESTINATIONS: f64 = 1e6;
+/// Relative size of the jitter that keeps a singular sub-block of A invertible.
+const SINGULAR_JITTER: f64 = 1e-12;
+/// The ridge of a column no row has touched (normalised units): keeps A + R invertible.
+const RIDGE_FLOOR: f64 = 1e-12;
+
+/// Settings of the busy-time estimator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BusyTimeConfig {
+    pub forgetting: f64,
+    pub ridge: f64,
+    /// The load scale dividing both sides of the regression (µs per second).
+    pub load_scale_us_per_s: f64,
+    pub min_independence: f64,
+    pub min_rows: usize,
+    pub max_relative_error: f64,
+    pub max_prior_multiple: f64,
+    pub intercept_bound_us_per_s: f64,
+}
+
+impl Default for BusyTimeConfig {
+    fn default() -> Self {
+        BusyTimeConfig {
+            forgetting: DEFAULT_BUSY_FORGETTING,
+            ridge: DEFAULT_BUSY_RIDGE,
+            load_scale_us_per_s: DEFAULT_LOAD_SCALE_US_PER_S,
+            min_independence: DEFAULT_MIN_INDEPENDENCE,
+            min_rows: DEFAULT_MIN_ROWS,
+            max_relative_error: DEFAULT_MAX_RELATIVE_ERROR,
+            max_prior_multiple: DEFAULT_MAX_PRIOR_MULTIPLE,
+            intercept_bound_us_per_s: DEFAULT_INTERCEPT_BOUND_US_PER_S,
+        }
+    }
+}
+
+impl BusyTimeConfig {
+    /// The same settings made usable: forgetting in (0, 1], positive ridge and scale, finite
+    /// non-negative thresholds, a clamp of at least 1× the prior.
+    fn sanitized(self) -> Self {
+        let d = BusyTimeConfig::default();
+        let pos = |v: f64, dv: f64| if v.is_finite() && v > 0.0 { v } else { dv };
+        let nonneg = |v: f64, dv: f64| if v.is_finite() && v >= 0.0 { v } else { dv };
+        BusyTimeConfig {
+            forgetting: pos(self.forgetting, d.forgetting).min(1.0),
+            ridge: pos(self.ridge, d.ridge),
+            load_scale_us_per_s: pos(self.load_scale_us_per_s, d.load_scale_us_per_s),
+            min_independence: nonneg(self.min_independence, d.min_independence),
+            min_rows: self.min_rows,
+            max_relative_error: nonneg(self.max_relative_error, d.max_relative_error),
+            max_prior_multiple: pos(self.max_prior_multiple, d.max_prior_multiple).max(1.0),
+            intercept_bound_us_per_s: nonneg(
+                self.intercept_bound_us_per_s,
+                d.intercept_bound_us_per_s,
+            ),
+        }
+    }
+}
+
+/// One worker over one interval: the regression's row.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BusyRow {
+    pub worker: usize,
+    /// End of the interval (seconds; rows of one interval share it).
+    pub t_s: f64,
+    /// The worker process's CPU µs per second, idle spinning excluded.
+    pub cpu_us_per_s: f64,
+    /// E_w: µs per second its operators ran.
+    pub exec_us_per_s: f64,
+    /// R^l_w and R^r_w: chained requests per second it generated.
+    pub local_per_s: f64,
+    pub remote_per_s: f64,
+    /// δ_w: distinct remote workers it sent to.
+    pub destinations: f64,
+}
+
+impl BusyRow {
+    /// The row of a sample taken at `t_s`; None when its CPU time was not measured.
+    pub fn from_sample(s: &WorkerSample, t_s: f64) -> Option<BusyRow> {
+        Some(BusyRow {
+            worker: s.worker,
+            t_s,
+            cpu_us_per_s: s.cpu_us_per_s?,
+            exec_us_per_s: s.exec_load_us_per_s(),
+            local_per_s: s.local_per_s,
+            remote_per_s: s.remote_per_s,
+            destinations: s.destinations as f64,
+        })
+    }
+
+    /// A measurement, not garbage: finite, non-negative, below the sanity bounds.
+    fn plausible(&self) -> bool {
+        let ok = |v: f64, max: f64| v.is_finite() && (0.0..=max).contains(&v);
+        ok(self.cpu_us_per_s, MAX_CPU_US_PER_S)
+            && ok(self.exec_us_per_s, MAX_CPU_US_PER_S)
+            && ok(self.local_per_s, MAX_RATE_PER_S)
+            && ok(self.remote_per_s, MAX_RATE_PER_S)
+            && ok(self.destinations, MAX_DESTINATIONS)
+    }
+}
+
+/// Weighted least squares of `cpu − E` on (1, R^l, R^r, δ); see the module docs.
+#[derive(Clone, Debug)]
+pub struct BusyTimeEstimator {
+    cfg: BusyTimeConfig,
+    priors: CostModel,
+    /// Per column (1, R^l, R^r, δ): raw regressor → normalised (prior / load scale; 0 for an
+    /// unusable prior). The intercept's column is 1, so its θ is c0 / load scale.
+    norm: Vector4<f64>,
+    /// Σ w·x·xᵀ, Σ w·x·y, Σ w·y², Σ w over the rows (normalised units).
+    info: Matrix4<f64>,
+    xy: Vector4<f64>,
+    yy: f64,
+    weight: f64,
+    /// The clamped ridge solution (normalised), and what is reported.
+    theta: Vector4<f64>,
+    identified: [bool; 3],
+    independence: [f64; 3],
+    positive_rows: [usize; 3],
+    samples: [usize; 3],
+    rows_used: usize,
+    rows_skipped: usize,
+}
+
+impl BusyTimeEstimator {
+    /// Starts at the priors (a prior that is not positive and finite is never learnt).
+    pub fn new(priors: CostModel, cfg: BusyTimeConfig) -> Self {
+        let cfg = cfg.sanitized();
+        let s = cfg.load_scale_us_per_s;
+        let usable = |p: f64| if p.is_finite() && p > 0.0 { p / s } else { 0.0 };
+        BusyTimeEstimator {
+            cfg,
+            priors,
+            norm: Vector4::new(
+                1.0,
+                usable(priors.alpha_us),
+                usable(priors.beta_us),
+                usable(priors.gamma_us),
+            ),
+            info: Matrix4::zeros(),
+            xy: Vector4::zeros(),
+            yy: 0.0,
+            weight: 0.0,
+            theta: Self::prior_theta(),
+            identified: [false; 3],
+            independence: [0.0; 3],
+            positive_rows: [0; 3],
+            samples: [0; 3],
+            rows_used: 0,
+            rows_skipped: 0,
+        }
+    }
+
+    /// The normalised prior: no idle overhead, every cost at its prior.
+    fn prior_theta() -> Vector4<f64> {
+        Vector4::new(0.0, 1.0, 1.0, 1.0)
+    }
+
+    /// One interval's rows (one per worker with a measured CPU time): forgets the older rows
+    /// by one step, adds these, and re-solves. Implausible rows are skipped and counted.
+    pub fn observe_interval(&mut self, rows: &[BusyRow]) {
+        let f = self.cfg.forgetting;
+        self.info *= f;
+        self.xy *= f;
+        self.yy *= f;
+        self.weight *= f;
+        let mut positive = [0usize; 3];
+        for r in rows {
+            if self.add_row(r) {
+                self.rows_used += 1;
+                let regs = [r.local_per_s, r.remote_per_s, r.destinations];
+                for (p, v) in positive.iter_mut().zip(regs) {
+                    *p += usize::from(v > 0.0);
+                }
+            } else {
+                self.rows_skipped += 1;
+            }
+        }
+        for (total, p) in self.positive_rows.iter_mut().zip(positive) {
+            *total += p;
+        }
+        self.refresh();
+        for ((n, p), id) in self.samples.iter_mut().zip(positive).zip(self.identified) {
+            if id {
+                *n += p;
+            }
+        }
+    }
+
+    /// Adds one row's contribution when it is plausible and its contribution finite.
+    fn add_row(&mut self, r: &BusyRow) -> bool {
+        if !r.plausible() {
+            return false;
+        }
+        let x = Vector4::new(1.0, r.local_per_s, r.remote_per_s, r.destinations)
+            .component_mul(&self.norm);
+        let y = (r.cpu_us_per_s - r.exec_us_per_s) / self.cfg.load_scale_us_per_s;
+        let xxt = x * x.transpose();
+        if !(xxt.iter().all(|v| v.is_finite()) && y.is_finite() && (y * y).is_finite()) {
+            return false;
+        }
+        self.info += xxt;
+        self.xy += x * y;
+        self.yy += y * y;
+        self.weight += 1.0;
+        true
+    }
+
+    /// `(A + R)⁻¹` and the ridge solution, solved on the Jacobi-scaled system (the columns'
+    /// magnitudes differ by orders); None when the sums are not usable.
+    fn solve(&self) -> Option<(Matrix4<f64>, Vector4<f64>)> {
+        let ridge = self
+            .info
+            .diagonal()
+            .map(|d| self.cfg.ridge * d.max(0.0) + RIDGE_FLOOR);
+        let m = self.info + Matrix4::from_diagonal(&ridge);
+        let rhs = self.xy + ridge.component_mul(&Self::prior_theta());
+        let d_inv = m.diagonal().map(|d| 1.0 / d.sqrt());
+        let scale = Matrix4::from_diagonal(&d_inv);
+        let chol = (scale * m * scale).cholesky()?;
+        let raw = scale * chol.solve(&(scale * rhs));
+        let m_inv = scale * chol.inverse() * scale;
+        let finite = raw.iter().chain(m_inv.iter()).all(|v| v.is_finite());
+        finite.then_some((m_inv, raw))
+    }
+
+    /// Re-solves the ridge system and re-decides which coefficients are identified.
+    fn refresh(&mut self) {
+        let Some((m_inv, raw)) = self.solve() else {
+            // Only non-finite sums get here (A + R is positive definite otherwise): start over.
+            self.forget_all();
+            return;
+        };
+        let sigma2 = self.residual_variance(&raw);
+        let c0_bound = self.cfg.intercept_bound_us_per_s / self.cfg.load_scale_us_per_s;
+        let max = self.cfg.max_prior_multiple;
+        self.theta = Vector4::new(
+            raw[0].clamp(-c0_bound, c0_bound),
+            raw[1].clamp(0.0, max),
+            raw[2].clamp(0.0, max),
+            raw[3].clamp(0.0, max),
+        );
+        if !self.theta.iter().all(|v| v.is_finite()) {
+            self.forget_all();
+            return;
+        }
+        for i in 0..3 {
+            let col = i + 1;
+            self.independence[i] = schur_ratio(&self.info, col);
+            let std_err = (sigma2 * m_inv[(col, col)]).max(0.0).sqrt();
+            self.identified[i] = self.norm[col] > 0.0
+                && self.independence[i] >= self.cfg.min_independence
+                && self.positive_rows[i] >= self.cfg.min_rows.max(1)
+                && self.theta[col] > 0.0
+                && std_err.is_finite()
+                && std_err <= self.cfg.max_relative_error * self.theta[col];
+        }
+    }
+
+    /// The weighted residual variance of the fit `raw` (∞ with too few rows to tell).
+    fn residual_variance(&self, raw: &Vector4<f64>) -> f64 {
+        let dof = self.weight - 4.0;
+        if dof <= 0.0 {
+            return f64::INFINITY;
+        }
+        let rss = self.yy - 2.0 * raw.dot(&self.xy) + raw.dot(&(self.info * raw));
+        let v = rss.max(0.0) / dof;
+        if v.is_finite() { v } else { f64::INFINITY }
+    }
+
+    /// Drops every row (the sums stopped being finite): back to the priors.
+    fn forget_all(&mut self) {
+        self.info = Matrix4::zeros();
+        self.xy = Vector4::zeros();
+        self.yy = 0.0;
+        self.weight = 0.0;
+        self.theta = Self::prior_theta();
+        self.identified = [false; 3];
+        self.independence = [0.0; 3];
+    }
+
+    /// Current α, β, γ: the estimate where identified, the prior elsewhere.
+    pub fn costs(&self) -> CostModel {
+        let pick = |i: usize, prior: f64| {
+            if self.identified[i] {
+                self.theta[i + 1] * prior
+            } else {
+                prior
+            }
+        };
+        CostModel {
+            alpha_us: pick(0, self.priors.alpha_us),
+            beta_us: pick(1, self.priors.beta_us),
+            gamma_us: pick(2, self.priors.gamma_us),
+        }
+    }
+
+    /// The joint solution whether identified or not (clamped), for diagnostics.
+    pub fn solution(&self) -> CostModel {
+        CostModel {
+            alpha_us: self.theta[1] * self.priors.alpha_us,
+            beta_us: self.theta[2] * self.priors.beta_us,
+            gamma_us: self.theta[3] * self.priors.gamma_us,
+        }
+    }
+
+    /// c0: the idle overhead (µs per second per worker); not used by placement.
+    pub fn intercept_us_per_s(&self) -> f64 {
+        self.theta[0] * self.cfg.load_scale_us_per_s
+    }
+
+    /// Per coefficient (α, β, γ): rows with its regressor > 0 in intervals after which it was
+    /// identified; 0 while it is not identified.
+    pub fn samples(&self) -> [usize; 3] {
+        std::array::from_fn(|i| {
+            if self.identified[i] {
+                self.samples[i]
+            } else {
+                0
+            }
+        })
+    }
+
+    /// Per coefficient (α, β, γ): whether the data identify it now.
+    pub fn identified(&self) -> [bool; 3] {
+        self.identified
+    }
+
+    /// Per coefficient: the fraction of its weighted regressor the others do not explain.
+    pub fn independence(&self) -> [f64; 3] {
+        self.independence
+    }
+
+    /// Rows that entered the regression, and rows skipped as implausible.
+    pub fn rows(&self) -> (usize, usize) {
+        (self.rows_used, self.rows_skipped)
+    }
+
+    /// The priors it started from.
+    pub fn priors(&self) -> CostModel {
+        self.priors
+    }
+}
+
+/// `s_i / A_ii`, where `s_i = A_ii − a_iᵀ·A_{−i,−i}⁻¹·a_i` is the part of column i that the
+/// other columns do not explain (0 for an empty column).
+fn schur_ratio(a: &Matrix4<f64>, i: usize) -> f64 {
+    let aii = a[(i, i)];
+    if !(aii.is_finite() && aii > 0.0) {
+        return 0.0;
+    }
+    let others: Vec<usize> = (0..4).filter(|&j| j != i).collect();
+    let sub = Matrix3::from_fn(|r, c| a[(others[r], others[c])]);
+    let col = Vector3::from_fn(|r, _| a[(others[r], i)]);
+    let jitter = SINGULAR_JITTER * (sub.trace().abs() + 1e-300);
+    let Some(chol) = (sub + Matrix3::identity() * jitter).cholesky() else {
+        return 0.0;
+    };
+    let explained = col.dot(&chol.solve(&col));
+    ((aii - explained) / aii).clamp(0.0, 1.0)
+}
+
+/// A CSV of rows could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BusyCsvError {
+    /// 1-based line number (0: the file as a whole).
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for BusyCsvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for BusyCsvError {}
+
+/// The columns a rows CSV must have (in any order; others are ignored).
+pub const CSV_COLUMNS: [&str; 7] = [
+    "worker",
+    "t_s",
+    "cpu_us_per_s",
+    "exec_us_per_s",
+    "local_per_s",
+    "remote_per_s",
+    "destinations",
+];
+
+/// Reads a CSV of rows (a header naming [`CSV_COLUMNS`], then one row per worker and interval;
+/// `#` lines and blank lines ignored) into intervals: rows grouped by `t_s`, in time order. A
+/// row with an empty `cpu_us_per_s` was not measured and is left out.
+pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let (hline, header) = lines.next().ok_or(BusyCsvError {
+        line: 0,
+        message: "empty: expected a header line".into(),
+    })?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let mut at = [0usize; 7];
+    for (slot, want) in at.iter_mut().zip(CSV_COLUMNS) {
+        *slot = names.iter().position(|n| *n == want).ok_or(BusyCsvError {
+            line: hline,
+            message: format!(
+                "header lacks column {want:?} (needs {})",
+                CSV_COLUMNS.join(",")
+            ),
+        })?;
+    }
+    let mut rows = Vec::new();
+    for (line, l) in lines {
+        if let Some(r) = csv_row(line, l, &at)? {
+            rows.push(r);
+        }
+    }
+    rows.sort_by(|a: &BusyRow, b| a.t_s.total_cmp(&b.t_s));
+    let mut intervals: Vec<Vec<BusyRow>> = Vec::new();
+    for r in rows {
+        match intervals.last_mut() {
+            Some(iv) if iv[0].t_s == r.t_s => iv.push(r),
+            _ => intervals.push(vec![r]),
+        }
+    }
+    Ok(intervals)
+}
+
+/// One data line; None when its CPU time is empty (not measured).
+fn csv_row(line: usize, l: &str, at: &[usize; 7]) -> Result<Option<BusyRow>, BusyCsvError> {
+    let fields: Vec<&str> = l.split(',').map(str::trim).collect();
+    let get = |k: usize| -> Result<&str, BusyCsvError> {
+        fields.get(at[k]).copied().ok_or_else(|| BusyCsvError {
+            line,
+            message: format!("missing field {:?}", CSV_COLUMNS[k]),
+        })
+    };
+    let num = |k: usize| -> Result<f64, BusyCsvError> {
+        let f = get(k)?;
+        f.parse::<f64>().map_err(|_| BusyCsvError {
+            line,
+            message: format!("{}: {f:?} is not a number", CSV_COLUMNS[k]),
+        })
+    };
+    if get(2)?.is_empty() {
+        return Ok(None);
+    }
+    let worker = get(0)?.parse::<usize>().map_err(|_| BusyCsvError {
+        line,
+        message: format!("worker: {:?} is not an index", fields[at[0]]),
+    })?;
+    Ok(Some(BusyRow {
+        worker,
+        t_s: num(1)?,
+        cpu_us_per_s: num(2)?,
+        exec_us_per_s: num(3)?,
+        local_per_s: num(4)?,
+        remote_per_s: num(5)?,
+        destinations: num(6)?,
+    }))
+}
