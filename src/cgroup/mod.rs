@@ -33,10 +33,6 @@ pub const DELEGATION_HINT: &str = "run as root, or inside a group delegated to y
 
 /// Whether this process can make capped groups here; the reason when it cannot. Tries for
 /// real: creates a capped probe group in every hierarchy and removes it.
-#[allow(
-    dead_code,
-    reason = "for runs that cap their workers by default where they can"
-)]
 pub fn cgroups_writable() -> Result<(), String> {
     let probe = CpuCap::new(cap::MIN_QUOTA_US as f64 / cap::PERIOD_US as f64, 1)?;
     let groups = RunGroups::create(&probe, &[0])?;

@@ -51,6 +51,9 @@ pub struct AutoscaleConfig {
     pub slots_per_worker: usize,
     /// W̄ before any saturated sample (e.g. executors × 10^6 µs/s, or `clasp bench dispatch`).
     pub capacity_prior_us_per_s: Option<f64>,
+    /// W̄ is known, not estimated: the prior is each worker's CPU cap (a worker in a cgroup
+    /// with a quota has exactly that much), so saturated samples do not move it.
+    pub capacity_known: bool,
     /// FaaSFlow's throughput per worker observed while saturated, before any is observed.
     pub saturated_throughput_per_worker_prior_per_s: Option<f64>,
     /// Whether samples feed the estimators (CLASP's capacity model).
@@ -86,6 +89,7 @@ impl AutoscaleConfig {
             profile_smoothing: DEFAULT_PROFILE_SMOOTHING,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
             capacity_prior_us_per_s: None,
+            capacity_known: false,
             saturated_throughput_per_worker_prior_per_s: None,
             learn_costs: policy == PolicyKind::Clasp,
             saturation_trigger: true,

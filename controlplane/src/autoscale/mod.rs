@@ -374,6 +374,13 @@ impl Autoscaler {
         if moved == 0 && workers == self.workers {
             return None;
         }
+        // Saturated at the most workers the policy may use: another placement on the same
+        // workers cannot add capacity, and each move pauses workers that are already behind
+        // (a live run re-placed every few seconds, losing throughput to the moves).
+        if matches!(trig, Trigger::Saturated) && workers == self.workers && d.placement.saturated
+        {
+            return None;
+        }
         let decision = self.decision(
             t_us,
             format!(
@@ -549,9 +556,12 @@ impl Autoscaler {
     }
 
     fn capacity_us_per_s(&self) -> f64 {
-        self.learner
-            .saturated
-            .capacity_us_per_s()
+        let known = self
+            .cfg
+            .capacity_prior_us_per_s
+            .filter(|_| self.cfg.capacity_known);
+        known
+            .or_else(|| self.learner.saturated.capacity_us_per_s())
             .filter(|c| c.is_finite() && *c > 0.0)
             .unwrap_or(FALLBACK_CAPACITY_US_PER_S)
     }

@@ -31,9 +31,11 @@ pub struct RunArgs {
     /// lines (absolute rates, each holding until the next line's time).
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
-    /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9).
-    #[arg(long, default_value_t = 250_000.0)]
-    pub(crate) peak_rate: f64,
+    /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
+    /// 250000 on uncapped workers; on capped ones 260000 × F (with F = 0.3, about 1.4× what
+    /// one worker sustains on WC on a 2-vCPU Xeon: set yours for other apps and machines).
+    #[arg(long)]
+    pub(crate) peak_rate: Option<f64>,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
     #[arg(long, default_value_t = 30.0)]
     pub(crate) duration: f64,
@@ -109,8 +111,14 @@ pub struct RunArgs {
     /// the run. F must be at least 0.1 (the kernel's 1 ms minimum quota) and at most the
     /// CPUs. Needs writable cgroups (root, or a delegated group). With --cluster, start the
     /// workers with `clasp worker --worker-cpu F` instead (docs/cluster.md).
+    /// Live runs that start their workers cap them at 0.3 by default where cgroups can be
+    /// written (--uncapped turns that off).
     #[arg(long, value_name = "F", value_parser = CpuCap::parse_arg)]
     pub(crate) worker_cpu: Option<CpuCap>,
+    /// Live runs: do not cap the workers (they then share this machine's cores, and a second
+    /// worker adds little capacity on a small machine).
+    #[arg(long, conflicts_with = "worker_cpu")]
+    pub(crate) uncapped: bool,
     /// Restrict the worker processes this run starts to these CPUs (e.g. 0,1 or 0-3): their
     /// affinity mask, set before they exec. --pin then pins executors inside this set.
     #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]

@@ -8,11 +8,11 @@
 //! counters each interval, turned into the planner's per-worker samples.
 
 use super::args::RunArgs;
+use super::caps::{self, UNCAPPED_PEAK_PER_S};
 use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord, WorkerRow};
 use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
-use crate::cmd::limits::check_rate;
 use crate::cmd::priors::{self, Priors};
 use crate::cmd::report::{self, RunView};
 use crate::cmd::{output, usage_error};
@@ -220,7 +220,7 @@ fn policy_kind(name: &str) -> anyhow::Result<Option<PolicyKind>> {
 }
 
 /// `clasp run` (live).
-pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
+pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let spec: AppSpec = match (&args.app, &args.app_file) {
         (None, None) => load_app(Some(DEFAULT_APP), None)?,
         (a, f) => load_app(a.as_deref(), f.as_deref())?,
@@ -231,6 +231,9 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
         out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
+    let caps = caps::settle(&mut args)?;
+    // The first line: whether the workers are capped, and why (never a silent uncapped run).
+    eprintln!("clasp run: {}", caps.note);
     // A script replaces the policy: its moves, not the load's, are the point.
     let kind = if args.moves.is_some() {
         None
@@ -255,11 +258,11 @@ pub fn run_live(args: RunArgs) -> anyhow::Result<()> {
     };
     let model = AppModel::from_spec(&spec, PROFILE_RECORDS, args.seed, EXEC_US_PRIOR);
     let edges = model.resolve().map_err(anyhow::Error::msg)?;
-    let first_rate = pattern.rate_at(0.0, args.duration, args.peak_rate, args.seed);
+    let first_rate = pattern.rate_at(0.0, args.duration, caps.peak_rate_per_s, args.seed);
     let mut live = Live {
         pattern,
         duration_s: args.duration,
-        peak_per_s: args.peak_rate,
+        peak_per_s: caps.peak_rate_per_s,
         seed: args.seed,
         limited_by_records: args.records.is_some(),
         slots: slots.clone(),
@@ -327,7 +330,6 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             args.duration
         )));
     }
-    check_rate("--peak-rate", Some(args.peak_rate))?;
     if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
         return Err(usage_error(format!(
             "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \
@@ -364,7 +366,7 @@ fn chaos(args: &RunArgs, slots: Slots, operators: usize) -> Chaos {
         // Without --records: spread over roughly the records the pattern offers (a ramp up
         // and down averages half its peak).
         args.records
-            .unwrap_or((args.peak_rate * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64),
+            .unwrap_or((args.peak_rate.unwrap_or(UNCAPPED_PEAK_PER_S) * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64),
         slots,
         operators,
         args.seed,
@@ -383,7 +385,12 @@ fn start_autoscaler(
 ) -> anyhow::Result<()> {
     let mut acfg = AutoscaleConfig::new(kind, n);
     acfg.interval_us = args.interval_ms as f64 * 1e3;
-    acfg.capacity_prior_us_per_s = Some(1e6 * f64::from(args.executors));
+    // W̄ follows the cap: a capped worker has its cap's share of a core, however many
+    // executors share it.
+    let executors = f64::from(args.executors);
+    acfg.capacity_prior_us_per_s =
+        Some(1e6 * args.worker_cpu.map_or(executors, |c| c.fraction.min(executors)));
+    acfg.capacity_known = args.worker_cpu.is_some();
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
@@ -425,6 +432,7 @@ fn record(
     };
     summary["pattern"] = args.pattern.clone().into();
     summary["peak_rate_per_s"] = args.peak_rate.into();
+    summary["worker_cpu"] = args.worker_cpu.map(|c| c.fraction).into();
     summary["max_workers"] = workers.into();
     summary["decisions"] = serde_json::to_value(&live.decisions)?;
     summary["intervals"] = serde_json::to_value(&live.rows)?;

@@ -1,6 +1,7 @@
 //! `clasp run` and `clasp planner`: an app on a cluster of `clasp worker` processes.
 //!
 //! - [`args`]: the options both commands take;
+//! - [`caps`]: whether a live run caps its workers, and the peak rate that goes with it;
 //! - [`interrupt`]: SIGINT/SIGTERM stop the admission and drain;
 //! - [`setup`]: options → started (or found) workers → the driver's settings, and the driver
 //!   run that stops the started workers on failure;
@@ -14,6 +15,7 @@
 //! workers) lives in `cmd::cluster`, which knows nothing of this module.
 
 pub mod args;
+pub mod caps;
 pub mod interrupt;
 pub mod live;
 pub mod out;
