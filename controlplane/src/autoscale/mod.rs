@@ -377,8 +377,7 @@ impl Autoscaler {
         // Saturated at the most workers the policy may use: another placement on the same
         // workers cannot add capacity, and each move pauses workers that are already behind
         // (a live run re-placed every few seconds, losing throughput to the moves).
-        if matches!(trig, Trigger::Saturated) && workers == self.workers && d.placement.saturated
-        {
+        if matches!(trig, Trigger::Saturated) && workers == self.workers && d.placement.saturated {
             return None;
         }
         let decision = self.decision(

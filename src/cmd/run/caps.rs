@@ -35,7 +35,10 @@ pub struct Caps {
 /// Settles `args.worker_cpu` (the default cap where it applies) and `args.peak_rate`.
 pub fn settle(args: &mut RunArgs) -> anyhow::Result<Caps> {
     let note = if let Some(cap) = args.worker_cpu {
-        format!("capped workers: each at {} of a core (--worker-cpu)", cap.fraction)
+        format!(
+            "capped workers: each at {} of a core (--worker-cpu)",
+            cap.fraction
+        )
     } else if args.uncapped {
         "uncapped workers (--uncapped): they share this machine's cores".to_owned()
     } else if args.cluster.is_some() {

@@ -365,8 +365,10 @@ fn chaos(args: &RunArgs, slots: Slots, operators: usize) -> Chaos {
         args.chaos_migrations,
         // Without --records: spread over roughly the records the pattern offers (a ramp up
         // and down averages half its peak).
-        args.records
-            .unwrap_or((args.peak_rate.unwrap_or(UNCAPPED_PEAK_PER_S) * args.duration * MEAN_RATE_OF_PEAK).max(1.0) as u64),
+        args.records.unwrap_or(
+            (args.peak_rate.unwrap_or(UNCAPPED_PEAK_PER_S) * args.duration * MEAN_RATE_OF_PEAK)
+                .max(1.0) as u64,
+        ),
         slots,
         operators,
         args.seed,
@@ -388,8 +390,11 @@ fn start_autoscaler(
     // W̄ follows the cap: a capped worker has its cap's share of a core, however many
     // executors share it.
     let executors = f64::from(args.executors);
-    acfg.capacity_prior_us_per_s =
-        Some(1e6 * args.worker_cpu.map_or(executors, |c| c.fraction.min(executors)));
+    acfg.capacity_prior_us_per_s = Some(
+        1e6 * args
+            .worker_cpu
+            .map_or(executors, |c| c.fraction.min(executors)),
+    );
     acfg.capacity_known = args.worker_cpu.is_some();
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
