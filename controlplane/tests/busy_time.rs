@@ -342,3 +342,46 @@ fn probe_recorded_rows() {
         }
     }
 }
+
+/// Interval rows recorded from a real run (`clasp run --out DIR`, the default job: WC on up to
+/// three workers capped at 0.3 of a core, gradual input to 78 000/s, the built-in priors; its
+/// `workers.csv`): the estimator behaves on real, noisy data — every cost finite, within its
+/// clamp, never negative; a cost it reports as learnt has samples and moved from its prior; one
+/// it could not separate is exactly its prior with 0 samples.
+#[test]
+fn recorded_rows_from_a_capped_run_give_no_wild_value() {
+    let text = include_str!("fixtures/capped_wc_workers.csv");
+    let intervals = rows_from_csv(text).expect("the fixture is a rows CSV");
+    assert!(intervals.len() > 100, "{} intervals", intervals.len());
+    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let max = BusyTimeConfig::default().max_prior_multiple;
+    let priors = [PRIORS.alpha_us, PRIORS.beta_us, PRIORS.gamma_us];
+    for iv in &intervals {
+        est.observe_interval(iv);
+        let c = est.costs();
+        for (v, p) in [c.alpha_us, c.beta_us, c.gamma_us].into_iter().zip(priors) {
+            assert!(v.is_finite() && v >= 0.0 && v <= max * p, "{c:?}");
+        }
+    }
+    let c = est.costs();
+    let learnt = [c.alpha_us, c.beta_us, c.gamma_us];
+    for i in 0..3 {
+        if est.identified()[i] {
+            assert!(est.samples()[i] > 0, "{i}: {:?}", est.samples());
+        } else {
+            assert_eq!(est.samples()[i], 0, "{i}");
+            assert_eq!(learnt[i], priors[i], "{i}");
+        }
+    }
+    // This run moved between one and three workers: α and β are separable in it.
+    assert!(
+        est.identified()[0] && est.identified()[1],
+        "{:?}",
+        est.identified()
+    );
+    assert!(
+        est.samples()[0] >= 20 && est.samples()[1] >= 20,
+        "{:?}",
+        est.samples()
+    );
+}
