@@ -57,6 +57,13 @@ pub fn render_summary(rec: &RunRecord) -> String {
         );
     }
     match rec.intervals.last() {
+        // No policy ran (`--policy static`, `--moves`): nothing estimated anything.
+        Some(_) if s["estimates"].is_null() && s.get("estimates").is_some() => {
+            let _ = writeln!(
+                out,
+                "estimates: none (no policy ran, so no costs were learnt)"
+            );
+        }
         Some(r) => {
             let _ = writeln!(
                 out,
