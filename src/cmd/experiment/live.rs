@@ -14,6 +14,8 @@ const SCRIPT: &str = "0:1,4:2,7:3,10:2,13:1,16:3,19:1";
 const SCRIPT_SECONDS: f64 = 21.0;
 /// Fraction of one worker's maximum the migration runs are offered (one worker must hold it).
 const MIGRATION_LOAD: f64 = 0.5;
+/// The main job's length (s), which `estimates` runs.
+const MAIN_JOB_SECONDS: &str = "30";
 /// Peak of the live patterns, as a multiple of one worker's maximum.
 const PEAK_OF_ONE_WORKER: f64 = 1.6;
 /// The policies compared.
@@ -97,18 +99,21 @@ pub fn migrations(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<
     write_all(dir, "migrations", &intro, &t, &svg).map_err(anyhow::Error::msg)
 }
 
-/// α, β, γ over a live run from the built-in priors, against `clasp calibrate`.
-pub fn estimates(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<PathBuf>> {
+/// α, β, γ over the main job (`clasp run` with its defaults) started from the built-in priors,
+/// against `clasp calibrate`.
+pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let app = s.apps.first().map_or("wc", String::as_str);
     let cal = calibrate(s)?;
-    let rate = one(maxima, app) * PEAK_OF_ONE_WORKER;
     progress(&format!(
-        "estimates: {app}, peak {rate:.0}/s, built-in priors"
+        "estimates: {app}, the main job's pattern, built-in priors"
     ));
-    let extra = ["--no-profile"];
-    let m = s
-        .runner
-        .run(&live_args(app, s, rate, s.duration_s, &extra))?;
+    let duration = if s.quick { "3" } else { MAIN_JOB_SECONDS };
+    let args: Vec<String> = ["--app", app, "--duration", duration, "--no-profile"]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(["--max-workers".to_owned(), s.max_workers.to_string()])
+        .collect();
+    let m = s.runner.run(&args)?;
     let mut t = Table::new(&[
         "t_s",
         "workers",
@@ -143,8 +148,8 @@ pub fn estimates(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<P
     .map_err(anyhow::Error::msg)?;
     let e = &m.json["estimates"];
     let intro = format!(
-        "# The estimates over a live run\n\n{} `clasp run --app {app} --no-profile` (built-in \
-         priors) at a peak of {PEAK_OF_ONE_WORKER}× one worker's maximum. `clasp calibrate` on \
+        "# The estimates over a live run\n\n{} `clasp run --app {app} --no-profile` (the main \
+         job, started from the built-in priors; its default peak rate). `clasp calibrate` on \
          the same machine: α {} µs, β {} µs, γ {} µs. The run's final estimates: α {} µs ({} \
          samples), β {} µs ({} samples), γ {} µs ({} samples); estimator `{}`.",
         cap_text(s),

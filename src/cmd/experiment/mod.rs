@@ -137,7 +137,7 @@ pub fn run_experiment(args: ExperimentArgs) -> anyhow::Result<()> {
         written.extend(live::migrations(&setup, &args.out, &maxima()?)?);
     }
     if all || args.name == Experiment::Estimates {
-        written.extend(live::estimates(&setup, &args.out, &maxima()?)?);
+        written.extend(live::estimates(&setup, &args.out)?);
     }
     if all || args.name == Experiment::Policies {
         written.extend(live::policies(&setup, &args.out, &maxima()?)?);
