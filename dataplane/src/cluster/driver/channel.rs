@@ -167,9 +167,11 @@ impl Driver<'_> {
     fn on_message(&mut self, from: PeerId, msg: Message) -> Result<(), DriverError> {
         // Periodic messages (counters, a migration's progress, faults) say a worker lives,
         // not that the run moves: they must not hold off the stall timeout.
+        // Nor do quiescence statuses: a probe round answered is not work done (the barrier
+        // counts progress by the frames the statuses count).
         if !matches!(
             msg,
-            Message::Counters(_) | Message::Progress(_) | Message::Error(_)
+            Message::Counters(_) | Message::Progress(_) | Message::Error(_) | Message::Status(_)
         ) {
             self.last_progress = Instant::now();
         }
@@ -202,6 +204,15 @@ impl Driver<'_> {
                 }
             }
             Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            Message::LinkLost { peer, reason } => {
+                return Err(DriverError::LinkLost {
+                    worker: from,
+                    addr: self.addr_of(from),
+                    peer,
+                    peer_addr: self.addr_of(peer),
+                    reason,
+                });
+            }
             other => self.errors.push(format!(
                 "worker {from} sent the driver a {} message",
                 other.name()

@@ -45,6 +45,32 @@ pub enum DriverError {
         /// Why.
         reason: String,
     },
+    /// The connection between two workers was lost: the requests between them cannot be
+    /// delivered (recovery is not implemented).
+    #[error(
+        "lost the link between worker {worker} at {addr} and worker {peer} at {peer_addr}: \
+         {reason}; the requests between them cannot be delivered (recovery is not implemented)"
+    )]
+    LinkLost {
+        /// The worker that reported it.
+        worker: PeerId,
+        /// Its address.
+        addr: String,
+        /// The worker at the other end.
+        peer: PeerId,
+        /// Its address.
+        peer_addr: String,
+        /// Why, as the reporting worker saw it.
+        reason: String,
+    },
+    /// The cluster did not become quiescent in time.
+    #[error("not quiescent within {after:?}: {what}")]
+    NotQuiescent {
+        /// The deadline (the stall timeout).
+        after: Duration,
+        /// What was still moving or missing (workers and links named).
+        what: String,
+    },
     /// A worker sent a message this build cannot read (another version, or garbage).
     #[error("worker {worker}: {source}")]
     Message {
