@@ -263,3 +263,66 @@ fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeo
         "{err}"
     );
 }
+
+#[test]
+fn a_silently_cut_link_between_two_workers_ends_the_run_within_the_stall_timeout() {
+    let Some((mut h, path)) = hosts(std::process::id() * 2 + 3) else {
+        return;
+    };
+    start_workers(&mut h, &path);
+    let driver = format!("{}:0", h.addr(254));
+    const STALL_S: u64 = 4;
+    let stall = STALL_S.to_string();
+    let run = start(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            path.to_str().unwrap(),
+            "--driver-listen",
+            &driver,
+            "--app",
+            "wc",
+            "--records",
+            "1000000",
+            "--rate",
+            "5000",
+            "--stall-timeout-s",
+            &stall,
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    while !(linked(&h, 1, 2) && linked(&h, 2, 1)) {
+        assert!(Instant::now() < until, "workers 1 and 2 never linked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Packets between the two vanish: no reset, no error on either side, only silence.
+    for (i, j) in [(1, 2), (2, 1)] {
+        let to = format!("{}/32", h.addr(j));
+        if let Err(e) = ip(&["-n", &h.ns(i), "route", "add", "blackhole", &to]) {
+            println!("skipped: {e}");
+            return;
+        }
+    }
+    let cut_at = Instant::now();
+    let out = run.wait();
+    let took = cut_at.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The stall timeout, then at most a second for the last probe round that names the link.
+    assert!(
+        took < Duration::from_secs(STALL_S + 3),
+        "took {took:?}: {err}"
+    );
+    assert!(err.contains("no progress for"), "{err}");
+    // Either direction's counts may be the ones that differ, or both.
+    let one_way = |a: u32, b: u32| {
+        err.contains(&format!(
+            "worker {a} at {}:7400 sent worker {b} at",
+            h.addr(a)
+        ))
+    };
+    assert!(one_way(1, 2) || one_way(2, 1), "{err}");
+}

@@ -45,6 +45,11 @@ impl Barrier {
         self.acks.get(&a).copied().unwrap_or(0)
     }
 
+    /// Workers that answered probe round `round`.
+    pub(super) fn answers(&self, round: u64) -> usize {
+        self.statuses.get(&round).map_or(0, |v| v.len())
+    }
+
     pub(super) fn status(&mut self, from: PeerId, st: Status) {
         self.statuses.entry(st.round).or_default().push((from, st));
     }
@@ -133,7 +138,11 @@ impl Driver<'_> {
                 clean = 0;
             }
             if Instant::now() >= deadline {
-                let what = self.unsettled(&sts);
+                let mut what = self.unsettled(&sts);
+                if what.is_empty() {
+                    what.push("the counts still changed between probe rounds".into());
+                }
+                let what = what.join("; ");
                 return Err(DriverError::NotQuiescent { after, what });
             }
             prev = Some(counts);
@@ -141,6 +150,19 @@ impl Driver<'_> {
                 self.turn(super::PROBE_TURN)?;
             }
         }
+    }
+
+    /// What probe round `r` shows as unsettled: workers that did not answer it, then busy
+    /// workers and links whose counts differ (empty: nothing). Takes the round's answers.
+    pub(super) fn unsettled_in(&mut self, r: u64) -> String {
+        let mut parts = Vec::new();
+        if self.barrier.answers(r) < self.ids.len() {
+            parts.push(self.silent_in(r));
+        }
+        let mut sts = self.barrier.statuses.remove(&r).unwrap_or_default();
+        sts.sort_by_key(|s| s.0);
+        parts.extend(self.unsettled(&sts));
+        parts.join("; ")
     }
 
     /// The workers that did not answer probe round `r`.
@@ -155,27 +177,29 @@ impl Driver<'_> {
         format!("no answer to the probe from {}", silent.join(", "))
     }
 
-    /// What kept a probe round from being clean: busy workers and the links whose counts
-    /// differ (frames sent and not received).
-    fn unsettled(&self, sts: &[(PeerId, Status)]) -> String {
+    /// What kept a probe round from being clean: workers that are not idle, and the links
+    /// whose counts differ (frames sent and not received) between workers that answered.
+    fn unsettled(&self, sts: &[(PeerId, Status)]) -> Vec<String> {
         let mut parts: Vec<String> = (sts.iter())
             .filter(|s| !s.1.idle)
-            .map(|s| format!("worker {} is busy", s.0))
+            .map(|s| format!("worker {} is not idle", s.0))
             .collect();
+        let answered = |p: PeerId| p == DRIVER_ID || sts.iter().any(|s| s.0 == p);
         for (a, b, sent, received) in self.imbalances(sts) {
+            if !answered(a) || !answered(b) {
+                continue;
+            }
             let from = if a == DRIVER_ID {
                 "the driver".to_string()
             } else {
-                format!("worker {a}")
+                format!("worker {a} at {}", self.addr_of(a))
             };
             parts.push(format!(
-                "{from} sent worker {b} {sent} frames, worker {b} received {received}"
+                "{from} sent worker {b} at {} {sent} frames, it received {received}",
+                self.addr_of(b)
             ));
         }
-        if parts.is_empty() {
-            parts.push("the counts still changed between probe rounds".into());
-        }
-        parts.join("; ")
+        parts
     }
 
     /// Every count of frames sent from A to B equals the count B received from A (the driver

@@ -96,7 +96,7 @@ pub enum DriverError {
     Start(String),
     /// Nothing progressed for the stall timeout.
     #[error(
-        "no progress for {after:?} ({open} of {tracked} tracked roots open); giving up{faults}"
+        "no progress for {after:?} ({open} of {tracked} tracked roots open){links}; giving up{faults}"
     )]
     Stalled {
         /// The stall timeout.
@@ -107,6 +107,9 @@ pub enum DriverError {
         tracked: u64,
         /// The faults seen (empty, or " (faults: ...)").
         faults: String,
+        /// What a last probe round found (empty, or ": worker 1 sent worker 2 N frames, ...":
+        /// a link whose counts differ is the likely cause, e.g. one cut silently).
+        links: String,
     },
     /// A migration could not start or failed.
     #[error("{0}")]
