@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
         let len = (rest[8] as usize).min(rest.len() - PART_HEAD_BYTES);
         let bytes = rest[PART_HEAD_BYTES..PART_HEAD_BYTES + len].to_vec();
         rest = &rest[PART_HEAD_BYTES + len..];
-        if let Ok(Some(whole)) = r.add(StatePart { total, offset, bytes }) {
+        if let Ok(Some(whole)) = r.add(StatePart {
+            total,
+            offset,
+            bytes,
+        }) {
             assert_eq!(whole.len(), total as usize);
             let _ = message::decode(&whole);
         }
