@@ -50,10 +50,23 @@ fn poke_u64(name: &str, offset: u64, value: u64) {
     f.write_all(&value.to_ne_bytes()).unwrap();
 }
 
+/// Makes ring 0's producer end look held by a process that died: the race that matters is
+/// over an end whose old holder is gone (a claimer must never pair a new pid with the old
+/// holder's start time and take the end from a live winner).
+fn held_by_the_dead(name: &str) {
+    let mut dead = Command::new("true").spawn().unwrap();
+    let pid = dead.id() as u64;
+    dead.wait().unwrap();
+    // The producer's holder word follows its tail (8 bytes) and closed flag (4 + 4 padding).
+    poke_u64(name, control(name) + 16, 12_345 << 22 | pid);
+}
+
 #[test]
 fn of_threads_racing_for_an_end_exactly_one_wins() {
     for _ in 0..20 {
-        let seg = Segment::create_anonymous(&layout()).unwrap();
+        let name = unique("threads");
+        let seg = Segment::create(&name, &layout()).unwrap();
+        held_by_the_dead(&name);
         let gate = Barrier::new(8);
         let wins: usize = std::thread::scope(|s| {
             let racers: Vec<_> = (0..8)
@@ -76,6 +89,7 @@ fn of_processes_racing_for_an_end_exactly_one_wins() {
     const RACERS: usize = 6;
     let name = unique("race");
     let seg = Segment::create(&name, &layout()).unwrap();
+    held_by_the_dead(&name);
     let go = std::env::temp_dir().join(format!("{name}.go"));
     let mut children: Vec<_> = (0..RACERS)
         .map(|_| {
