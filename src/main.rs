@@ -85,16 +85,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    // Faults a run survives (a refused connection, a worker's error) are logged by the
-    // libraries; warnings and errors go to stderr, without timestamps (stdout stays the
-    // command's output).
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(log_level())
-        .with_target(false)
-        .without_time()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logs();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
@@ -128,11 +119,24 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// The most verbose level logged: `CLASP_LOG` (`error`, `warn`, `info`, `debug`, `trace`),
-/// `warn` when unset or not a level.
-fn log_level() -> tracing::Level {
-    std::env::var("CLASP_LOG")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(tracing::Level::WARN)
+/// Logs: faults a run survives (a refused connection, a worker's error, a transport's
+/// completion-queue overflow) are `tracing` events of the libraries. They go to stderr with
+/// timestamps (stdout stays the command's output), filtered by `RUST_LOG` (`CLASP_LOG` when
+/// `RUST_LOG` is unset), in the usual directive syntax (`info`, `clasp_dataplane=debug`, ...);
+/// `warn` when both are unset. Directives that do not parse are skipped, not fatal.
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::LevelFilter;
+    let spec = std::env::var("RUST_LOG")
+        .or_else(|_| std::env::var("CLASP_LOG"))
+        .unwrap_or_default();
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::WARN.into())
+        .parse_lossy(spec);
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }

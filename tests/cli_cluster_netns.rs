@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{clasp, clasp_env, json};
+use common::{clasp, clasp_env, json, start};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -99,16 +99,17 @@ fn make(h: &Hosts) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn a_cluster_across_network_namespaces_equals_the_oracle() {
-    let mut h = Hosts {
-        tag: std::process::id(),
+/// Makes the hosts of test `tag` and writes their cluster file; `None` (the reason printed)
+/// where namespaces cannot be made.
+fn hosts(tag: u32) -> Option<(Hosts, std::path::PathBuf)> {
+    let h = Hosts {
+        tag,
         workers: Vec::new(),
-        dir: std::env::temp_dir().join(format!("clasp-netns-{}", std::process::id())),
+        dir: std::env::temp_dir().join(format!("clasp-netns-{tag}")),
     };
     if let Err(reason) = make(&h) {
         println!("skipped: network namespaces unavailable: {reason}");
-        return;
+        return None;
     }
     std::fs::create_dir_all(&h.dir).unwrap();
     let mut file = format!("cluster_id = {}\n", 7000 + h.tag % 1000);
@@ -117,37 +118,49 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
     }
     let path = h.dir.join("cluster.toml");
     std::fs::write(&path, file).unwrap();
+    Some((h, path))
+}
+
+/// Starts every worker in its namespace (workers serve one job and exit: once per run).
+fn start_workers(h: &mut Hosts, path: &std::path::Path) {
+    for w in &mut h.workers {
+        let until = Instant::now() + Duration::from_secs(30);
+        while w.try_wait().ok().flatten().is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    h.workers.clear();
+    for i in 1..=WORKERS {
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &h.ns(i),
+                env!("CARGO_BIN_EXE_clasp"),
+                "worker",
+            ])
+            .args(["--id", &i.to_string(), "--cluster"])
+            .arg(path)
+            .args(["--job-timeout-s", "60"])
+            .env("CLASP_CLUSTER_SECRET", SECRET)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("ip netns exec clasp worker");
+        h.workers.push(child);
+    }
+}
+
+#[test]
+fn a_cluster_across_network_namespaces_equals_the_oracle() {
+    let Some((mut h, path)) = hosts(std::process::id() * 2) else {
+        return;
+    };
     let driver = format!("{}:0", h.addr(254));
     for app in ["wc", "etl"] {
-        // Workers serve one job and exit: start them for each app.
-        for w in &mut h.workers {
-            let until = Instant::now() + Duration::from_secs(30);
-            while w.try_wait().ok().flatten().is_none() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-        h.workers.clear();
-        for i in 1..=WORKERS {
-            let child = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &h.ns(i),
-                    env!("CARGO_BIN_EXE_clasp"),
-                    "worker",
-                ])
-                .args(["--id", &i.to_string(), "--cluster"])
-                .arg(&path)
-                .args(["--job-timeout-s", "60"])
-                .env("CLASP_CLUSTER_SECRET", SECRET)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("ip netns exec clasp worker");
-            h.workers.push(child);
-        }
+        start_workers(&mut h, &path);
         let args = ["--app", app, "--records", "1500", "--seed", "9"];
         let oracle = json(&clasp(&[&["oracle", "--json"][..], &args].concat()));
         let path_str = path.to_str().unwrap();
@@ -169,4 +182,147 @@ fn a_cluster_across_network_namespaces_equals_the_oracle() {
             assert_eq!(run[key], oracle[key], "{app}: {key} across namespaces");
         }
     }
+}
+
+/// Whether worker `i`'s namespace holds an established connection to worker `j`.
+fn linked(h: &Hosts, i: u32, j: u32) -> bool {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &h.ns(i),
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            "dst",
+        ])
+        .arg(h.addr(j))
+        .output();
+    out.is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+}
+
+#[test]
+fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeout() {
+    let Some((mut h, path)) = hosts(std::process::id() * 2 + 1) else {
+        return;
+    };
+    start_workers(&mut h, &path);
+    let driver = format!("{}:0", h.addr(254));
+    const STALL_S: u64 = 5;
+    let stall = STALL_S.to_string();
+    // Paced so that the run is still admitting when the link is cut.
+    let run = start(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            path.to_str().unwrap(),
+            "--driver-listen",
+            &driver,
+            "--app",
+            "wc",
+            "--records",
+            "1000000",
+            "--rate",
+            "5000",
+            "--stall-timeout-s",
+            &stall,
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    while !(linked(&h, 1, 2) && linked(&h, 2, 1)) {
+        assert!(Instant::now() < until, "workers 1 and 2 never linked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Cut it for real: worker 1's sockets to worker 2 are destroyed (both ends see a reset).
+    let cut = Command::new("ip")
+        .args(["netns", "exec", &h.ns(1), "ss", "-K", "dst"])
+        .arg(h.addr(2))
+        .output()
+        .expect("ss -K");
+    if !cut.status.success() {
+        println!(
+            "skipped: ss -K failed: {}",
+            String::from_utf8_lossy(&cut.stderr)
+        );
+        return;
+    }
+    let cut_at = Instant::now();
+    let out = run.wait();
+    let took = cut_at.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(STALL_S), "took {took:?}: {err}");
+    assert!(
+        err.contains("lost the link between worker")
+            && err.contains("worker 1 at")
+            && err.contains("worker 2 at"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_silently_cut_link_between_two_workers_ends_the_run_within_the_stall_timeout() {
+    let Some((mut h, path)) = hosts(std::process::id() * 2 + 3) else {
+        return;
+    };
+    start_workers(&mut h, &path);
+    let driver = format!("{}:0", h.addr(254));
+    const STALL_S: u64 = 4;
+    let stall = STALL_S.to_string();
+    let run = start(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            path.to_str().unwrap(),
+            "--driver-listen",
+            &driver,
+            "--app",
+            "wc",
+            "--records",
+            "1000000",
+            "--rate",
+            "5000",
+            "--stall-timeout-s",
+            &stall,
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    while !(linked(&h, 1, 2) && linked(&h, 2, 1)) {
+        assert!(Instant::now() < until, "workers 1 and 2 never linked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Packets between the two vanish: no reset, no error on either side, only silence.
+    for (i, j) in [(1, 2), (2, 1)] {
+        let to = format!("{}/32", h.addr(j));
+        if let Err(e) = ip(&["-n", &h.ns(i), "route", "add", "blackhole", &to]) {
+            println!("skipped: {e}");
+            return;
+        }
+    }
+    let cut_at = Instant::now();
+    let out = run.wait();
+    let took = cut_at.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The stall timeout, then at most a second for the last probe round that names the link.
+    assert!(
+        took < Duration::from_secs(STALL_S + 3),
+        "took {took:?}: {err}"
+    );
+    assert!(err.contains("no progress for"), "{err}");
+    // Either direction's counts may be the ones that differ, or both.
+    let one_way = |a: u32, b: u32| {
+        err.contains(&format!(
+            "worker {a} at {}:7400 sent worker {b} at",
+            h.addr(a)
+        ))
+    };
+    assert!(one_way(1, 2) || one_way(2, 1), "{err}");
 }

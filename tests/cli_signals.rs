@@ -419,3 +419,51 @@ fn clasp_clean_removes_a_dead_processs_segment_and_keeps_a_live_ones() {
     assert!(!std::path::Path::new(&stale).exists());
     assert!(kept_exists, "the live process's segment was removed");
 }
+
+#[test]
+fn rust_log_shows_info_events_with_timestamps_and_the_default_hides_them() {
+    let _turn = one_at_a_time();
+    let stale_segment = || {
+        let mut dead = Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let stale = format!("/dev/shm/clasp-local-{dead_pid}");
+        std::fs::write(&stale, b"").unwrap();
+        stale
+    };
+    // A worker's start sweeps the stale segment (an info event), then fails on the file.
+    let worker = |env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_clasp"));
+        cmd.args([
+            "worker",
+            "--id",
+            "1",
+            "--cluster",
+            "/nonexistent/cluster.toml",
+        ])
+        .env_remove("RUST_LOG")
+        .env_remove("CLASP_LOG")
+        .envs(env.iter().copied());
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for var in ["RUST_LOG", "CLASP_LOG"] {
+        let stale = stale_segment();
+        let err = worker(&[(var, "info")]);
+        let line = err
+            .lines()
+            .find(|l| l.contains("removed the stale segment"))
+            .unwrap_or_else(|| panic!("{var}=info: {err}"));
+        assert!(line.contains("INFO"), "{line}");
+        // An RFC 3339 timestamp first: 2026-12-01T16:55:00.123456Z
+        assert!(
+            line.len() > 20 && line.as_bytes()[4] == b'-' && line.as_bytes()[10] == b'T',
+            "{line}"
+        );
+        assert!(!std::path::Path::new(&stale).exists());
+    }
+    let stale = stale_segment();
+    let err = worker(&[]);
+    assert!(!err.contains("removed the stale"), "{err}");
+    assert!(!std::path::Path::new(&stale).exists());
+}

@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// "CLASPSHM".
 const MAGIC: [u8; 8] = *b"CLASPSHM";
 /// Bumped on any change of the segment format.
-pub const SEGMENT_VERSION: u32 = 1;
+pub const SEGMENT_VERSION: u32 = 2;
 /// Most rings in one segment.
 pub const MAX_RINGS: usize = 4096;
 /// Most doorbells in one segment.
@@ -666,31 +666,27 @@ impl Segment {
         }
     }
 
-    /// Claims one end of a ring for this process: free, or held by a dead process.
-    fn claim(
-        ring: usize,
-        side: &'static str,
-        pid_word: &AtomicU32,
-        start_word: &AtomicU64,
-    ) -> Result<()> {
+    /// Claims one end of a ring for this process: free, or held by a dead process. One
+    /// compare-and-swap of the packed (pid, start time) word: of two claimers, exactly one
+    /// wins, and the loser sees the winner whole.
+    fn claim(ring: usize, side: &'static str, holder: &AtomicU64) -> Result<()> {
         let (pid, start) = liveness::current_process();
+        let me = liveness::pack(pid, start).ok_or_else(|| {
+            Error::InvalidConfig(format!("pid {pid} does not fit a ring's holder word"))
+        })?;
         loop {
-            let holder = pid_word.load(Ordering::Acquire);
-            if holder != 0 {
-                let holder_start = start_word.load(Ordering::Acquire);
-                if liveness::is_alive(holder, holder_start) {
-                    return Err(Error::EndpointTaken {
-                        ring,
-                        side,
-                        pid: holder,
-                    });
-                }
+            let current = holder.load(Ordering::Acquire);
+            if current != 0 && liveness::holder_alive(current) {
+                return Err(Error::EndpointTaken {
+                    ring,
+                    side,
+                    pid: liveness::unpack(current).0,
+                });
             }
-            if pid_word
-                .compare_exchange(holder, pid, Ordering::AcqRel, Ordering::Acquire)
+            if holder
+                .compare_exchange(current, me, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                start_word.store(start, Ordering::Release);
                 return Ok(());
             }
         }
@@ -700,7 +696,7 @@ impl Segment {
     pub fn producer(&self, ring: usize) -> Result<Producer<ShmRing>> {
         let mem = self.ring_memory(ring)?;
         let line = &mem.control().producer;
-        Self::claim(ring, "producer", &line.pid, &line.start_ticks)?;
+        Self::claim(ring, "producer", &line.holder)?;
         // SAFETY: the claim above makes this the only producer (a dead holder cannot write).
         unsafe { Producer::new(mem) }
     }
@@ -709,7 +705,7 @@ impl Segment {
     pub fn consumer(&self, ring: usize) -> Result<Consumer<ShmRing>> {
         let mem = self.ring_memory(ring)?;
         let line = &mem.control().consumer;
-        Self::claim(ring, "consumer", &line.pid, &line.start_ticks)?;
+        Self::claim(ring, "consumer", &line.holder)?;
         // SAFETY: the claim above makes this the only consumer.
         unsafe { Consumer::new(mem) }
     }

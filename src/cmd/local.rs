@@ -20,6 +20,7 @@ use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress
 use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
 use clasp_operators::AppSpec;
 use clasp_shmring::Segment;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -137,7 +138,9 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(anyhow::Error::msg(e)),
     };
-    eprintln!(
+    // The ingress's result, for whoever started it (not a log event a filter could hide).
+    let _ = writeln!(
+        std::io::stderr(),
         "ingress: admitted {} records in {:.3} s{}",
         report.admitted,
         report.elapsed.as_secs_f64(),

@@ -7,6 +7,7 @@ use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
 use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,10 +77,19 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
     };
+    // The bound address and how the worker ended are what the command reports to whoever
+    // started it (the address is the only way to learn a port chosen by the system): plain
+    // lines on stderr, not log events a filter could hide. Not `eprintln!`, which panics when
+    // stderr is full.
     let exit = run_cluster_worker(&cfg, |addr| {
-        eprintln!("clasp worker {}: listening on {addr}", args.id)
+        let _ = writeln!(
+            std::io::stderr(),
+            "clasp worker {}: listening on {addr}",
+            args.id
+        );
     })?;
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "clasp worker {}: ran {} to the end{}",
         args.id,
         exit.app,

@@ -35,9 +35,14 @@
 //! every worker is idle, every count sent from A to B equals the count B received from A, and
 //! no count changed between the rounds.
 //!
+//! Quiescence must come within the stall timeout of the first probe; the statuses that answer
+//! the probes say the workers live, not that the run moves, so they never extend it (a lost
+//! link keeps two counts apart for good).
+//!
 //! A worker exits when the driver says `Bye`, or reports and exits when the driver's connection
 //! is lost; the driver fails the run (with the worker's reason) when a worker's connection
-//! fails or is lost.
+//! fails or is lost, or when a worker reports `LinkLost` (its connection to another worker is
+//! gone, and with it the requests between the two: the error names both).
 
 pub mod control;
 pub mod driver;

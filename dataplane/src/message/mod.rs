@@ -92,6 +92,14 @@ pub enum Message {
     StatePart(StatePart),
     /// A whole state message; only ever sent split into [`Message::StatePart`]s.
     State(Box<StateMsg>),
+    /// Worker → driver: its connection to another worker was lost (the requests between the
+    /// two cannot be delivered, so the run cannot complete).
+    LinkLost {
+        /// The other worker.
+        peer: u32,
+        /// Why the connection was lost.
+        reason: String,
+    },
 }
 
 impl Message {
@@ -117,6 +125,7 @@ impl Message {
             Message::Seal(_) => "seal",
             Message::StatePart(_) => "state part",
             Message::State(_) => "state",
+            Message::LinkLost { .. } => "lost link",
         }
     }
 }

@@ -257,6 +257,7 @@ fn message() -> impl Strategy<Value = Message> {
         counters(),
         summary(),
         text().prop_map(Message::Error),
+        (any::<u32>(), text()).prop_map(|(peer, reason)| Message::LinkLost { peer, reason }),
         plans(),
         migration(),
     ]

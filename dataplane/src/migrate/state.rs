@@ -89,3 +89,68 @@ impl Reassembly {
         self.buf.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// A part as a hostile or confused peer might send it: any total, any offset, any bytes.
+    fn part() -> impl Strategy<Value = StatePart> {
+        (0u32..300, 0u32..300, vec(any::<u8>(), 0..80)).prop_map(|(total, offset, bytes)| {
+            StatePart {
+                total,
+                offset,
+                bytes,
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_message_split_at_any_size_reassembles_to_itself(
+            msg in vec(any::<u8>(), 0..3000), part_bytes in 0usize..1200
+        ) {
+            let mut r = Reassembly::default();
+            let parts = state_parts(&msg, part_bytes);
+            let n = parts.len();
+            for (i, p) in parts.into_iter().enumerate() {
+                let got = r.add(p).unwrap();
+                prop_assert_eq!(got.is_some(), i + 1 == n);
+                if let Some(whole) = got {
+                    prop_assert_eq!(&whole, &msg);
+                }
+            }
+            prop_assert!(r.is_empty());
+        }
+
+        #[test]
+        fn any_part_sequence_is_an_error_or_a_message_of_its_claimed_total(
+            parts in vec(part(), 0..24)
+        ) {
+            let mut r = Reassembly::default();
+            for p in parts {
+                let total = p.total as usize;
+                match r.add(p) {
+                    Ok(Some(whole)) => prop_assert_eq!(whole.len(), total),
+                    Ok(None) => {}
+                    // An error drops the half-received message.
+                    Err(_) => prop_assert!(r.is_empty()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_claimed_total_beyond_the_limit_is_refused_before_any_memory_is_taken() {
+        let mut r = Reassembly::default();
+        let huge = StatePart {
+            total: u32::MAX,
+            offset: 0,
+            bytes: vec![1; 8],
+        };
+        assert!(r.add(huge).is_err());
+        assert!(r.is_empty());
+    }
+}

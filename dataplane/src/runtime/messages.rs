@@ -34,7 +34,7 @@ pub enum MessageError {
 
 /// Coordinator → executor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Command {
+pub enum Command {
     /// Flush `operator` (its end of stream) and report [`Report::Flushed`].
     EndOfStream {
         /// The operator, by index in the app.
@@ -59,11 +59,11 @@ mod tag {
 }
 
 /// Bytes of an encoded [`Command`] (the longest; shorter ones are padded with zeros).
-pub(crate) const COMMAND_BYTES: usize = 3;
+pub const COMMAND_BYTES: usize = 3;
 
 impl Command {
     /// The wire form.
-    pub(crate) fn encode(self) -> [u8; COMMAND_BYTES] {
+    pub fn encode(self) -> [u8; COMMAND_BYTES] {
         match self {
             Command::EndOfStream { operator } => {
                 let [lo, hi] = operator.to_le_bytes();
@@ -75,7 +75,7 @@ impl Command {
     }
 
     /// Reads one frame.
-    pub(crate) fn decode(frame: &[u8]) -> Result<Command, MessageError> {
+    pub fn decode(frame: &[u8]) -> Result<Command, MessageError> {
         let (&t, body) = frame.split_first().ok_or(MessageError::Empty)?;
         let bad = || MessageError::BadLength {
             tag: t,
@@ -98,11 +98,11 @@ impl Command {
 
 /// A run of ledger deltas, as an executor wrote them (whole records only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DeltaBatch<'a>(&'a [u8]);
+pub struct DeltaBatch<'a>(&'a [u8]);
 
 impl<'a> DeltaBatch<'a> {
     /// The deltas.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = Delta> + 'a {
+    pub fn iter(&self) -> impl Iterator<Item = Delta> + 'a {
         self.0
             .chunks_exact(DELTA_BYTES)
             .filter_map(|c| <&[u8; DELTA_BYTES]>::try_from(c).ok())
@@ -110,14 +110,14 @@ impl<'a> DeltaBatch<'a> {
     }
 
     /// Their encoding ([`DELTA_BYTES`] per delta), to forward as they are.
-    pub(crate) fn as_bytes(&self) -> &'a [u8] {
+    pub fn as_bytes(&self) -> &'a [u8] {
         self.0
     }
 }
 
 /// Executor → coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Report<'a> {
+pub enum Report<'a> {
     /// Ledger deltas of the tracked requests it processed.
     Deltas(DeltaBatch<'a>),
     /// It ran the end of stream of `operator` (everything that flush emitted is sent).
@@ -142,7 +142,7 @@ pub(crate) enum Report<'a> {
 
 impl Report<'_> {
     /// Appends the wire form.
-    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         match self {
             Report::Deltas(d) => {
                 out.push(tag::DELTAS);
@@ -172,14 +172,14 @@ impl Report<'_> {
     }
 
     /// The wire form.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode_into(&mut out);
         out
     }
 
     /// Reads one frame (borrowing its body).
-    pub(crate) fn decode(frame: &[u8]) -> Result<Report<'_>, MessageError> {
+    pub fn decode(frame: &[u8]) -> Result<Report<'_>, MessageError> {
         let (&t, body) = frame.split_first().ok_or(MessageError::Empty)?;
         let bad = || MessageError::BadLength {
             tag: t,

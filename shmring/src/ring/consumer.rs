@@ -67,6 +67,20 @@ impl<M: RingMemory> Consumer<M> {
         let config = mem.config();
         config.validate()?;
         let head = mem.control().consumer.head.load(Ordering::Acquire);
+        let tail = mem.control().producer.tail.load(Ordering::Acquire);
+        // Checked here, in every build: the header offsets of every frame this consumer reads
+        // derive from `head`, and a misaligned one would be an unaligned atomic access.
+        let aligned = |p: u64| p % FRAME_ALIGN as u64 == 0;
+        if !aligned(head)
+            || !aligned(tail)
+            || head > tail
+            || tail - head > config.capacity_bytes as u64
+        {
+            return Err(Error::Corrupt(format!(
+                "consumer head {head} with producer tail {tail} (capacity {} bytes)",
+                config.capacity_bytes
+            )));
+        }
         Ok(Consumer {
             head,
             released_head: head,
@@ -96,7 +110,10 @@ impl<M: RingMemory> Consumer<M> {
         if self.head == self.cached_tail {
             // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
             let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
-            if tail < self.head || tail - self.head > self.config.capacity_bytes as u64 {
+            if tail < self.head
+                || tail - self.head > self.config.capacity_bytes as u64
+                || tail % FRAME_ALIGN as u64 != 0
+            {
                 return Err(Error::Corrupt(format!(
                     "producer tail {tail} with consumer head {}",
                     self.head
@@ -279,7 +296,7 @@ impl<M: RingMemory> Consumer<M> {
     /// Whether the producer's process is alive (always, when none registered).
     pub fn check_peer(&self) -> Result<()> {
         let line = &self.mem.control().producer;
-        check_alive(&line.pid, &line.start_ticks, &line.closed)
+        check_alive(&line.holder, &line.closed)
     }
 }
 

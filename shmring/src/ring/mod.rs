@@ -147,11 +147,10 @@ pub struct ProducerLine {
     pub(crate) tail: AtomicU64,
     /// Non-zero once the producer closed its end.
     pub(crate) closed: AtomicU32,
-    /// Pid of the process holding the producer end (0: none registered).
-    pub(crate) pid: AtomicU32,
-    /// That process's start time in clock ticks since boot, so a reused pid is not mistaken
-    /// for the holder.
-    pub(crate) start_ticks: AtomicU64,
+    /// The process holding the producer end: its pid and start time packed into one word
+    /// (`liveness::pack`, so a claim is one compare-and-swap and a reused pid is not
+    /// mistaken for the holder); 0: none registered.
+    pub(crate) holder: AtomicU64,
 }
 
 /// Fields the consumer writes, on their own 128-byte line.
@@ -161,10 +160,8 @@ pub struct ConsumerLine {
     pub(crate) head: AtomicU64,
     /// Non-zero once the consumer closed its end.
     pub(crate) closed: AtomicU32,
-    /// Pid of the process holding the consumer end (0: none registered).
-    pub(crate) pid: AtomicU32,
-    /// That process's start time in clock ticks since boot.
-    pub(crate) start_ticks: AtomicU64,
+    /// The process holding the consumer end, packed as the producer's is; 0: none.
+    pub(crate) holder: AtomicU64,
 }
 
 /// The control block of a ring. `#[repr(C)]`: it lives in shared memory.
@@ -189,14 +186,12 @@ impl RingControl {
             producer: ProducerLine {
                 tail: AtomicU64::new(0),
                 closed: AtomicU32::new(0),
-                pid: AtomicU32::new(0),
-                start_ticks: AtomicU64::new(0),
+                holder: AtomicU64::new(0),
             },
             consumer: ConsumerLine {
                 head: AtomicU64::new(0),
                 closed: AtomicU32::new(0),
-                pid: AtomicU32::new(0),
-                start_ticks: AtomicU64::new(0),
+                holder: AtomicU64::new(0),
             },
             space: Doorbell::new(),
         }

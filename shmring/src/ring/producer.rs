@@ -3,7 +3,8 @@
 
 use super::wait::{Probe, WaitPolicy, check_alive, park_until};
 use super::{
-    CACHE_LINE_BYTES, FRAME_HEADER_BYTES, HDR_SKIP, HDR_VALID, RingConfig, RingMemory, frame_bytes,
+    CACHE_LINE_BYTES, FRAME_ALIGN, FRAME_HEADER_BYTES, HDR_SKIP, HDR_VALID, RingConfig, RingMemory,
+    frame_bytes,
 };
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
@@ -42,7 +43,14 @@ impl<M: RingMemory> Producer<M> {
         config.validate()?;
         let tail = mem.control().producer.tail.load(Ordering::Acquire);
         let head = mem.control().consumer.head.load(Ordering::Acquire);
-        if head > tail || tail - head > config.capacity_bytes as u64 {
+        // Checked here, in every build: the offsets this producer writes headers at derive
+        // from `tail`, and a misaligned one would be an unaligned atomic access.
+        let aligned = |p: u64| p % FRAME_ALIGN as u64 == 0;
+        if !aligned(tail)
+            || !aligned(head)
+            || head > tail
+            || tail - head > config.capacity_bytes as u64
+        {
             return Err(Error::Corrupt(format!(
                 "head {head} and tail {tail} are inconsistent"
             )));
@@ -224,7 +232,7 @@ impl<M: RingMemory> Producer<M> {
     /// Whether the consumer's process is alive (always, when none registered).
     pub fn check_peer(&self) -> Result<()> {
         let line = &self.mem.control().consumer;
-        check_alive(&line.pid, &line.start_ticks, &line.closed)
+        check_alive(&line.holder, &line.closed)
     }
 }
 

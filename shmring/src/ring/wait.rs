@@ -108,24 +108,18 @@ pub(crate) fn park_until(
     }
 }
 
-/// Whether the registered process (pid, start ticks) is alive; `Ok` when none is registered,
-/// or when it closed its end before going away (a clean exit, not a death).
-pub(super) fn check_alive(
-    pid: &AtomicU32,
-    start_ticks: &AtomicU64,
-    closed: &AtomicU32,
-) -> Result<()> {
+/// Whether the registered process (its packed holder word) is alive; `Ok` when none is
+/// registered, or when it closed its end before going away (a clean exit, not a death).
+pub(super) fn check_alive(holder: &AtomicU64, closed: &AtomicU32) -> Result<()> {
     if closed.load(Ordering::Acquire) != 0 {
         return Ok(());
     }
-    let pid = pid.load(Ordering::Acquire);
-    if pid == 0 {
-        return Ok(());
-    }
-    let ticks = start_ticks.load(Ordering::Acquire);
-    if crate::liveness::is_alive(pid, ticks) {
+    let word = holder.load(Ordering::Acquire);
+    if word == 0 || crate::liveness::holder_alive(word) {
         Ok(())
     } else {
-        Err(Error::PeerDead { pid })
+        Err(Error::PeerDead {
+            pid: crate::liveness::unpack(word).0,
+        })
     }
 }

@@ -45,6 +45,11 @@ impl Barrier {
         self.acks.get(&a).copied().unwrap_or(0)
     }
 
+    /// Workers that answered probe round `round`.
+    pub(super) fn answers(&self, round: u64) -> usize {
+        self.statuses.get(&round).map_or(0, |v| v.len())
+    }
+
     pub(super) fn status(&mut self, from: PeerId, st: Status) {
         self.statuses.entry(st.round).or_default().push((from, st));
     }
@@ -100,8 +105,12 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// Waits until the cluster is quiescent (module docs).
+    /// Waits until the cluster is quiescent (module docs), at most the stall timeout: the
+    /// deadline is fixed when the wait starts, so neither the statuses that answer the probes
+    /// nor frames still moving extend it (a lost link keeps the counts apart for good).
     fn quiesce(&mut self, round: &mut u64) -> Result<(), DriverError> {
+        let after = self.cfg.stall_timeout;
+        let deadline = Instant::now() + after;
         let mut clean = 0u32;
         let mut prev: Option<Vec<PeerCounts>> = None;
         loop {
@@ -109,6 +118,10 @@ impl Driver<'_> {
             let r = *round;
             self.broadcast(&Message::Probe { round: r })?;
             while self.barrier.statuses.get(&r).map_or(0, |v| v.len()) < self.ids.len() {
+                if Instant::now() >= deadline {
+                    let what = self.silent_in(r);
+                    return Err(DriverError::NotQuiescent { after, what });
+                }
                 self.turn(DRIVER_PARK)?;
             }
             let mut sts = self.barrier.statuses.remove(&r).unwrap_or_default();
@@ -124,6 +137,14 @@ impl Driver<'_> {
             } else {
                 clean = 0;
             }
+            if Instant::now() >= deadline {
+                let mut what = self.unsettled(&sts);
+                if what.is_empty() {
+                    what.push("the counts still changed between probe rounds".into());
+                }
+                let what = what.join("; ");
+                return Err(DriverError::NotQuiescent { after, what });
+            }
             prev = Some(counts);
             if !(all_idle && balanced) {
                 self.turn(super::PROBE_TURN)?;
@@ -131,9 +152,64 @@ impl Driver<'_> {
         }
     }
 
+    /// What probe round `r` shows as unsettled: workers that did not answer it, then busy
+    /// workers and links whose counts differ (empty: nothing). Takes the round's answers.
+    pub(super) fn unsettled_in(&mut self, r: u64) -> String {
+        let mut parts = Vec::new();
+        if self.barrier.answers(r) < self.ids.len() {
+            parts.push(self.silent_in(r));
+        }
+        let mut sts = self.barrier.statuses.remove(&r).unwrap_or_default();
+        sts.sort_by_key(|s| s.0);
+        parts.extend(self.unsettled(&sts));
+        parts.join("; ")
+    }
+
+    /// The workers that did not answer probe round `r`.
+    fn silent_in(&self, r: u64) -> String {
+        let answered: Vec<PeerId> = (self.barrier.statuses.get(&r).into_iter())
+            .flat_map(|v| v.iter().map(|s| s.0))
+            .collect();
+        let silent: Vec<String> = (self.ids.iter())
+            .filter(|p| !answered.contains(p))
+            .map(|&p| format!("worker {p} at {}", self.addr_of(p)))
+            .collect();
+        format!("no answer to the probe from {}", silent.join(", "))
+    }
+
+    /// What kept a probe round from being clean: workers that are not idle, and the links
+    /// whose counts differ (frames sent and not received) between workers that answered.
+    fn unsettled(&self, sts: &[(PeerId, Status)]) -> Vec<String> {
+        let mut parts: Vec<String> = (sts.iter())
+            .filter(|s| !s.1.idle)
+            .map(|s| format!("worker {} is not idle", s.0))
+            .collect();
+        let answered = |p: PeerId| p == DRIVER_ID || sts.iter().any(|s| s.0 == p);
+        for (a, b, sent, received) in self.imbalances(sts) {
+            if !answered(a) || !answered(b) {
+                continue;
+            }
+            let from = if a == DRIVER_ID {
+                "the driver".to_string()
+            } else {
+                format!("worker {a} at {}", self.addr_of(a))
+            };
+            parts.push(format!(
+                "{from} sent worker {b} at {} {sent} frames, it received {received}",
+                self.addr_of(b)
+            ));
+        }
+        parts
+    }
+
     /// Every count of frames sent from A to B equals the count B received from A (the driver
     /// counts what it sent itself).
     fn balanced(&self, sts: &[(PeerId, Status)]) -> bool {
+        self.imbalances(sts).is_empty()
+    }
+
+    /// The links whose counts differ: (from, to, frames sent, frames received).
+    fn imbalances(&self, sts: &[(PeerId, Status)]) -> Vec<(PeerId, PeerId, u64, u64)> {
         let sent = |a: PeerId, b: PeerId| -> u64 {
             if a == DRIVER_ID {
                 return self.sent.get(&b).copied().unwrap_or(0);
@@ -149,10 +225,15 @@ impl Driver<'_> {
                 .and_then(|s| s.1.counts.iter().find(|c| c.0 == a))
                 .map_or(0, |c| c.2)
         };
-        self.ids.iter().all(|&b| {
-            std::iter::once(DRIVER_ID)
-                .chain(self.ids.iter().copied())
-                .all(|a| a == b || sent(a, b) == received(b, a))
-        })
+        let mut out = Vec::new();
+        for &b in &self.ids {
+            for a in std::iter::once(DRIVER_ID).chain(self.ids.iter().copied()) {
+                let (s, r) = (sent(a, b), received(b, a));
+                if a != b && s != r {
+                    out.push((a, b, s, r));
+                }
+            }
+        }
+        out
     }
 }

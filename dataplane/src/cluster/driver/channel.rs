@@ -14,6 +14,11 @@ use clasp_protocol::{Epoch, Slot};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+/// How long the probe round after a stall waits for the workers' answers.
+const STALL_PROBE_WAIT: Duration = Duration::from_secs(1);
+/// The round number of that probe (the quiescence rounds count up from 1 and never reach it).
+const STALL_PROBE_ROUND: u64 = u64::MAX;
+
 /// What the transport hands the driver.
 pub(super) struct DriverInbox {
     pub(super) ledger: Ledger,
@@ -115,7 +120,9 @@ impl Driver<'_> {
             self.planner_action(a)?;
         }
         if self.last_progress.elapsed() > self.cfg.stall_timeout {
+            let links = self.stall_probe();
             return Err(DriverError::Stalled {
+                links,
                 after: self.cfg.stall_timeout,
                 open: self.rx.ledger.open(),
                 tracked: self.rx.ledger.completed_inputs() + self.rx.ledger.open() as u64,
@@ -127,6 +134,38 @@ impl Driver<'_> {
             });
         }
         Ok(())
+    }
+
+    /// On a stall, one last probe round (at most [`STALL_PROBE_WAIT`]) names what holds the run:
+    /// links whose counts differ (frames sent and never received: a link cut silently, with no
+    /// reset that either end would notice) and workers that do not answer. Empty when the round
+    /// finds nothing. Other messages are dropped: the run is over.
+    fn stall_probe(&mut self) -> String {
+        let round = STALL_PROBE_ROUND;
+        let Ok(body) = encode(&Message::Probe { round }) else {
+            return String::new();
+        };
+        for &p in &self.ids {
+            let _ = self.t.send_control(p, CONTROL_KIND, &body);
+        }
+        let deadline = Instant::now() + STALL_PROBE_WAIT;
+        while self.barrier.answers(round) < self.ids.len() && Instant::now() < deadline {
+            if self.t.poll(super::DRIVER_PARK, &mut self.rx).is_err() {
+                break;
+            }
+            self.rx.events.clear();
+            while let Some((from, msg)) = self.rx.msgs.pop_front() {
+                if let Ok(Message::Status(st)) = msg {
+                    self.barrier.status(from, st);
+                }
+            }
+        }
+        let what = self.unsettled_in(round);
+        if what.is_empty() {
+            String::new()
+        } else {
+            format!(": {what}")
+        }
     }
 
     fn on_event(&mut self, ev: Event) -> Result<(), DriverError> {
@@ -167,9 +206,11 @@ impl Driver<'_> {
     fn on_message(&mut self, from: PeerId, msg: Message) -> Result<(), DriverError> {
         // Periodic messages (counters, a migration's progress, faults) say a worker lives,
         // not that the run moves: they must not hold off the stall timeout.
+        // Nor do quiescence statuses: a probe round answered is not work done (the barrier
+        // counts progress by the frames the statuses count).
         if !matches!(
             msg,
-            Message::Counters(_) | Message::Progress(_) | Message::Error(_)
+            Message::Counters(_) | Message::Progress(_) | Message::Error(_) | Message::Status(_)
         ) {
             self.last_progress = Instant::now();
         }
@@ -202,6 +243,15 @@ impl Driver<'_> {
                 }
             }
             Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            Message::LinkLost { peer, reason } => {
+                return Err(DriverError::LinkLost {
+                    worker: from,
+                    addr: self.addr_of(from),
+                    peer,
+                    peer_addr: self.addr_of(peer),
+                    reason,
+                });
+            }
             other => self.errors.push(format!(
                 "worker {from} sent the driver a {} message",
                 other.name()

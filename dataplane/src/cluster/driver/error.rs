@@ -45,6 +45,32 @@ pub enum DriverError {
         /// Why.
         reason: String,
     },
+    /// The connection between two workers was lost: the requests between them cannot be
+    /// delivered (recovery is not implemented).
+    #[error(
+        "lost the link between worker {worker} at {addr} and worker {peer} at {peer_addr}: \
+         {reason}; the requests between them cannot be delivered (recovery is not implemented)"
+    )]
+    LinkLost {
+        /// The worker that reported it.
+        worker: PeerId,
+        /// Its address.
+        addr: String,
+        /// The worker at the other end.
+        peer: PeerId,
+        /// Its address.
+        peer_addr: String,
+        /// Why, as the reporting worker saw it.
+        reason: String,
+    },
+    /// The cluster did not become quiescent in time.
+    #[error("not quiescent within {after:?}: {what}")]
+    NotQuiescent {
+        /// The deadline (the stall timeout).
+        after: Duration,
+        /// What was still moving or missing (workers and links named).
+        what: String,
+    },
     /// A worker sent a message this build cannot read (another version, or garbage).
     #[error("worker {worker}: {source}")]
     Message {
@@ -70,7 +96,7 @@ pub enum DriverError {
     Start(String),
     /// Nothing progressed for the stall timeout.
     #[error(
-        "no progress for {after:?} ({open} of {tracked} tracked roots open); giving up{faults}"
+        "no progress for {after:?} ({open} of {tracked} tracked roots open){links}; giving up{faults}"
     )]
     Stalled {
         /// The stall timeout.
@@ -81,6 +107,9 @@ pub enum DriverError {
         tracked: u64,
         /// The faults seen (empty, or " (faults: ...)").
         faults: String,
+        /// What a last probe round found (empty, or ": worker 1 sent worker 2 N frames, ...":
+        /// a link whose counts differ is the likely cause, e.g. one cut silently).
+        links: String,
     },
     /// A migration could not start or failed.
     #[error("{0}")]

@@ -134,6 +134,8 @@ struct Node {
     /// A `net_out` frame was refused this turn.
     blocked: bool,
     errors: Vec<String>,
+    /// Workers whose loss was reported to the driver.
+    lost_links: Vec<PeerId>,
 }
 
 impl Node {
@@ -156,6 +158,7 @@ impl Node {
             sent: Vec::new(),
             blocked: false,
             errors: Vec::new(),
+            lost_links: Vec::new(),
         }
     }
 
@@ -164,6 +167,18 @@ impl Node {
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
             self.errors.push(e.clone());
             self.push(&Message::Error(e));
+        }
+    }
+
+    /// Tells the driver that the connection to worker `peer` is gone (once per peer).
+    fn link_lost(&mut self, peer: PeerId, reason: String) {
+        tracing::warn!(
+            "worker {}: lost the connection to worker {peer}: {reason}",
+            self.id
+        );
+        if !self.lost_links.contains(&peer) {
+            self.lost_links.push(peer);
+            self.push(&Message::LinkLost { peer, reason });
         }
     }
 
@@ -532,11 +547,10 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                         "cannot reach the driver: {reason}"
                     )));
                 }
-                Event::PeerLost { peer, reason, .. } => {
-                    node.fault(format!("lost the connection to worker {peer}: {reason}"))
-                }
-                Event::ConnectFailed { peer, reason } => {
-                    node.fault(format!("cannot reach worker {peer}: {reason}"))
+                // A lost link loses the requests between the two workers: the driver ends
+                // the run naming both (recovery is not implemented).
+                Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
+                    node.link_lost(peer, reason)
                 }
                 // Counted and logged by the transport; not a fault of the run.
                 Event::Refused { .. } | Event::PeerUp { .. } => {}
