@@ -80,6 +80,10 @@ fn of_threads_racing_for_an_end_exactly_one_wins() {
                 .collect();
             racers.into_iter().map(|r| r.join().unwrap() as usize).sum()
         });
+        // The winner's end was forgotten, so the segment's mapping is never dropped and never
+        // unlinks the name: remove it here, or every run leaves it in /dev/shm.
+        drop(seg);
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
         assert_eq!(wins, 1);
     }
 }
