@@ -211,3 +211,57 @@ fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
         "the error names the worker: {err}"
     );
 }
+
+/// The main job caps its workers where cgroups can be written and says so on its first line;
+/// elsewhere it says why not and how to get caps. `--uncapped` runs without, saying so, and
+/// `--json` has `worker_cpu` either way.
+#[test]
+fn a_live_run_says_first_whether_its_workers_are_capped() {
+    let base = [
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "3000",
+        "--seed",
+        "2",
+        "--duration",
+        "2",
+        "--peak-rate",
+        "3000",
+        "--max-workers",
+        "2",
+        "--json",
+    ];
+    let uncapped = clasp(&[&base[..], &["--uncapped"]].concat());
+    let err = String::from_utf8_lossy(&uncapped.stderr);
+    assert!(
+        err.lines()
+            .next()
+            .unwrap_or("")
+            .contains("uncapped workers (--uncapped)"),
+        "{err}"
+    );
+    let run = json(&uncapped);
+    assert!(run["worker_cpu"].is_null(), "{}", run["worker_cpu"]);
+    assert_equals_oracle("wc", "3000", "2", &run);
+
+    let default = clasp(&base);
+    let err = String::from_utf8_lossy(&default.stderr);
+    let first = err.lines().next().unwrap_or("");
+    let run = json(&default);
+    if run["worker_cpu"].is_null() {
+        // No writable cgroups here: the line says why and how to get them.
+        assert!(
+            first.contains("uncapped workers") && first.contains("to cap them"),
+            "{err}"
+        );
+    } else {
+        assert_eq!(run["worker_cpu"], 0.3);
+        assert!(
+            first.contains("capped workers: each at 0.3 of a core"),
+            "{err}"
+        );
+    }
+    assert_equals_oracle("wc", "3000", "2", &run);
+}
