@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{clasp, clasp_env, json, start};
+use common::{Running, clasp, clasp_env, json, start};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -202,16 +202,11 @@ fn linked(h: &Hosts, i: u32, j: u32) -> bool {
     out.is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
 }
 
-#[test]
-fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeout() {
-    let Some((mut h, path)) = hosts(std::process::id() * 2 + 1) else {
-        return;
-    };
-    start_workers(&mut h, &path);
+/// A paced static run over the namespaced workers, still admitting when a test cuts a link,
+/// returned once workers 1 and 2 are linked both ways.
+fn start_linked_run(h: &Hosts, path: &std::path::Path, stall_s: u64) -> Running {
     let driver = format!("{}:0", h.addr(254));
-    const STALL_S: u64 = 5;
-    let stall = STALL_S.to_string();
-    // Paced so that the run is still admitting when the link is cut.
+    let stall = stall_s.to_string();
     let run = start(
         &[
             "run",
@@ -232,10 +227,21 @@ fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeo
         &[("CLASP_CLUSTER_SECRET", SECRET)],
     );
     let until = Instant::now() + Duration::from_secs(30);
-    while !(linked(&h, 1, 2) && linked(&h, 2, 1)) {
+    while !(linked(h, 1, 2) && linked(h, 2, 1)) {
         assert!(Instant::now() < until, "workers 1 and 2 never linked");
         std::thread::sleep(Duration::from_millis(50));
     }
+    run
+}
+
+#[test]
+fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeout() {
+    let Some((mut h, path)) = hosts(std::process::id() * 2 + 1) else {
+        return;
+    };
+    start_workers(&mut h, &path);
+    const STALL_S: u64 = 5;
+    let run = start_linked_run(&h, &path, STALL_S);
     std::thread::sleep(Duration::from_millis(500));
     // Cut it for real: worker 1's sockets to worker 2 are destroyed (both ends see a reset).
     let cut = Command::new("ip")
@@ -270,33 +276,8 @@ fn a_silently_cut_link_between_two_workers_ends_the_run_within_the_stall_timeout
         return;
     };
     start_workers(&mut h, &path);
-    let driver = format!("{}:0", h.addr(254));
     const STALL_S: u64 = 4;
-    let stall = STALL_S.to_string();
-    let run = start(
-        &[
-            "run",
-            "--static",
-            "--cluster",
-            path.to_str().unwrap(),
-            "--driver-listen",
-            &driver,
-            "--app",
-            "wc",
-            "--records",
-            "1000000",
-            "--rate",
-            "5000",
-            "--stall-timeout-s",
-            &stall,
-        ],
-        &[("CLASP_CLUSTER_SECRET", SECRET)],
-    );
-    let until = Instant::now() + Duration::from_secs(30);
-    while !(linked(&h, 1, 2) && linked(&h, 2, 1)) {
-        assert!(Instant::now() < until, "workers 1 and 2 never linked");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let run = start_linked_run(&h, &path, STALL_S);
     std::thread::sleep(Duration::from_millis(500));
     // Packets between the two vanish: no reset, no error on either side, only silence.
     for (i, j) in [(1, 2), (2, 1)] {
