@@ -1,5 +1,6 @@
 //! What clasp processes that died without cleaning up left behind: named shared-memory segments
-//! in `/dev/shm` and `clasp-run-*` directories in the temporary directory.
+//! in `/dev/shm`, `clasp-run-*` directories in the temporary directory, and the empty cgroups
+//! (`clasp-PID-HEX`) of a capped run killed outright.
 //!
 //! A process killed outright (SIGKILL, a crash, a power cut of a container) runs no cleanup, and
 //! its segment holds tmpfs memory until someone removes it. Every name clasp gives these things
@@ -20,6 +21,9 @@ pub const SHM_DIR: &str = "/dev/shm";
 const SEGMENT_PREFIXES: [&str; 3] = ["clasp-local-", "clasp-worker-", "clasp-bench-dispatch-"];
 /// How a run directory's name begins; the creator's pid follows, then `-` and random letters.
 pub const RUN_DIR_PREFIX: &str = "clasp-run-";
+/// How the cgroup of a capped run (or of a worker capped by hand) begins; the creating
+/// process's pid follows, then `-` and random hex (`src/cgroup/group.rs`).
+const GROUP_PREFIX: &str = "clasp-";
 
 /// One thing a dead clasp process left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,8 @@ pub enum Stale {
     Segment(PathBuf),
     /// A run directory.
     RunDir(PathBuf),
+    /// A capped run's cgroup (its workers are gone; the empty groups stayed).
+    Group(PathBuf),
 }
 
 impl std::fmt::Display for Stale {
@@ -35,6 +41,7 @@ impl std::fmt::Display for Stale {
         match self {
             Stale::Segment(p) => write!(f, "segment {}", p.display()),
             Stale::RunDir(p) => write!(f, "run directory {}", p.display()),
+            Stale::Group(p) => write!(f, "cgroup {}", p.display()),
         }
     }
 }
@@ -105,6 +112,32 @@ fn stale_run_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Cgroups of capped runs whose creator is dead, beside this process's own group in every
+/// cpu hierarchy (a run killed outright cannot remove them; its workers died with it).
+fn stale_groups() -> Vec<PathBuf> {
+    let Ok(layout) = crate::cgroup::detect::detect() else {
+        return Vec::new();
+    };
+    layout
+        .hierarchies
+        .iter()
+        .flat_map(|h| dead_entries(&h.own_dir, |n| pid_after(n, GROUP_PREFIX)))
+        .filter(|(_, p)| p.is_dir())
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// Removes a group and its child groups (each must hold no task: a cgroup directory is
+/// removed with `rmdir`, which the kernel refuses while a process is in it).
+fn remove_group(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir(e.path())?;
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
 /// Finds what dead clasp processes left and, unless `dry_run`, removes it. Returns what it
 /// found (and removed), and a line per thing it could not remove.
 pub fn sweep(dry_run: bool) -> (Vec<Stale>, Vec<String>) {
@@ -131,6 +164,17 @@ pub fn sweep(dry_run: bool) -> (Vec<Stale>, Vec<String>) {
         match removed {
             Ok(()) => found.push(Stale::RunDir(dir)),
             Err(e) => failed.push(format!("run directory {}: {e}", dir.display())),
+        }
+    }
+    for group in stale_groups() {
+        let removed = if dry_run {
+            Ok(())
+        } else {
+            remove_group(&group)
+        };
+        match removed {
+            Ok(()) => found.push(Stale::Group(group)),
+            Err(e) => failed.push(format!("cgroup {}: {e}", group.display())),
         }
     }
     (found, failed)

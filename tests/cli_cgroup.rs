@@ -353,3 +353,38 @@ fn caps_the_kernel_refuses_and_caps_on_workers_it_did_not_start_are_usage_errors
     let (code, _, err) = clasp_text(&["run", "--static", "--workers", "1", "--cpus", "1-0"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// A capped run killed outright (SIGKILL) cannot remove its groups; its workers die with it and
+/// the empty groups stay. `clasp clean` (and every start of run, local or worker) removes the
+/// groups of a creator that is gone, and never one whose creator lives.
+#[test]
+fn clasp_clean_removes_the_empty_groups_of_a_run_killed_outright() {
+    need_cgroups!();
+    let (mount, v2) = cpu_mount().expect("a cpu hierarchy");
+    let own = cpu_group_of(std::process::id(), v2).unwrap_or_default();
+    let parent = mount.join(own.trim_start_matches('/'));
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let stale = parent.join(format!("clasp-{dead_pid}-00ff00ff"));
+    let live = parent.join(format!("clasp-{}-00ff00ff", std::process::id()));
+    for g in [&stale, &live] {
+        std::fs::create_dir(g).unwrap();
+        std::fs::create_dir(g.join("w1")).unwrap();
+    }
+    let (code, out, err) = clasp_text(&["clean"]);
+    let stale_left = stale.exists();
+    let live_kept = live.exists();
+    for g in [&stale, &live] {
+        let _ = std::fs::remove_dir(g.join("w1"));
+        let _ = std::fs::remove_dir(g);
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !stale_left,
+        "{} is still there: {out}{err}",
+        stale.display()
+    );
+    assert!(live_kept, "a live process's group was removed");
+    assert!(out.contains("cgroup"), "{out}");
+}
