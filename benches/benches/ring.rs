@@ -12,7 +12,7 @@ fn one_way_latency(c: &mut Criterion) {
     group
         .measurement_time(Duration::from_secs(3))
         .sample_size(20);
-    for implementation in IMPLS {
+    for &implementation in IMPLS {
         group.bench_function(implementation, |b| {
             b.iter_custom(|iters| {
                 // Each sample is one ping-pong run of `iters` round trips; the harness checks

@@ -5,7 +5,9 @@
 //!   line transfer per hop, the hardware's floor. No payload; no throughput.
 //! - `shmring`: this project's ring, on a real shared-memory (memfd) segment.
 //! - `rtrb`, `crossbeam_array_queue`, `std_mpsc` (a bounded `sync_channel`): what a user would
-//!   otherwise reach for.
+//!   otherwise reach for. The first two are built only with the `baselines` feature
+//!   (`cargo run --release --features baselines -- bench ring`), so the default binary does not
+//!   link them; `std_mpsc` is always there.
 //!
 //! Every implementation moves the same payload (`bytes` bytes, copied in by the sender and out
 //! by the receiver) one message per operation (no batching), and every wait is a busy poll.
@@ -24,14 +26,19 @@ use std::time::Instant;
 
 /// Payload sizes measured.
 pub const SIZES_BYTES: [usize; 4] = [16, 64, 256, 1024];
-/// Implementations measured, in report order.
-pub const IMPLS: [&str; 5] = [
-    "floor",
-    "shmring",
-    "rtrb",
-    "crossbeam_array_queue",
-    "std_mpsc",
-];
+/// Implementations measured, in report order (`rtrb` and `crossbeam_array_queue` only with
+/// the `baselines` feature: the default binary does not link them).
+pub const IMPLS: &[&str] = if cfg!(feature = "baselines") {
+    &[
+        "floor",
+        "shmring",
+        "rtrb",
+        "crossbeam_array_queue",
+        "std_mpsc",
+    ]
+} else {
+    &["floor", "shmring", "std_mpsc"]
+};
 /// Messages each queue holds (shmring gets the bytes the same number of frames need).
 pub const QUEUE_SLOTS: usize = 1024;
 
@@ -159,7 +166,9 @@ impl<const N: usize> Channel<N> for ShmringChannel {
     }
 }
 
+#[cfg(feature = "baselines")]
 struct RtrbChannel;
+#[cfg(feature = "baselines")]
 impl<const N: usize> Channel<N> for RtrbChannel {
     type Tx = rtrb::Producer<[u8; N]>;
     type Rx = rtrb::Consumer<[u8; N]>;
@@ -182,7 +191,9 @@ impl<const N: usize> Channel<N> for RtrbChannel {
     }
 }
 
+#[cfg(feature = "baselines")]
 struct CrossbeamChannel;
+#[cfg(feature = "baselines")]
 impl<const N: usize> Channel<N> for CrossbeamChannel {
     type Tx = std::sync::Arc<crossbeam_queue::ArrayQueue<[u8; N]>>;
     type Rx = std::sync::Arc<crossbeam_queue::ArrayQueue<[u8; N]>>;
@@ -386,10 +397,12 @@ fn measure<const N: usize>(
             latency::<ShmringChannel, N>(cpus, rt)?,
             Some(throughput::<ShmringChannel, N>(cpus, m)?),
         ),
+        #[cfg(feature = "baselines")]
         "rtrb" => (
             latency::<RtrbChannel, N>(cpus, rt)?,
             Some(throughput::<RtrbChannel, N>(cpus, m)?),
         ),
+        #[cfg(feature = "baselines")]
         "crossbeam_array_queue" => (
             latency::<CrossbeamChannel, N>(cpus, rt)?,
             Some(throughput::<CrossbeamChannel, N>(cpus, m)?),
@@ -475,8 +488,13 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
     } else {
         for i in &cfg.impls {
             if !IMPLS.contains(&i.as_str()) {
+                let hint = if cfg!(feature = "baselines") {
+                    ""
+                } else {
+                    " (rtrb and crossbeam_array_queue need a build with `--features baselines`)"
+                };
                 return Err(format!(
-                    "unknown implementation {i:?}; known: {}",
+                    "unknown implementation {i:?}; known: {}{hint}",
                     IMPLS.join(", ")
                 ));
             }

@@ -210,6 +210,12 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                     "  tokio + postcard baseline, batch {batch}: {ns:.1} ns"
                 )?;
             }
+            if r.baseline_one_way_us.is_none() {
+                writeln!(
+                    out,
+                    "  (the tokio + postcard baseline is built with `--features baselines`)"
+                )?;
+            }
             writeln!(
                 out,
                 "  each extra destination: {:.1} ns per request",

@@ -16,7 +16,10 @@
 //! The parts: `harness.rs` (what every run shares), `transport.rs` (the runs through the real
 //! transport), `baseline.rs` (the tokio + postcard peer) and `costs.rs` (β and γ alone, briefly,
 //! for `clasp calibrate`); this file runs them in interleaved rounds and reports the medians.
+//! The baseline is built only with the `baselines` feature (the default binary does not link
+//! tokio or postcard); without it its figures are absent, not made up.
 
+#[cfg(feature = "baselines")]
 mod baseline;
 mod costs;
 mod harness;
@@ -97,12 +100,13 @@ pub struct RemoteDispatch {
     pub per_destination_detail_ns: BTreeMap<String, f64>,
     /// The total request rate of the γ runs.
     pub gamma_rate_per_s: u64,
-    /// The tokio + postcard baseline, CPU ns per request, by batch size.
+    /// The tokio + postcard baseline, CPU ns per request, by batch size (empty in a build
+    /// without the `baselines` feature).
     pub baseline_remote_ns_per_request: BTreeMap<String, f64>,
     /// One-way latency of one request (half a round trip), median, µs.
     pub remote_one_way_us: f64,
-    /// The same for the baseline, µs.
-    pub baseline_one_way_us: f64,
+    /// The same for the baseline, µs (None in a build without the `baselines` feature).
+    pub baseline_one_way_us: Option<f64>,
     /// Receive path the transport used ("multishot" or "plain").
     pub receive_path: String,
     /// Repetitions each median is over.
@@ -113,7 +117,7 @@ pub struct RemoteDispatch {
 fn check() {
     let (ns, _) = remote_run(8, 2_000);
     assert!(ns.is_finite());
-    assert!(baseline::run(8, 2_000).is_finite());
+    assert!(baseline_run(8, 2_000).is_none_or(f64::is_finite));
     let frame = {
         let mut f = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
         emit(7, &mut f);
@@ -122,9 +126,32 @@ fn check() {
     assert!(Request::parse(&frame).is_ok());
 }
 
+/// The baseline's CPU ns per request at `batch`, in a build with the `baselines` feature.
+fn baseline_run(batch: usize, requests: u64) -> Option<f64> {
+    #[cfg(feature = "baselines")]
+    return Some(baseline::run(batch, requests));
+    #[cfg(not(feature = "baselines"))]
+    {
+        let _ = (batch, requests);
+        None
+    }
+}
+
+/// The baseline's one-way latency (µs), in a build with the `baselines` feature.
+fn baseline_latency_us(round_trips: usize) -> Option<f64> {
+    #[cfg(feature = "baselines")]
+    return Some(baseline::latency_us(round_trips));
+    #[cfg(not(feature = "baselines"))]
+    {
+        let _ = round_trips;
+        None
+    }
+}
+
 /// The batch-32 comparison alone (for tuning): `reps` interleaved pairs of a transport run and
 /// a baseline run at `batch`; returns (transport ns/request, baseline ns/request), every run.
 /// `CLASP_DISPATCH_ONLY=transport` (or `baseline`) runs one side only, for profiling.
+#[cfg(feature = "baselines")]
 pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>) {
     check();
     let (mut t, mut b) = (Vec::new(), Vec::new());
@@ -141,6 +168,7 @@ pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>)
 }
 
 /// The one-way latency alone (transport, then baseline), µs.
+#[cfg(feature = "baselines")]
 pub fn latency(round_trips: usize) -> (f64, f64) {
     (
         remote_latency_us(round_trips),
@@ -161,7 +189,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
             multishot = m;
             remote.entry(b).or_default().push(ns);
         }
-        base.push(baseline::run(32, opts.requests));
+        base.extend(baseline_run(32, opts.requests));
         for &d in &DESTINATIONS {
             gamma.entry(d).or_default().push(gamma_run(
                 d,
@@ -184,9 +212,12 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
         per_destination_ns: (g4 - g1) / 3.0,
         per_destination_detail_ns: detail,
         gamma_rate_per_s: opts.gamma_rate_per_s,
-        baseline_remote_ns_per_request: [("32".to_string(), median(base))].into_iter().collect(),
+        baseline_remote_ns_per_request: (!base.is_empty())
+            .then(|| ("32".to_string(), median(base)))
+            .into_iter()
+            .collect(),
         remote_one_way_us: remote_latency_us(opts.round_trips),
-        baseline_one_way_us: baseline::latency_us(opts.round_trips),
+        baseline_one_way_us: baseline_latency_us(opts.round_trips),
         receive_path: if multishot {
             "multishot".into()
         } else {
@@ -209,7 +240,17 @@ mod tests {
                 .values()
                 .all(|v| v.is_finite() && *v > 0.0)
         );
-        assert!(r.baseline_remote_ns_per_request["32"] > 0.0);
+        // The baseline is there exactly when it was built.
+        assert_eq!(
+            r.baseline_remote_ns_per_request.contains_key("32"),
+            cfg!(feature = "baselines")
+        );
+        assert_eq!(r.baseline_one_way_us.is_some(), cfg!(feature = "baselines"));
+        assert!(
+            r.baseline_remote_ns_per_request.values().all(|v| *v > 0.0),
+            "{:?}",
+            r.baseline_remote_ns_per_request
+        );
         assert!(r.remote_one_way_us > 0.0);
         let json = serde_json::to_value(&r).expect("json");
         assert!(json.get("per_destination_ns").is_some());
