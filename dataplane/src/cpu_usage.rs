@@ -11,6 +11,7 @@
 //! (`CLOCK_PROCESS_CPUTIME_ID`: every thread of the process, user + system) — never a shared
 //! group's counter, which would count other processes too.
 
+use crate::cgroup_layout::{self, Layout, Version};
 use std::path::{Path, PathBuf};
 
 /// Where a worker's CPU time is read from.
@@ -25,47 +26,32 @@ pub enum CpuSource {
 }
 
 impl CpuSource {
-    /// The source for the calling process: its own clasp cgroup where it has one, else the
-    /// process clock.
+    /// The source for the calling process: its own clasp cgroup where it has one (a path
+    /// component starting with `clasp-`), else the process clock.
     pub fn detect() -> CpuSource {
-        let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else {
-            return CpuSource::Process;
-        };
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        Self::from_proc(&text, &mounts, Path::exists).unwrap_or(CpuSource::Process)
+        cgroup_layout::detect()
+            .ok()
+            .and_then(|l| Self::from_layout(&l, Path::exists))
+            .unwrap_or(CpuSource::Process)
     }
 
-    /// [`detect`](Self::detect) on given `/proc/self/cgroup` and `/proc/self/mountinfo`
-    /// texts; `exists` says whether a file is there.
-    pub fn from_proc(cgroup: &str, mountinfo: &str, exists: fn(&Path) -> bool) -> Option<Self> {
-        for line in cgroup.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            if !is_clasp_group(path) {
-                continue;
-            }
-            let v1 = controllers.split(',').any(|c| c == "cpuacct");
-            let v2 = controllers.is_empty();
-            let Some(root) = mount_point(mountinfo, v1, v2) else {
-                continue;
-            };
-            let dir = root.join(path.trim_start_matches('/'));
-            let source = if v1 {
-                CpuSource::CgroupV1 {
-                    usage: dir.join("cpuacct.usage"),
-                }
-            } else if v2 {
-                CpuSource::CgroupV2 {
-                    stat: dir.join("cpu.stat"),
-                }
-            } else {
-                continue;
-            };
-            if exists(source.file()?) {
-                return Some(source);
-            }
-        }
-        None
+    /// The usage counter of this process's own clasp group in `layout` (the cgroup layout
+    /// a capped worker joined), if it has one; `exists` says whether a file is there. On v1 the
+    /// counter is in whichever hierarchy mounts `cpuacct` (with `cpu` or apart from it).
+    pub fn from_layout(layout: &Layout, exists: fn(&Path) -> bool) -> Option<Self> {
+        layout
+            .hierarchies
+            .iter()
+            .filter(|h| is_clasp_group(&h.own_dir))
+            .map(|h| match h.version {
+                Version::V1 => CpuSource::CgroupV1 {
+                    usage: h.own_dir.join("cpuacct.usage"),
+                },
+                Version::V2 => CpuSource::CgroupV2 {
+                    stat: h.own_dir.join("cpu.stat"),
+                },
+            })
+            .find(|s| s.file().is_some_and(exists))
     }
 
     fn file(&self) -> Option<&Path> {
@@ -113,66 +99,76 @@ pub fn process_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// A group clasp made for one worker: some component starts with `clasp-`.
-fn is_clasp_group(path: &str) -> bool {
-    path.split('/').any(|c| c.starts_with("clasp-"))
-}
-
-/// The mount point of the v1 hierarchy holding `cpuacct` (`v1`) or of the unified one (`v2`).
-fn mount_point(mountinfo: &str, v1: bool, v2: bool) -> Option<PathBuf> {
-    mountinfo.lines().find_map(|line| {
-        // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPEROPTIONS"
-        let (left, right) = line.split_once(" - ")?;
-        let mount = left.split(' ').nth(4)?;
-        let mut r = right.split(' ');
-        let fstype = r.next()?;
-        let superopts = r.nth(1).unwrap_or("");
-        let hit = (v2 && fstype == "cgroup2")
-            || (v1 && fstype == "cgroup" && superopts.split(',').any(|o| o == "cpuacct"));
-        hit.then(|| PathBuf::from(mount))
-    })
+/// A group clasp made (a run's, or a hand-capped worker's): a component starts with `clasp-`.
+fn is_clasp_group(dir: &Path) -> bool {
+    dir.components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with("clasp-"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const MOUNTS: &str = "\
-30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate
-33 25 0:29 / /sys/fs/cgroup/cpu rw,relatime shared:10 - cgroup cgroup rw,cpu
-34 25 0:30 / /sys/fs/cgroup/cpuacct rw,relatime shared:11 - cgroup cgroup rw,cpuacct
-";
+    fn hierarchy(version: Version, dir: &str, caps: bool) -> cgroup_layout::Hierarchy {
+        cgroup_layout::Hierarchy {
+            version,
+            own_dir: PathBuf::from(dir),
+            caps,
+        }
+    }
 
     #[test]
-    fn a_clasp_v1_group_is_read_from_cpuacct() {
-        let cg = "2:cpuacct:/clasp-12-ab/w1\n1:cpu:/clasp-12-ab/w1\n0::/\n";
-        let s = CpuSource::from_proc(cg, MOUNTS, |_| true).unwrap();
+    fn a_clasp_v1_group_is_read_from_the_hierarchy_with_cpuacct() {
+        let layout = Layout {
+            hierarchies: vec![
+                hierarchy(Version::V1, "/sys/fs/cgroup/cpu/clasp-12-ab/w1", true),
+                hierarchy(Version::V1, "/sys/fs/cgroup/cpuacct/clasp-12-ab/w1", false),
+            ],
+        };
+        let s = CpuSource::from_layout(&layout, |p| !p.starts_with("/sys/fs/cgroup/cpu/"));
         assert_eq!(
             s,
-            CpuSource::CgroupV1 {
+            Some(CpuSource::CgroupV1 {
                 usage: PathBuf::from("/sys/fs/cgroup/cpuacct/clasp-12-ab/w1/cpuacct.usage")
-            }
+            })
         );
     }
 
     #[test]
     fn a_clasp_v2_group_is_read_from_cpu_stat() {
-        let cg = "2:cpuacct:/\n0::/user.slice/clasp-7-cd/w2\n";
-        let s = CpuSource::from_proc(cg, MOUNTS, |_| true).unwrap();
+        let layout = Layout {
+            hierarchies: vec![hierarchy(
+                Version::V2,
+                "/sys/fs/cgroup/u/clasp-7-cd/w2",
+                true,
+            )],
+        };
         assert_eq!(
-            s,
-            CpuSource::CgroupV2 {
-                stat: PathBuf::from("/sys/fs/cgroup/unified/user.slice/clasp-7-cd/w2/cpu.stat")
-            }
+            CpuSource::from_layout(&layout, |_| true),
+            Some(CpuSource::CgroupV2 {
+                stat: PathBuf::from("/sys/fs/cgroup/u/clasp-7-cd/w2/cpu.stat")
+            })
         );
     }
 
     #[test]
     fn a_shared_group_is_not_used() {
-        let cg = "2:cpuacct:/system.slice\n0::/user.slice\n";
-        assert_eq!(CpuSource::from_proc(cg, MOUNTS, |_| true), None);
-        let missing = "2:cpuacct:/clasp-1-aa/w1\n";
-        assert_eq!(CpuSource::from_proc(missing, MOUNTS, |_| false), None);
+        let shared = Layout {
+            hierarchies: vec![hierarchy(
+                Version::V1,
+                "/sys/fs/cgroup/cpu/system.slice",
+                true,
+            )],
+        };
+        assert_eq!(CpuSource::from_layout(&shared, |_| true), None);
+        let missing = Layout {
+            hierarchies: vec![hierarchy(
+                Version::V1,
+                "/sys/fs/cgroup/cpu/clasp-1-aa/w1",
+                true,
+            )],
+        };
+        assert_eq!(CpuSource::from_layout(&missing, |_| false), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! workers). It moves bytes and runs operators; it decides nothing (that is the control plane).
 
 pub mod affinity;
+pub mod cgroup_layout;
 pub mod clock;
 pub mod cluster;
 pub mod cpu_usage;

@@ -16,7 +16,9 @@
 
 pub mod cap;
 pub mod cpus;
-pub mod detect;
+/// Where this process's CPU cgroups are (in the data plane: a worker reads its own group's CPU
+/// usage through the same detection).
+pub use clasp_dataplane::cgroup_layout as detect;
 pub mod group;
 pub mod join;
 pub mod own;
