@@ -2,20 +2,22 @@
 //! (`estimates`) and the policies side by side (`policies`).
 
 use super::runner::Measured;
-use super::scaling::{Maxima, cap_text};
+use super::scaling::{Maxima, cap_text, one_worker_max};
 use super::table::{Line, Table, fmt, line_chart, write_all};
-use super::{Setup, progress};
+use super::{QUICK_SECONDS, Setup, progress};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The script of `migrations`: 1→2, 2→3, 3→2, 2→1, 1→3, 3→1, 3 s apart after 4 s of filling.
 const SCRIPT: &str = "0:1,4:2,7:3,10:2,13:1,16:3,19:1";
+/// The script with `--quick` (or fewer than three workers): 1→2→1, a second apart.
+const QUICK_SCRIPT: &str = "0:1,1:2,2:1";
 /// Its length (s): the last move plus time to finish it.
 const SCRIPT_SECONDS: f64 = 21.0;
 /// Fraction of one worker's maximum the migration runs are offered (one worker must hold it).
 const MIGRATION_LOAD: f64 = 0.5;
 /// The main job's length (s), which `estimates` runs.
-const MAIN_JOB_SECONDS: &str = "30";
+const MAIN_JOB_SECONDS: f64 = 30.0;
 /// Peak of the live patterns, as a multiple of one worker's maximum.
 const PEAK_OF_ONE_WORKER: f64 = 1.6;
 /// The policies compared.
@@ -43,14 +45,10 @@ fn live_args(app: &str, s: &Setup, rate: f64, duration_s: f64, extra: &[&str]) -
     a
 }
 
-fn one(maxima: &Maxima, app: &str) -> f64 {
-    maxima.get(app).copied().unwrap_or(1000.0)
-}
-
 /// Planner duration and worker pause of scripted moves, per app, after the state filled.
 pub fn migrations(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<PathBuf>> {
     let (script, seconds) = if s.quick || s.max_workers < 3 {
-        ("0:1,1:2,2:1", 3.0)
+        (QUICK_SCRIPT, QUICK_SECONDS)
     } else {
         (SCRIPT, SCRIPT_SECONDS.max(s.duration_s))
     };
@@ -66,7 +64,7 @@ pub fn migrations(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<
     ]);
     let mut lines: Vec<Line> = Vec::new();
     for app in &s.apps {
-        let rate = one(maxima, app) * MIGRATION_LOAD;
+        let rate = one_worker_max(maxima, app)? * MIGRATION_LOAD;
         progress(&format!("migrations: {app} at {rate:.0}/s, moves {script}"));
         let extra = ["--pattern", "constant", "--moves", script];
         let m = s.runner.run(&live_args(app, s, rate, seconds, &extra))?;
@@ -107,8 +105,12 @@ pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     progress(&format!(
         "estimates: {app}, the main job's pattern, built-in priors"
     ));
-    let duration = if s.quick { "3" } else { MAIN_JOB_SECONDS };
-    let args: Vec<String> = ["--app", app, "--duration", duration, "--no-profile"]
+    let duration = if s.quick {
+        QUICK_SECONDS.to_string()
+    } else {
+        MAIN_JOB_SECONDS.to_string()
+    };
+    let args: Vec<String> = ["--app", app, "--duration", &duration, "--no-profile"]
         .iter()
         .map(|a| (*a).to_owned())
         .chain(["--max-workers".to_owned(), s.max_workers.to_string()])
@@ -193,7 +195,7 @@ fn calibrate(s: &Setup) -> anyhow::Result<(f64, f64, f64)> {
 /// The policies on burst and gradual input, over seeds: means with their spread.
 pub fn policies(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<PathBuf>> {
     let app = s.apps.first().map_or("wc", String::as_str);
-    let rate = one(maxima, app) * PEAK_OF_ONE_WORKER;
+    let rate = one_worker_max(maxima, app)? * PEAK_OF_ONE_WORKER;
     let policies: &[&str] = if s.quick { &POLICIES[..2] } else { &POLICIES };
     let mut t = Table::new(&[
         "pattern",

@@ -68,6 +68,13 @@ pub struct ExperimentArgs {
     quick: bool,
 }
 
+/// Records of a static throughput point.
+const RECORDS: u64 = 100_000;
+/// The same with `--quick`.
+const QUICK_RECORDS: u64 = 4_000;
+/// Seconds of input of a live or latency point with `--quick`.
+pub const QUICK_SECONDS: f64 = 3.0;
+
 /// What every experiment needs.
 pub struct Setup {
     pub runner: Runner,
@@ -81,7 +88,7 @@ pub struct Setup {
 impl Setup {
     /// Records a static throughput point admits.
     pub fn records(&self) -> u64 {
-        if self.quick { 4_000 } else { 100_000 }
+        if self.quick { QUICK_RECORDS } else { RECORDS }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::runner::Measured;
 use super::table::{Line, Table, fmt, line_chart, write_all};
-use super::{Setup, progress};
+use super::{QUICK_SECONDS, Setup, progress};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,17 @@ pub type Maxima = BTreeMap<String, f64>;
 const LATENCY_LOAD: f64 = 0.9;
 /// Seconds of input per latency point.
 const LATENCY_SECONDS: f64 = 5.0;
+/// Fewest records of a latency point (a very slow app still gives percentiles).
+const LATENCY_RECORDS_MIN: f64 = 100.0;
+
+/// What one worker of `app` sustained (measured for every app before it is needed).
+pub fn one_worker_max(maxima: &Maxima, app: &str) -> anyhow::Result<f64> {
+    maxima
+        .get(app)
+        .copied()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| anyhow::anyhow!("{app}: no one-worker maximum was measured"))
+}
 
 fn static_args(app: &str, workers: usize, records: u64, rate: Option<f64>) -> Vec<String> {
     let mut a: Vec<String> = ["--static", "--app", app, "--workers", &workers.to_string()]
@@ -106,9 +117,13 @@ pub fn latency(s: &Setup, dir: &Path, maxima: &Maxima) -> anyhow::Result<Vec<Pat
     ]);
     let mut lines: Vec<Line> = Vec::new();
     for app in &s.apps {
-        let rate = maxima.get(app).copied().unwrap_or(1000.0) * LATENCY_LOAD;
-        let seconds = if s.quick { 1.0 } else { LATENCY_SECONDS };
-        let records = (rate * seconds).max(100.0) as u64;
+        let rate = one_worker_max(maxima, app)? * LATENCY_LOAD;
+        let seconds = if s.quick {
+            QUICK_SECONDS
+        } else {
+            LATENCY_SECONDS
+        };
+        let records = (rate * seconds).max(LATENCY_RECORDS_MIN) as u64;
         let mut pts = Vec::new();
         for n in 1..=s.max_workers {
             progress(&format!("latency: {app} on {n} workers at {rate:.0}/s"));

@@ -1,7 +1,7 @@
 //! An experiment's result as files a reader opens without clasp: a CSV (RFC 4180 quoting), a
 //! markdown table for the docs, and an SVG chart — each written atomically.
 
-use crate::cmd::run::out::{csv_field, write_atomic};
+use crate::cmd::run::out::{csv, write_atomic};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -26,13 +26,8 @@ impl Table {
     }
 
     pub fn csv(&self) -> String {
-        let line = |cells: &[String]| {
-            let v: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
-            v.join(",") + "\n"
-        };
-        std::iter::once(line(&self.header))
-            .chain(self.rows.iter().map(|r| line(r)))
-            .collect()
+        let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
+        csv(&header, self.rows.iter())
     }
 
     pub fn markdown(&self) -> String {

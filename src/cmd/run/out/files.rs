@@ -102,7 +102,7 @@ fn migration_fields(m: &MigrationRow) -> [String; 12] {
 }
 
 /// RFC 4180 quoting: only fields with a comma, quote or line break are quoted.
-pub fn csv_field(s: &str) -> String {
+fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -110,11 +110,12 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
-fn csv<const N: usize>(header: &[&str; N], rows: impl Iterator<Item = [String; N]>) -> String {
+/// A CSV file's text: the header, then one line per row, fields quoted where they must be.
+pub fn csv<R: AsRef<[String]>>(header: &[&str], rows: impl Iterator<Item = R>) -> String {
     let mut out = header.join(",");
     out.push('\n');
     for row in rows {
-        let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+        let fields: Vec<String> = row.as_ref().iter().map(|f| csv_field(f)).collect();
         out.push_str(&fields.join(","));
         out.push('\n');
     }
