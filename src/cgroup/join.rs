@@ -50,15 +50,18 @@ impl BeforeExec {
 
 /// Makes `cmd`'s child apply `before` before it execs; a failure makes `spawn` fail with the
 /// child's error.
+///
+/// The closure runs in the forked child before exec, where only async-signal-safe code may
+/// run. It only reads `before` (moved in, built before the fork) and makes raw
+/// open/write/close/sched_setaffinity system calls through rustix: no allocation, no lock, no
+/// access to state another thread of the parent could have been changing. Its error is an
+/// `io::Error` from a raw errno, which does not allocate either.
 pub fn install(cmd: &mut Command, before: BeforeExec) {
     if before.is_empty() {
         return;
     }
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // code may run. It only reads `before` (moved in, built before the fork) and makes raw
-    // open/write/close/sched_setaffinity system calls through rustix: no allocation, no lock,
-    // no access to state another thread of the parent could have been changing. Its error is
-    // an `io::Error` from a raw errno, which does not allocate either.
+    // SAFETY: `before.apply` is async-signal-safe (raw system calls on data built before the
+    // fork, no allocation, no lock), as `pre_exec` requires; see this function's docs.
     unsafe {
         cmd.pre_exec(move || before.apply());
     }
