@@ -48,6 +48,9 @@ pub struct WorkerSample {
     /// The worker process's measured CPU µs per second, idle spinning excluded (None: not
     /// measured). The busy-time estimator regresses it on the chained-request counts.
     pub cpu_us_per_s: Option<f64>,
+    /// Times per second a thread of the worker went to sleep (voluntary context switches; 0:
+    /// not measured). Each costs a wake-up the busy-time estimator prices on its own.
+    pub sleeps_per_s: f64,
 }
 
 impl WorkerSample {

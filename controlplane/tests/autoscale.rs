@@ -75,6 +75,7 @@ fn interval(
             executor_busy_us_per_s: 0.0,
             network_busy_us_per_s: 0.0,
             cpu_us_per_s: None,
+            sleeps_per_s: 0.0,
         })
         .collect();
     let planner = PlannerSample {

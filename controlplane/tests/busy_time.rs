@@ -26,8 +26,15 @@ const PRIORS: CostModel = CostModel {
 /// Execution µs per input root and chained requests per root.
 const EXEC_US_PER_ROOT: f64 = 2.0;
 const CHAINED_PER_ROOT: f64 = 3.0;
+/// CPU µs a thread's sleep and wake-up cost, and the wake-ups per second a worker's input
+/// rate half saturates (at low load every root wakes a thread; as the load grows the roots
+/// arrive in batches and a thread wakes per batch, and a saturated worker never sleeps).
+const WAKE_US: f64 = 30.0;
+const WAKES_HALF_PER_S: f64 = 4_000.0;
+/// Relative spread of the wake-ups around that curve (they depend on arrival timing).
+const WAKE_NOISE: f64 = 0.2;
 /// Relative noise of the measured CPU time.
-const CPU_NOISE: f64 = 0.005;
+const CPU_NOISE: f64 = 0.003;
 /// Workers in the cluster (the ones a placement does not use are parked, idle).
 const CLUSTER: usize = 3;
 
@@ -61,9 +68,12 @@ fn interval(rng: &mut SimRng, t_s: f64, n: usize, rate_per_s: f64, uneven: bool)
                 local_per_s: chained * local,
                 remote_per_s: chained * (1.0 - local),
                 destinations: (n - 1) as f64,
+                sleeps_per_s: roots / (1.0 + roots / WAKES_HALF_PER_S)
+                    * (1.0 + WAKE_NOISE * rng.normal()).max(0.0),
             };
             let cpu = row.exec_us_per_s
                 + C0_US_PER_S
+                + WAKE_US * row.sleeps_per_s
                 + TRUTH.alpha_us * row.local_per_s
                 + TRUTH.beta_us * row.remote_per_s
                 + TRUTH.gamma_us * row.destinations;
@@ -115,6 +125,10 @@ fn recovers_with_seed(seed: u64) {
     assert!(within(c.alpha_us, TRUTH.alpha_us, 0.1), "alpha {c:?}");
     assert!(within(c.beta_us, TRUTH.beta_us, 0.1), "beta {c:?}");
     assert!(within(c.gamma_us, TRUTH.gamma_us, 0.1), "gamma {c:?}");
+    let wake = est
+        .wake_us()
+        .expect("the wake-ups vary apart from the counts: ω identified");
+    assert!(within(wake, WAKE_US, 0.1), "wake {wake}");
     assert!(
         (est.intercept_us_per_s() - C0_US_PER_S).abs() < 0.5 * C0_US_PER_S,
         "c0 {}",
@@ -152,7 +166,7 @@ fn one_worker_identifies_alpha_only() {
     assert!(within(c.alpha_us, TRUTH.alpha_us, 0.1), "alpha {c:?}");
     assert_eq!((c.beta_us, c.gamma_us), (PRIORS.beta_us, PRIORS.gamma_us));
     let s = est.samples();
-    assert!(s[0] >= 100 && s[1] == 0 && s[2] == 0, "samples {s:?}");
+    assert!(s[0] >= 80 && s[1] == 0 && s[2] == 0, "samples {s:?}");
 }
 
 /// Every coefficient finite, ≥ 0 and ≤ the clamp; the intercept finite.
@@ -236,7 +250,7 @@ fn reads_rows_from_csv_in_time_order() {
     let mut rng = SimRng::new(16);
     let mut text = String::from(
         "# recorded rows\nworker,t_s,cpu_us_per_s,exec_us_per_s,local_per_s,remote_per_s,\
-         destinations\n",
+         destinations,sleeps_per_s\n",
     );
     let mut direct = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
     for i in 0..60 {
@@ -246,18 +260,19 @@ fn reads_rows_from_csv_in_time_order() {
         direct.observe_interval(&rows);
         for r in &rows {
             text += &format!(
-                "{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{}\n",
                 r.worker,
                 r.t_s,
                 r.cpu_us_per_s,
                 r.exec_us_per_s,
                 r.local_per_s,
                 r.remote_per_s,
-                r.destinations
+                r.destinations,
+                r.sleeps_per_s
             );
         }
     }
-    text += "2,99,,0,0,0,0\n";
+    text += "2,99,,0,0,0,0,\n";
     let intervals = rows_from_csv(&text).expect("valid csv");
     assert_eq!(intervals.len(), 60);
     let mut fed = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
@@ -291,6 +306,7 @@ fn row_strategy() -> impl Strategy<Value = BusyRow> {
             local_per_s: local,
             remote_per_s: remote,
             destinations: dest,
+            sleeps_per_s: local.abs().sqrt(),
         },
     )
 }
@@ -328,13 +344,14 @@ fn probe_recorded_rows() {
         est.observe_interval(iv);
         if i % 20 == 19 || i + 1 == intervals.len() {
             eprintln!(
-                "t {:>6.2} s  rows {:?}  costs {:?}  solution {:?}  c0 {:.0}  identified {:?}  \
-                 independence {:?}  samples {:?}",
+                "t {:>6.2} s  rows {:?}  costs {:?}  solution {:?}  c0 {:.0}  wake {:?}  \
+                 identified {:?}  independence {:?}  samples {:?}",
                 iv[0].t_s,
                 est.rows(),
                 est.costs(),
                 est.solution(),
                 est.intercept_us_per_s(),
+                est.wake_us(),
                 est.identified(),
                 est.independence(),
                 est.samples()

@@ -99,6 +99,22 @@ pub fn process_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Voluntary context switches of the whole calling process (every thread, summed): how often
+/// one of its threads went to sleep. On a virtual machine a sleep and its wake-up cost tens of
+/// µs of the process's own CPU (timer and idle exits), so at low load they, not the chained
+/// requests, dominate a worker's CPU time; the planner regresses on them to keep the two apart.
+pub fn process_sleeps() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; getrusage writes it whole on success.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    // SAFETY: getrusage returned 0, so it initialised `usage`.
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_nvcsw).unwrap_or(0)
+}
+
 /// A group clasp made (a run's, or a hand-capped worker's): a component starts with `clasp-`.
 fn is_clasp_group(dir: &Path) -> bool {
     dir.components()

@@ -62,6 +62,15 @@ impl Learner {
         }
     }
 
+    /// The busy-time estimator's price of a sleep and wake-up, when it plans with it and the
+    /// data identify it.
+    pub(super) fn wake_us(&self) -> Option<f64> {
+        match self.kind {
+            EstimatorKind::Saturated => None,
+            EstimatorKind::BusyTime => self.busy.wake_us(),
+        }
+    }
+
     /// Per coefficient (α, β, γ): the samples behind the planning estimate.
     pub(super) fn samples(&self) -> [usize; 3] {
         match self.kind {

@@ -123,6 +123,9 @@ pub struct Estimates {
     pub gamma_samples: usize,
     /// The estimator the costs come from: `busy-time` or `saturated`.
     pub estimator: &'static str,
+    /// Busy-time only: CPU µs a worker thread's sleep and wake-up cost, once identified (not
+    /// used by placement).
+    pub wake_us: Option<f64>,
 }
 
 /// One interval in the rate window.
@@ -509,6 +512,7 @@ impl Autoscaler {
             beta_samples,
             gamma_samples,
             estimator: self.learner.kind.name(),
+            wake_us: self.learner.wake_us(),
         }
     }
 

@@ -3,7 +3,18 @@
 //! Each worker's measured CPU time per second, less the time its operators ran, is what its
 //! chained requests and its idle housekeeping cost:
 //!
-//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w`
+//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w`
+//!
+//! `S_w` is how often the worker's threads went to sleep (voluntary context switches per
+//! second) and ω what a sleep and its wake-up cost. Beyond the paper, and needed on real
+//! machines: at low load every request arrives alone, a thread sleeps and wakes around it, and
+//! on a virtual machine each such pair costs tens of µs of the worker's own CPU (timer and idle
+//! exits) — far more than the hand-off itself. Left out of the regression, that cost lands on
+//! α (the local count moves with the load, and so do the wake-ups), which then says what a
+//! request costs at one load, not what it costs. Wake-ups do not grow with the load as the
+//! counts do (batches grow instead, and a saturated worker never sleeps), so the two separate
+//! as the load moves. ω is reported but not used by placement: a saturated worker does not
+//! sleep.
 //!
 //! One row per worker per interval (idle workers too: they pin the intercept c0, the cost of
 //! timers and the network thread with nothing to do). Rows are pooled over workers, so α and β
@@ -29,9 +40,7 @@
 //! An unidentified coefficient reports its prior and 0 samples — never a value the data cannot
 //! support. Each coefficient is clamped to [0, `max_prior_multiple` × prior].
 
-use std::fmt;
-
-use nalgebra::{Matrix3, Matrix4, Vector3, Vector4};
+use nalgebra::{Matrix4, Matrix5, Vector4, Vector5};
 
 use crate::metrics::WorkerSample;
 use crate::model::CostModel;
@@ -51,6 +60,9 @@ pub const DEFAULT_MIN_ROWS: usize = 5;
 pub const DEFAULT_MAX_RELATIVE_ERROR: f64 = 0.2;
 /// A coefficient is clamped to [0, this × its prior].
 pub const DEFAULT_MAX_PRIOR_MULTIPLE: f64 = 1000.0;
+/// ω's prior: CPU µs per sleep and wake-up of a worker thread. It only sets the column's scale
+/// (every normalised coefficient starts at 1); the data replace it once ω is identified.
+pub const DEFAULT_WAKE_PRIOR_US: f64 = 20.0;
 /// |c0| is clamped to this (µs per second: four busy cores of idle overhead is no longer idle).
 pub const DEFAULT_INTERCEPT_BOUND_US_PER_S: f64 = 4_000_000.0;
 /// A row claiming more CPU than a thousand cores is not a measurement: skipped.
@@ -59,6 +71,8 @@ const MAX_CPU_US_PER_S: f64 = 1e9;
 const MAX_RATE_PER_S: f64 = 1e10;
 /// A row claiming more remote destinations than this is not a measurement: skipped.
 const MAX_DESTINATIONS: f64 = 1e6;
+/// The column of S (sleeps per second) in the regression: after 1, R^l, R^r, δ.
+const WAKE_COLUMN: usize = 4;
 /// Relative size of the jitter that keeps a singular sub-block of A invertible.
 const SINGULAR_JITTER: f64 = 1e-12;
 /// The ridge of a column no row has touched (normalised units): keeps A + R invertible.
@@ -131,6 +145,8 @@ pub struct BusyRow {
     pub remote_per_s: f64,
     /// δ_w: distinct remote workers it sent to.
     pub destinations: f64,
+    /// S_w: times per second a thread of it went to sleep (0: not measured).
+    pub sleeps_per_s: f64,
 }
 
 impl BusyRow {
@@ -144,6 +160,7 @@ impl BusyRow {
             local_per_s: s.local_per_s,
             remote_per_s: s.remote_per_s,
             destinations: s.destinations as f64,
+            sleeps_per_s: s.sleeps_per_s,
         })
     }
 
@@ -155,24 +172,28 @@ impl BusyRow {
             && ok(self.local_per_s, MAX_RATE_PER_S)
             && ok(self.remote_per_s, MAX_RATE_PER_S)
             && ok(self.destinations, MAX_DESTINATIONS)
+            && ok(self.sleeps_per_s, MAX_RATE_PER_S)
     }
 }
 
-/// Weighted least squares of `cpu − E` on (1, R^l, R^r, δ); see the module docs.
+/// Weighted least squares of `cpu − E` on (1, R^l, R^r, δ, S); see the module docs.
 #[derive(Clone, Debug)]
 pub struct BusyTimeEstimator {
     cfg: BusyTimeConfig,
     priors: CostModel,
-    /// Per column (1, R^l, R^r, δ): raw regressor → normalised (prior / load scale; 0 for an
-    /// unusable prior). The intercept's column is 1, so its θ is c0 / load scale.
-    norm: Vector4<f64>,
+    /// Per column (1, R^l, R^r, δ, S): raw regressor → normalised (prior / load scale; 0 for
+    /// an unusable prior). The intercept's column is 1, so its θ is c0 / load scale.
+    norm: Vector5<f64>,
     /// Σ w·x·xᵀ, Σ w·x·y, Σ w·y², Σ w over the rows (normalised units).
-    info: Matrix4<f64>,
-    xy: Vector4<f64>,
+    info: Matrix5<f64>,
+    xy: Vector5<f64>,
     yy: f64,
     weight: f64,
     /// The clamped ridge solution (normalised), and what is reported.
-    theta: Vector4<f64>,
+    theta: Vector5<f64>,
+    /// Whether ω (the last column) is identified, like `identified` for α, β, γ.
+    wake_identified: bool,
+    wake_positive_rows: usize,
     identified: [bool; 3],
     independence: [f64; 3],
     positive_rows: [usize; 3],
@@ -190,17 +211,20 @@ impl BusyTimeEstimator {
         BusyTimeEstimator {
             cfg,
             priors,
-            norm: Vector4::new(
+            norm: Vector5::new(
                 1.0,
                 usable(priors.alpha_us),
                 usable(priors.beta_us),
                 usable(priors.gamma_us),
+                usable(DEFAULT_WAKE_PRIOR_US),
             ),
-            info: Matrix4::zeros(),
-            xy: Vector4::zeros(),
+            info: Matrix5::zeros(),
+            xy: Vector5::zeros(),
             yy: 0.0,
             weight: 0.0,
             theta: Self::prior_theta(),
+            wake_identified: false,
+            wake_positive_rows: 0,
             identified: [false; 3],
             independence: [0.0; 3],
             positive_rows: [0; 3],
@@ -211,8 +235,8 @@ impl BusyTimeEstimator {
     }
 
     /// The normalised prior: no idle overhead, every cost at its prior.
-    fn prior_theta() -> Vector4<f64> {
-        Vector4::new(0.0, 1.0, 1.0, 1.0)
+    fn prior_theta() -> Vector5<f64> {
+        Vector5::new(0.0, 1.0, 1.0, 1.0, 1.0)
     }
 
     /// One interval's rows (one per worker with a measured CPU time): forgets the older rows
@@ -231,6 +255,7 @@ impl BusyTimeEstimator {
                 for (p, v) in positive.iter_mut().zip(regs) {
                     *p += usize::from(v > 0.0);
                 }
+                self.wake_positive_rows += usize::from(r.sleeps_per_s > 0.0);
             } else {
                 self.rows_skipped += 1;
             }
@@ -251,8 +276,14 @@ impl BusyTimeEstimator {
         if !r.plausible() {
             return false;
         }
-        let x = Vector4::new(1.0, r.local_per_s, r.remote_per_s, r.destinations)
-            .component_mul(&self.norm);
+        let x = Vector5::new(
+            1.0,
+            r.local_per_s,
+            r.remote_per_s,
+            r.destinations,
+            r.sleeps_per_s,
+        )
+        .component_mul(&self.norm);
         let y = (r.cpu_us_per_s - r.exec_us_per_s) / self.cfg.load_scale_us_per_s;
         let xxt = x * x.transpose();
         if !(xxt.iter().all(|v| v.is_finite()) && y.is_finite() && (y * y).is_finite()) {
@@ -267,15 +298,15 @@ impl BusyTimeEstimator {
 
     /// `(A + R)⁻¹` and the ridge solution, solved on the Jacobi-scaled system (the columns'
     /// magnitudes differ by orders); None when the sums are not usable.
-    fn solve(&self) -> Option<(Matrix4<f64>, Vector4<f64>)> {
+    fn solve(&self) -> Option<(Matrix5<f64>, Vector5<f64>)> {
         let ridge = self
             .info
             .diagonal()
             .map(|d| self.cfg.ridge * d.max(0.0) + RIDGE_FLOOR);
-        let m = self.info + Matrix4::from_diagonal(&ridge);
+        let m = self.info + Matrix5::from_diagonal(&ridge);
         let rhs = self.xy + ridge.component_mul(&Self::prior_theta());
         let d_inv = m.diagonal().map(|d| 1.0 / d.sqrt());
-        let scale = Matrix4::from_diagonal(&d_inv);
+        let scale = Matrix5::from_diagonal(&d_inv);
         let chol = (scale * m * scale).cholesky()?;
         let raw = scale * chol.solve(&(scale * rhs));
         let m_inv = scale * chol.inverse() * scale;
@@ -293,32 +324,41 @@ impl BusyTimeEstimator {
         let sigma2 = self.residual_variance(&raw);
         let c0_bound = self.cfg.intercept_bound_us_per_s / self.cfg.load_scale_us_per_s;
         let max = self.cfg.max_prior_multiple;
-        self.theta = Vector4::new(
+        self.theta = Vector5::new(
             raw[0].clamp(-c0_bound, c0_bound),
             raw[1].clamp(0.0, max),
             raw[2].clamp(0.0, max),
             raw[3].clamp(0.0, max),
+            raw[4].clamp(0.0, max),
         );
         if !self.theta.iter().all(|v| v.is_finite()) {
             self.forget_all();
             return;
         }
+        let identified = |col: usize, independence: f64, positive_rows: usize| {
+            let std_err = (sigma2 * m_inv[(col, col)]).max(0.0).sqrt();
+            self.norm[col] > 0.0
+                && independence >= self.cfg.min_independence
+                && positive_rows >= self.cfg.min_rows.max(1)
+                && self.theta[col] > 0.0
+                && std_err.is_finite()
+                && std_err <= self.cfg.max_relative_error * self.theta[col]
+        };
         for i in 0..3 {
             let col = i + 1;
             self.independence[i] = schur_ratio(&self.info, col);
-            let std_err = (sigma2 * m_inv[(col, col)]).max(0.0).sqrt();
-            self.identified[i] = self.norm[col] > 0.0
-                && self.independence[i] >= self.cfg.min_independence
-                && self.positive_rows[i] >= self.cfg.min_rows.max(1)
-                && self.theta[col] > 0.0
-                && std_err.is_finite()
-                && std_err <= self.cfg.max_relative_error * self.theta[col];
+            self.identified[i] = identified(col, self.independence[i], self.positive_rows[i]);
         }
+        self.wake_identified = identified(
+            WAKE_COLUMN,
+            schur_ratio(&self.info, WAKE_COLUMN),
+            self.wake_positive_rows,
+        );
     }
 
     /// The weighted residual variance of the fit `raw` (∞ with too few rows to tell).
-    fn residual_variance(&self, raw: &Vector4<f64>) -> f64 {
-        let dof = self.weight - 4.0;
+    fn residual_variance(&self, raw: &Vector5<f64>) -> f64 {
+        let dof = self.weight - 5.0;
         if dof <= 0.0 {
             return f64::INFINITY;
         }
@@ -329,11 +369,12 @@ impl BusyTimeEstimator {
 
     /// Drops every row (the sums stopped being finite): back to the priors.
     fn forget_all(&mut self) {
-        self.info = Matrix4::zeros();
-        self.xy = Vector4::zeros();
+        self.info = Matrix5::zeros();
+        self.xy = Vector5::zeros();
         self.yy = 0.0;
         self.weight = 0.0;
         self.theta = Self::prior_theta();
+        self.wake_identified = false;
         self.identified = [false; 3];
         self.independence = [0.0; 3];
     }
@@ -361,6 +402,13 @@ impl BusyTimeEstimator {
             beta_us: self.theta[2] * self.priors.beta_us,
             gamma_us: self.theta[3] * self.priors.gamma_us,
         }
+    }
+
+    /// ω: CPU µs per sleep and wake-up of a worker thread, when the data identify it (not used
+    /// by placement: a saturated worker does not sleep).
+    pub fn wake_us(&self) -> Option<f64> {
+        self.wake_identified
+            .then(|| self.theta[WAKE_COLUMN] * DEFAULT_WAKE_PRIOR_US)
     }
 
     /// c0: the idle overhead (µs per second per worker); not used by placement.
@@ -403,120 +451,18 @@ impl BusyTimeEstimator {
 
 /// `s_i / A_ii`, where `s_i = A_ii − a_iᵀ·A_{−i,−i}⁻¹·a_i` is the part of column i that the
 /// other columns do not explain (0 for an empty column).
-fn schur_ratio(a: &Matrix4<f64>, i: usize) -> f64 {
+fn schur_ratio(a: &Matrix5<f64>, i: usize) -> f64 {
     let aii = a[(i, i)];
     if !(aii.is_finite() && aii > 0.0) {
         return 0.0;
     }
-    let others: Vec<usize> = (0..4).filter(|&j| j != i).collect();
-    let sub = Matrix3::from_fn(|r, c| a[(others[r], others[c])]);
-    let col = Vector3::from_fn(|r, _| a[(others[r], i)]);
+    let others: Vec<usize> = (0..5).filter(|&j| j != i).collect();
+    let sub = Matrix4::from_fn(|r, c| a[(others[r], others[c])]);
+    let col = Vector4::from_fn(|r, _| a[(others[r], i)]);
     let jitter = SINGULAR_JITTER * (sub.trace().abs() + 1e-300);
-    let Some(chol) = (sub + Matrix3::identity() * jitter).cholesky() else {
+    let Some(chol) = (sub + Matrix4::identity() * jitter).cholesky() else {
         return 0.0;
     };
     let explained = col.dot(&chol.solve(&col));
     ((aii - explained) / aii).clamp(0.0, 1.0)
-}
-
-/// A CSV of rows could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BusyCsvError {
-    /// 1-based line number (0: the file as a whole).
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for BusyCsvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for BusyCsvError {}
-
-/// The columns a rows CSV must have (in any order; others are ignored).
-pub const CSV_COLUMNS: [&str; 7] = [
-    "worker",
-    "t_s",
-    "cpu_us_per_s",
-    "exec_us_per_s",
-    "local_per_s",
-    "remote_per_s",
-    "destinations",
-];
-
-/// Reads a CSV of rows (a header naming [`CSV_COLUMNS`], then one row per worker and interval;
-/// `#` lines and blank lines ignored) into intervals: rows grouped by `t_s`, in time order. A
-/// row with an empty `cpu_us_per_s` was not measured and is left out.
-pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let (hline, header) = lines.next().ok_or(BusyCsvError {
-        line: 0,
-        message: "empty: expected a header line".into(),
-    })?;
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
-    let mut at = [0usize; 7];
-    for (slot, want) in at.iter_mut().zip(CSV_COLUMNS) {
-        *slot = names.iter().position(|n| *n == want).ok_or(BusyCsvError {
-            line: hline,
-            message: format!(
-                "header lacks column {want:?} (needs {})",
-                CSV_COLUMNS.join(",")
-            ),
-        })?;
-    }
-    let mut rows = Vec::new();
-    for (line, l) in lines {
-        if let Some(r) = csv_row(line, l, &at)? {
-            rows.push(r);
-        }
-    }
-    rows.sort_by(|a: &BusyRow, b| a.t_s.total_cmp(&b.t_s));
-    let mut intervals: Vec<Vec<BusyRow>> = Vec::new();
-    for r in rows {
-        match intervals.last_mut() {
-            Some(iv) if iv[0].t_s == r.t_s => iv.push(r),
-            _ => intervals.push(vec![r]),
-        }
-    }
-    Ok(intervals)
-}
-
-/// One data line; None when its CPU time is empty (not measured).
-fn csv_row(line: usize, l: &str, at: &[usize; 7]) -> Result<Option<BusyRow>, BusyCsvError> {
-    let fields: Vec<&str> = l.split(',').map(str::trim).collect();
-    let get = |k: usize| -> Result<&str, BusyCsvError> {
-        fields.get(at[k]).copied().ok_or_else(|| BusyCsvError {
-            line,
-            message: format!("missing field {:?}", CSV_COLUMNS[k]),
-        })
-    };
-    let num = |k: usize| -> Result<f64, BusyCsvError> {
-        let f = get(k)?;
-        f.parse::<f64>().map_err(|_| BusyCsvError {
-            line,
-            message: format!("{}: {f:?} is not a number", CSV_COLUMNS[k]),
-        })
-    };
-    if get(2)?.is_empty() {
-        return Ok(None);
-    }
-    let worker = get(0)?.parse::<usize>().map_err(|_| BusyCsvError {
-        line,
-        message: format!("worker: {:?} is not an index", fields[at[0]]),
-    })?;
-    Ok(Some(BusyRow {
-        worker,
-        t_s: num(1)?,
-        cpu_us_per_s: num(2)?,
-        exec_us_per_s: num(3)?,
-        local_per_s: num(4)?,
-        remote_per_s: num(5)?,
-        destinations: num(6)?,
-    }))
 }

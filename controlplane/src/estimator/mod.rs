@@ -14,13 +14,15 @@
 //! [`EstimatorKind`] names which one's α, β, γ the planner plans with.
 
 pub mod busy;
+pub mod busy_csv;
 pub mod saturated;
 
 pub use busy::{
-    BusyCsvError, BusyRow, BusyTimeConfig, BusyTimeEstimator, DEFAULT_BUSY_FORGETTING,
-    DEFAULT_BUSY_RIDGE, DEFAULT_INTERCEPT_BOUND_US_PER_S, DEFAULT_MAX_PRIOR_MULTIPLE,
-    DEFAULT_MAX_RELATIVE_ERROR, DEFAULT_MIN_INDEPENDENCE, DEFAULT_MIN_ROWS, rows_from_csv,
+    BusyRow, BusyTimeConfig, BusyTimeEstimator, DEFAULT_BUSY_FORGETTING, DEFAULT_BUSY_RIDGE,
+    DEFAULT_INTERCEPT_BOUND_US_PER_S, DEFAULT_MAX_PRIOR_MULTIPLE, DEFAULT_MAX_RELATIVE_ERROR,
+    DEFAULT_MIN_INDEPENDENCE, DEFAULT_MIN_ROWS, DEFAULT_WAKE_PRIOR_US,
 };
+pub use busy_csv::{BusyCsvError, rows_from_csv};
 pub use saturated::{
     CapacityEstimator, DEFAULT_CAPACITY_SMOOTHING, DEFAULT_COVARIANCE_TRACE_BOUND,
     DEFAULT_FORGETTING, DEFAULT_INITIAL_COVARIANCE, DEFAULT_LOAD_SCALE_US_PER_S,

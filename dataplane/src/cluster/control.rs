@@ -31,6 +31,8 @@ pub struct WorkerInterval {
     pub queued_bytes: u64,
     /// Distinct other workers it sent requests to in the interval.
     pub destinations: usize,
+    /// Times per second a thread of the worker went to sleep (voluntary context switches).
+    pub sleeps_per_s: f64,
 }
 
 /// The cluster over one interval, as the driver saw it.

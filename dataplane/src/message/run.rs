@@ -100,6 +100,10 @@ pub struct Counters {
     pub queued_bytes: u64,
     /// Frames read by the executors.
     pub frames_in: u64,
+    /// Times a thread of the worker process went to sleep (voluntary context switches,
+    /// cumulative): each costs a wake-up later, which the busy-time estimator prices apart
+    /// from the chained requests.
+    pub sleeps: u64,
 }
 
 /// What one worker ran: per-operator summaries (to compare with the oracle), metrics, faults.

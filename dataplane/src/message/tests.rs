@@ -56,10 +56,11 @@ fn counters() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<Option<u64>>(),
             any::<u64>(),
+            any::<u64>(),
         ),
     )
         .prop_map(
-            |(a, (busy_ns, sent_to), (queued_bytes, frames_in, cpu_ns, idle_spin_ns))| {
+            |(a, (busy_ns, sent_to), (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps))| {
                 let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
                 Message::Counters(Box::new(Counters {
                     worker,
@@ -74,6 +75,7 @@ fn counters() -> impl Strategy<Value = Message> {
                     sent_to,
                     queued_bytes,
                     frames_in,
+                    sleeps,
                 }))
             },
         )

@@ -122,6 +122,7 @@ impl Live {
             executor_busy_us_per_s: w.busy_us_per_s,
             network_busy_us_per_s: 0.0,
             cpu_us_per_s: w.cpu_us_per_s,
+            sleeps_per_s: w.sleeps_per_s,
         }
     }
 }
@@ -448,6 +449,7 @@ fn record(
             "w_bar_us": e.w_bar_us,
             "alpha_samples": e.alpha_samples, "beta_samples": e.beta_samples,
             "gamma_samples": e.gamma_samples, "estimator": e.estimator,
+            "wake_us": e.wake_us,
         }),
         None => serde_json::Value::Null,
     };
@@ -480,6 +482,7 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         remote_per_s: w.edges_remote_per_s.iter().sum(),
         destinations: w.destinations,
         busy_us_per_s: w.busy_us_per_s,
+        sleeps_per_s: w.sleeps_per_s,
     };
     report
         .intervals

@@ -133,6 +133,7 @@ impl Driver<'_> {
                 cpu_us_per_s: cpu_us_per_s(c, p, wdt),
                 queued_bytes: c.queued_bytes,
                 destinations,
+                sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
             });
         }
         self.meter.last_worker_intervals = workers.clone();

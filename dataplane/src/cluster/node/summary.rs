@@ -33,6 +33,7 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
         c.frames_in += m.get(scalar::FRAMES_IN);
     }
     c.cpu_ns = run.cpu.read_ns();
+    c.sleeps = crate::cpu_usage::process_sleeps();
     c.sent_to = sent
         .iter()
         .enumerate()

@@ -43,7 +43,7 @@ const MIGRATION_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 8] = [
+const WORKER_HEADER: [&str; 9] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -52,9 +52,10 @@ const WORKER_HEADER: [&str; 8] = [
     "remote_per_s",
     "destinations",
     "busy_us_per_s",
+    "sleeps_per_s",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 8] {
+fn worker_fields(r: &WorkerRow) -> [String; 9] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -64,6 +65,7 @@ fn worker_fields(r: &WorkerRow) -> [String; 8] {
         r.remote_per_s.to_string(),
         r.destinations.to_string(),
         r.busy_us_per_s.to_string(),
+        r.sleeps_per_s.to_string(),
     ]
 }
 

@@ -106,4 +106,6 @@ pub struct WorkerRow {
     pub destinations: usize,
     /// Executor busy µs per second.
     pub busy_us_per_s: f64,
+    /// Times per second a thread of the worker went to sleep (voluntary context switches).
+    pub sleeps_per_s: f64,
 }

@@ -91,6 +91,7 @@ pub(super) fn record() -> RunRecord {
                 remote_per_s: 5_000.0 * (i % 2) as f64,
                 destinations: i % 2,
                 busy_us_per_s: 200_000.0,
+                sleeps_per_s: 3_000.0,
             })
             .collect(),
     }

@@ -83,11 +83,15 @@ pub fn render_summary(rec: &RunRecord) -> String {
     if e.is_object() {
         let _ = writeln!(
             out,
-            "estimator {}: samples α {}, β {}, γ {} (0: not learnt, still the prior)",
+            "estimator {}: samples α {}, β {}, γ {} (0: not learnt, still the prior); \
+             a sleep and wake-up: {}",
             text_or_na(&e["estimator"]),
             text_or_na(&e["alpha_samples"]),
             text_or_na(&e["beta_samples"]),
             text_or_na(&e["gamma_samples"]),
+            e["wake_us"]
+                .as_f64()
+                .map_or_else(|| "not learnt".to_owned(), |w| format!("{} µs", cost(w))),
         );
     }
     out
