@@ -4,7 +4,8 @@
 //! finished run); `output` is the checked stdout every command prints through, `limits`
 //! the bounds of the numeric options, `ingress_child` the ingress process `local` starts,
 //! `profile` the machine profile `calibrate` writes, and `priors` which costs a live run starts
-//! from (the profile's, the flag's or the built-ins).
+//! from (the profile's, the flag's or the built-ins); `metrics` the Prometheus endpoint and the
+//! events file of a live run.
 
 pub mod apps;
 pub mod bench;
@@ -15,6 +16,7 @@ pub mod experiment;
 pub mod ingress_child;
 pub mod limits;
 pub mod local;
+pub mod metrics;
 pub mod output;
 pub mod place;
 pub mod priors;

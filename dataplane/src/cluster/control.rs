@@ -33,6 +33,10 @@ pub struct WorkerInterval {
     pub destinations: usize,
     /// Times per second a thread of the worker went to sleep (voluntary context switches).
     pub sleeps_per_s: f64,
+    /// The worker's cumulative counters at the end of the interval (for metrics endpoints,
+    /// which export totals rather than rates).
+    #[serde(skip)]
+    pub totals: crate::message::Counters,
 }
 
 /// The cluster over one interval, as the driver saw it.

@@ -74,7 +74,23 @@ pub struct LatencySummary {
     pub max: f64,
     /// Trees measured.
     pub count: u64,
+    /// Trees per latency bucket: `buckets[i]` counts those above bound i − 1 and at most
+    /// [`LATENCY_BUCKET_BOUNDS_US`]`[i]`; the last counts the rest (for a metrics histogram).
+    #[serde(skip)]
+    pub buckets: [u64; LATENCY_BUCKETS],
+    /// Sum of the trees' latencies (µs).
+    #[serde(skip)]
+    pub sum_us: f64,
 }
+
+/// Upper bounds (µs) of the latency buckets a [`LatencySummary`] counts, from 100 µs to 10 s;
+/// one bucket more holds everything above the last.
+pub const LATENCY_BUCKET_BOUNDS_US: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+/// Buckets of a [`LatencySummary`]: one per bound and one above the last.
+pub const LATENCY_BUCKETS: usize = LATENCY_BUCKET_BOUNDS_US.len() + 1;
 
 impl Default for Ledger {
     fn default() -> Self {
@@ -152,14 +168,43 @@ fn summarize(h: &Histogram<u64>) -> LatencySummary {
             p99: us(h.value_at_quantile(0.99)),
             max: us(h.max()),
             count: h.len(),
+            buckets: buckets(h),
+            sum_us: h.mean() * h.len() as f64 / 1000.0,
         }
     }
+}
+
+/// `h` (ns) counted into the latency buckets.
+fn buckets(h: &Histogram<u64>) -> [u64; LATENCY_BUCKETS] {
+    let mut out = [0u64; LATENCY_BUCKETS];
+    let mut below = 0u64;
+    for (slot, bound_us) in out.iter_mut().zip(LATENCY_BUCKET_BOUNDS_US) {
+        let upto = h.count_between(0, bound_us.saturating_mul(1000));
+        *slot = upto.saturating_sub(below);
+        below = upto.max(below);
+    }
+    out[LATENCY_BUCKETS - 1] = h.len().saturating_sub(below);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::request::{child_id, root_id};
+
+    #[test]
+    fn latencies_are_counted_into_their_buckets() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for ns in [50_000, 100_000, 300_000, 20_000_000_000] {
+            h.record(ns).unwrap();
+        }
+        let s = summarize(&h);
+        // 50 µs and 100 µs at most 100 µs; 300 µs in (250, 500]; 20 s above the last bound.
+        assert_eq!(s.buckets[0], 2, "{:?}", s.buckets);
+        assert_eq!(s.buckets[2], 1, "{:?}", s.buckets);
+        assert_eq!(s.buckets[LATENCY_BUCKETS - 1], 1, "{:?}", s.buckets);
+        assert_eq!(s.buckets.iter().sum::<u64>(), 4);
+    }
 
     #[test]
     fn a_tree_completes_whatever_order_its_deltas_arrive_in() {

@@ -157,4 +157,14 @@ pub struct RunArgs {
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
     #[arg(long)]
     pub(crate) no_profile: bool,
+    /// Live runs: serve Prometheus metrics on this address while the run runs (`GET /metrics`,
+    /// `GET /healthz`; e.g. 127.0.0.1:9464, port 0 picks one and says which; every metric is
+    /// in docs/metrics.md). Give a non-loopback address only on a network you trust: the
+    /// endpoint has no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<SocketAddr>,
+    /// Live runs: write the planner's decisions and the completed migrations to this file as
+    /// they happen, one JSON object per line.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) events: Option<PathBuf>,
 }

@@ -13,6 +13,7 @@ use super::out::{self, DecisionRow, IntervalRow, MigrationRow, RunRecord, Worker
 use super::setup::{drive, prepare};
 use super::view::run_view;
 use crate::cmd::apps::load_app;
+use crate::cmd::metrics::Watch;
 use crate::cmd::priors::{self, Priors};
 use crate::cmd::report::{self, RunView};
 use crate::cmd::{output, usage_error};
@@ -72,6 +73,8 @@ struct Live {
     migrations: usize,
     /// The estimator's starting costs (None without an estimator).
     priors: Option<Priors>,
+    /// The metrics endpoint and events file, when asked for.
+    watch: Watch,
 }
 
 impl Live {
@@ -170,6 +173,7 @@ impl Controller for Live {
                     t_s: v.t_s,
                     line: d.explanation.clone(),
                 });
+                self.watch.on_decision(v.t_s, &d.explanation);
                 let routing = self.slot_routing(&d.routing);
                 self.pending = Some(Move {
                     routing,
@@ -178,6 +182,7 @@ impl Controller for Live {
             }
         }
         let est = self.auto.as_ref().map(|a| a.estimates());
+        self.watch.on_interval(v, est.as_ref());
         let row = IntervalRow {
             t_s: v.t_s,
             input_per_s: input,
@@ -201,6 +206,7 @@ impl Controller for Live {
 
     fn on_migrated(&mut self, r: &MigrationRecord) {
         self.migrations += 1;
+        self.watch.on_migrated(r);
         // Only the policy's own moves end the autoscaler's wait (a chaos move is not the
         // placement it decided).
         if r.reason.starts_with("policy")
@@ -277,6 +283,11 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
         priors,
+        watch: Watch::start(
+            args.metrics_listen,
+            args.events.as_deref(),
+            spec.operators.iter().map(|o| o.name.clone()).collect(),
+        )?,
     };
     if let Some(kind) = kind {
         start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;

@@ -134,6 +134,7 @@ impl Driver<'_> {
                 queued_bytes: c.queued_bytes,
                 destinations,
                 sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
+                totals: c.clone(),
             });
         }
         self.meter.last_worker_intervals = workers.clone();
