@@ -74,6 +74,10 @@
 
 #![forbid(unsafe_code)]
 
+// `#[derive(StateCodec)]` names the trait by its public path, `::clasp_operators::...`; this
+// makes that path resolve inside the crate too (its own tests and docs use the derive).
+extern crate self as clasp_operators;
+
 pub mod apps;
 pub mod codec;
 pub mod compare;
@@ -85,6 +89,7 @@ pub mod operator;
 pub mod oracle;
 pub mod spec;
 
+pub use codec::StateCodec;
 pub use compare::{Comparable, Mismatch};
 pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};
