@@ -114,7 +114,14 @@ fn every_command_of_the_guide_runs() {
     assert_eq!(workers.0.len(), 3, "{ran:#?}");
     for mut w in std::mem::take(&mut workers.0) {
         let status = w.wait().expect("a worker exits");
-        assert!(status.success(), "a worker of the guide's cluster run failed");
+        assert!(
+            status.success(),
+            "a worker of the guide's cluster run failed"
+        );
     }
-    assert!(ran.iter().any(|c| c.starts_with("topk run --static --cluster")), "{ran:#?}");
+    assert!(
+        ran.iter()
+            .any(|c| c.starts_with("topk run --static --cluster")),
+        "{ran:#?}"
+    );
 }

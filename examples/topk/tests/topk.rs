@@ -1,5 +1,5 @@
-//! The example app on a cluster: a 3-worker run with random live migrations equals the
-//! example's oracle, and workers of a binary without the example's kinds refuse the job,
+//! The example app on a cluster: 3-worker runs with random live migrations (static, and under
+//! the live planner) equal the example's oracle, and workers of a binary without the example's kinds refuse the job,
 //! naming the kind, without a hang.
 
 mod support;
@@ -13,7 +13,14 @@ const SEED: &str = "2";
 #[test]
 fn three_workers_with_chaos_migrations_equal_the_oracle() {
     let dir = example_dir();
-    let app = ["--app-file", "topk.toml", "--records", RECORDS, "--seed", SEED];
+    let app = [
+        "--app-file",
+        "topk.toml",
+        "--records",
+        RECORDS,
+        "--seed",
+        SEED,
+    ];
     let oracle = json(&run(
         topk(),
         &[&["oracle"][..], &app, &["--json"]].concat(),
@@ -21,7 +28,14 @@ fn three_workers_with_chaos_migrations_equal_the_oracle() {
         &[],
     ));
     let args = [
-        &["run", "--static", "--workers", "3", "--chaos-migrations", "4"][..],
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "3",
+            "--chaos-migrations",
+            "4",
+        ][..],
         &app,
         &["--json"],
     ]
@@ -40,6 +54,42 @@ fn three_workers_with_chaos_migrations_equal_the_oracle() {
     };
     assert!(count(&oracle["output_digest"]) > 1000, "{oracle}");
     assert_eq!(count(&oracle["state_digests"]["top"]), 54, "{oracle}");
+}
+
+#[test]
+fn the_live_planner_with_chaos_migrations_equals_the_oracle() {
+    let dir = example_dir();
+    let app = [
+        "--app-file",
+        "topk.toml",
+        "--records",
+        RECORDS,
+        "--seed",
+        SEED,
+    ];
+    let oracle = json(&run(
+        topk(),
+        &[&["oracle"][..], &app, &["--json"]].concat(),
+        dir,
+        &[],
+    ));
+    let live = [
+        "run",
+        "--max-workers",
+        "3",
+        "--pattern",
+        "constant",
+        "--peak-rate",
+        "5000",
+        "--chaos-migrations",
+        "3",
+    ];
+    let args = [&live[..], &app, &["--json"]].concat();
+    let cluster = json(&run(topk(), &args, dir, &[]));
+    for key in ["app", "seed", "state_digest", "output_digest", "processed"] {
+        assert_eq!(cluster[key], oracle[key], "{key}");
+    }
+    assert_eq!(cluster["errors"].as_array().map(Vec::len), Some(0));
 }
 
 #[test]
@@ -91,7 +141,10 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
         err.contains("unknown operator kind `topk_"),
         "the error names the kind: {err}"
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(30), "no hang");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
     // The workers gave up on the job and exited by themselves.
     for (i, c) in workers.0.iter_mut().enumerate() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -100,7 +153,11 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
                 assert!(!status.success(), "worker {} refused the job", i + 1);
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "worker {} exits", i + 1);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "worker {} exits",
+                i + 1
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
