@@ -26,7 +26,10 @@
 //! # Writing an operator
 //!
 //! Implement [`Operator`] (see its docs for a complete example that registers a kind in a
-//! [`Registry`] and uses it from an app file).
+//! [`Registry`] and uses it from an app file). A state type needs no codec of its own:
+//! `#[derive(StateCodec)]` ([`codec`]) gives it the canonical encoding that migrations move
+//! and digests hash. To run your kinds on a cluster, your binary calls the `clasp` package's
+//! `clasp::cli::main_with(registry)` (the repository's `docs/guide.md` and `examples/topk/`).
 //!
 //! # App files (TOML)
 //!
