@@ -13,6 +13,8 @@ use std::io::Write as _;
 use clap::{Parser, Subcommand};
 use clasp_operators::Registry;
 
+use crate::{cmd, signals};
+
 #[derive(Parser)]
 #[command(
     name = "clasp",
@@ -33,84 +35,85 @@ struct Cli {
 enum Command {
     /// Microbenchmarks of the data plane on this machine (a table, or JSON with --json).
     #[command(subcommand)]
-    Bench(crate::cmd::bench::BenchCommand),
+    Bench(cmd::bench::BenchCommand),
     /// Measure this machine's chained-request costs (α, β, γ) briefly and write them as the
     /// machine profile `clasp run` starts from (a table, or JSON with --json).
-    Calibrate(crate::cmd::calibrate::CalibrateArgs),
+    Calibrate(cmd::calibrate::CalibrateArgs),
     /// The benchmark apps (a table, or JSON with --json); `apps show NAME` for one app.
-    Apps(crate::cmd::apps::AppsArgs),
+    Apps(cmd::apps::AppsArgs),
     /// Generate an app's input records (one per line) to stdout or a file.
-    Gen(crate::cmd::apps::GenArgs),
+    Gen(cmd::apps::GenArgs),
     /// Run an app single-threaded over generated input and print the digests every
     /// distributed run must reproduce.
-    Oracle(crate::cmd::apps::OracleArgs),
+    Oracle(cmd::apps::OracleArgs),
     /// One placement decision on a problem file, for any policy (CLASP, the baselines, exact).
-    Place(crate::cmd::place::PlaceArgs),
+    Place(cmd::place::PlaceArgs),
     /// Run one worker process and a separate ingress process on this machine over generated
     /// input; print throughput, latency, metrics and the digests `clasp oracle` prints.
-    Local(crate::cmd::local::LocalArgs),
+    Local(cmd::local::LocalArgs),
     /// A local ingress: attach to a running worker's shared-memory segment by name and feed
     /// it an app's generated input.
-    Ingress(crate::cmd::local::IngressArgs),
+    Ingress(cmd::local::IngressArgs),
     /// One worker of a static cluster: listens, authenticates its peers with the cluster
     /// secret, and runs the job a driver sends it (docs/cluster.md).
-    Worker(crate::cmd::worker::WorkerArgs),
+    Worker(cmd::worker::WorkerArgs),
     /// Run an app on a cluster: by default the live planner autoscales up to --max-workers
     /// local worker processes under a rate pattern, migrating state live (docs/planner.md);
     /// `--static` fixes the workers and placement (docs/cluster.md).
-    Run(crate::cmd::run::RunArgs),
+    Run(cmd::run::RunArgs),
     /// The live planner alone, for workers that are already running (`clasp worker`, here or
     /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
-    Planner(crate::cmd::run::RunArgs),
+    Planner(cmd::run::RunArgs),
     /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
-    Sim(crate::cmd::sim::SimArgs),
+    Sim(cmd::sim::SimArgs),
     /// The live experiments on capacity-capped workers (scaling, latency, migrations,
     /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
     /// (docs/planner.md, "Live experiments").
-    Experiment(crate::cmd::experiment::ExperimentArgs),
+    Experiment(cmd::experiment::ExperimentArgs),
     /// Remove what clasp processes that died left behind: named segments in /dev/shm and
     /// clasp-run-* directories (every start of run, local and worker does this too).
-    Clean(crate::cmd::clean::CleanArgs),
+    Clean(cmd::clean::CleanArgs),
 }
 
 /// The whole `clasp` command line, with the operator kinds of `registry`: what the `clasp`
 /// binary runs with [`Registry::builtin`], and what a user's own binary runs with the kinds it
 /// registered. Parses the process's arguments, runs the command and returns its exit status.
 ///
-/// Call it once, from `main`: it installs the process's log subscriber. The workers and child
-/// processes a command starts are this same executable, so they know the same kinds.
+/// Call it once, from `main`: it installs the process's log subscriber (unless the binary
+/// installed its own first). The workers and child processes a command starts are this same
+/// executable, so they know the same kinds.
 pub fn main_with(registry: Registry) -> std::process::ExitCode {
     crate::registry::install(registry);
     init_logs();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(c) => crate::cmd::bench::run(c),
-        Command::Calibrate(a) => crate::cmd::calibrate::run(a),
-        Command::Local(a) => crate::cmd::local::run_local(a),
-        Command::Ingress(a) => crate::cmd::local::run_ingress_cmd(a),
-        Command::Worker(a) => crate::cmd::worker::run_worker_cmd(a),
-        Command::Run(a) => crate::cmd::run::run(a),
-        Command::Planner(a) => crate::cmd::run::run_planner(a),
-        Command::Place(a) => crate::cmd::place::run(a),
-        Command::Sim(a) => crate::cmd::sim::run_sim(a),
-        Command::Experiment(a) => crate::cmd::experiment::run_experiment(a),
-        Command::Apps(a) => crate::cmd::apps::run_apps(a),
-        Command::Gen(a) => crate::cmd::apps::run_gen(a),
-        Command::Oracle(a) => crate::cmd::apps::run_oracle(a),
-        Command::Clean(a) => crate::cmd::clean::run_clean(a),
+        Command::Bench(c) => cmd::bench::run(c),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Local(a) => cmd::local::run_local(a),
+        Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
+        Command::Worker(a) => cmd::worker::run_worker_cmd(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Planner(a) => cmd::run::run_planner(a),
+        Command::Place(a) => cmd::place::run(a),
+        Command::Sim(a) => cmd::sim::run_sim(a),
+        Command::Experiment(a) => cmd::experiment::run_experiment(a),
+        Command::Apps(a) => cmd::apps::run_apps(a),
+        Command::Gen(a) => cmd::apps::run_gen(a),
+        Command::Oracle(a) => cmd::apps::run_oracle(a),
+        Command::Clean(a) => cmd::clean::run_clean(a),
     };
     // A run stopped by SIGINT/SIGTERM exits with 128 + the signal, whatever else happened.
-    let interrupted = crate::signals::interrupted().map(crate::signals::exit_status);
+    let interrupted = signals::interrupted().map(signals::exit_status);
     match result {
         Ok(()) => interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into),
         // The reader of our output went away (`clasp apps | head -1`): nothing to report.
-        Err(err) if crate::cmd::output::is_closed_stdout(&err) => {
+        Err(err) if cmd::output::is_closed_stdout(&err) => {
             interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into)
         }
         Err(err) => {
             // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
             let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
-            std::process::ExitCode::from(interrupted.unwrap_or_else(|| crate::cmd::exit_code(&err)))
+            std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
         }
     }
 }
@@ -119,7 +122,8 @@ pub fn main_with(registry: Registry) -> std::process::ExitCode {
 /// completion-queue overflow) are `tracing` events of the libraries. They go to stderr with
 /// timestamps (stdout stays the command's output), filtered by `RUST_LOG` (`CLASP_LOG` when
 /// `RUST_LOG` is unset), in the usual directive syntax (`info`, `clasp_dataplane=debug`, ...);
-/// `warn` when both are unset. Directives that do not parse are skipped, not fatal.
+/// `warn` when both are unset. Directives that do not parse are skipped, not fatal. A binary
+/// that set its own subscriber before calling [`main_with`] keeps it.
 fn init_logs() {
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::filter::LevelFilter;
@@ -129,10 +133,10 @@ fn init_logs() {
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::WARN.into())
         .parse_lossy(spec);
-    tracing_subscriber::fmt()
+    let _already_set = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .try_init();
 }
