@@ -1,142 +1,19 @@
-//! `clasp`: the one command of the CLASP data plane.
+//! `clasp`: the one command of the CLASP data plane, with the built-in operator kinds.
 //!
-//! Each subcommand lives in its own module under `cmd/`; this file only parses the command line
-//! and dispatches. Errors are printed with their full cause chain and exit with status 2 for a
-//! usage or input error, 1 for a failure at run time.
+//! The command line lives in the library (`clasp::cli`), so that a user's own binary can run
+//! it with its own operator kinds; this binary is that call with [`Registry::builtin`]. Errors
+//! are printed with their full cause chain and exit with status 2 for a usage or input error,
+//! 1 for a failure at run time.
 
-// No unsafe code, except where the operating system's contract demands it and says so: the
-// one exception, `cgroup::join` (code run between fork and exec), allows it locally.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
-use std::io::Write as _;
-
-use clap::{Parser, Subcommand};
-
-mod cgroup;
-mod cleanup;
-mod cmd;
-mod lifeline;
-mod signals;
-mod stale;
+use clasp_operators::Registry;
 
 /// mimalloc: the data plane's allocations are few and per batch, but the CLI tools (oracle,
 /// simulator) allocate heavily, and mimalloc is faster than glibc's malloc on both.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser)]
-#[command(
-    name = "clasp",
-    version,
-    about = "CLASP: a stream-processing data plane that packs operators onto the fewest workers",
-    long_about = "CLASP: a stream-processing data plane for bare-metal clusters.\n\n\
-        A stream application is a DAG of operators; workers run them on pinned executor threads, \
-        hand chained requests to each other through shared-memory rings (same worker) or batched \
-        zero-copy frames over io_uring TCP (other workers), and a planner packs the operators onto \
-        the fewest workers that sustain the input rate."
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Microbenchmarks of the data plane on this machine (a table, or JSON with --json).
-    #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
-    /// Measure this machine's chained-request costs (α, β, γ) briefly and write them as the
-    /// machine profile `clasp run` starts from (a table, or JSON with --json).
-    Calibrate(cmd::calibrate::CalibrateArgs),
-    /// The benchmark apps (a table, or JSON with --json); `apps show NAME` for one app.
-    Apps(cmd::apps::AppsArgs),
-    /// Generate an app's input records (one per line) to stdout or a file.
-    Gen(cmd::apps::GenArgs),
-    /// Run an app single-threaded over generated input and print the digests every
-    /// distributed run must reproduce.
-    Oracle(cmd::apps::OracleArgs),
-    /// One placement decision on a problem file, for any policy (CLASP, the baselines, exact).
-    Place(cmd::place::PlaceArgs),
-    /// Run one worker process and a separate ingress process on this machine over generated
-    /// input; print throughput, latency, metrics and the digests `clasp oracle` prints.
-    Local(cmd::local::LocalArgs),
-    /// A local ingress: attach to a running worker's shared-memory segment by name and feed
-    /// it an app's generated input.
-    Ingress(cmd::local::IngressArgs),
-    /// One worker of a static cluster: listens, authenticates its peers with the cluster
-    /// secret, and runs the job a driver sends it (docs/cluster.md).
-    Worker(cmd::worker::WorkerArgs),
-    /// Run an app on a cluster: by default the live planner autoscales up to --max-workers
-    /// local worker processes under a rate pattern, migrating state live (docs/planner.md);
-    /// `--static` fixes the workers and placement (docs/cluster.md).
-    Run(cmd::run::RunArgs),
-    /// The live planner alone, for workers that are already running (`clasp worker`, here or
-    /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
-    Planner(cmd::run::RunArgs),
-    /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
-    Sim(cmd::sim::SimArgs),
-    /// The live experiments on capacity-capped workers (scaling, latency, migrations,
-    /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
-    /// (docs/planner.md, "Live experiments").
-    Experiment(cmd::experiment::ExperimentArgs),
-    /// Remove what clasp processes that died left behind: named segments in /dev/shm and
-    /// clasp-run-* directories (every start of run, local and worker does this too).
-    Clean(cmd::clean::CleanArgs),
-}
-
 fn main() -> std::process::ExitCode {
-    init_logs();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Bench(c) => cmd::bench::run(c),
-        Command::Calibrate(a) => cmd::calibrate::run(a),
-        Command::Local(a) => cmd::local::run_local(a),
-        Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
-        Command::Worker(a) => cmd::worker::run_worker_cmd(a),
-        Command::Run(a) => cmd::run::run(a),
-        Command::Planner(a) => cmd::run::run_planner(a),
-        Command::Place(a) => cmd::place::run(a),
-        Command::Sim(a) => cmd::sim::run_sim(a),
-        Command::Experiment(a) => cmd::experiment::run_experiment(a),
-        Command::Apps(a) => cmd::apps::run_apps(a),
-        Command::Gen(a) => cmd::apps::run_gen(a),
-        Command::Oracle(a) => cmd::apps::run_oracle(a),
-        Command::Clean(a) => cmd::clean::run_clean(a),
-    };
-    // A run stopped by SIGINT/SIGTERM exits with 128 + the signal, whatever else happened.
-    let interrupted = signals::interrupted().map(signals::exit_status);
-    match result {
-        Ok(()) => interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into),
-        // The reader of our output went away (`clasp apps | head -1`): nothing to report.
-        Err(err) if cmd::output::is_closed_stdout(&err) => {
-            interrupted.map_or(std::process::ExitCode::SUCCESS, Into::into)
-        }
-        Err(err) => {
-            // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
-            let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
-            std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
-        }
-    }
-}
-
-/// Logs: faults a run survives (a refused connection, a worker's error, a transport's
-/// completion-queue overflow) are `tracing` events of the libraries. They go to stderr with
-/// timestamps (stdout stays the command's output), filtered by `RUST_LOG` (`CLASP_LOG` when
-/// `RUST_LOG` is unset), in the usual directive syntax (`info`, `clasp_dataplane=debug`, ...);
-/// `warn` when both are unset. Directives that do not parse are skipped, not fatal.
-fn init_logs() {
-    use tracing_subscriber::EnvFilter;
-    use tracing_subscriber::filter::LevelFilter;
-    let spec = std::env::var("RUST_LOG")
-        .or_else(|_| std::env::var("CLASP_LOG"))
-        .unwrap_or_default();
-    let filter = EnvFilter::builder()
-        .with_default_directive(LevelFilter::WARN.into())
-        .parse_lossy(spec);
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    clasp::cli::main_with(Registry::builtin())
 }

@@ -86,6 +86,7 @@ fn run_with(
                 secret: secret.clone(),
                 limits: limits.clone(),
                 job_timeout: Duration::from_secs(20),
+                registry: clasp_operators::Registry::builtin(),
             };
             let tx = tx.clone();
             std::thread::spawn(move || {

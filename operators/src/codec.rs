@@ -4,14 +4,39 @@
 //!   and what an exported key group carries inside its rkyv archive, so "the digest matches"
 //!   and "the bytes that migrated decode to the same value" are one property. It is written by
 //!   hand (little-endian integers, `f64` by its bits, `u32` length prefixes) rather than derived
-//!   from rkyv's layout so that golden digests survive an rkyv upgrade.
+//!   from rkyv's layout so that golden digests survive an rkyv upgrade. A user's own state type
+//!   gets it with `#[derive(StateCodec)]`: its fields' encodings in declaration order (an enum
+//!   first writes its variant index as one byte), the same bytes a hand-written impl would
+//!   give. Collections with a canonical order are covered (`Vec`, `VecDeque`, `BTreeMap`,
+//!   `BTreeSet`, arrays); hash maps are not, since two equal maps may iterate differently and
+//!   a state's bytes must be a function of its value.
 //! * [`Writer`] helpers and [`Reader`]: the binary payloads operators pass each other. A
 //!   [`Reader`] never panics on short or garbled input: it returns [`Malformed`], which the
 //!   runtime counts and drops.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::operator::Malformed;
+
+/// `#[derive(StateCodec)]`: the trait's canonical encoding, field by field (see the module
+/// docs).
+///
+/// ```
+/// use clasp_operators::StateCodec;
+///
+/// #[derive(StateCodec, Default, PartialEq, Debug)]
+/// struct Session {
+///     started_ms: u64,
+///     pages: Vec<String>,
+///     last: Option<(u64, bool)>,
+/// }
+///
+/// let s = Session { started_ms: 5, pages: vec!["a".into()], last: Some((9, true)) };
+/// let mut bytes = Vec::new();
+/// s.encode(&mut bytes);
+/// assert_eq!(Session::decode(&mut &bytes[..]).unwrap(), s);
+/// ```
+pub use clasp_operators_derive::StateCodec;
 
 /// Why a state value or an archive could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +75,17 @@ macro_rules! int_codec {
         }
     )*};
 }
-int_codec!(u8, u16, u32, u64, i32, i64);
+int_codec!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128);
+
+/// As a `u64`, so the bytes are the same on every platform.
+impl StateCodec for usize {
+    fn encode(&self, out: &mut Vec<u8>) {
+        (*self as u64).encode(out);
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        usize::try_from(u64::decode(input)?).map_err(|_| DecodeError("usize out of range"))
+    }
+}
 
 impl StateCodec for () {
     fn encode(&self, _out: &mut Vec<u8>) {}
@@ -78,6 +113,15 @@ impl StateCodec for f64 {
     }
     fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
         Ok(f64::from_bits(u64::decode(input)?))
+    }
+}
+
+impl StateCodec for f32 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.to_bits().encode(out);
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        Ok(f32::from_bits(u32::decode(input)?))
     }
 }
 
@@ -158,6 +202,76 @@ impl<T: StateCodec> StateCodec for Option<T> {
     }
 }
 
+impl<K: StateCodec + Ord, V: StateCodec> StateCodec for BTreeMap<K, V> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        encode_len(self.len(), out);
+        for (k, v) in self {
+            k.encode(out);
+            v.encode(out);
+        }
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        let len = decode_len(input)?;
+        let mut map = BTreeMap::new();
+        for _ in 0..len {
+            let k = K::decode(input)?;
+            // Keys ascending and unique, as `encode` writes them: one value, one encoding.
+            if map.last_key_value().is_some_and(|(last, _)| *last >= k) {
+                return Err(DecodeError("map keys out of order"));
+            }
+            map.insert(k, V::decode(input)?);
+        }
+        Ok(map)
+    }
+}
+
+impl<T: StateCodec + Ord> StateCodec for BTreeSet<T> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        encode_len(self.len(), out);
+        for x in self {
+            x.encode(out);
+        }
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        let len = decode_len(input)?;
+        let mut set = BTreeSet::new();
+        for _ in 0..len {
+            let x = T::decode(input)?;
+            if set.last().is_some_and(|last| *last >= x) {
+                return Err(DecodeError("set items out of order"));
+            }
+            set.insert(x);
+        }
+        Ok(set)
+    }
+}
+
+/// Fixed length: no length prefix.
+impl<T: StateCodec, const N: usize> StateCodec for [T; N] {
+    fn encode(&self, out: &mut Vec<u8>) {
+        for x in self {
+            x.encode(out);
+        }
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        let items = (0..N)
+            .map(|_| T::decode(input))
+            .collect::<Result<Vec<T>, _>>()?;
+        Ok(items
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("exactly N items decoded")))
+    }
+}
+
+impl<T: StateCodec> StateCodec for Box<T> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        (**self).encode(out);
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, DecodeError> {
+        Ok(Box::new(T::decode(input)?))
+    }
+}
+
 macro_rules! tuple_codec {
     ($($name:ident),+) => {
         impl<$($name: StateCodec),+> StateCodec for ($($name,)+) {
@@ -176,6 +290,8 @@ tuple_codec!(A);
 tuple_codec!(A, B);
 tuple_codec!(A, B, C);
 tuple_codec!(A, B, C, D);
+tuple_codec!(A, B, C, D, E);
+tuple_codec!(A, B, C, D, E, F);
 
 /// Appends binary payload fields. All integers are little-endian; strings and byte strings are
 /// `u32`-length-prefixed.
@@ -303,6 +419,63 @@ mod tests {
         assert!(<(u64, Vec<f64>, Option<String>)>::decode(&mut short).is_err());
         let mut huge = &[0xff, 0xff, 0xff, 0xff][..];
         assert!(Vec::<u8>::decode(&mut huge).is_err());
+    }
+
+    fn round_trip<T: StateCodec + PartialEq + std::fmt::Debug>(v: &T) -> Vec<u8> {
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        let mut input = &out[..];
+        assert_eq!(&T::decode(&mut input).unwrap(), v);
+        assert!(input.is_empty());
+        for cut in 0..out.len() {
+            assert!(T::decode(&mut &out[..cut]).is_err(), "{v:?} cut at {cut}");
+        }
+        out
+    }
+
+    #[derive(StateCodec, Debug, PartialEq)]
+    struct Named {
+        count: u64,
+        top: Vec<(i64, String)>,
+    }
+
+    #[derive(StateCodec, Debug, PartialEq)]
+    struct Pair<T>(T, bool);
+
+    #[derive(StateCodec, Debug, PartialEq)]
+    enum Phase {
+        Idle,
+        Open { since_ms: u64 },
+        Closed(u32, Option<u8>),
+    }
+
+    #[test]
+    fn derived_codecs_are_the_fields_in_order() {
+        let named = Named {
+            count: 3,
+            top: vec![(-1, "a".into())],
+        };
+        let mut by_hand = Vec::new();
+        (3u64, vec![(-1i64, String::from("a"))]).encode(&mut by_hand);
+        assert_eq!(round_trip(&named), by_hand);
+        assert_eq!(round_trip(&Pair(7u16, true)), [7, 0, 1]);
+        assert_eq!(round_trip(&Phase::Idle), [0]);
+        assert_eq!(round_trip(&Phase::Open { since_ms: 1 })[..2], [1, 1]);
+        assert_eq!(round_trip(&Phase::Closed(2, Some(9)))[..2], [2, 2]);
+        assert!(Phase::decode(&mut &[3u8][..]).is_err());
+    }
+
+    #[test]
+    fn ordered_collections_have_one_encoding() {
+        let map: BTreeMap<u32, String> = [(2, "b".into()), (1, "a".into())].into();
+        round_trip(&map);
+        round_trip(&BTreeSet::from([3u8, 1, 2]));
+        round_trip(&[1.5f32, -2.0]);
+        round_trip(&(1u8, 2i8, 3i16, 4u128, 5usize, Box::new(6i128)));
+        // Keys written out of order are refused, not silently reordered.
+        let mut bytes = Vec::new();
+        vec![(2u32, 0u8), (1, 0)].encode(&mut bytes);
+        assert!(BTreeMap::<u32, u8>::decode(&mut &bytes[..]).is_err());
     }
 
     #[test]

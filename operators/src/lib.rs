@@ -26,7 +26,10 @@
 //! # Writing an operator
 //!
 //! Implement [`Operator`] (see its docs for a complete example that registers a kind in a
-//! [`Registry`] and uses it from an app file).
+//! [`Registry`] and uses it from an app file). A state type needs no codec of its own:
+//! `#[derive(StateCodec)]` ([`codec`]) gives it the canonical encoding that migrations move
+//! and digests hash. To run your kinds on a cluster, your binary calls the `clasp` package's
+//! `clasp::cli::main_with(registry)` (the repository's `docs/guide.md` and `examples/topk/`).
 //!
 //! # App files (TOML)
 //!
@@ -74,6 +77,10 @@
 
 #![forbid(unsafe_code)]
 
+// `#[derive(StateCodec)]` names the trait by its public path, `::clasp_operators::...`; this
+// makes that path resolve inside the crate too (its own tests and docs use the derive).
+extern crate self as clasp_operators;
+
 pub mod apps;
 pub mod codec;
 pub mod compare;
@@ -85,6 +92,7 @@ pub mod operator;
 pub mod oracle;
 pub mod spec;
 
+pub use codec::StateCodec;
 pub use compare::{Comparable, Mismatch};
 pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};

@@ -425,12 +425,20 @@ impl AppSpec {
 
     /// Reads, parses and validates an app file against the built-in kinds.
     pub fn from_toml_file(path: impl AsRef<std::path::Path>) -> Result<AppSpec, SpecError> {
+        Self::from_toml_file_with(&Registry::builtin(), path)
+    }
+
+    /// Reads, parses and validates an app file against `registry`.
+    pub fn from_toml_file_with(
+        registry: &Registry,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<AppSpec, SpecError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| SpecError::Io {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        Self::from_toml_str(&text)
+        Self::from_toml_str_with(registry, &text)
     }
 
     /// The app file text of this spec (round-trips through [`AppSpec::from_toml_str`]).

@@ -78,7 +78,9 @@ pub struct OracleArgs {
 /// The app of `--app NAME` or `--app-file FILE` (exactly one), with a usage error otherwise.
 pub fn load_app(app: Option<&str>, app_file: Option<&std::path::Path>) -> anyhow::Result<AppSpec> {
     match (app, app_file) {
-        (_, Some(path)) => AppSpec::from_toml_file(path).map_err(|e| usage_error(e.to_string())),
+        // Kinds from this process's registry: the built-in ones plus a user's own binary's.
+        (_, Some(path)) => AppSpec::from_toml_file_with(crate::registry::get(), path)
+            .map_err(|e| usage_error(e.to_string())),
         (Some(name), None) => builtin(name),
         (None, None) => Err(usage_error("give --app NAME or --app-file FILE")),
     }

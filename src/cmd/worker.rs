@@ -76,6 +76,7 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         secret: read_secret(args.secret_file.as_deref())?,
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
+        registry: crate::registry::get().clone(),
     };
     // The bound address and how the worker ended are what the command reports to whoever
     // started it (the address is the only way to learn a port chosen by the system): plain

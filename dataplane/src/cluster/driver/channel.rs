@@ -186,11 +186,30 @@ impl Driver<'_> {
                     ),
                     None => String::new(),
                 },
-                reason,
+                reason: self.with_last_words(peer, reason),
             }),
             // A stray connection (a scanner, a probe, garbage) is counted and logged by the
             // transport; the cluster is unaffected, so it is not a fault of the run.
             Event::Refused { .. } | Event::PeerUp { .. } => Ok(()),
+        }
+    }
+
+    /// Why worker `peer` was lost, with the faults it reported just before (a worker that
+    /// cannot run the job, e.g. one started from a binary without the app's operator kinds,
+    /// says why and exits: its message may still wait in the inbox when the loss is seen).
+    fn with_last_words(&self, peer: PeerId, reason: String) -> String {
+        let prefix = format!("worker {peer}: ");
+        let words: Vec<&str> = (self.rx.msgs.iter())
+            .filter_map(|(from, msg)| match msg {
+                Ok(Message::Error(e)) if *from == peer => Some(e.as_str()),
+                _ => None,
+            })
+            .chain(self.errors.iter().filter_map(|e| e.strip_prefix(&prefix)))
+            .collect();
+        if words.is_empty() {
+            reason
+        } else {
+            format!("{reason}; it reported: {}", words.join("; "))
         }
     }
 

@@ -32,7 +32,7 @@ use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::runtime::messages::{Command, Report};
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
-use clasp_operators::AppSpec;
+use clasp_operators::{AppSpec, Registry};
 use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
 use clasp_shmring::{Consumer, ShmRing};
@@ -84,6 +84,9 @@ pub struct ClusterWorkerConfig {
     pub limits: Limits,
     /// How long to wait for the driver's job before giving up.
     pub job_timeout: Duration,
+    /// The operator kinds this worker can run: a job whose app names another kind is refused,
+    /// naming it (the worker was started from a binary that does not register it).
+    pub registry: Registry,
 }
 
 /// How a cluster worker's run ended (it had a job; errors before that are `Err`).
@@ -469,8 +472,9 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         clasp_operators::apps::builtin(&job.app_name)
             .ok_or_else(|| NodeError::Job(format!("no built-in app {:?}", job.app_name)))?
     } else {
-        AppSpec::from_toml_str(&job.app_toml)
-            .map_err(|e| NodeError::Job(format!("the job's app: {e}")))?
+        // An unknown kind here means this worker's binary does not register it.
+        AppSpec::from_toml_str_with(&cfg.registry, &job.app_toml)
+            .map_err(|e| NodeError::Job(format!("cannot run the job's app: {e}")))?
     };
     start_executors(cfg, job, Arc::new(spec), &node.t).map_err(|e| NodeError::Job(e.to_string()))
 }

@@ -1,0 +1,164 @@
+//! The example app on a cluster: 3-worker runs with random live migrations (static, and under
+//! the live planner) equal the example's oracle, and workers of a binary without the example's kinds refuse the job,
+//! naming the kind, without a hang.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use support::{Children, TempDir, example_dir, free_port, json, plain_clasp, run, topk};
+
+const RECORDS: &str = "6000";
+const SEED: &str = "2";
+
+#[test]
+fn three_workers_with_chaos_migrations_equal_the_oracle() {
+    let dir = example_dir();
+    let app = [
+        "--app-file",
+        "topk.toml",
+        "--records",
+        RECORDS,
+        "--seed",
+        SEED,
+    ];
+    let oracle = json(&run(
+        topk(),
+        &[&["oracle"][..], &app, &["--json"]].concat(),
+        dir,
+        &[],
+    ));
+    let args = [
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "3",
+            "--chaos-migrations",
+            "4",
+        ][..],
+        &app,
+        &["--json"],
+    ]
+    .concat();
+    let cluster = json(&run(topk(), &args, dir, &[]));
+    for key in ["app", "seed", "state_digest", "output_digest", "processed"] {
+        assert_eq!(cluster[key], oracle[key], "{key}");
+    }
+    assert_eq!(cluster["errors"].as_array().map(Vec::len), Some(0));
+    assert_eq!(cluster["migrations"].as_array().map(Vec::len), Some(4));
+    // The comparison has teeth: many outputs, and a state for every sensor. (A digest's last
+    // 16 hex digits count its items.)
+    let count = |digest: &serde_json::Value| {
+        let hex = digest.as_str().expect("a digest");
+        u64::from_str_radix(&hex[hex.len() - 16..], 16).expect("hex")
+    };
+    assert!(count(&oracle["output_digest"]) > 1000, "{oracle}");
+    assert_eq!(count(&oracle["state_digests"]["top"]), 54, "{oracle}");
+}
+
+#[test]
+fn the_live_planner_with_chaos_migrations_equals_the_oracle() {
+    let dir = example_dir();
+    let app = [
+        "--app-file",
+        "topk.toml",
+        "--records",
+        RECORDS,
+        "--seed",
+        SEED,
+    ];
+    let oracle = json(&run(
+        topk(),
+        &[&["oracle"][..], &app, &["--json"]].concat(),
+        dir,
+        &[],
+    ));
+    let live = [
+        "run",
+        "--max-workers",
+        "3",
+        "--pattern",
+        "constant",
+        "--peak-rate",
+        "5000",
+        "--chaos-migrations",
+        "3",
+    ];
+    let args = [&live[..], &app, &["--json"]].concat();
+    let cluster = json(&run(topk(), &args, dir, &[]));
+    for key in ["app", "seed", "state_digest", "output_digest", "processed"] {
+        assert_eq!(cluster[key], oracle[key], "{key}");
+    }
+    assert_eq!(cluster["errors"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
+    let tmp = TempDir::new("plain-workers");
+    let file = tmp.0.join("cluster.toml");
+    let mut text = String::from("cluster_id = 91\n");
+    for id in 1..=2 {
+        let port = free_port();
+        text.push_str(&format!(
+            "[[worker]]\nid = {id}\naddress = \"127.0.0.1:{port}\"\n"
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    let secret = "a cluster secret of enough bytes";
+    let clasp = plain_clasp();
+    let mut workers = Children(Vec::new());
+    for id in ["1", "2"] {
+        let child = Command::new(&clasp)
+            .args(["worker", "--id", id, "--job-timeout-s", "20", "--cluster"])
+            .arg(&file)
+            .env("CLASP_CLUSTER_SECRET", secret)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("clasp worker runs");
+        workers.0.push(child);
+    }
+    let started = std::time::Instant::now();
+    let out = run(
+        topk(),
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            file.to_str().unwrap(),
+            "--app-file",
+            "topk.toml",
+            "--records",
+            "100",
+        ],
+        example_dir(),
+        &[("CLASP_CLUSTER_SECRET", secret)],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("unknown operator kind `topk_"),
+        "the error names the kind: {err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
+    // The workers gave up on the job and exited by themselves.
+    for (i, c) in workers.0.iter_mut().enumerate() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                assert!(!status.success(), "worker {} refused the job", i + 1);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "worker {} exits",
+                i + 1
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
