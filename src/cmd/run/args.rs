@@ -157,4 +157,11 @@ pub struct RunArgs {
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
     #[arg(long)]
     pub(crate) no_profile: bool,
+    /// Read settings from this run file (TOML, one key per long flag: `worker-cpu = 0.3`);
+    /// a flag given here wins over the file, the file over the app file's [run] table.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Print the effective settings as a run file (each with where it came from) and exit.
+    #[arg(long)]
+    pub(crate) print_config: bool,
 }
