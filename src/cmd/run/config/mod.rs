@@ -120,7 +120,10 @@ fn resolve(
     let mut settings: Vec<Option<Setting>> = keys.iter().map(|k| from_cli(k, matches)).collect();
     if let Some(path) = run_file {
         let table = file::read_table(path)?;
-        let refused = [("config", "a run file cannot name another run file")];
+        let refused = [
+            ("config", "a run file cannot name another run file"),
+            ("print-config", "give --print-config on the command line"),
+        ];
         let layer = file::layer(cmd, keys, &table, path, "run file", &refused)?;
         merge(keys, &mut settings, &layer);
     }
@@ -222,6 +225,7 @@ fn app_layer(cmd: &Command, keys: &[Key], path: &std::path::Path) -> anyhow::Res
         ("app", why),
         ("app-file", why),
         ("config", "an app file cannot name a run file"),
+        ("print-config", "give --print-config on the command line"),
     ];
     file::layer(cmd, keys, &run, path, "app file", &refused).map(Some)
 }
