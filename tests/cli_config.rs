@@ -192,11 +192,15 @@ fn print_config_round_trips_through_a_run_file() {
 }
 
 #[test]
-fn a_static_run_takes_its_settings_from_the_run_file() {
+fn a_static_run_takes_its_settings_from_the_run_file_and_the_app_file() {
+    // The app file (with its [run] table) also travels to the workers, which must accept it.
+    let app = app_file("static", "seed = 4\nrecords = 2000\n");
     let run = write(
         "static.toml",
-        "static = true\nworkers = 2\napp = \"wc\"\nrecords = 2000\nseed = 4\njson = true\n\
-         stall-timeout-s = 30\n",
+        &format!(
+            "static = true\nworkers = 2\napp-file = {:?}\njson = true\nstall-timeout-s = 30\n",
+            path(&app)
+        ),
     );
     let out = json(&clasp(&["run", "--config", path(&run)]));
     assert_eq!(out["workers"], 2);
