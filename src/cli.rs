@@ -85,22 +85,12 @@ enum Command {
 pub fn main_with(registry: Registry) -> std::process::ExitCode {
     crate::registry::install(registry);
     init_logs();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Bench(c) => cmd::bench::run(c),
-        Command::Calibrate(a) => cmd::calibrate::run(a),
-        Command::Local(a) => cmd::local::run_local(a),
-        Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
-        Command::Worker(a) => cmd::worker::run_worker_cmd(a),
-        Command::Run(a) => cmd::run::run(a),
-        Command::Planner(a) => cmd::run::run_planner(a),
-        Command::Place(a) => cmd::place::run(a),
-        Command::Sim(a) => cmd::sim::run_sim(a),
-        Command::Experiment(a) => cmd::experiment::run_experiment(a),
-        Command::Apps(a) => cmd::apps::run_apps(a),
-        Command::Gen(a) => cmd::apps::run_gen(a),
-        Command::Oracle(a) => cmd::apps::run_oracle(a),
-        Command::Clean(a) => cmd::clean::run_clean(a),
+    // `clasp run --config FILE` fills in from the file what the command line left out;
+    // `--print-config` prints the settings instead of running (`None`).
+    let result = match cmd::run::config::parse_cli::<Cli>() {
+        Ok(Some(cli)) => dispatch(cli.command),
+        Ok(None) => Ok(()),
+        Err(err) => Err(err),
     };
     // A run stopped by SIGINT/SIGTERM exits with 128 + the signal, whatever else happened.
     let interrupted = signals::interrupted().map(signals::exit_status);
@@ -115,6 +105,26 @@ pub fn main_with(registry: Registry) -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
             std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
         }
+    }
+}
+
+/// Runs one subcommand.
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Bench(c) => cmd::bench::run(c),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Local(a) => cmd::local::run_local(a),
+        Command::Ingress(a) => cmd::local::run_ingress_cmd(a),
+        Command::Worker(a) => cmd::worker::run_worker_cmd(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Planner(a) => cmd::run::run_planner(a),
+        Command::Place(a) => cmd::place::run(a),
+        Command::Sim(a) => cmd::sim::run_sim(a),
+        Command::Experiment(a) => cmd::experiment::run_experiment(a),
+        Command::Apps(a) => cmd::apps::run_apps(a),
+        Command::Gen(a) => cmd::apps::run_gen(a),
+        Command::Oracle(a) => cmd::apps::run_oracle(a),
+        Command::Clean(a) => cmd::clean::run_clean(a),
     }
 }
 

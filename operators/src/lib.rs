@@ -50,6 +50,9 @@
 //! name = "count"
 //! kind = "wc_count"
 //! params = { window = 100 }     # kind parameters (unknown parameters are an error)
+//!
+//! [run]                         # optional: `clasp run` settings for this app, keyed by flag
+//! peak-rate = 50000.0           # name; a run file (`--config`) or a flag overrides each
 //! ```
 //!
 //! Validation ([`AppSpec::from_toml_str`]) refuses, naming what is wrong: TOML errors and

@@ -279,6 +279,11 @@ pub struct AppDef {
     /// Operators; the first one without predecessors is the source.
     #[serde(rename = "operator", default)]
     pub operators: Vec<OperatorDef>,
+    /// Settings of `clasp run` this app runs best with (the `[run]` table, keys named like the
+    /// command's flags). The app crate keeps them as written; the command checks them, and a
+    /// flag or a run file overrides each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<toml::Table>,
 }
 
 /// A validated operator of an app.

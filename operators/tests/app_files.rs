@@ -31,6 +31,18 @@ fn builtin_apps_round_trip_through_toml() {
     }
 }
 
+#[test]
+fn an_app_files_run_table_is_kept_as_written_and_round_trips() {
+    let wc = apps::builtin("wc").unwrap().to_toml_string();
+    assert!(!wc.contains("[run]"), "built-in apps suggest no settings");
+    let text = format!("{wc}\n[run]\npeak-rate = 5000.0\ncpus = [0, 1]\n");
+    let spec = AppSpec::from_toml_str(&text).unwrap();
+    let run = spec.def().run.as_ref().expect("the [run] table");
+    assert_eq!(run["peak-rate"].as_float(), Some(5000.0));
+    let again = AppSpec::from_toml_str(&spec.to_toml_string()).unwrap();
+    assert_eq!(again.def(), spec.def());
+}
+
 fn err(text: &str) -> SpecError {
     AppSpec::from_toml_str(text).unwrap_err()
 }

@@ -73,5 +73,6 @@ pub(crate) fn app(name: &str, description: &str, operators: Vec<OperatorDef>) ->
         description: description.into(),
         generator: name.into(),
         operators,
+        run: None,
     }
 }

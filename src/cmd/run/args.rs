@@ -167,4 +167,11 @@ pub struct RunArgs {
     /// they happen, one JSON object per line.
     #[arg(long, value_name = "FILE")]
     pub(crate) events: Option<PathBuf>,
+    /// Read settings from this run file (TOML, one key per long flag: `worker-cpu = 0.3`);
+    /// a flag given here wins over the file, the file over the app file's [run] table.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Print the effective settings as a run file (each with where it came from) and exit.
+    #[arg(long)]
+    pub(crate) print_config: bool,
 }

@@ -1,6 +1,7 @@
 //! `clasp run` and `clasp planner`: an app on a cluster of `clasp worker` processes.
 //!
 //! - [`args`]: the options both commands take;
+//! - [`config`]: the same options from a run file (`--config`, `--print-config`);
 //! - [`caps`]: whether a live run caps its workers, and the peak rate that goes with it;
 //! - [`interrupt`]: SIGINT/SIGTERM stop the admission and drain;
 //! - [`setup`]: options → started (or found) workers → the driver's settings, and the driver
@@ -16,6 +17,7 @@
 
 pub mod args;
 pub mod caps;
+pub mod config;
 pub mod interrupt;
 pub mod live;
 pub mod out;
