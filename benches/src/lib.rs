@@ -6,3 +6,4 @@ pub mod dispatch;
 pub mod dispatch_local;
 pub mod place;
 pub mod ring;
+pub mod wake;

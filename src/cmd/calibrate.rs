@@ -13,6 +13,7 @@ use super::usage_error;
 use clap::Args;
 use clasp_benches::dispatch::{DispatchOpts, RemoteCosts, process_cpu_s, remote_costs};
 use clasp_benches::dispatch_local::measure_alpha;
+use clasp_benches::wake::measure_wake_us;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,9 @@ struct Effort {
     /// While noise keeps the median slope from being positive, more γ rounds start until this
     /// long after the calibration began.
     extra_rounds_until: Duration,
+    /// Sleeps and wake-ups timed for ω, and the gap between them.
+    wakes: u64,
+    wake_gap: Duration,
 }
 
 /// About 10 s on a 2-vCPU machine (under 20 s when noise needs extra γ rounds).
@@ -42,6 +46,8 @@ const FULL: Effort = Effort {
     gamma_run_ms: 200,
     gamma_rounds: 7,
     extra_rounds_until: Duration::from_secs(17),
+    wakes: 2_000,
+    wake_gap: Duration::from_micros(300),
 };
 /// About 3 s (under 8 s): for tests and a first look.
 const QUICK: Effort = Effort {
@@ -51,6 +57,8 @@ const QUICK: Effort = Effort {
     gamma_run_ms: 100,
     gamma_rounds: 5,
     extra_rounds_until: Duration::from_secs(6),
+    wakes: 300,
+    wake_gap: Duration::from_micros(300),
 };
 /// Other work on the host above this many cores, on average over the calibration, is warned
 /// about: the figures are then likely off (preempted threads, shared caches).
@@ -70,7 +78,9 @@ const GAMMA_RATE_PER_S: u64 = 200_000;
     beta_us   CPU µs per REMOTE chained request at the transport's default batch (32 KiB of \
     small requests), both sides' whole-process CPU (threads and kernel work); \
     beta_by_batch_us lists it at other batch sizes\n  \
-    gamma_us  CPU µs per second per distinct remote destination\n\n\
+    gamma_us  CPU µs per second per distinct remote destination\n  \
+    wake_us   CPU µs a parked thread spends per sleep and wake-up (its own side); compare \
+    `wake_us` in `clasp run --json`'s estimates\n\n\
     The profile is read by `clasp run` unless --cost-priors-us or --no-profile is given."
 )]
 pub struct CalibrateArgs {
@@ -117,7 +127,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         effort.gamma_rounds,
         host.started + effort.extra_rounds_until,
     );
+    say("calibrate: a sleep and wake-up (ω) ...");
+    let wake_us = measure_wake_us(effort.wakes, effort.wake_gap);
     let mut profile = build(alpha.median, &remote);
+    profile.wake_us = Some(wake_us).filter(|w| w.is_finite() && *w > 0.0);
     profile.other_work_cores = host.other_work_cores();
     if let Some(cores) = profile.other_work_cores.filter(|&c| c > BUSY_HOST_CORES) {
         let _ = writeln!(
@@ -206,6 +219,7 @@ fn build(alpha_ns: f64, remote: &RemoteCosts) -> Profile {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         other_work_cores: None,
+        wake_us: None,
     }
 }
 
@@ -226,7 +240,8 @@ fn table(p: &Profile) -> String {
          α {:>10.3} µs    CPU per local chained request (both sides)\n\
          β {:>10.3} µs    CPU per remote chained request at batch {} (both sides)\n\
          \x20 by batch (µs)    {}\n\
-         γ {:>10.0} µs/s  CPU per second per remote destination\n",
+         γ {:>10.0} µs/s  CPU per second per remote destination\n\
+         ω {:>10} µs    CPU per sleep and wake-up of a parked thread (the sleeper's)\n",
         p.machine.cpu_model,
         p.machine.cpus,
         p.machine.kernel,
@@ -235,5 +250,6 @@ fn table(p: &Profile) -> String {
         p.batch,
         by_batch.join(", "),
         p.gamma_us,
+        p.wake_us.map_or_else(|| "n/a".to_owned(), |w| format!("{w:.3}")),
     )
 }

@@ -83,6 +83,10 @@ pub struct Profile {
     /// makes the figures less trustworthy); absent where it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_work_cores: Option<f64>,
+    /// CPU µs one sleep and wake-up of a parked thread costs the sleeper (what the busy-time
+    /// estimator's ω learns live); absent in profiles written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_us: Option<f64>,
 }
 
 impl Profile {
@@ -228,6 +232,7 @@ mod tests {
             machine: Machine::this(),
             created_unix_s: 1,
             other_work_cores: Some(0.1),
+            wake_us: Some(35.0),
         }
     }
 
