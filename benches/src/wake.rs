@@ -59,6 +59,9 @@ mod tests {
     fn a_wake_up_costs_some_cpu_but_not_the_gap() {
         let gap = Duration::from_micros(500);
         let us = measure_wake_us(200, gap);
-        assert!(us > 0.0 && us < gap.as_secs_f64() * 1e6, "{us} µs per wake-up");
+        assert!(
+            us > 0.0 && us < gap.as_secs_f64() * 1e6,
+            "{us} µs per wake-up"
+        );
     }
 }

@@ -250,6 +250,7 @@ fn table(p: &Profile) -> String {
         p.batch,
         by_batch.join(", "),
         p.gamma_us,
-        p.wake_us.map_or_else(|| "n/a".to_owned(), |w| format!("{w:.3}")),
+        p.wake_us
+            .map_or_else(|| "n/a".to_owned(), |w| format!("{w:.3}")),
     )
 }

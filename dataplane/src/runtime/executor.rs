@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod deltas;
 mod migrating;
 mod outbound;
 
@@ -148,8 +149,8 @@ pub(crate) struct Engine {
     /// The rings request frames go into.
     out: Outbound,
     report: Producer<ShmRing>,
-    /// Deltas not yet reported.
-    deltas: Vec<Delta>,
+    /// Deltas not yet reported, one per root.
+    deltas: deltas::PendingDeltas,
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
@@ -239,7 +240,7 @@ impl Executor {
                     .collect(),
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
-                deltas: Vec::new(),
+                deltas: deltas::PendingDeltas::default(),
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),
@@ -606,7 +607,7 @@ impl Engine {
                 return;
             };
             self.scratch.clear();
-            encode_deltas(self.deltas.drain(..n), &mut self.scratch);
+            encode_deltas(self.deltas.drain_front(n), &mut self.scratch);
             debug_assert_eq!(self.scratch.len(), deltas_frame_bytes(n));
             g.copy_from_slice(&self.scratch);
             g.commit();

@@ -1,0 +1,124 @@
+//! The ledger deltas an executor has not reported yet, one per root.
+//!
+//! A root's ledger is the XOR of its deltas, so deltas of one root can be XORed together before
+//! they travel: the ledger ends at the same value, and a tree completes when the combined delta
+//! closes it exactly as when the parts arrive one by one (a combined delta is zero only when
+//! every request it covers was created and processed within it — a whole tree, since a root's
+//! own delta never names the root). An executor handles a request's children together a turn
+//! after the request (they sit next to each other in its ring), so one delta per root per turn
+//! replaces one per request: for WC's split, ten words' deltas become one. Each delta is a
+//! report frame's 24 bytes, the network thread's encoding and send, and a hash-map update at
+//! the root's home — per chained request, on every tracked tree.
+
+use crate::runtime::ledger::Delta;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Deltas waiting to be reported, combined per root while they wait.
+#[derive(Default)]
+pub(super) struct PendingDeltas {
+    list: Vec<Delta>,
+    /// root id → its delta's index in `list` (for deltas not yet drained).
+    index: HashMap<u64, usize, BuildHasherDefault<RootIdHasher>>,
+}
+
+impl PendingDeltas {
+    /// Adds a delta, XORed into the one already waiting for its root if there is one.
+    #[inline]
+    pub(super) fn push(&mut self, d: Delta) {
+        match self.index.get(&d.root_id) {
+            Some(&i) => {
+                let waiting = &mut self.list[i];
+                debug_assert_eq!(waiting.root_id, d.root_id);
+                waiting.xor ^= d.xor;
+            }
+            None => {
+                self.index.insert(d.root_id, self.list.len());
+                self.list.push(d);
+            }
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Takes the first `n` waiting deltas. Those left stay waiting but are no longer combined
+    /// with new ones (a root's later delta is then reported apart: still exact).
+    pub(super) fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Delta> {
+        self.index.clear();
+        self.list.drain(..n)
+    }
+}
+
+/// Root ids are already hashes (of the root's record and sequence): used as they are.
+#[derive(Default)]
+pub(super) struct RootIdHasher(u64);
+
+impl Hasher for RootIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::ledger::Ledger;
+
+    fn d(root_id: u64, xor: u64) -> Delta {
+        Delta {
+            root_id,
+            xor,
+            admitted_ns: 5,
+        }
+    }
+
+    #[test]
+    fn deltas_of_one_root_combine_and_close_its_tree_as_the_parts_would() {
+        // Root 7 emits children 11 and 13; 11 emits 17; every request is processed.
+        let parts = [d(7, 11 ^ 13), d(9, 21), d(7, 11 ^ 17), d(7, 13), d(7, 17)];
+        let mut p = PendingDeltas::default();
+        for x in parts {
+            p.push(x);
+        }
+        assert_eq!(p.len(), 2);
+        let combined: Vec<Delta> = p.drain_front(2).collect();
+        assert_eq!(combined[0], d(7, 0));
+        let mut ledger = Ledger::new();
+        assert!(
+            ledger.apply(combined[0], 10),
+            "a zero delta closes the whole tree"
+        );
+        assert!(!ledger.apply(combined[1], 10), "root 9 is still open");
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn deltas_left_after_a_partial_drain_stay_exact() {
+        let mut p = PendingDeltas::default();
+        p.push(d(1, 3));
+        p.push(d(2, 4));
+        let first: Vec<Delta> = p.drain_front(1).collect();
+        assert_eq!(first, vec![d(1, 3)]);
+        p.push(d(2, 4));
+        p.push(d(1, 3));
+        let rest: Vec<Delta> = p.drain_front(p.len()).collect();
+        // Root 2's waiting delta was no longer indexed: its new one travels apart.
+        assert_eq!(rest, vec![d(2, 4), d(2, 4), d(1, 3)]);
+    }
+}
