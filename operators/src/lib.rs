@@ -83,6 +83,8 @@ pub mod generate;
 pub mod key;
 pub mod operator;
 pub mod oracle;
+pub mod output_line;
+pub mod output_seq;
 pub mod spec;
 
 pub use compare::{Comparable, Mismatch};
@@ -90,6 +92,7 @@ pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};
 pub use key::{KEY_GROUPS, key_group, key_hash};
 pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State};
+pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,
 };

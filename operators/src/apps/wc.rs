@@ -7,6 +7,7 @@ use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, Zipf, chacha_key};
 use crate::key::encode_u64;
 use crate::operator::{Malformed, Operator};
+use crate::output_line::OutputText;
 use crate::spec::{AppDef, Determinism, KindInfo, Registry};
 
 /// Words per generated sentence.
@@ -115,6 +116,16 @@ impl Operator for Count {
             out.output(key, &count.to_le_bytes());
         }
         Ok(())
+    }
+
+    /// The word and its count in decimal.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let (Ok(word), Ok(count)) = (std::str::from_utf8(key), <[u8; 8]>::try_from(value)) else {
+            return false;
+        };
+        text.key.push_str(word);
+        text.value.push_str(&u64::from_le_bytes(count).to_string());
+        true
     }
 }
 
