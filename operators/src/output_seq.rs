@@ -124,8 +124,8 @@ mod tests {
 
 #[cfg(test)]
 mod runtime_tests {
-    use crate::key::key_group_of;
     use crate::Emitter;
+    use crate::key::key_group_of;
 
     /// Counts of WC's `count` for `word`, run through an instance that tracks `seq` and
     /// hands the word's key group to a second instance half way.

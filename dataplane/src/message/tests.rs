@@ -39,6 +39,8 @@ fn job() -> impl Strategy<Value = Message> {
                 driver,
                 driver_addr,
                 interval_ms,
+                sink: String::new(),
+                sink_per_worker: pin,
             }))
         })
 }

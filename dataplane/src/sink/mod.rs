@@ -80,6 +80,7 @@ pub struct Sink {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<(), SinkError>>>,
     name: String,
+    chunk: usize,
 }
 
 impl Sink {
@@ -109,16 +110,17 @@ impl Sink {
             shared,
             thread: Some(thread),
             name: target.to_string(),
+            chunk,
         })
     }
 
     /// A writer for one executor.
-    pub fn writer(&self, executors: usize, buffer_bytes: usize) -> SinkWriter {
+    pub fn writer(&self) -> SinkWriter {
         SinkWriter {
             tx: self.tx.clone(),
             shared: Arc::clone(&self.shared),
             buf: Vec::new(),
-            chunk: chunk_bytes(buffer_bytes, executors),
+            chunk: self.chunk,
             reported: false,
         }
     }

@@ -52,7 +52,7 @@ fn writers_of_one_file_append_whole_lines() {
     std::thread::scope(|s| {
         for (w, sink) in sinks.iter().enumerate() {
             for e in 0..2 {
-                let mut writer = sink.writer(2, 4096);
+                let mut writer = sink.writer();
                 s.spawn(move || {
                     for i in 0..500 {
                         writer
@@ -111,7 +111,7 @@ fn a_slow_tcp_reader_slows_the_writer_and_memory_stays_bounded() {
     let target = SinkTarget::Tcp(addr.to_string());
     let buffer_bytes = 4096;
     let sink = Sink::open(&target, None, 1, buffer_bytes).unwrap();
-    let mut w = sink.writer(1, buffer_bytes);
+    let mut w = sink.writer();
     let total_lines = 40_000;
     let handed = Arc::new(AtomicUsize::new(0));
     let h = Arc::clone(&handed);
@@ -158,7 +158,7 @@ fn a_slow_tcp_reader_slows_the_writer_and_memory_stays_bounded() {
 fn a_full_disk_is_an_error_naming_the_sink() {
     let target = SinkTarget::File("/dev/full".into());
     let sink = Sink::open(&target, None, 1, 4096).unwrap();
-    let mut w = sink.writer(1, 4096);
+    let mut w = sink.writer();
     w.buffer().extend_from_slice(&line(1, 10));
     let mut first = None;
     for _ in 0..100 {
@@ -189,7 +189,7 @@ fn a_peer_that_goes_away_is_an_error_naming_the_sink() {
     let sink = Sink::open(&target, None, 1, 1 << 16).unwrap();
     drop(listener.accept().unwrap());
     drop(listener);
-    let mut w = sink.writer(1, 1 << 16);
+    let mut w = sink.writer();
     let deadline = Instant::now() + Duration::from_secs(10);
     let e = loop {
         w.buffer().extend_from_slice(&line(1, 1000));

@@ -374,6 +374,7 @@ pub fn run_cluster_worker(
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
+    node.errors.extend(stopped.sink_error);
     node.errors.extend(
         stopped
             .panicked
