@@ -374,7 +374,11 @@ pub fn run_cluster_worker(
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
-    node.errors.extend(stopped.sink_error);
+    if let Some(e) = stopped.sink_error
+        && !node.errors.contains(&e)
+    {
+        node.errors.push(e);
+    }
     node.errors.extend(
         stopped
             .panicked
