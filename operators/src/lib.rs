@@ -28,6 +28,11 @@
 //! Implement [`Operator`] (see its docs for a complete example that registers a kind in a
 //! [`Registry`] and uses it from an app file).
 //!
+//! Outputs are bytes in the app's own encoding; a run with a sink writes each as a JSON line
+//! ([`output_line`]) with the kind's text form ([`Operator::output_text`], base64 without one)
+//! and its `seq`, a per-key counter kept next to the state so that it moves with its key group
+//! ([`output_seq`]).
+//!
 //! # App files (TOML)
 //!
 //! An app file composes registered operator kinds (`clasp apps show NAME` lists an app's;
@@ -71,6 +76,9 @@
 //! | `etl_range_filter` | `min`, `max` | 20, 80 | valid range |
 //! | `etl_interpolate` | `window` | 5 | past values averaged to replace a 0 |
 //! | `etl_store` | `batch` | 3 | records per batched write |
+//!
+//! `text_split` (the first operator of `wc-text`) takes raw UTF-8 lines: it lowercases them and
+//! splits them on anything that is not a letter, one request per word keyed by the word.
 
 #![forbid(unsafe_code)]
 
