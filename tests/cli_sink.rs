@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_equals_oracle, clasp, clasp_text, json};
+use common::{ClusterDir, Workers, assert_equals_oracle, clasp, clasp_env, clasp_text, json};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::TcpListener;
@@ -121,6 +121,48 @@ fn wc_text_through_a_file_sink_in_a_live_run_counts_every_word_while_it_moves() 
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(last_counts(&text), counted_words("wc-text", "3000", "6"));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Workers of a cluster file may be on several hosts: each writes `PATH.w<ID>` on its own.
+#[test]
+fn workers_of_a_cluster_file_each_write_their_own_file() {
+    let cluster = ClusterDir::new("sink-cluster", 91, 2);
+    let secret = "a cluster secret of at least 32 bytes";
+    let _workers = Workers(vec![
+        cluster.spawn_worker("1", secret),
+        cluster.spawn_worker("2", secret),
+    ]);
+    let path = cluster.dir.join("counts.jsonl");
+    let sink = format!("file:{}", path.display());
+    let out = clasp_env(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            cluster.path(),
+            "--app",
+            "wc",
+            "--records",
+            "1000",
+            "--seed",
+            "8",
+            "--chaos-migrations",
+            "2",
+            "--sink",
+            &sink,
+            "--json",
+        ],
+        &[("CLASP_CLUSTER_SECRET", secret)],
+    );
+    assert_equals_oracle("wc", "1000", "8", &json(&out));
+    assert!(!path.exists(), "no shared file");
+    let mut all = String::new();
+    for id in [1, 2] {
+        let mine = std::fs::read_to_string(format!("{}.w{id}", path.display())).unwrap();
+        assert!(!mine.is_empty(), "worker {id} wrote nothing");
+        all.push_str(&mine);
+    }
+    assert_eq!(last_counts(&all), counted_words("wc", "1000", "8"));
 }
 
 #[test]

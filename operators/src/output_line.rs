@@ -14,6 +14,8 @@
 //! lines because every language reads them, a line is self-contained (a reader can merge the
 //! files of several workers), and `seq` lets it order a key's outputs across files.
 
+use std::io::Write as _;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
@@ -62,9 +64,8 @@ pub fn write_line(
             line.push(b'"');
         }
     }
-    line.extend_from_slice(b",\"seq\":");
-    line.extend_from_slice(seq.to_string().as_bytes());
-    line.extend_from_slice(b"}\n");
+    // Writing into a Vec cannot fail.
+    let _ = write!(line, ",\"seq\":{seq}}}\n");
 }
 
 /// A JSON string literal (quotes and escapes; control characters and line breaks escaped, so a

@@ -166,7 +166,11 @@ impl Operator for SpikeDetect {
         let (Ok(sensor), Ok(line)) = (<[u8; 4]>::try_from(key), std::str::from_utf8(value)) else {
             return false;
         };
-        text.key.push_str(&u32::from_le_bytes(sensor).to_string());
+        // Writing into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(
+            &mut text.key,
+            format_args!("{}", u32::from_le_bytes(sensor)),
+        );
         text.value.push_str(line);
         true
     }

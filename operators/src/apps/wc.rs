@@ -3,6 +3,8 @@
 //! `split` (stateless, routed by sentence id) turns a sentence into one request per word, keyed
 //! by the word; `count` (keyed by word, order-free) counts and outputs `(word, count)`.
 
+use std::fmt::Write as _;
+
 use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, Zipf, chacha_key};
 use crate::key::encode_u64;
@@ -124,7 +126,8 @@ impl Operator for Count {
             return false;
         };
         text.key.push_str(word);
-        text.value.push_str(&u64::from_le_bytes(count).to_string());
+        // Writing into a String cannot fail.
+        let _ = write!(text.value, "{}", u64::from_le_bytes(count));
         true
     }
 }
