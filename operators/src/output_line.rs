@@ -65,7 +65,7 @@ pub fn write_line(
         }
     }
     // Writing into a Vec cannot fail.
-    let _ = write!(line, ",\"seq\":{seq}}}\n");
+    let _ = writeln!(line, ",\"seq\":{seq}}}");
 }
 
 /// A JSON string literal (quotes and escapes; control characters and line breaks escaped, so a
