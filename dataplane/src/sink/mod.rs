@@ -20,7 +20,8 @@
 //! * **One file on one host.** Workers that share a host append to one `file:PATH`
 //!   (`O_APPEND`): each chunk is one `write(2)` of whole lines, which the kernel places at the
 //!   end of the file as a unit, so lines of different workers never interleave (true for
-//!   local file systems; not for NFS). Workers of a cluster file, which may run on several
+//!   local file systems; not for NFS). Only a write cut short (a full disk) could leave part
+//!   of a line, and that fails the run. Workers of a cluster file, which may run on several
 //!   hosts, each write `PATH.w<ID>` on their own host instead.
 //! * **Flushed at end of stream.** Executors hand over their buffers when they go idle, after
 //!   each end-of-stream flush and when they stop; [`Sink::close`] waits for the writer to
