@@ -37,9 +37,9 @@ fn job() -> impl Strategy<Value = Message> {
                 pin,
                 workers,
                 driver,
+                sink: driver_addr.chars().rev().collect(),
                 driver_addr,
                 interval_ms,
-                sink: String::new(),
                 sink_per_worker: pin,
             }))
         })
