@@ -94,6 +94,7 @@ fn a_slow_tcp_reader_slows_the_writer_and_memory_stays_bounded() {
     let (f, r) = (Arc::clone(&fast), Arc::clone(&read));
     let reader = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 256];
         loop {
@@ -143,6 +144,11 @@ fn a_slow_tcp_reader_slows_the_writer_and_memory_stays_bounded() {
         "handed {handed_now} of {total_bytes} bytes, read {read_now}"
     );
     fast.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !executor.is_finished() {
+        assert!(Instant::now() < deadline, "the writer never finished");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     executor.join().unwrap();
     sink.close().unwrap();
     let got = reader.join().unwrap();
