@@ -5,7 +5,7 @@ mod common;
 use common::clasp_text as clasp;
 
 #[test]
-fn apps_json_lists_seven_apps() {
+fn apps_json_lists_the_seven_benchmark_apps_and_wc_text() {
     let (code, out, _) = clasp(&["apps", "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -28,6 +28,7 @@ fn apps_json_lists_seven_apps() {
         ("nwm", 10),
         ("etl", 10),
         ("syn", 10),
+        ("wc-text", 2),
     ];
     assert_eq!(counts, expect.map(|(n, c)| (n.to_owned(), c)));
     let (code, out, _) = clasp(&["apps", "show", "etl", "--dot"]);

@@ -124,6 +124,8 @@ fn run_with(
         stall_timeout: Duration::from_secs(20),
         interval: Duration::from_millis(100),
         migration_timeout: Duration::from_secs(20),
+        sink: None,
+        sink_per_worker: false,
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {

@@ -22,6 +22,8 @@ struct Entry {
     target: Target,
     key: Range<u32>,
     payload: Range<u32>,
+    /// An output's number among its key's outputs (see [`Emitter::seq`]).
+    seq: u64,
 }
 
 /// One emitted request or output, borrowed from the [`Emitter`].
@@ -97,6 +99,20 @@ impl Emitter {
         }
     }
 
+    /// The `seq` of output `index`: its number among the outputs of its operator for its key,
+    /// set by the operator's runtime when it tracks them
+    /// ([`crate::OperatorInstance::track_output_seq`]); 0 otherwise.
+    #[inline]
+    pub fn seq(&self, index: usize) -> u64 {
+        self.entries[index].seq
+    }
+
+    /// Sets the `seq` of emission `index`.
+    #[inline]
+    pub(crate) fn set_seq(&mut self, index: usize, seq: u64) {
+        self.entries[index].seq = seq;
+    }
+
     /// Every emission in emission order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Emission<'_>> + '_ {
         (0..self.entries.len()).map(|i| self.get(i))
@@ -124,6 +140,7 @@ impl Emitter {
             target,
             key,
             payload,
+            seq: 0,
         });
     }
 }

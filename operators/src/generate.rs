@@ -38,7 +38,7 @@ pub trait Generator: Send + Sync {
 
 /// The generators of the built-in apps, by name.
 pub fn generator_names() -> &'static [&'static str] {
-    &["wc", "sd", "aa", "pl", "nwm", "etl", "syn"]
+    &["wc", "sd", "aa", "pl", "nwm", "etl", "syn", "wc-text"]
 }
 
 /// The generator `name` with `seed`.
@@ -52,6 +52,7 @@ pub fn generator(name: &str, seed: u64) -> Option<Box<dyn Generator>> {
         "nwm" => Box::new(apps::nwm::NwmGenerator::new(seed)),
         "etl" => Box::new(apps::etl::EtlGenerator::new(seed)),
         "syn" => Box::new(apps::syn::SynGenerator::new(seed)),
+        "wc-text" => Box::new(apps::wc_text::WcTextGenerator::new(seed)),
         _ => return None,
     })
 }

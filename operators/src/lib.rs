@@ -31,6 +31,11 @@
 //! and digests hash. To run your kinds on a cluster, your binary calls the `clasp` package's
 //! `clasp::cli::main_with(registry)` (the repository's `docs/guide.md` and `examples/topk/`).
 //!
+//! Outputs are bytes in the app's own encoding; a run with a sink writes each as a JSON line
+//! ([`output_line`]) with the kind's text form ([`Operator::output_text`], base64 without one)
+//! and its `seq`, a per-key counter kept next to the state so that it moves with its key group
+//! ([`output_seq`]).
+//!
 //! # App files (TOML)
 //!
 //! An app file composes registered operator kinds (`clasp apps show NAME` lists an app's;
@@ -77,6 +82,9 @@
 //! | `etl_range_filter` | `min`, `max` | 20, 80 | valid range |
 //! | `etl_interpolate` | `window` | 5 | past values averaged to replace a 0 |
 //! | `etl_store` | `batch` | 3 | records per batched write |
+//!
+//! `text_split` (the first operator of `wc-text`) takes raw UTF-8 lines: it lowercases them and
+//! splits them on anything that is not a letter, one request per word keyed by the word.
 
 #![forbid(unsafe_code)]
 
@@ -93,6 +101,8 @@ pub mod generate;
 pub mod key;
 pub mod operator;
 pub mod oracle;
+pub mod output_line;
+pub mod output_seq;
 pub mod spec;
 
 pub use codec::StateCodec;
@@ -101,6 +111,7 @@ pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};
 pub use key::{KEY_GROUPS, key_group, key_hash};
 pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State};
+pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,
 };

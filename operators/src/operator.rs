@@ -11,6 +11,8 @@ use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
 use crate::emitter::{Emitter, Out, Target};
 use crate::key::{KEY_GROUPS, key_group_of};
+use crate::output_line::{OutputText, write_line};
+use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
 
 /// A request the operator could not make sense of. The runtime counts it under `reason`,
@@ -122,6 +124,16 @@ pub trait Operator: Send + 'static {
     fn end_of_stream(&mut self, out: &mut Out<'_>) {
         let _ = out;
     }
+
+    /// The text form of an output this operator emitted (`key` and `value` as given to
+    /// [`Out::output`]): writes it into `text` (cleared by the caller) and returns true.
+    /// A sink writes it as the line's `"key"` and `"value"`. The default, false, means the
+    /// kind has no text form (or this output has none): the sink then writes the bytes in
+    /// base64 (`"key_b64"`, `"value_b64"`).
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let _ = (key, value, text);
+        false
+    }
 }
 
 /// Counters and digests of one operator instance; [`OperatorSummary::combine`] adds the
@@ -225,6 +237,13 @@ pub trait OperatorInstance: Send {
     fn summary(&self) -> OperatorSummary;
     /// Malformed-request counts by reason.
     fn malformed_reasons(&self) -> Vec<(&'static str, u64)>;
+    /// Numbers this instance's outputs from now on (a sink is configured): each output's
+    /// [`Emitter::seq`] is then its number among the operator's outputs for its key, kept per
+    /// key group and moved with it by [`OperatorInstance::export_group`]. Off by default, so a
+    /// run without a sink pays nothing.
+    fn track_output_seq(&mut self);
+    /// Appends the sink line of one output of this operator (see [`crate::output_line`]).
+    fn write_output_line(&mut self, key: &[u8], value: &[u8], seq: u64, line: &mut Vec<u8>);
 }
 
 /// Where an instance sits in its app (given by [`crate::AppSpec::instantiate`]).
@@ -240,10 +259,11 @@ pub struct InstanceContext {
     pub determinism: Determinism,
 }
 
-/// Format version of exported key groups.
-pub const GROUP_ARCHIVE_FORMAT: u32 = 1;
+/// Format version of exported key groups (2: with the outputs' `seq` counters).
+pub const GROUP_ARCHIVE_FORMAT: u32 = 2;
 
-/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding.
+/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, and
+/// the group's output counters ([`crate::output_seq`]; empty without a sink).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
 pub struct GroupArchive {
     /// [`GROUP_ARCHIVE_FORMAT`].
@@ -252,6 +272,8 @@ pub struct GroupArchive {
     pub key_group: u16,
     /// `(key, encoded state)`, keys ascending.
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `(output key, next seq)`, keys ascending.
+    pub output_seqs: Vec<(Vec<u8>, u64)>,
 }
 
 type Group<S> = HashMap<Box<[u8]>, S, Xxh3DefaultBuilder>;
@@ -269,6 +291,8 @@ pub struct Runtime<O: Operator> {
     seed_input: u64,
     seed_output: u64,
     scratch: Vec<u8>,
+    seqs: OutputSeqs,
+    text: OutputText,
 }
 
 impl<O: Operator> Runtime<O> {
@@ -289,6 +313,8 @@ impl<O: Operator> Runtime<O> {
             seed_input,
             seed_output,
             scratch: Vec::new(),
+            seqs: OutputSeqs::off(),
+            text: OutputText::default(),
         }
     }
 
@@ -307,6 +333,27 @@ impl<O: Operator> Runtime<O> {
             if e.target == Target::Output {
                 self.outputs
                     .add_keyed(self.seed_output, e.key, e.payload, &mut self.scratch);
+            }
+        }
+    }
+
+    /// Numbers the outputs from `start` on, counted in `key_group` (`None`: each in its own
+    /// key's group).
+    fn number_outputs(
+        seqs: &mut OutputSeqs,
+        out: &mut Emitter,
+        start: usize,
+        key_group: Option<u16>,
+    ) {
+        if !seqs.is_on() {
+            return;
+        }
+        for i in start..out.len() {
+            let e = out.get(i);
+            if e.target == Target::Output {
+                let kg = key_group.unwrap_or_else(|| key_group_of(e.key));
+                let seq = seqs.next(kg, e.key);
+                out.set_seq(i, seq);
             }
         }
     }
@@ -363,6 +410,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             Ok(()) => {
                 if out.len() > start {
                     self.digest_outputs(out, start);
+                    Self::number_outputs(&mut self.seqs, out, start, Some(key_group));
                 }
                 Ok(())
             }
@@ -384,15 +432,20 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             keys.sort_unstable();
             for key in keys {
                 let s = group.get_mut(&key).expect("key listed above");
+                let from = out.len();
                 self.op
                     .end_of_key(&key, s, &mut Out::new(out, &self.ctx.successors));
                 if *s == O::State::default() {
                     group.remove(&key);
                 }
+                let kg = key_group_of(&key);
+                Self::number_outputs(&mut self.seqs, out, from, Some(kg));
             }
         }
+        let from = out.len();
         self.op
             .end_of_stream(&mut Out::new(out, &self.ctx.successors));
+        Self::number_outputs(&mut self.seqs, out, from, None);
         self.digest_outputs(out, start);
     }
 
@@ -411,6 +464,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             format: GROUP_ARCHIVE_FORMAT,
             key_group,
             entries,
+            output_seqs: self.seqs.export(key_group),
         };
         rkyv::to_bytes::<rkyv::rancor::Error>(&archive)
             .expect("serializing plain vectors cannot fail")
@@ -419,7 +473,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
         let slot = usize::from(key_group % KEY_GROUPS);
-        if !self.groups[slot].is_empty() {
+        if !self.groups[slot].is_empty() || self.seqs.holds(key_group) {
             return Err(ImportError::Occupied(key_group));
         }
         // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
@@ -449,8 +503,18 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             }
             group.insert(key.into(), state);
         }
+        let mut seqs = Vec::with_capacity(archive.output_seqs.len());
+        for entry in archive.output_seqs.iter() {
+            let key: &[u8] = &entry.0;
+            let kg = key_group_of(key);
+            if kg != key_group {
+                return Err(ImportError::ForeignKey(kg));
+            }
+            seqs.push((key.to_vec(), entry.1.to_native()));
+        }
         let n = group.len();
         self.groups[slot] = group;
+        self.seqs.import(key_group, seqs);
         Ok(n)
     }
 
@@ -490,5 +554,18 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn malformed_reasons(&self) -> Vec<(&'static str, u64)> {
         self.malformed.iter().map(|(r, n)| (*r, *n)).collect()
+    }
+
+    fn track_output_seq(&mut self) {
+        self.seqs.turn_on();
+    }
+
+    fn write_output_line(&mut self, key: &[u8], value: &[u8], seq: u64, line: &mut Vec<u8>) {
+        self.text.clear();
+        let text = self
+            .op
+            .output_text(key, value, &mut self.text)
+            .then_some(&self.text);
+        write_line(line, &self.ctx.name, key, value, text, seq);
     }
 }

@@ -90,7 +90,7 @@ fn builtin(name: &str) -> anyhow::Result<AppSpec> {
     apps::builtin(name).ok_or_else(|| {
         usage_error(format!(
             "unknown app `{name}` (known: {})",
-            apps::builtin_names().join(", ")
+            apps::all_names().join(", ")
         ))
     })
 }
@@ -105,7 +105,7 @@ pub fn run_apps(args: AppsArgs) -> anyhow::Result<()> {
 }
 
 fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
-    let specs: Vec<AppSpec> = apps::builtin_names()
+    let specs: Vec<AppSpec> = apps::all_names()
         .iter()
         .map(|n| builtin(n))
         .collect::<Result<_, _>>()?;

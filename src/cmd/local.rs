@@ -84,6 +84,10 @@ pub struct LocalArgs {
     /// stops at once (seconds).
     #[arg(long, default_value_t = 10, value_parser = timeout_s())]
     drain_timeout_s: u64,
+    /// Write every output as a JSON line to file:PATH (emptied first), stdout: or tcp:ADDR.
+    /// Default: none (outputs are only digested).
+    #[arg(long, value_name = "SINK", value_parser = crate::cmd::run::args::parse_sink)]
+    sink: Option<clasp_dataplane::sink::SinkTarget>,
 }
 
 #[derive(Args, Debug)]
@@ -210,6 +214,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         sample_every: args.sample_every,
         pin: args.pin,
         interval: Duration::from_millis(args.interval_ms),
+        sink: args.sink.clone(),
         ..LocalConfig::default()
     };
     let child = IngressChild::default();

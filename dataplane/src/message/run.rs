@@ -30,6 +30,12 @@ pub struct Job {
     pub driver_addr: String,
     /// How often workers send their [`Counters`] (0: never).
     pub interval_ms: u32,
+    /// Where workers write outputs as lines (`file:PATH`, `stdout:`, `tcp:ADDR`; see
+    /// [`crate::sink`]); empty: nowhere (digests only).
+    pub sink: String,
+    /// Each worker writes its own `PATH.w<ID>` for a `file:` sink (workers on several hosts);
+    /// else the workers share one host and append to `PATH`, which the driver emptied.
+    pub sink_per_worker: bool,
 }
 
 /// [`Spread`] on the wire (the routing module's type stays free of the codec).

@@ -37,8 +37,10 @@ fn job() -> impl Strategy<Value = Message> {
                 pin,
                 workers,
                 driver,
+                sink: driver_addr.chars().rev().collect(),
                 driver_addr,
                 interval_ms,
+                sink_per_worker: pin,
             }))
         })
 }

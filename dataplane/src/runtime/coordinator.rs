@@ -17,6 +17,7 @@ use super::RuntimeError;
 use super::executor::{Executor, ExecutorResult, NetLink, Seat};
 use super::layout::{WorkerSegment, scalar};
 use super::messages::{COMMAND_BYTES, Command, Report};
+use crate::sink::Sink;
 use clasp_operators::AppSpec;
 use clasp_shmring::{FanIn, Producer, ShmRing, WaitPolicy};
 use std::sync::Arc;
@@ -44,6 +45,9 @@ pub(crate) struct Launch<'a> {
     pub pin: bool,
     /// Per executor, its link to the network thread (cluster mode), or none.
     pub links: Vec<Option<NetLink>>,
+    /// Where the executors write outputs as lines, or none (digests only); closed by
+    /// [`Coordinator::stop`].
+    pub sink: Option<Sink>,
 }
 
 /// The executors when they stopped.
@@ -54,6 +58,8 @@ pub(crate) struct Stopped {
     pub panicked: Vec<usize>,
     /// Executors that could not be pinned, and why.
     pub unpinned: Vec<String>,
+    /// Why the sink failed, if it did (it was flushed and closed after the executors).
+    pub sink_error: Option<String>,
 }
 
 /// The coordinator of one worker's executors (see the module docs).
@@ -66,6 +72,8 @@ pub(crate) struct Coordinator {
     flushed: Vec<usize>,
     /// Per operator: its flush by every executor was already returned by `take_flushed`.
     flush_seen: Vec<bool>,
+    /// The sink the executors write to, if any.
+    sink: Option<Sink>,
 }
 
 impl Coordinator {
@@ -103,13 +111,14 @@ impl Coordinator {
             reports,
             flushed: vec![0; ops],
             flush_seen: vec![false; ops],
+            sink: None,
         };
         // On an error, `c` is dropped, which stops the executors already started.
         c.spawn_executors(launch)?;
         Ok(c)
     }
 
-    fn spawn_executors(&mut self, launch: Launch<'_>) -> Result<(), RuntimeError> {
+    fn spawn_executors(&mut self, mut launch: Launch<'_>) -> Result<(), RuntimeError> {
         let executors = self.seg.executors();
         if launch.links.len() != executors {
             return Err(RuntimeError::Seat(format!(
@@ -123,6 +132,7 @@ impl Coordinator {
         // but a capped worker still runs on every CPU of its set.
         let cpus = crate::affinity::allowed_cpus();
         let pin = launch.pin && executors < cpus.len();
+        self.sink = launch.sink.take();
         for (e, link) in launch.links.into_iter().enumerate() {
             let exec = Executor::new(
                 e,
@@ -132,7 +142,8 @@ impl Coordinator {
                 &self.seg,
                 launch.policy,
                 link,
-            )?;
+            )?
+            .with_sink(self.sink.as_ref().map(Sink::writer));
             let cpu = crate::affinity::executor_cpu(&cpus, e);
             let handle = std::thread::Builder::new()
                 .name(format!("clasp-exec-{e}"))
@@ -294,6 +305,7 @@ impl Coordinator {
             results: Vec::new(),
             panicked: Vec::new(),
             unpinned: Vec::new(),
+            sink_error: None,
         };
         for (e, h) in std::mem::take(&mut self.handles).into_iter().enumerate() {
             match h.join() {
@@ -307,6 +319,10 @@ impl Coordinator {
                 }
                 Err(_) => stopped.panicked.push(e),
             }
+        }
+        // Every executor handed over its lines when it stopped.
+        if let Some(sink) = self.sink.take() {
+            stopped.sink_error = sink.close().err().map(|e| e.to_string());
         }
         stopped
     }

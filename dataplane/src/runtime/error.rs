@@ -33,4 +33,7 @@ pub enum RuntimeError {
     /// An executor thread panicked (its state is lost).
     #[error("executor {0} panicked")]
     Panicked(usize),
+    /// The sink could not be opened.
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
 }

@@ -26,6 +26,7 @@ use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
 use crate::routing::{Slots, flatten};
+use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
 use clasp_protocol::assignment::Assignment;
@@ -165,6 +166,8 @@ pub(crate) struct Engine {
     net: Option<NetLink>,
     /// Remote workers reached (bit `worker % 64`), mirrored in `REMOTE_DESTINATIONS`.
     remote_mask: u64,
+    /// Where outputs are written as lines (a run with a sink), or none: digests only.
+    sink: Option<SinkWriter>,
 }
 
 pub(crate) struct Executor {
@@ -250,9 +253,21 @@ impl Executor {
                 executors: idx.executors,
                 net,
                 remote_mask: 0,
+                sink: None,
             },
             policy,
         })
+    }
+
+    /// Writes this executor's outputs to `sink` as lines, numbering them per operator and key.
+    pub(crate) fn with_sink(mut self, sink: Option<SinkWriter>) -> Self {
+        if sink.is_some() {
+            for instance in &mut self.engine.instances {
+                instance.track_output_seq();
+            }
+        }
+        self.engine.sink = sink;
+        self
     }
 
     /// Runs until the coordinator says stop.
@@ -301,6 +316,7 @@ impl Executor {
                 self.idle();
             }
         }
+        self.engine.flush_sink();
         self.engine.out.publish();
         self.engine.flush_reports();
         self.engine
@@ -362,6 +378,9 @@ impl Executor {
     }
 
     fn idle(&mut self) {
+        // Lines wait in the executor's buffer only while it has work.
+        self.engine.flush_sink();
+        self.engine.flush_reports();
         let overflow_bytes = self.engine.out.overflow_bytes();
         // In a migration, wake now and then to tell the planner what we wait for.
         let busy = overflow_bytes > 0
@@ -504,8 +523,17 @@ impl Engine {
                     self.send_request(lane, &header, e.key, e.payload);
                     self.count_chained(from, to as usize, lane, slot);
                 }
-                Target::Output => self.metrics.view().add(scalar::OUTPUTS, 1),
+                Target::Output => {
+                    self.metrics.view().add(scalar::OUTPUTS, 1);
+                    if let Some(w) = &mut self.sink {
+                        let seq = emitter.seq(i);
+                        self.instances[from].write_output_line(e.key, e.payload, seq, w.buffer());
+                    }
+                }
             }
+        }
+        if let Some(Err(e)) = self.sink.as_mut().map(SinkWriter::lines_added) {
+            self.report_error(e);
         }
         self.emitter = emitter;
         self.emitter.clear();
@@ -574,8 +602,16 @@ impl Engine {
             };
             self.route(op, &parent);
             self.out.publish();
+            self.flush_sink();
         }
         self.push_report(&Report::Flushed { operator });
+    }
+
+    /// Hands the sink whatever lines are buffered (waiting while its queue is full).
+    fn flush_sink(&mut self) {
+        if let Some(Err(e)) = self.sink.as_mut().map(SinkWriter::flush) {
+            self.report_error(e);
+        }
     }
 
     fn report_error(&mut self, message: String) {

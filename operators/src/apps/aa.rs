@@ -13,6 +13,7 @@ use crate::codec::{Reader, Writer};
 use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, chacha_key};
 use crate::operator::{Malformed, Operator};
+use crate::output_line::OutputText;
 use crate::spec::{AppDef, Determinism, KindInfo, Registry};
 
 /// Campaigns in the static ad table.
@@ -339,6 +340,25 @@ impl Operator for CampaignCount {
         for (x, c) in std::mem::take(open) {
             self.close(key, x, c, closed, out);
         }
+    }
+
+    /// The campaign id, and the window's start and count: `window_start_ms=S views=N`.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let mut r = Reader::new(value);
+        let (Ok(campaign), Ok(start_ms), Ok(views)) = (std::str::from_utf8(key), r.u64(), r.u64())
+        else {
+            return false;
+        };
+        if r.finish().is_err() {
+            return false;
+        }
+        text.key.push_str(campaign);
+        // Writing into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(
+            &mut text.value,
+            format_args!("window_start_ms={start_ms} views={views}"),
+        );
+        true
     }
 }
 

@@ -1,5 +1,5 @@
 //! The seven benchmark apps (WC, SD, AA, PL, NWM, ETL, SYN), one module each: its operator kinds, its app
-//! definition and its generator.
+//! definition and its generator; and `wc-text`, WC over raw text lines (not a benchmark app).
 
 pub mod aa;
 pub mod common;
@@ -9,12 +9,18 @@ pub mod pl;
 pub mod sd;
 pub mod syn;
 pub mod wc;
+pub mod wc_text;
 
 use crate::spec::{AppDef, AppSpec, OperatorDef, Registry};
 
 /// Names of the built-in apps, in their canonical order.
 pub fn builtin_names() -> &'static [&'static str] {
     &["wc", "sd", "aa", "pl", "nwm", "etl", "syn"]
+}
+
+/// Every built-in app: the benchmark apps, then the others (`wc-text`).
+pub fn all_names() -> &'static [&'static str] {
+    &["wc", "sd", "aa", "pl", "nwm", "etl", "syn", "wc-text"]
 }
 
 /// The definition (app-file form) of built-in app `name`.
@@ -27,6 +33,7 @@ pub fn builtin_def(name: &str) -> Option<AppDef> {
         "nwm" => nwm::def(),
         "etl" => etl::def(),
         "syn" => syn::def(syn::STAGES),
+        "wc-text" => wc_text::def(),
         _ => return None,
     })
 }
@@ -40,6 +47,7 @@ pub fn builtin(name: &str) -> Option<AppSpec> {
 pub(crate) fn register_builtin_kinds(r: &mut Registry) {
     common::register(r);
     wc::register(r);
+    wc_text::register(r);
     sd::register(r);
     aa::register(r);
     pl::register(r);

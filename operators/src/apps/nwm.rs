@@ -15,6 +15,7 @@ use crate::codec::{Reader, Writer};
 use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, chacha_key, yyyymmdd};
 use crate::operator::{Malformed, Operator};
+use crate::output_line::OutputText;
 use crate::spec::{AppDef, Determinism, KindInfo, Registry};
 
 /// Hosts.
@@ -385,6 +386,16 @@ impl Operator for Join {
             _ => return Err(Malformed::new("unknown join input")),
         }
         Ok(())
+    }
+
+    /// The host and what happened to it.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let (Ok(host), Ok(what)) = (std::str::from_utf8(key), std::str::from_utf8(value)) else {
+            return false;
+        };
+        text.key.push_str(host);
+        text.value.push_str(what);
+        true
     }
 }
 

@@ -13,6 +13,7 @@ use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, chacha_key};
 use crate::key::encode_u32;
 use crate::operator::{Malformed, Operator};
+use crate::output_line::OutputText;
 use crate::spec::{AppDef, Determinism, KindInfo, Registry};
 
 /// Sensors of the Intel Berkeley lab trace (ids 1..=54).
@@ -158,6 +159,20 @@ impl Operator for SpikeDetect {
             });
         }
         Ok(())
+    }
+
+    /// The sensor id in decimal and the spike's description.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let (Ok(sensor), Ok(line)) = (<[u8; 4]>::try_from(key), std::str::from_utf8(value)) else {
+            return false;
+        };
+        // Writing into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(
+            &mut text.key,
+            format_args!("{}", u32::from_le_bytes(sensor)),
+        );
+        text.value.push_str(line);
+        true
     }
 }
 

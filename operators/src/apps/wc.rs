@@ -3,10 +3,13 @@
 //! `split` (stateless, routed by sentence id) turns a sentence into one request per word, keyed
 //! by the word; `count` (keyed by word, order-free) counts and outputs `(word, count)`.
 
+use std::fmt::Write as _;
+
 use crate::emitter::Out;
 use crate::generate::{Generator, RecordRng, Zipf, chacha_key};
 use crate::key::encode_u64;
 use crate::operator::{Malformed, Operator};
+use crate::output_line::OutputText;
 use crate::spec::{AppDef, Determinism, KindInfo, Registry};
 
 /// Words per generated sentence.
@@ -115,6 +118,17 @@ impl Operator for Count {
             out.output(key, &count.to_le_bytes());
         }
         Ok(())
+    }
+
+    /// The word and its count in decimal.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let (Ok(word), Ok(count)) = (std::str::from_utf8(key), <[u8; 8]>::try_from(value)) else {
+            return false;
+        };
+        text.key.push_str(word);
+        // Writing into a String cannot fail.
+        let _ = write!(text.value, "{}", u64::from_le_bytes(count));
+        true
     }
 }
 

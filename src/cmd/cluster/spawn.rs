@@ -54,6 +54,9 @@ pub struct WorkerLimits {
     pub cpu: Option<CpuCap>,
     /// `--cpus`: the workers' affinity mask.
     pub cpus: Option<CpuList>,
+    /// The workers write to this process's standard output (a `stdout:` sink); else theirs is
+    /// closed.
+    pub inherit_stdout: bool,
 }
 
 /// Worker processes this run started; killed (by their own pids) if the run fails.
@@ -224,7 +227,11 @@ pub fn spawn_workers(
             .args(net.to_args())
             .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            .stdout(if limits.inherit_stdout {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
         let limited = limit_before_exec(&mut cmd, spawned.groups.as_deref(), w.id, limits)?;
         // Free the port for the worker that is about to bind it.
         drop(listener);

@@ -7,6 +7,7 @@ use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
+use clasp_dataplane::sink::SinkTarget;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -174,4 +175,15 @@ pub struct RunArgs {
     /// Print the effective settings as a run file (each with where it came from) and exit.
     #[arg(long)]
     pub(crate) print_config: bool,
+    /// Write every output as a JSON line to file:PATH, stdout: or tcp:ADDR (each worker
+    /// connects to a reader there). Workers this run starts share one PATH (emptied first);
+    /// with --cluster each worker writes PATH.w<ID> on its own host. Default: none (outputs
+    /// are only digested).
+    #[arg(long, value_name = "SINK", value_parser = parse_sink)]
+    pub(crate) sink: Option<SinkTarget>,
+}
+
+/// `--sink`'s value, refused (exit 2) with the reason when it does not parse.
+pub(crate) fn parse_sink(text: &str) -> Result<SinkTarget, String> {
+    SinkTarget::parse(text).map_err(|e| e.to_string())
 }

@@ -11,6 +11,7 @@ use crate::cmd::usage_error;
 use clasp_dataplane::cluster::control::Controller;
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::routing::Spread;
+use clasp_dataplane::sink::SinkTarget;
 use clasp_operators::AppSpec;
 use std::time::Duration;
 
@@ -32,7 +33,14 @@ pub fn prepare(
     let worker_limits = WorkerLimits {
         cpu: args.worker_cpu,
         cpus: args.cpus.clone(),
+        inherit_stdout: args.sink == Some(SinkTarget::Stdout),
     };
+    // Workers this run starts share this host and one file, emptied before they append to it;
+    // a cluster file's workers each write their own `PATH.w<ID>` on their host.
+    let sink_per_worker = spawn.is_none();
+    if let (Some(sink), false) = (&args.sink, sink_per_worker) {
+        sink.truncate_shared()?;
+    }
     let (file, secret, spawned) = match (spawn, &args.cluster) {
         (Some(n), _) => spawn_workers(n, &args.net, &worker_limits)?,
         (None, Some(path)) => (
@@ -74,6 +82,8 @@ pub fn prepare(
         stall_timeout: Duration::from_secs(args.stall_timeout_s),
         interval: Duration::from_millis(args.interval_ms),
         migration_timeout: Duration::from_secs(args.migration_timeout_s),
+        sink: args.sink.clone(),
+        sink_per_worker,
     };
     Ok((cfg, spawned))
 }

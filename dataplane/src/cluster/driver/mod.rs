@@ -92,6 +92,11 @@ pub struct DriverConfig {
     pub interval: Duration,
     /// Longest a migration may take before the run fails naming the silent slots.
     pub migration_timeout: Duration,
+    /// Where the workers write outputs as lines (`crate::sink`), or none (digests only).
+    pub sink: Option<crate::sink::SinkTarget>,
+    /// Each worker writes its own `PATH.w<ID>` (workers on several hosts); else they share one
+    /// host and append to `PATH`, which must have been emptied before the run.
+    pub sink_per_worker: bool,
 }
 
 /// Per operator metrics over the cluster.
@@ -232,6 +237,12 @@ impl<'a> Driver<'a> {
             driver: DRIVER_ID,
             driver_addr: cfg.advertise.unwrap_or(self.t.local_addr()).to_string(),
             interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
+            sink: cfg
+                .sink
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            sink_per_worker: cfg.sink_per_worker,
         };
         self.broadcast(&Message::Job(Box::new(job)))?;
         let deadline = Instant::now() + cfg.ready_timeout;

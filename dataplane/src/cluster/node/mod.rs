@@ -377,6 +377,11 @@ pub fn run_cluster_worker(
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
+    if let Some(e) = stopped.sink_error
+        && !node.errors.contains(&e)
+    {
+        node.errors.push(e);
+    }
     node.errors.extend(
         stopped
             .panicked

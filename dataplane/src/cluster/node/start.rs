@@ -8,6 +8,7 @@ use crate::runtime::RuntimeError;
 use crate::runtime::coordinator::{Coordinator, Launch};
 use crate::runtime::executor::{NetLink, Seat};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
+use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkError, SinkTarget};
 use crate::transport::{Limits, PeerId, Transport};
 use clasp_operators::AppSpec;
 use clasp_protocol::assignment::Assignment;
@@ -41,6 +42,9 @@ pub(super) enum StartError {
     /// The executors.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The job's sink.
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
 }
 
 /// Checks the job, makes this worker's segment and starts its executors.
@@ -102,6 +106,7 @@ pub(super) fn start_executors(
             })
         })
         .collect();
+    let sink = open_sink(job, cfg.id, executors)?;
     let launch = Launch {
         spec: &spec,
         worker: cfg.id,
@@ -111,6 +116,7 @@ pub(super) fn start_executors(
         policy: WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1),
         pin: job.pin,
         links,
+        sink,
     };
     let coordinator = Coordinator::start(seg, launch)?;
     Ok(Running {
@@ -125,6 +131,16 @@ pub(super) fn start_executors(
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
         cpu: crate::cpu_usage::CpuSource::detect(),
     })
+}
+
+/// Opens the job's sink for this worker, if it names one.
+fn open_sink(job: &Job, worker: PeerId, executors: usize) -> Result<Option<Sink>, SinkError> {
+    if job.sink.is_empty() {
+        return Ok(None);
+    }
+    let target = SinkTarget::parse(&job.sink)?;
+    let per_worker = job.sink_per_worker.then_some(worker);
+    Sink::open(&target, per_worker, executors, SINK_BUFFER_BYTES_MAX).map(Some)
 }
 
 /// Longest frame the transport carries to another worker: what one batch carries (the peers

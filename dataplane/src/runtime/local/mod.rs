@@ -24,6 +24,7 @@ use super::layout::{self, SegmentSizes, WorkerSegment};
 use super::ledger::Ledger;
 use super::messages::Report;
 use crate::routing::{self, Slots, Spread};
+use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkTarget};
 use clasp_operators::AppSpec;
 use clasp_shmring::WaitPolicy;
 use report::Sampler;
@@ -59,6 +60,8 @@ pub struct LocalConfig {
     pub interval: Duration,
     /// Give up when nothing progresses for this long with work outstanding.
     pub stall_timeout: Duration,
+    /// Where outputs are written as lines (a `file:` sink is emptied first), or none.
+    pub sink: Option<SinkTarget>,
 }
 
 impl Default for LocalConfig {
@@ -74,6 +77,7 @@ impl Default for LocalConfig {
             pin: false,
             interval: Duration::from_millis(100),
             stall_timeout: Duration::from_secs(60),
+            sink: None,
         }
     }
 }
@@ -137,6 +141,18 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         index: 0,
         remote_frame_bytes_max: usize::MAX,
     };
+    let sink = match &cfg.sink {
+        Some(target) => {
+            target.truncate_shared()?;
+            Some(Sink::open(
+                target,
+                None,
+                cfg.executors,
+                SINK_BUFFER_BYTES_MAX,
+            )?)
+        }
+        None => None,
+    };
     let launch = Launch {
         spec,
         worker: cfg.worker_id,
@@ -145,6 +161,7 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         policy: WaitPolicy::for_runnable_threads(cfg.executors + 2),
         pin: cfg.pin,
         links: vec![None; cfg.executors],
+        sink,
     };
     Coordinator::start(seg, launch)
 }
@@ -345,6 +362,11 @@ impl LocalFront {
             return Err(RuntimeError::Panicked(e));
         }
         self.errors.extend(stopped.unpinned);
+        if let Some(e) = stopped.sink_error
+            && !self.errors.contains(&e)
+        {
+            self.errors.push(e);
+        }
         let elapsed = self.first_admit.map_or(Duration::ZERO, |t| {
             self.last_completion.saturating_duration_since(t)
         });

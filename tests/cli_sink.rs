@@ -1,0 +1,368 @@
+//! `--sink` through the real binary: the lines a run writes (file, stdout, TCP), their `seq`
+//! across migrations, a slow TCP reader, and sink errors. Small sizes; every run is bounded
+//! (a run that hangs is killed and fails the test).
+
+mod common;
+
+use common::{ClusterDir, Workers, assert_equals_oracle, clasp, clasp_env, clasp_text, json};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A fresh directory for one test's files.
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("clasp-sink-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Word counts of `clasp gen`'s lines, normalised as `text_split` does (lowercase, split on
+/// anything that is not a letter), computed here without the system.
+fn counted_words(app: &str, records: &str, seed: &str) -> BTreeMap<String, u64> {
+    let out = clasp(&["gen", "--app", app, "--records", records, "--seed", seed]);
+    assert!(out.status.success());
+    let mut counts = BTreeMap::new();
+    for word in String::from_utf8(out.stdout)
+        .unwrap()
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty())
+    {
+        *counts.entry(word.to_lowercase()).or_default() += 1;
+    }
+    counts
+}
+
+/// The last count of every word in sink lines, checking on the way that each line is one JSON
+/// object of the `count` operator and that a word's `seq`s are 0, 1, 2, … with its count
+/// = seq + 1 (WC outputs every occurrence), whatever the order of the lines.
+fn last_counts(lines: &str) -> BTreeMap<String, u64> {
+    let mut seqs: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in lines.lines().filter(|l| l.starts_with("{\"operator\"")) {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        assert_eq!(v["operator"], "count", "{line}");
+        let key = v["key"].as_str().expect(line).to_owned();
+        let value: u64 = v["value"].as_str().expect(line).parse().expect(line);
+        let seq = v["seq"].as_u64().expect(line);
+        assert_eq!(value, seq + 1, "{line}");
+        seqs.entry(key).or_default().push(seq);
+    }
+    seqs.into_iter()
+        .map(|(word, mut s)| {
+            s.sort_unstable();
+            assert!(
+                s.iter().enumerate().all(|(i, &q)| q == i as u64),
+                "{word}: seqs {s:?}"
+            );
+            (word, s.len() as u64)
+        })
+        .collect()
+}
+
+#[test]
+fn wc_through_a_file_sink_on_a_static_cluster_with_chaos_migrations_counts_every_word() {
+    let dir = scratch("static");
+    let path = dir.join("counts.jsonl");
+    // A stale file is emptied, not appended to.
+    std::fs::write(&path, "{\"operator\":\"count\",\"key\":\"stale\"}\n").unwrap();
+    let sink = format!("file:{}", path.display());
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "3000",
+        "--seed",
+        "4",
+        "--chaos-migrations",
+        "4",
+        "--sink",
+        &sink,
+        "--json",
+    ]));
+    assert_equals_oracle("wc", "3000", "4", &run);
+    assert!(run["migrations"].as_array().unwrap().len() >= 4, "{run}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(last_counts(&text), counted_words("wc", "3000", "4"));
+    assert_eq!(text.lines().count(), 30_000);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn wc_text_through_a_file_sink_in_a_live_run_counts_every_word_while_it_moves() {
+    let dir = scratch("live");
+    let path = dir.join("counts.jsonl");
+    let sink = format!("file:{}", path.display());
+    let run = json(&clasp(&[
+        "run",
+        "--app",
+        "wc-text",
+        "--records",
+        "3000",
+        "--seed",
+        "6",
+        "--peak-rate",
+        "20000",
+        "--max-workers",
+        "2",
+        "--chaos-migrations",
+        "3",
+        "--sink",
+        &sink,
+        "--json",
+    ]));
+    assert_equals_oracle("wc-text", "3000", "6", &run);
+    assert!(run["migrations"].as_array().unwrap().len() >= 3, "{run}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(last_counts(&text), counted_words("wc-text", "3000", "6"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Workers of a cluster file may be on several hosts: each writes `PATH.w<ID>` on its own.
+#[test]
+fn workers_of_a_cluster_file_each_write_their_own_file() {
+    let cluster = ClusterDir::new("sink-cluster", 91, 2);
+    let secret = "a cluster secret of at least 32 bytes";
+    let _workers = Workers(vec![
+        cluster.spawn_worker("1", secret),
+        cluster.spawn_worker("2", secret),
+    ]);
+    let path = cluster.dir.join("counts.jsonl");
+    let sink = format!("file:{}", path.display());
+    let out = clasp_env(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            cluster.path(),
+            "--app",
+            "wc",
+            "--records",
+            "1000",
+            "--seed",
+            "8",
+            "--chaos-migrations",
+            "2",
+            "--sink",
+            &sink,
+            "--json",
+        ],
+        &[("CLASP_CLUSTER_SECRET", secret)],
+    );
+    assert_equals_oracle("wc", "1000", "8", &json(&out));
+    assert!(!path.exists(), "no shared file");
+    let mut all = String::new();
+    for id in [1, 2] {
+        let mine = std::fs::read_to_string(format!("{}.w{id}", path.display())).unwrap();
+        assert!(!mine.is_empty(), "worker {id} wrote nothing");
+        all.push_str(&mine);
+    }
+    assert_eq!(last_counts(&all), counted_words("wc", "1000", "8"));
+}
+
+#[test]
+fn a_stdout_sink_writes_the_lines_of_every_worker_before_the_summary() {
+    let (code, out, err) = clasp_text(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "300",
+        "--seed",
+        "2",
+        "--sink",
+        "stdout:",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(last_counts(&out), counted_words("wc", "300", "2"));
+    let summary = out.find("app wc").expect("the summary");
+    assert!(
+        !out[summary..].contains("{\"operator\""),
+        "lines after the summary"
+    );
+    // `clasp local`: the same lines, then the JSON summary.
+    let (code, out, err) = clasp_text(&[
+        "local",
+        "--app",
+        "wc",
+        "--records",
+        "300",
+        "--seed",
+        "2",
+        "--sink",
+        "stdout:",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(last_counts(&out), counted_words("wc", "300", "2"));
+    let json_start = out.find("{\n").expect("the JSON summary");
+    let summary: serde_json::Value = serde_json::from_str(&out[json_start..]).unwrap();
+    assert_eq!(summary["totals"]["outputs"], 3000);
+}
+
+/// Each worker connects to the reader; the reader takes ~1 KiB/s for a while, then the rest:
+/// the run waits for it and every line arrives.
+#[test]
+fn a_tcp_sink_feeds_a_slow_reader_every_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let slow_until = Instant::now() + Duration::from_secs(3);
+    let reader = std::thread::spawn(move || {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (mut s, _) = listener.accept().unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(100))).unwrap();
+                std::thread::spawn(move || {
+                    let (mut got, mut buf) = (Vec::new(), [0u8; 128]);
+                    loop {
+                        let n = s.read(&mut buf).unwrap();
+                        if n == 0 {
+                            return got;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        if Instant::now() < slow_until {
+                            std::thread::sleep(Duration::from_millis(250));
+                        }
+                    }
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .flat_map(|r| r.join().unwrap())
+            .collect::<Vec<u8>>()
+    });
+    let sink = format!("tcp:{addr}");
+    let (code, _, err) = clasp_text(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "200",
+        "--seed",
+        "3",
+        "--sink",
+        &sink,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let got = String::from_utf8(reader.join().unwrap()).unwrap();
+    assert_eq!(last_counts(&got), counted_words("wc", "200", "3"));
+}
+
+/// A small tmpfs, unmounted when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    /// A 64 KiB tmpfs, or why there is none (mounting needs root).
+    fn mount(tag: &str) -> Result<SmallTmpfs, String> {
+        let dir = scratch(tag);
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(SmallTmpfs(dir))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
+#[test]
+fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
+    let fs = match SmallTmpfs::mount("tmpfs") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a small tmpfs ({why}); /dev/full is tested below");
+            return;
+        }
+    };
+    let sink = format!("file:{}", fs.0.join("counts.jsonl").display());
+    let (code, _, err) = clasp_text(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "3000",
+        "--sink",
+        &sink,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("sink {sink}: write: No space left on device")),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn sink_errors_are_clear_errors_naming_the_sink() {
+    // A full disk (a device that is always full), on a cluster and on one worker.
+    for args in [
+        &["run", "--static", "--workers", "2"][..],
+        &["local", "--executors", "2"][..],
+    ] {
+        let mut a = args.to_vec();
+        a.extend([
+            "--app",
+            "wc",
+            "--records",
+            "300",
+            "--sink",
+            "file:/dev/full",
+        ]);
+        let (code, _, err) = clasp_text(&a);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("sink file:/dev/full: write: No space left on device"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Nobody listening, a directory that does not exist, and a sink that does not parse.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let tcp = format!("tcp:{closed}");
+    for (sink, code, says) in [
+        (tcp.as_str(), 1, format!("sink {tcp}: connect")),
+        (
+            "file:/nonexistent-dir/x",
+            1,
+            "sink file:/nonexistent-dir/x".to_owned(),
+        ),
+        ("kafka:topic", 2, "bad sink `kafka:topic`".to_owned()),
+    ] {
+        for args in [&["run", "--static", "--workers", "2"][..], &["local"][..]] {
+            let mut a = args.to_vec();
+            a.extend(["--app", "wc", "--records", "100", "--sink", sink]);
+            let (got, _, err) = clasp_text(&a);
+            assert_eq!(got, code, "{a:?}: {err}");
+            assert!(err.contains(&says), "{a:?}: {err}");
+        }
+    }
+}
