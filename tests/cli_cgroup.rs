@@ -295,11 +295,15 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
     let quota = if v2 { "cpu.max" } else { "cpu.cfs_quota_us" };
     let q = std::fs::read_to_string(dir.join(quota)).unwrap();
     assert!(q.starts_with("5000"), "{quota}: {q}");
-    let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
-    assert!(
-        status.lines().any(|l| l == "Cpus_allowed_list:\t0"),
-        "--cpus 0: {status}"
-    );
+    // The CPU set is applied as the worker starts, after it joined its group: wait for it.
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
+        if status.lines().any(|l| l == "Cpus_allowed_list:\t0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "--cpus 0: {status}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let run = common::clasp_env(
         &[
             "run",

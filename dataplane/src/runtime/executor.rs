@@ -21,6 +21,7 @@
 //! gated: refusing it could block a peer that waits for us).
 
 use super::RuntimeError;
+use super::deltas::PendingDeltas;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
@@ -39,7 +40,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod deltas;
 mod migrating;
 mod outbound;
 
@@ -151,7 +151,7 @@ pub(crate) struct Engine {
     out: Outbound,
     report: Producer<ShmRing>,
     /// Deltas not yet reported, one per root.
-    deltas: deltas::PendingDeltas,
+    deltas: PendingDeltas,
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
@@ -243,7 +243,7 @@ impl Executor {
                     .collect(),
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
-                deltas: deltas::PendingDeltas::default(),
+                deltas: PendingDeltas::default(),
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),

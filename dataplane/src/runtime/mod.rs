@@ -13,6 +13,7 @@
 //!   flush acknowledgements go to the driver, which sequences the end of stream.
 
 pub mod coordinator;
+pub(crate) mod deltas;
 mod error;
 pub mod executor;
 pub mod ingress;

@@ -29,6 +29,7 @@ use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, 
 use crate::request::RequestHeader;
 use crate::routing::Slots;
 use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
+use crate::runtime::deltas::PendingDeltas;
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::runtime::messages::{Command, Report};
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
@@ -131,7 +132,8 @@ struct Node {
     /// Encoded messages for the driver, in order (deltas before the acknowledgements after
     /// them).
     outbox: VecDeque<Vec<u8>>,
-    deltas: Vec<LedgerDelta>,
+    /// Ledger deltas read this turn, combined per root.
+    deltas: PendingDeltas,
     /// Request frames handed to the transport, per destination.
     sent: Vec<u64>,
     /// A `net_out` frame was refused this turn.
@@ -157,7 +159,7 @@ impl Node {
             id,
             driver: None,
             outbox: VecDeque::new(),
-            deltas: Vec::new(),
+            deltas: PendingDeltas::default(),
             sent: Vec::new(),
             blocked: false,
             errors: Vec::new(),
@@ -298,7 +300,7 @@ impl Node {
         let n = run
             .coordinator
             .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
-                Report::Deltas(batch) => deltas.extend(batch.iter().map(LedgerDelta::from)),
+                Report::Deltas(batch) => batch.iter().for_each(|d| deltas.push(d)),
                 Report::Flushed { .. } | Report::ProducerDied { .. } => {}
                 // Already a message (the executor encoded it): forwarded as it is.
                 Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
@@ -311,13 +313,17 @@ impl Node {
                 0
             }
         };
-        // Deltas go out before anything read after them.
-        let deltas = std::mem::take(&mut self.deltas);
-        for chunk in deltas.chunks(DELTAS_PER_MESSAGE) {
+        // Deltas go out before anything read after them; a root's deltas from every executor
+        // of this turn travel as one.
+        let n_deltas = self.deltas.len();
+        let combined: Vec<LedgerDelta> = self
+            .deltas
+            .drain_front(n_deltas)
+            .map(LedgerDelta::from)
+            .collect();
+        for chunk in combined.chunks(DELTAS_PER_MESSAGE) {
             self.push(&Message::Deltas(chunk.to_vec()));
         }
-        self.deltas = deltas;
-        self.deltas.clear();
         self.outbox.extend(migration);
         for f in faults {
             self.fault(f);

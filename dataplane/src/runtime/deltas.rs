@@ -8,7 +8,9 @@
 //! after the request (they sit next to each other in its ring), so one delta per root per turn
 //! replaces one per request: for WC's split, ten words' deltas become one. Each delta is a
 //! report frame's 24 bytes, the network thread's encoding and send, and a hash-map update at
-//! the root's home — per chained request, on every tracked tree.
+//! the root's home — per chained request, on every tracked tree. A cluster worker's network
+//! thread combines again what all its executors reported in one turn before it sends them to
+//! the driver.
 
 use crate::runtime::ledger::Delta;
 use std::collections::HashMap;
@@ -16,7 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Deltas waiting to be reported, combined per root while they wait.
 #[derive(Default)]
-pub(super) struct PendingDeltas {
+pub(crate) struct PendingDeltas {
     list: Vec<Delta>,
     /// root id → its delta's index in `list` (for deltas not yet drained).
     index: HashMap<u64, usize, BuildHasherDefault<RootIdHasher>>,
@@ -25,7 +27,7 @@ pub(super) struct PendingDeltas {
 impl PendingDeltas {
     /// Adds a delta, XORed into the one already waiting for its root if there is one.
     #[inline]
-    pub(super) fn push(&mut self, d: Delta) {
+    pub(crate) fn push(&mut self, d: Delta) {
         match self.index.get(&d.root_id) {
             Some(&i) => {
                 let waiting = &mut self.list[i];
@@ -39,17 +41,17 @@ impl PendingDeltas {
         }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
     /// Takes the first `n` waiting deltas. Those left stay waiting but are no longer combined
     /// with new ones (a root's later delta is then reported apart: still exact).
-    pub(super) fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Delta> {
+    pub(crate) fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Delta> {
         self.index.clear();
         self.list.drain(..n)
     }
@@ -57,7 +59,7 @@ impl PendingDeltas {
 
 /// Root ids are already hashes (of the root's record and sequence): used as they are.
 #[derive(Default)]
-pub(super) struct RootIdHasher(u64);
+pub(crate) struct RootIdHasher(u64);
 
 impl Hasher for RootIdHasher {
     fn finish(&self) -> u64 {
