@@ -13,4 +13,5 @@ pub mod migrate;
 pub mod request;
 pub mod routing;
 pub mod runtime;
+pub mod source;
 pub mod transport;

@@ -122,6 +122,17 @@ pub trait Operator: Send + 'static {
     fn end_of_stream(&mut self, out: &mut Out<'_>) {
         let _ = out;
     }
+
+    /// The key of an input record read from a source (a file's line, a TCP message) when this
+    /// operator is an app's first: `record` is the record's bytes, `ordinal` its number in the
+    /// stream. The default is the ordinal (`u64` little-endian), what a stateless first
+    /// operator is routed by; a keyed first operator extracts its key from the record here
+    /// (a record it cannot key gets the ordinal, and `process` counts it malformed).
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        let _ = record;
+        key.clear();
+        key.extend_from_slice(&crate::key::encode_u64(ordinal));
+    }
 }
 
 /// Counters and digests of one operator instance; [`OperatorSummary::combine`] adds the
@@ -225,6 +236,8 @@ pub trait OperatorInstance: Send {
     fn summary(&self) -> OperatorSummary;
     /// Malformed-request counts by reason.
     fn malformed_reasons(&self) -> Vec<(&'static str, u64)>;
+    /// The key of a source's input record (see [`Operator::record_key`]).
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>);
 }
 
 /// Where an instance sits in its app (given by [`crate::AppSpec::instantiate`]).
@@ -490,5 +503,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn malformed_reasons(&self) -> Vec<(&'static str, u64)> {
         self.malformed.iter().map(|(r, n)| (*r, *n)).collect()
+    }
+
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        self.op.record_key(ordinal, record, key);
     }
 }

@@ -1,0 +1,78 @@
+//! Sources: where a run's input records come from when they are not generated — a file of
+//! lines, a file of length-prefixed records, every file of a directory, standard input, or TCP
+//! connections.
+//!
+//! A source is read by a thread of its own into a small bounded queue of batches
+//! ([`SourceFeed`]), and the ingress takes records from that queue only when it admits one.
+//! So a source streams: what is held at once is a few batches (at most
+//! [`BATCHES_QUEUED`] × ([`BATCH_BYTES`] + one record)), whatever the input's size; and
+//! when the cluster does not keep up the reader stops reading, so a TCP client is slowed by
+//! its socket's flow control rather than dropped, and a pipe into standard input blocks its
+//! writer.
+//!
+//! Each source keeps the [`SourceOffset`] of the last record admitted — file index and byte
+//! offset for files, a record count for streams — so that a run can be resumed or replayed
+//! from it. Bad data (a record over [`MAX_RECORD_BYTES`], a truncated length prefix at the end
+//! of a length-prefixed file) is skipped, counted by reason and reported; everything around it
+//! is read.
+
+mod feed;
+mod offset;
+mod reader;
+mod spec;
+mod split;
+
+pub use feed::{Polled, SourceFeed};
+pub use offset::{FilePosition, SourceOffset, SourceReport};
+pub use spec::SourceSpec;
+
+/// The longest record a source accepts: a longer line, or a length prefix above it, is
+/// counted malformed and skipped.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
+/// A batch is handed to the ingress once it holds this many bytes of records (or when the
+/// reader would wait for more input).
+pub const BATCH_BYTES: usize = 64 << 10;
+/// Batches read ahead of the ingress, at most.
+pub const BATCHES_QUEUED: usize = 4;
+
+/// Why a source could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A source spec that does not parse.
+    #[error("--source {spec:?}: {reason}")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An I/O error opening or reading the source.
+    #[error("source {what}: {source}")]
+    Io {
+        /// The file, directory or address.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SourceError {
+    fn io(what: impl std::fmt::Display, source: std::io::Error) -> Self {
+        SourceError::Io {
+            what: what.to_string(),
+            source,
+        }
+    }
+}
+
+/// Reasons bad source data is counted under.
+pub mod malformed {
+    /// A line (or length-prefixed record) longer than [`super::MAX_RECORD_BYTES`].
+    pub const TOO_LONG: &str = "record longer than 1 MiB";
+    /// A length prefix, or the record it announces, cut short by the end of the file.
+    pub const TRUNCATED: &str = "truncated length-prefixed record at end of file";
+}
+
+#[cfg(test)]
+mod tests;
