@@ -123,6 +123,7 @@ fn run_with(
         stall_timeout: Duration::from_secs(20),
         interval: Duration::from_millis(100),
         migration_timeout: Duration::from_secs(20),
+        source: Default::default(),
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {

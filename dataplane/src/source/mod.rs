@@ -17,12 +17,14 @@
 //! is read.
 
 mod feed;
+mod input;
 mod offset;
 mod reader;
 mod spec;
 mod split;
 
 pub use feed::{Polled, SourceFeed};
+pub use input::{Input, Next};
 pub use offset::{FilePosition, SourceOffset, SourceReport};
 pub use spec::SourceSpec;
 
@@ -45,6 +47,14 @@ pub enum SourceError {
         spec: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// The app has no generator to make its input.
+    #[error("app {app} has no generator {generator}")]
+    NoGenerator {
+        /// The app.
+        app: String,
+        /// Its generator's name.
+        generator: String,
     },
     /// An I/O error opening or reading the source.
     #[error("source {what}: {source}")]

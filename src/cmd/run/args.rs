@@ -7,6 +7,7 @@ use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
+use clasp_dataplane::source::SourceSpec;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -157,4 +158,6 @@ pub struct RunArgs {
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
     #[arg(long)]
     pub(crate) no_profile: bool,
+    #[arg(long, value_name = "SPEC", default_value = "gen:", long_help = crate::cmd::source::SOURCE_HELP)]
+    pub(crate) source: SourceSpec,
 }

@@ -28,6 +28,9 @@ pub fn prepare(
     records: u64,
 ) -> anyhow::Result<(DriverConfig, Spawned)> {
     check(args)?;
+    args.source
+        .check()
+        .map_err(|e| usage_error(e.to_string()))?;
     let limits = args.net.limits()?;
     let worker_limits = WorkerLimits {
         cpu: args.worker_cpu,
@@ -74,6 +77,7 @@ pub fn prepare(
         stall_timeout: Duration::from_secs(args.stall_timeout_s),
         interval: Duration::from_millis(args.interval_ms),
         migration_timeout: Duration::from_secs(args.migration_timeout_s),
+        source: args.source.clone(),
     };
     Ok((cfg, spawned))
 }

@@ -92,6 +92,8 @@ pub struct DriverConfig {
     pub interval: Duration,
     /// Longest a migration may take before the run fails naming the silent slots.
     pub migration_timeout: Duration,
+    /// Where the records come from (the app's generator by default).
+    pub source: crate::source::SourceSpec,
 }
 
 /// Per operator metrics over the cluster.
@@ -139,6 +141,8 @@ pub struct ClusterReport {
     /// Connections refused before they authenticated, by the driver and every worker (stray
     /// connections: counted and logged, not faults).
     pub refused_connections: u64,
+    /// Each source's offset and malformed counts when the input ended.
+    pub sources: Vec<crate::source::SourceReport>,
 }
 
 struct Driver<'a> {
@@ -297,5 +301,5 @@ pub fn run_driver_with(
     let elapsed = fed.first_admit.map_or(Duration::ZERO, |t| {
         last_completion.saturating_duration_since(t)
     });
-    Ok(report::build(spec, d, fed.admitted, elapsed))
+    Ok(report::build(spec, d, fed, elapsed))
 }
