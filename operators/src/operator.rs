@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
 use crate::emitter::{Emitter, Out, Target};
-use crate::key::{KEY_GROUPS, key_group_of};
+use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
 use crate::spec::Determinism;
 
 /// A request the operator could not make sense of. The runtime counts it under `reason`,
@@ -372,6 +372,15 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 r
             }
         };
+        let result = result.and_then(|()| {
+            // A longer key does not fit a request: the data plane could not carry it.
+            let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);
+            if too_long {
+                Err(Malformed::new("emitted a key longer than 1024 bytes"))
+            } else {
+                Ok(())
+            }
+        });
         match result {
             Ok(()) => {
                 if out.len() > start {

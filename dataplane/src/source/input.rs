@@ -4,6 +4,7 @@
 
 use super::{Polled, SourceError, SourceFeed, SourceOffset, SourceReport, SourceSpec};
 use clasp_operators::generate::Generator;
+use clasp_operators::key::MAX_KEY_BYTES;
 use clasp_operators::{AppSpec, OperatorInstance};
 
 /// What [`Input::next_into`] found.
@@ -62,6 +63,11 @@ impl Input {
                     payload.clear();
                     payload.extend_from_slice(r);
                     first.record_key(i, r, key);
+                    if key.len() > MAX_KEY_BYTES {
+                        // Too long to route by: the first operator sees the record anyway.
+                        key.clear();
+                        key.extend_from_slice(&clasp_operators::key::encode_u64(i));
+                    }
                     Ok(Next::Record)
                 }
                 Polled::Pending => Ok(Next::Pending),

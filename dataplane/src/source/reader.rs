@@ -11,6 +11,10 @@ use std::path::PathBuf;
 
 /// Bytes a reader asks the kernel for at a time.
 const READ_BUFFER_BYTES: usize = 64 << 10;
+/// The receive buffer of a TCP source's connections. Fixed (the kernel's autotuning would grow
+/// it to tens of MiB), so that when the cluster does not keep up a client is slowed after
+/// little more than this is buffered.
+const TCP_RECEIVE_BUFFER_BYTES: usize = 256 << 10;
 
 /// A source opened, ready for its reader thread.
 pub(super) enum Opened {
@@ -45,7 +49,14 @@ impl Opened {
             SourceSpec::Dir(d) => Opened::Lines(list_files(d)?),
             SourceSpec::Stdin => Opened::Stdin,
             SourceSpec::Tcp(addr) => {
-                Opened::Tcp(TcpListener::bind(addr).map_err(|e| SourceError::io(addr, e))?)
+                let listener = TcpListener::bind(addr).map_err(|e| SourceError::io(addr, e))?;
+                // Accepted connections inherit it.
+                rustix::net::sockopt::set_socket_recv_buffer_size(
+                    &listener,
+                    TCP_RECEIVE_BUFFER_BYTES,
+                )
+                .map_err(|e| SourceError::io(addr, e.into()))?;
+                Opened::Tcp(listener)
             }
         })
     }
