@@ -4,6 +4,7 @@
 
 use super::offset::{FilePosition, SourceOffset, SourceReport};
 use super::reader::Opened;
+use super::share::Share;
 use super::{BATCH_BYTES, BATCHES_QUEUED, SourceError, SourceSpec};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -100,7 +101,12 @@ impl SourceFeed {
     /// Opens `spec` (a file, a directory's listing, a listening socket: errors show here) and
     /// starts its reader thread. The generator is not a source to read.
     pub fn open(spec: &SourceSpec) -> Result<SourceFeed, SourceError> {
-        let opened = Opened::open(spec)?;
+        Self::open_share(spec, Share::WHOLE)
+    }
+
+    /// Opens `share` of `spec`, for one of several readers that split it (see [`Share`]).
+    pub fn open_share(spec: &SourceSpec, share: Share) -> Result<SourceFeed, SourceError> {
+        let opened = Opened::open(spec, share)?;
         let paths = opened.paths();
         let (tx, rx) = sync_channel(BATCHES_QUEUED);
         let out = Batcher {

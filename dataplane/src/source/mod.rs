@@ -20,12 +20,14 @@ mod feed;
 mod input;
 mod offset;
 mod reader;
+mod share;
 mod spec;
 mod split;
 
 pub use feed::{Polled, SourceFeed};
 pub use input::{Input, Next};
 pub use offset::{FilePosition, SourceOffset, SourceReport};
+pub use share::Share;
 pub use spec::SourceSpec;
 
 /// The longest record a source accepts: a longer line, or a length prefix above it, is

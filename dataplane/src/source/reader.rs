@@ -2,6 +2,7 @@
 //! file or a busy address is an error at once) and how it reads.
 
 use super::feed::Batcher;
+use super::share::{Part, Share, first_line_at, parts};
 use super::split::{read_length_prefixed, read_lines};
 use super::{SourceError, SourceSpec};
 use std::fs::File;
@@ -18,8 +19,9 @@ const TCP_RECEIVE_BUFFER_BYTES: usize = 256 << 10;
 
 /// A source opened, ready for its reader thread.
 pub(super) enum Opened {
-    /// Files read one after another, one record per line.
-    Lines(Vec<PathBuf>),
+    /// Parts of files read one after another, one record per line (the source's files, and
+    /// the parts this reader reads).
+    Lines(Vec<PathBuf>, Vec<Part>),
     /// One file of length-prefixed records.
     LengthPrefixed(PathBuf),
     /// Standard input.
@@ -29,8 +31,17 @@ pub(super) enum Opened {
 }
 
 impl Opened {
-    /// Opens `spec`: a directory is listed (its regular files, in name order), a socket bound.
-    pub(super) fn open(spec: &SourceSpec) -> Result<Opened, SourceError> {
+    /// Opens `share` of `spec`: a directory is listed (its regular files, in name order), a
+    /// socket bound.
+    pub(super) fn open(spec: &SourceSpec, share: Share) -> Result<Opened, SourceError> {
+        let lines = |files: Vec<PathBuf>, split_bytes: bool| {
+            let parts = parts(&files, share, split_bytes)
+                .map_err(|e| SourceError::io(spec.to_string(), e))?;
+            Ok(Opened::Lines(files, parts))
+        };
+        if !share.reads_unsplit() && !matches!(spec, SourceSpec::File(_) | SourceSpec::Dir(_)) {
+            return Ok(Opened::Lines(Vec::new(), Vec::new()));
+        }
         Ok(match spec {
             SourceSpec::Generator => {
                 return Err(SourceError::Spec {
@@ -40,13 +51,13 @@ impl Opened {
             }
             SourceSpec::File(p) => {
                 spec.check()?;
-                Opened::Lines(vec![p.clone()])
+                lines(vec![p.clone()], true)?
             }
             SourceSpec::LenPrefix(p) => {
                 spec.check()?;
                 Opened::LengthPrefixed(p.clone())
             }
-            SourceSpec::Dir(d) => Opened::Lines(list_files(d)?),
+            SourceSpec::Dir(d) => lines(list_files(d)?, false)?,
             SourceSpec::Stdin => Opened::Stdin,
             SourceSpec::Tcp(addr) => {
                 let listener = TcpListener::bind(addr).map_err(|e| SourceError::io(addr, e))?;
@@ -64,7 +75,7 @@ impl Opened {
     /// The files' paths, by index (empty for streams).
     pub(super) fn paths(&self) -> Vec<String> {
         match self {
-            Opened::Lines(files) => files.iter().map(|p| p.display().to_string()).collect(),
+            Opened::Lines(files, _) => files.iter().map(|p| p.display().to_string()).collect(),
             Opened::LengthPrefixed(p) => vec![p.display().to_string()],
             Opened::Stdin | Opened::Tcp(_) => Vec::new(),
         }
@@ -74,10 +85,10 @@ impl Opened {
     /// batch; an error ends the stream after the records read before it.
     pub(super) fn read(self, mut out: Batcher) {
         let result = match self {
-            Opened::Lines(files) => read_files(files, &mut out),
+            Opened::Lines(files, parts) => read_files(&files, &parts, &mut out),
             Opened::LengthPrefixed(p) => open_file(&p)
                 .and_then(|mut f| read_length_prefixed(&mut f, &mut out).map_err(|e| io_at(&p, e))),
-            Opened::Stdin => read_lines(&mut buffered(io::stdin()), &mut out)
+            Opened::Stdin => read_lines(&mut buffered(io::stdin()), 0, u64::MAX, &mut out)
                 .map_err(|e| SourceError::io("standard input", e)),
             Opened::Tcp(listener) => read_connections(&listener, &mut out),
         };
@@ -116,12 +127,15 @@ fn open_file(path: &std::path::Path) -> Result<BufReader<File>, SourceError> {
     File::open(path).map(buffered).map_err(|e| io_at(path, e))
 }
 
-/// Every file's lines, file after file.
-fn read_files(files: Vec<PathBuf>, out: &mut Batcher) -> Result<bool, SourceError> {
-    for (index, path) in files.iter().enumerate() {
-        out.file_index = index as u32;
-        let mut f = open_file(path)?;
-        if !read_lines(&mut f, out).map_err(|e| io_at(path, e))? {
+/// The lines of every part, part after part.
+fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bool, SourceError> {
+    for part in parts {
+        let path = &files[part.file_index as usize];
+        out.file_index = part.file_index;
+        let file = File::open(path).map_err(|e| io_at(path, e))?;
+        let (mut f, at) =
+            first_line_at(file, part.range.start, READ_BUFFER_BYTES).map_err(|e| io_at(path, e))?;
+        if !read_lines(&mut f, at, part.range.end, out).map_err(|e| io_at(path, e))? {
             return Ok(false);
         }
     }
@@ -151,7 +165,7 @@ fn read_connections(listener: &TcpListener, out: &mut Batcher) -> Result<bool, S
             .peer_addr()
             .map_or_else(|_| "?".to_string(), |a| a.to_string());
         let _ = stream.set_nonblocking(false);
-        match read_lines(&mut buffered(stream), out) {
+        match read_lines(&mut buffered(stream), 0, u64::MAX, out) {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(e) => tracing::warn!("source tcp:{local}: the connection from {peer} failed: {e}"),

@@ -8,13 +8,22 @@ use super::malformed::{TOO_LONG, TRUNCATED};
 use std::io::{self, BufRead, BufReader, Read};
 
 /// Hands every line of `input` (the newline stripped; a last line without one included) to
-/// `out`. Before each read that may wait for more input, the records read so far are handed
-/// on, so a slow writer's records are not held back. `Ok(false)`: the ingress is gone.
-pub(super) fn read_lines<R: Read>(input: &mut BufReader<R>, out: &mut Batcher) -> io::Result<bool> {
+/// `out`: `input` stands at byte `offset_bytes` of its file, and the lines that start at or
+/// after `end` are left to another reader. Before each read that may wait for more input, the
+/// records read so far are handed on, so a slow writer's records are not held back.
+/// `Ok(false)`: the ingress is gone.
+pub(super) fn read_lines<R: Read>(
+    input: &mut BufReader<R>,
+    mut offset_bytes: u64,
+    end: u64,
+    out: &mut Batcher,
+) -> io::Result<bool> {
     let mut line = Vec::new();
     let mut too_long = false;
-    let mut offset_bytes = 0u64;
     loop {
+        if line.is_empty() && !too_long && offset_bytes >= end {
+            return Ok(true);
+        }
         if input.buffer().is_empty() && !out.flush() {
             return Ok(false);
         }

@@ -148,3 +148,61 @@ fn a_missing_file_is_a_clear_error() {
         .unwrap();
     assert!(e.to_string().contains("/nonexistent/x"), "{e}");
 }
+
+/// Every record of share `index` of `shares` of `spec`.
+fn read_share(spec: &SourceSpec, index: u32, shares: u32) -> Vec<Vec<u8>> {
+    let mut feed = SourceFeed::open_share(spec, Share { index, shares }).unwrap();
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match feed.poll().unwrap() {
+            Polled::Record(r) => records.push(r.to_vec()),
+            Polled::Pending => std::thread::sleep(Duration::from_millis(1)),
+            Polled::End => return records,
+        }
+        assert!(Instant::now() < deadline, "the source did not end");
+    }
+}
+
+#[test]
+fn shares_of_a_file_split_it_by_byte_range_at_line_boundaries() {
+    let d = TempDir::new("shares");
+    // Lines of every length from 0 to 40, some without letters, the last without a newline.
+    let mut text = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..300usize {
+        let line: Vec<u8> = (0..(i * 7) % 41)
+            .map(|j| b'a' + ((i + j) % 26) as u8)
+            .collect();
+        text.extend_from_slice(&line);
+        text.push(b'\n');
+        want.push(line);
+    }
+    text.extend_from_slice(b"last");
+    want.push(b"last".to_vec());
+    let spec = SourceSpec::File(d.file("lines.txt", &text));
+    for shares in 1..=7 {
+        let got: Vec<Vec<u8>> = (0..shares)
+            .flat_map(|i| read_share(&spec, i, shares))
+            .collect();
+        assert_eq!(got, want, "{shares} shares");
+    }
+    // More shares than bytes: the empty ones read nothing.
+    let tiny = SourceSpec::File(d.file("tiny.txt", b"a\nb\n"));
+    let got: Vec<Vec<u8>> = (0..9).flat_map(|i| read_share(&tiny, i, 9)).collect();
+    assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec()]);
+}
+
+#[test]
+fn shares_of_a_directory_split_it_by_file_and_streams_go_to_share_0() {
+    let d = TempDir::new("dir-shares");
+    for (name, text) in [("a", "1\n"), ("b", "2\n"), ("c", "3\n")] {
+        d.file(name, text.as_bytes());
+    }
+    let spec = SourceSpec::Dir(d.0.clone());
+    assert_eq!(read_share(&spec, 0, 2), [b"1", b"3"].map(|r| r.to_vec()));
+    assert_eq!(read_share(&spec, 1, 2), [b"2"].map(|r| r.to_vec()));
+    let lp = SourceSpec::LenPrefix(d.file("r.bin", &[1, 0, 0, 0, b'x']));
+    assert_eq!(read_share(&lp, 0, 2), vec![b"x".to_vec()]);
+    assert!(read_share(&lp, 1, 2).is_empty());
+}
