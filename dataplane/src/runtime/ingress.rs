@@ -1,6 +1,6 @@
 //! The ingress: a process on the worker's machine that attaches to its segment by name and
-//! writes its input — generated, or read from a source — into the executors' ingress rings, as a bare-metal user with a local
-//! source would. (The network thread will use the same rings for input from other hosts.)
+//! writes its input — generated, or read from a source — into the executors' ingress rings,
+//! as a bare-metal user with a local source would. (The network thread will use the same rings for input from other hosts.)
 //!
 //! Each record becomes a root request routed by its key group, through the routing table the
 //! worker published in the segment, so each key keeps one FIFO path. The ingress admits at most
@@ -146,8 +146,8 @@ pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport,
     result
 }
 
-/// Admits up to `cfg.records` records of the input into the worker's ingress rings, paced to the rate
-/// and held to the in-flight bound; keeps `admitted` in the segment up to date.
+/// Admits up to `cfg.records` records of the input into the worker's ingress rings, paced to
+/// the rate and held to the in-flight bound; keeps `admitted` in the segment up to date.
 fn admit(
     spec: &AppSpec,
     cfg: &IngressConfig,
@@ -216,6 +216,7 @@ fn admit(
             .ok_or(IngressError::NoExecutor(kg))?;
         let header = root_header(spec.source, kg, hash, e, i, is_tracked);
         rings.write(e, i, &header, &key, &payload)?;
+        input.admitted();
         held = false;
         i += 1;
         if i % PUBLISH_EVERY == 0 {

@@ -72,7 +72,8 @@ impl Batcher {
 /// What [`SourceFeed::poll`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Polled<'a> {
-    /// The next record: taking it counts it as admitted (its offset becomes the source's).
+    /// The next record (its offset becomes the source's when [`SourceFeed::admitted`] says it
+    /// was admitted).
     Record(&'a [u8]),
     /// Nothing read yet (a stream waiting for its writer): ask again later.
     Pending,
@@ -89,10 +90,12 @@ pub struct SourceFeed {
     rx: Receiver<Sent>,
     batch: Batch,
     next: usize,
-    /// Records taken.
+    /// Records admitted.
     records: u64,
-    /// The file index and byte offset just past the last record taken.
+    /// The file index and byte offset just past the last record admitted.
     last: Option<(u32, u64)>,
+    /// The same for the last record polled.
+    polled: Option<(u32, u64)>,
     malformed: BTreeMap<String, u64>,
     ended: bool,
 }
@@ -126,6 +129,7 @@ impl SourceFeed {
             next: 0,
             records: 0,
             last: None,
+            polled: None,
             malformed: BTreeMap::new(),
             ended: false,
         })
@@ -141,8 +145,7 @@ impl SourceFeed {
                         *self.malformed.entry(reason.to_string()).or_default() += 1;
                     }
                     Item::Record { start, end } => {
-                        self.records += 1;
-                        self.last = Some((*file_index, *end_offset));
+                        self.polled = Some((*file_index, *end_offset));
                         return Ok(Polled::Record(&self.batch.data[start..end]));
                     }
                 }
@@ -163,6 +166,14 @@ impl SourceFeed {
                 Err(TryRecvError::Empty) => return Ok(Polled::Pending),
                 Err(TryRecvError::Disconnected) => self.ended = true,
             }
+        }
+    }
+
+    /// The record last polled was admitted: the source's offset moves past it.
+    pub fn admitted(&mut self) {
+        if let Some(at) = self.polled.take() {
+            self.records += 1;
+            self.last = Some(at);
         }
     }
 

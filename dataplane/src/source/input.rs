@@ -76,6 +76,13 @@ impl Input {
         }
     }
 
+    /// The record last written by [`Input::next_into`] was admitted.
+    pub fn admitted(&mut self) {
+        if let Input::Read { feed, .. } = self {
+            feed.admitted();
+        }
+    }
+
     /// The input's offset after `admitted` records (a generator resumes at record
     /// `admitted`).
     pub fn report(&self, admitted: u64) -> SourceReport {

@@ -37,6 +37,7 @@ fn read_all(spec: &SourceSpec) -> (Vec<Vec<u8>>, SourceReport) {
             Polled::Pending => std::thread::sleep(Duration::from_millis(1)),
             Polled::End => return (records, feed.report()),
         }
+        feed.admitted();
         assert!(Instant::now() < deadline, "the source did not end");
     }
 }
@@ -134,6 +135,7 @@ fn tcp_connections_are_read_until_none_is_left() {
             Polled::Pending => std::thread::sleep(Duration::from_millis(1)),
             Polled::End => break,
         }
+        feed.admitted();
         assert!(Instant::now() < deadline);
     }
     assert_eq!(n, 3);
@@ -160,6 +162,7 @@ fn read_share(spec: &SourceSpec, index: u32, shares: u32) -> Vec<Vec<u8>> {
             Polled::Pending => std::thread::sleep(Duration::from_millis(1)),
             Polled::End => return records,
         }
+        feed.admitted();
         assert!(Instant::now() < deadline, "the source did not end");
     }
 }
@@ -205,4 +208,22 @@ fn shares_of_a_directory_split_it_by_file_and_streams_go_to_share_0() {
     let lp = SourceSpec::LenPrefix(d.file("r.bin", &[1, 0, 0, 0, b'x']));
     assert_eq!(read_share(&lp, 0, 2), vec![b"x".to_vec()]);
     assert!(read_share(&lp, 1, 2).is_empty());
+}
+
+#[test]
+fn the_offset_is_that_of_the_last_record_admitted_not_polled() {
+    let d = TempDir::new("admitted");
+    let p = d.file("a.txt", b"one\ntwo\n");
+    let mut feed = SourceFeed::open(&SourceSpec::File(p)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while feed.poll().unwrap() == Polled::Pending {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    feed.admitted();
+    assert_eq!(feed.poll().unwrap(), Polled::Record(b"two"));
+    // "two" is polled and not admitted (a run that stopped): a replay must read it again.
+    let report = feed.report();
+    assert_eq!(report.offset.records, 1);
+    assert_eq!(report.offset.file.unwrap().byte_offset, 4);
 }

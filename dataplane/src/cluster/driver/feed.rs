@@ -1,6 +1,7 @@
 //! Admission: the driver as the cluster's ingress. Records are generated or read from a
-//! source, paced at the controller's rate, routed by the protocol planner's current table and sent to the worker
-//! that owns their key group, at most `max_in_flight` tracked roots open at a time.
+//! source, paced at the controller's rate, routed by the protocol planner's current table and
+//! sent to the worker that owns their key group, at most `max_in_flight` tracked roots open at
+//! a time.
 
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::clock::monotonic_ns as now_ns;
@@ -149,6 +150,7 @@ impl Driver<'_> {
                 fed.tracked += 1;
             }
             self.admit(spec, i, is_tracked, &mut scratch)?;
+            input.admitted();
             held = false;
             fed.first_admit.get_or_insert_with(Instant::now);
             fed.admitted += 1;
