@@ -24,7 +24,7 @@ pub enum Input {
     Generated(Box<dyn Generator>),
     /// Records are read; the first operator keys them.
     Read {
-        feed: SourceFeed,
+        feed: Box<SourceFeed>,
         first: Box<dyn OperatorInstance>,
     },
 }
@@ -41,7 +41,7 @@ impl Input {
             return Ok(Input::Generated(generator));
         }
         Ok(Input::Read {
-            feed: SourceFeed::open(source)?,
+            feed: Box::new(SourceFeed::open(source)?),
             first: spec.instantiate(spec.source),
         })
     }
