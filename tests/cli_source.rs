@@ -141,6 +141,37 @@ fn wc_over_a_file_on_a_two_worker_static_cluster_counts_every_word() {
 }
 
 #[test]
+fn a_live_run_reads_a_file_while_it_migrates() {
+    let d = TempDir::new("wc-live");
+    let corpus = text(6000, 13);
+    let path = d.file("corpus.txt", &corpus);
+    let source = format!("file:{}", path.display());
+    let run = json(&clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--source",
+        &source,
+        "--records",
+        "6000",
+        "--peak-rate",
+        "40000",
+        "--max-workers",
+        "3",
+        "--chaos-migrations",
+        "4",
+        "--json",
+    ]));
+    assert_counted(&run, &word_counts(&corpus), 6000);
+    assert!(run["migrations"].as_array().unwrap().len() >= 4, "{run}");
+    assert_eq!(
+        run["sources"][0]["byte_offset"],
+        corpus.len() as u64,
+        "{run}"
+    );
+}
+
+#[test]
 fn a_directory_is_read_file_after_file() {
     let d = TempDir::new("wc-dir");
     let (a, b) = (text(500, 3), text(700, 5));
