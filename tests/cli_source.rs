@@ -437,3 +437,77 @@ fn reading_a_large_file_does_not_grow_memory() {
         "peak RSS {large_kib} KiB reading 64 MiB against {small_kib} KiB reading 1 MiB"
     );
 }
+
+#[test]
+fn a_bad_source_is_refused_naming_it() {
+    for (args, named) in [
+        (
+            &[
+                "run",
+                "--static",
+                "--workers",
+                "1",
+                "--app",
+                "wc",
+                "--source",
+                "ftp:x",
+            ][..],
+            "ftp:x",
+        ),
+        (
+            &[
+                "run",
+                "--static",
+                "--workers",
+                "1",
+                "--app",
+                "wc",
+                "--source",
+                "file:/nonexistent/corpus",
+            ][..],
+            "/nonexistent/corpus",
+        ),
+        (
+            &["local", "--app", "wc", "--source", "dir:/nonexistent/dir"][..],
+            "/nonexistent/dir",
+        ),
+        (
+            &[
+                "run",
+                "--static",
+                "--workers",
+                "1",
+                "--app",
+                "wc",
+                "--source",
+                "tcp:nowhere",
+            ][..],
+            "tcp:nowhere",
+        ),
+        (
+            &[
+                "run",
+                "--static",
+                "--workers",
+                "1",
+                "--app",
+                "wc",
+                "--source",
+                "stdin:",
+                "--chaos-migrations",
+                "1",
+            ][..],
+            "--records",
+        ),
+    ] {
+        let out = clasp(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+    }
+    let help = String::from_utf8_lossy(&clasp(&["run", "--help"]).stdout).into_owned();
+    assert!(
+        help.contains("lenprefix:PATH") && help.contains("1 MiB"),
+        "{help}"
+    );
+}

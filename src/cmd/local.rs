@@ -88,7 +88,7 @@ pub struct LocalArgs {
     /// stops at once (seconds).
     #[arg(long, default_value_t = 10, value_parser = timeout_s())]
     drain_timeout_s: u64,
-    #[arg(long, value_name = "SPEC", default_value = "gen:", long_help = crate::cmd::source::SOURCE_HELP)]
+    #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
     source: SourceSpec,
 }
 

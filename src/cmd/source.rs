@@ -3,7 +3,12 @@
 
 use clasp_dataplane::source::{SourceReport, SourceSpec};
 
-/// `--source`'s help.
+/// `--source`'s one-line help (`-h`).
+pub const SOURCE_SHORT_HELP: &str = "Where the input records come from: file:PATH, \
+    lenprefix:PATH, dir:PATH, stdin:, tcp:ADDR or gen: (the default); records over 1 MiB are \
+    skipped and counted (--help says more)";
+
+/// `--source`'s help (`--help`).
 pub const SOURCE_HELP: &str = "Where the input records come from: file:PATH (one record per \
     line, the newline stripped), lenprefix:PATH (each record a u32 little-endian byte count \
     and that many bytes), dir:PATH (every regular file in it, in name order, one record per \

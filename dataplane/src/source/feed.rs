@@ -5,7 +5,7 @@
 use super::offset::{FilePosition, SourceOffset, SourceReport};
 use super::reader::Opened;
 use super::share::Share;
-use super::{BATCH_BYTES, BATCHES_QUEUED, SourceError, SourceSpec};
+use super::{BATCH_BYTES, BATCH_ITEMS, BATCHES_QUEUED, SourceError, SourceSpec};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
@@ -43,14 +43,20 @@ impl Batcher {
             end: self.batch.data.len(),
         };
         self.batch.items.push((item, self.file_index, end_offset));
-        self.batch.data.len() < BATCH_BYTES || self.flush()
+        self.flush_if_full()
     }
 
     /// Bad data skipped, ending `end_offset` bytes into the current file.
     pub(super) fn malformed(&mut self, reason: &'static str, end_offset: u64) -> bool {
         let item = Item::Malformed(reason);
         self.batch.items.push((item, self.file_index, end_offset));
-        true
+        self.flush_if_full()
+    }
+
+    /// Hands the batch on if it is full; `false`: the ingress is gone.
+    fn flush_if_full(&mut self) -> bool {
+        let full = self.batch.data.len() >= BATCH_BYTES || self.batch.items.len() >= BATCH_ITEMS;
+        !full || self.flush()
     }
 
     /// Hands the batch on, waiting while the queue is full; `false`: the ingress is gone.

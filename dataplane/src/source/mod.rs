@@ -4,11 +4,11 @@
 //!
 //! A source is read by a thread of its own into a small bounded queue of batches
 //! ([`SourceFeed`]), and the ingress takes records from that queue only when it admits one.
-//! So a source streams: what is held at once is a few batches (at most
-//! [`BATCHES_QUEUED`] × ([`BATCH_BYTES`] + one record)), whatever the input's size; and
-//! when the cluster does not keep up the reader stops reading, so a TCP client is slowed by
-//! its socket's flow control rather than dropped, and a pipe into standard input blocks its
-//! writer.
+//! So a source streams: what is held at once is a few batches (at most [`BATCHES_QUEUED`]
+//! of [`BATCH_BYTES`] plus one record, or of [`BATCH_ITEMS`] items), whatever the input's
+//! size; and when the cluster does not keep up the reader stops reading, so a TCP client is
+//! slowed by its socket's flow control rather than dropped, and a pipe into standard input
+//! blocks its writer.
 //!
 //! Each source keeps the [`SourceOffset`] of the last record admitted — file index and byte
 //! offset for files, a record count for streams — so that a run can be resumed or replayed
@@ -36,6 +36,9 @@ pub const MAX_RECORD_BYTES: usize = 1 << 20;
 /// A batch is handed to the ingress once it holds this many bytes of records (or when the
 /// reader would wait for more input).
 pub const BATCH_BYTES: usize = 64 << 10;
+/// A batch is handed on once it holds this many items (records or bad data skipped), however
+/// short they are: a file of empty lines must not grow a batch without bound.
+pub const BATCH_ITEMS: usize = 4096;
 /// Batches read ahead of the ingress, at most.
 pub const BATCHES_QUEUED: usize = 4;
 

@@ -158,6 +158,6 @@ pub struct RunArgs {
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
     #[arg(long)]
     pub(crate) no_profile: bool,
-    #[arg(long, value_name = "SPEC", default_value = "gen:", long_help = crate::cmd::source::SOURCE_HELP)]
+    #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
     pub(crate) source: SourceSpec,
 }
