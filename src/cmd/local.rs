@@ -243,31 +243,8 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         spec.clone(),
         &cfg,
         |seg| {
-            let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
-            cmd.arg("ingress")
-                .args(["--segment", seg.segment.name().unwrap_or_default()])
-                .args([
-                    "--records",
-                    &records.to_string(),
-                    "--seed",
-                    &args.seed.to_string(),
-                ])
-                .args(["--source", &args.source.to_string()])
-                .stdin(if args.source == SourceSpec::Stdin {
-                    Stdio::inherit()
-                } else {
-                    Stdio::null()
-                })
-                .stdout(Stdio::piped());
-            match (&args.app, &args.app_file) {
-                (_, Some(f)) => cmd.arg("--app-file").arg(f),
-                (Some(a), None) => cmd.args(["--app", a]),
-                (None, None) => unreachable!("clap requires one"),
-            };
-            if let Some(r) = args.rate {
-                cmd.args(["--rate", &r.to_string()]);
-            }
-            let mut c = cmd
+            let segment = seg.segment.name().unwrap_or_default();
+            let mut c = ingress_command(&args, records, segment)?
                 .spawn()
                 .map_err(|e| format!("starting the ingress process: {e}"))?;
             *ingress_out.lock().unwrap_or_else(|e| e.into_inner()) = c.stdout.take();
@@ -292,6 +269,37 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
     Ok(())
+}
+
+/// The `clasp ingress` process of a `clasp local` run on `segment`: the run's app, records,
+/// seed, rate and source (standard input passed on for `stdin:`); its stdout, where it prints
+/// its source's offset, is piped.
+fn ingress_command(
+    args: &LocalArgs,
+    records: u64,
+    segment: &str,
+) -> Result<std::process::Command, String> {
+    let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
+    cmd.arg("ingress")
+        .args(["--segment", segment])
+        .args(["--records", &records.to_string()])
+        .args(["--seed", &args.seed.to_string()])
+        .args(["--source", &args.source.to_string()])
+        .stdin(if args.source == SourceSpec::Stdin {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped());
+    match (&args.app, &args.app_file) {
+        (_, Some(f)) => cmd.arg("--app-file").arg(f),
+        (Some(a), None) => cmd.args(["--app", a]),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    if let Some(r) = args.rate {
+        cmd.args(["--rate", &r.to_string()]);
+    }
+    Ok(cmd)
 }
 
 /// The sources the ingress read, from the line it printed (the generator's offset is the

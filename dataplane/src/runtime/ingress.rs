@@ -191,9 +191,7 @@ fn admit(
             match input.next_into(i, &mut key, &mut payload)? {
                 Next::Record => held = true,
                 Next::Pending => {
-                    rings.flush(i);
-                    rings.check_worker(i, false)?;
-                    std::thread::sleep(SOURCE_WAIT);
+                    rings.wait_for_source(i)?;
                     continue;
                 }
                 Next::End => break,
@@ -370,6 +368,15 @@ impl<'a> IngressRings<'a> {
             segment: self.segment.to_string(),
             admitted,
         })
+    }
+
+    /// While the source has nothing read: publishes what was written and checks on the
+    /// worker, then sleeps a moment. `admitted`: records so far.
+    fn wait_for_source(&mut self, admitted: u64) -> Result<(), IngressError> {
+        self.flush(admitted);
+        self.check_worker(admitted, false)?;
+        std::thread::sleep(SOURCE_WAIT);
+        Ok(())
     }
 
     /// Publishes every ring written since the last flush, then tells the worker `admitted`.

@@ -115,10 +115,7 @@ impl Driver<'_> {
                 match input.next_into(i, &mut scratch.key, &mut scratch.payload)? {
                     Next::Record => held = true,
                     Next::Pending => {
-                        self.t.flush_now();
-                        self.last_progress = Instant::now();
-                        self.turn(DRIVER_PARK)?;
-                        self.maintain(ctl, i, ops)?;
+                        self.idle_turn(DRIVER_PARK, ctl, i, ops)?;
                         continue;
                     }
                     Next::End => {
@@ -133,10 +130,7 @@ impl Driver<'_> {
                 let (backlog, taken) = pacer.take(rate);
                 self.meter.backlog = backlog;
                 if let Err(wait) = taken {
-                    self.t.flush_now();
-                    self.last_progress = Instant::now();
-                    self.turn(wait)?;
-                    self.maintain(ctl, i, ops)?;
+                    self.idle_turn(wait, ctl, i, ops)?;
                     continue;
                 }
             }
@@ -159,6 +153,21 @@ impl Driver<'_> {
                 self.maintain(ctl, fed.admitted, ops)?;
             }
         }
+    }
+
+    /// A turn while the input waits (for its pace, or for a source to read more): not a
+    /// stall, however long it lasts.
+    fn idle_turn(
+        &mut self,
+        wait: Duration,
+        ctl: &mut dyn Controller,
+        admitted: u64,
+        ops: usize,
+    ) -> Result<(), DriverError> {
+        self.t.flush_now();
+        self.last_progress = Instant::now();
+        self.turn(wait)?;
+        self.maintain(ctl, admitted, ops)
     }
 
     /// Sends record `i` (in `s`) to the worker that owns its key group.
