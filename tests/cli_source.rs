@@ -7,7 +7,7 @@ mod common;
 
 use clasp_operators::codec::StateCodec;
 use clasp_operators::digest::{Digest, DigestDomain, domain_seed};
-use common::{RUN_TIMEOUT, clasp, json, start};
+use common::{RUN_TIMEOUT, assert_measured_run_equals_oracle, clasp, json, start};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -138,6 +138,47 @@ fn wc_over_a_file_on_a_two_worker_static_cluster_counts_every_word() {
     ]));
     assert_counted(&run, &counts, 3000);
     assert_eq!(run["migrations"].as_array().map(Vec::len), Some(2), "{run}");
+}
+
+/// An app's generated input, written to a file and read back as a source, keyed by the app's
+/// first operator: the run equals the oracle on the generator, for every app.
+#[test]
+fn every_app_reading_its_generated_input_from_a_file_equals_the_oracle() {
+    let d = TempDir::new("gen");
+    for app in ["wc", "sd", "aa", "pl", "nwm", "etl", "syn"] {
+        let path = d.0.join(format!("{app}.txt"));
+        let path = path.to_str().unwrap();
+        let out = clasp(&[
+            "gen",
+            "--app",
+            app,
+            "--records",
+            "3000",
+            "--seed",
+            "5",
+            "--out",
+            path,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run = json(&clasp(&[
+            "run",
+            "--static",
+            "--workers",
+            "2",
+            "--app",
+            app,
+            "--seed",
+            "5",
+            "--source",
+            &format!("file:{path}"),
+            "--json",
+        ]));
+        assert_measured_run_equals_oracle(app, "3000", "5", &run);
+    }
 }
 
 #[test]

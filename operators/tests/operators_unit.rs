@@ -398,11 +398,12 @@ fn etl_store() {
     assert_eq!(st.rt.state_of(&sk), Some(&(4, 2, vec![])));
 }
 
-/// A source's record is keyed by the app's first operator as the generator keys it: SD by its
-/// sensor, PL by its URL, WC and SYN by the record's ordinal.
+/// A source's record is keyed by the app's first operator as the generator keys it: SD and ETL
+/// by the sensor, PL by the URL, AA by the ad, NWM by the host, WC and SYN by the record's
+/// ordinal.
 #[test]
 fn first_operators_key_records_read_from_a_source_as_the_generators_do() {
-    for app in ["sd", "pl", "wc", "syn"] {
+    for app in clasp_operators::apps::builtin_names() {
         let spec = clasp_operators::apps::builtin(app).unwrap();
         let first = spec.instantiate(spec.source);
         let generator = clasp_operators::generate::generator(&spec.generator, 3).unwrap();
