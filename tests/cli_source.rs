@@ -546,6 +546,25 @@ fn a_bad_source_is_refused_naming_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(named), "{args:?}: {err}");
     }
+    // An address already taken is refused before any worker starts.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let source = format!("tcp:{}", taken.local_addr().unwrap());
+    let out = clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "1",
+        "--app",
+        "wc",
+        "--source",
+        &source,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("in use") && !err.contains("listening"),
+        "{err}"
+    );
     let help = String::from_utf8_lossy(&clasp(&["run", "--help"]).stdout).into_owned();
     assert!(
         help.contains("lenprefix:PATH") && help.contains("1 MiB"),

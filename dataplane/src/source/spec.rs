@@ -31,7 +31,8 @@ impl SourceSpec {
         *self == SourceSpec::Generator
     }
 
-    /// Checks what can be checked before a run starts: a file or directory can be opened.
+    /// Checks what can be checked before a run starts: a file or directory can be opened, an
+    /// address can be listened on.
     pub fn check(&self) -> Result<(), SourceError> {
         match self {
             SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::fs::File::open(p)
@@ -40,7 +41,10 @@ impl SourceSpec {
             SourceSpec::Dir(p) => std::fs::read_dir(p)
                 .map(drop)
                 .map_err(|e| SourceError::io(p.display(), e)),
-            _ => Ok(()),
+            SourceSpec::Tcp(a) => std::net::TcpListener::bind(a)
+                .map(drop)
+                .map_err(|e| SourceError::io(a, e)),
+            SourceSpec::Generator | SourceSpec::Stdin => Ok(()),
         }
     }
 }
