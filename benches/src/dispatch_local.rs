@@ -132,6 +132,7 @@ fn run_syn(
                         seed: 1,
                         rate_per_s: rate,
                         stop: None,
+                        source: Default::default(),
                     },
                 )
             }));

@@ -14,4 +14,5 @@ pub mod request;
 pub mod routing;
 pub mod runtime;
 pub mod sink;
+pub mod source;
 pub mod transport;

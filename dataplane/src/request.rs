@@ -27,7 +27,7 @@
 /// Bytes of the fixed header.
 pub const REQUEST_HEADER_BYTES: usize = 48;
 /// Longest canonical key.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub const MAX_KEY_BYTES: usize = clasp_operators::key::MAX_KEY_BYTES;
 /// The request's tree is tracked for end-to-end latency (1-in-N sampling clears it).
 pub const FLAG_TRACKED: u16 = 1;
 /// The frame is a migration-protocol message (marker, state, seal), not a request: it travels

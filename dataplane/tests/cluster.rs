@@ -126,6 +126,7 @@ fn run_with(
         migration_timeout: Duration::from_secs(20),
         sink: None,
         sink_per_worker: false,
+        source: Default::default(),
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {

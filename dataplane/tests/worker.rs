@@ -49,6 +49,7 @@ fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> Local
                     seed,
                     rate_per_s: None,
                     stop: None,
+                    source: Default::default(),
                 };
                 run_ingress(&spec, &cfg)
             }));
@@ -311,6 +312,7 @@ fn ingress_child() {
         seed: 1,
         rate_per_s: Some(2000.0),
         stop: None,
+        source: Default::default(),
     };
     let _ = run_ingress(&spec, &cfg);
 }

@@ -20,6 +20,10 @@
 /// constant of the wire format.
 pub const KEY_GROUPS: u16 = 1024;
 
+/// The longest key a request may carry (a constant of the data plane's frame format): an
+/// operator that emits a longer one has its request counted malformed.
+pub const MAX_KEY_BYTES: usize = 1024;
+
 /// Seed of [`key_hash`]: the ASCII bytes `"CLASPKEY"` read as a little-endian `u64`.
 pub const KEY_HASH_SEED: u64 = u64::from_le_bytes(*b"CLASPKEY");
 

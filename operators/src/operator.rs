@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
 use crate::emitter::{Emitter, Out, Target};
-use crate::key::{KEY_GROUPS, key_group_of};
+use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
 use crate::output_line::{OutputText, write_line};
 use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
@@ -134,6 +134,17 @@ pub trait Operator: Send + 'static {
         let _ = (key, value, text);
         false
     }
+
+    /// The key of an input record read from a source (a file's line, a TCP message) when this
+    /// operator is an app's first: `record` is the record's bytes, `ordinal` its number in the
+    /// stream. The default is the ordinal (`u64` little-endian), what a stateless first
+    /// operator is routed by; a keyed first operator extracts its key from the record here
+    /// (a record it cannot key gets the ordinal, and `process` counts it malformed).
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        let _ = record;
+        key.clear();
+        key.extend_from_slice(&crate::key::encode_u64(ordinal));
+    }
 }
 
 /// Counters and digests of one operator instance; [`OperatorSummary::combine`] adds the
@@ -244,6 +255,8 @@ pub trait OperatorInstance: Send {
     fn track_output_seq(&mut self);
     /// Appends the sink line of one output of this operator (see [`crate::output_line`]).
     fn write_output_line(&mut self, key: &[u8], value: &[u8], seq: u64, line: &mut Vec<u8>);
+    /// The key of a source's input record (see [`Operator::record_key`]).
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>);
 }
 
 /// Where an instance sits in its app (given by [`crate::AppSpec::instantiate`]).
@@ -406,6 +419,15 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 r
             }
         };
+        let result = result.and_then(|()| {
+            // A longer key does not fit a request: the data plane could not carry it.
+            let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);
+            if too_long {
+                Err(Malformed::new("emitted a key longer than 1024 bytes"))
+            } else {
+                Ok(())
+            }
+        });
         match result {
             Ok(()) => {
                 if out.len() > start {
@@ -567,5 +589,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             .output_text(key, value, &mut self.text)
             .then_some(&self.text);
         write_line(line, &self.ctx.name, key, value, text, seq);
+    }
+
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        self.op.record_key(ordinal, record, key);
     }
 }

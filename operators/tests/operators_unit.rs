@@ -397,3 +397,21 @@ fn etl_store() {
     assert_eq!(flushed[0].2, b"stored batch 2 of 1 records");
     assert_eq!(st.rt.state_of(&sk), Some(&(4, 2, vec![])));
 }
+
+/// A source's record is keyed by the app's first operator as the generator keys it: SD and ETL
+/// by the sensor, PL by the URL, AA by the ad, NWM by the host, WC and SYN by the record's
+/// ordinal.
+#[test]
+fn first_operators_key_records_read_from_a_source_as_the_generators_do() {
+    for app in clasp_operators::apps::builtin_names() {
+        let spec = clasp_operators::apps::builtin(app).unwrap();
+        let first = spec.instantiate(spec.source);
+        let generator = clasp_operators::generate::generator(&spec.generator, 3).unwrap();
+        let mut key = Vec::new();
+        for i in 0..500 {
+            let (want, payload) = generator.record(i);
+            first.record_key(i, &payload, &mut key);
+            assert_eq!(key, want, "{app} record {i}");
+        }
+    }
+}

@@ -18,6 +18,7 @@ use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress};
 use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
+use clasp_dataplane::source::{SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
 use clasp_shmring::Segment;
 use std::io::Write;
@@ -27,6 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How key groups are spread over executors.
+/// Input records `clasp local` admits from the generator without `--records`.
+const DEFAULT_RECORDS: u64 = 100_000;
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum SpreadArg {
     /// Equal ranges of key groups on every executor; same-key operators together.
@@ -47,9 +51,9 @@ pub struct LocalArgs {
     /// App file (TOML; see the `clasp-operators` crate docs).
     #[arg(long)]
     app_file: Option<PathBuf>,
-    /// Input records to admit.
-    #[arg(long, default_value_t = 100_000)]
-    records: u64,
+    /// Input records to admit (default: 100000 generated, or every record of --source).
+    #[arg(long)]
+    records: Option<u64>,
     /// Generator seed (the same as for `clasp oracle`).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -88,6 +92,8 @@ pub struct LocalArgs {
     /// Default: none (outputs are only digested).
     #[arg(long, value_name = "SINK", value_parser = crate::cmd::run::args::parse_sink)]
     sink: Option<clasp_dataplane::sink::SinkTarget>,
+    #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
+    source: SourceSpec,
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +120,11 @@ pub struct IngressArgs {
     /// Records per second (default: as fast as the worker takes them).
     #[arg(long)]
     rate: Option<f64>,
+    /// Where the records come from (see `clasp local --help`); with a source other than the
+    /// generator, the source's offset and malformed counts are printed on stdout at the end
+    /// as one JSON line, `{"sources": [...]}`.
+    #[arg(long, value_name = "SPEC", default_value = "gen:")]
+    source: SourceSpec,
 }
 
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
@@ -129,6 +140,7 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         seed: args.seed,
         rate_per_s: args.rate,
         stop: Some(signals::stop_flag()),
+        source: args.source.clone(),
     };
     let report = match run_ingress(&spec, &cfg) {
         // Stopped because the parent is gone: under `clasp local` that is the worker, whose
@@ -142,6 +154,12 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(anyhow::Error::msg(e)),
     };
+    if !args.source.is_generator() {
+        let line = serde_json::json!({ "sources": [&report.source] });
+        let mut out = crate::cmd::output::stdout();
+        writeln!(out, "{line}")?;
+        out.finish()?;
+    }
     // The ingress's result, for whoever started it (not a log event a filter could hide).
     let _ = writeln!(
         std::io::stderr(),
@@ -196,6 +214,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
     check_rate("--rate", args.rate)?;
     check_executors(args.executors)?;
+    args.source
+        .check()
+        .map_err(|e| usage_error(e.to_string()))?;
+    let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
     check_ring_bytes(args.ring_bytes)?;
     if args.max_in_flight == 0 || args.sample_every == 0 || args.interval_ms == 0 {
         return Err(usage_error(
@@ -218,6 +240,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         ..LocalConfig::default()
     };
     let child = IngressChild::default();
+    let ingress_out = std::sync::Mutex::new(None);
     let registrations = register_cleanup(&cfg.segment_name, &child);
     let mut stop_sent = false;
     // `ready` runs on this (the main) thread: the ingress dies when it does (`lifeline`).
@@ -225,28 +248,11 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         spec.clone(),
         &cfg,
         |seg| {
-            let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
-            cmd.arg("ingress")
-                .args(["--segment", seg.segment.name().unwrap_or_default()])
-                .args([
-                    "--records",
-                    &args.records.to_string(),
-                    "--seed",
-                    &args.seed.to_string(),
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null());
-            match (&args.app, &args.app_file) {
-                (_, Some(f)) => cmd.arg("--app-file").arg(f),
-                (Some(a), None) => cmd.args(["--app", a]),
-                (None, None) => unreachable!("clap requires one"),
-            };
-            if let Some(r) = args.rate {
-                cmd.args(["--rate", &r.to_string()]);
-            }
-            let c = cmd
+            let segment = seg.segment.name().unwrap_or_default();
+            let mut c = ingress_command(&args, records, segment)?
                 .spawn()
                 .map_err(|e| format!("starting the ingress process: {e}"))?;
+            *ingress_out.lock().unwrap_or_else(|e| e.into_inner()) = c.stdout.take();
             child.set(c);
             Ok(())
         },
@@ -256,18 +262,90 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     reap(&child);
     // The segment is unlinked (its owner's handle dropped) and the ingress reaped.
     drop(registrations);
-    print_report(&spec, &args, &report)?;
+    let out = ingress_out.into_inner().unwrap_or_else(|e| e.into_inner());
+    let sources = ingress_sources(&args.source, out, report.admitted);
+    let shown = if args.source.is_generator() {
+        records
+    } else {
+        report.admitted
+    };
+    print_report(&spec, &args, shown, &sources, &report)?;
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
     Ok(())
 }
 
-fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Result<()> {
+/// The `clasp ingress` process of a `clasp local` run on `segment`: the run's app, records,
+/// seed, rate and source (standard input passed on for `stdin:`); its stdout, where it prints
+/// its source's offset, is piped.
+fn ingress_command(
+    args: &LocalArgs,
+    records: u64,
+    segment: &str,
+) -> Result<std::process::Command, String> {
+    let mut cmd = lifeline::command().map_err(|e| format!("{e:#}"))?;
+    cmd.arg("ingress")
+        .args(["--segment", segment])
+        .args(["--records", &records.to_string()])
+        .args(["--seed", &args.seed.to_string()])
+        .args(["--source", &args.source.to_string()])
+        .stdin(if args.source == SourceSpec::Stdin {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped());
+    match (&args.app, &args.app_file) {
+        (_, Some(f)) => cmd.arg("--app-file").arg(f),
+        (Some(a), None) => cmd.args(["--app", a]),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    if let Some(r) = args.rate {
+        cmd.args(["--rate", &r.to_string()]);
+    }
+    Ok(cmd)
+}
+
+/// The sources the ingress read, from the line it printed (the generator's offset is the
+/// records admitted).
+fn ingress_sources(
+    source: &SourceSpec,
+    out: Option<std::process::ChildStdout>,
+    admitted: u64,
+) -> Vec<SourceReport> {
+    if source.is_generator() {
+        let mut generated = SourceReport {
+            source: source.to_string(),
+            ..SourceReport::default()
+        };
+        generated.offset.records = admitted;
+        return vec![generated];
+    }
+    let mut text = String::new();
+    if let Some(mut out) = out {
+        let _ = std::io::Read::read_to_string(&mut out, &mut text);
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        sources: Vec<SourceReport>,
+    }
+    text.lines()
+        .find_map(|l| serde_json::from_str::<Line>(l).ok())
+        .map_or_else(Vec::new, |l| l.sources)
+}
+
+fn print_report(
+    spec: &AppSpec,
+    args: &LocalArgs,
+    records: u64,
+    sources: &[SourceReport],
+    r: &LocalReport,
+) -> anyhow::Result<()> {
     let t = &r.totals;
     let view = crate::cmd::report::RunView {
         spec,
-        records: args.records,
+        records,
         seed: args.seed,
         executors: args.executors,
         workers: None,
@@ -289,8 +367,8 @@ fn print_report(spec: &AppSpec, args: &LocalArgs, r: &LocalReport) -> anyhow::Re
             t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
         ),
         intervals: serde_json::to_value(&r.intervals)?,
-        extra: Vec::new(),
-        extra_lines: Vec::new(),
+        extra: vec![crate::cmd::source::json(sources)?],
+        extra_lines: crate::cmd::source::lines(sources),
         errors: &r.errors,
         interrupted: crate::cmd::report::RunView::interrupted_now(),
     };

@@ -1,7 +1,7 @@
 //! One module per subcommand. Each exposes an argument type (clap derive) and a `run`.
 //! Two modules serve several commands: `cluster` (the cluster file, the secret and spawned
 //! workers, for `worker`, `run` and `planner`) and `report` (how `local` and `run` print a
-//! finished run); `output` is the checked stdout every command prints through, `limits`
+//! finished run) and `source` (their `--source`); `output` is the checked stdout every command prints through, `limits`
 //! the bounds of the numeric options, `ingress_child` the ingress process `local` starts,
 //! `profile` the machine profile `calibrate` writes, and `priors` which costs a live run starts
 //! from (the profile's, the flag's or the built-ins); `metrics` the Prometheus endpoint and the
@@ -24,6 +24,7 @@ pub mod profile;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod source;
 pub mod worker;
 
 /// Errors a user caused (bad input, bad arguments) carry this marker, so `main` exits with 2

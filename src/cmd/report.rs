@@ -66,6 +66,10 @@ pub fn json(v: &RunView<'_>) -> serde_json::Value {
         "output_digest": comparable.output_digest().to_hex(),
         "processed": by_name(&|i| v.summaries[i].processed.into()),
         "state_digests": by_name(&|i| v.summaries[i].state.to_hex().into()),
+        "malformed": by_name(&|i| {
+            let reasons = v.malformed.get(i).map_or(&[][..], Vec::as_slice);
+            reasons.iter().map(|(r, n)| (r.clone(), (*n).into())).collect::<serde_json::Map<_, _>>().into()
+        }),
         "throughput_per_s": throughput,
         "latency_us": {"p50": l.p50, "p95": l.p95, "p99": l.p99, "max": l.max},
         "executors": v.executors,

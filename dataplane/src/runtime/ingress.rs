@@ -1,6 +1,6 @@
 //! The ingress: a process on the worker's machine that attaches to its segment by name and
-//! writes generated input into the executors' ingress rings, as a bare-metal user with a local
-//! source would. (The network thread will use the same rings for input from other hosts.)
+//! writes its input — generated, or read from a source — into the executors' ingress rings,
+//! as a bare-metal user with a local source would. (The network thread will use the same rings for input from other hosts.)
 //!
 //! Each record becomes a root request routed by its key group, through the routing table the
 //! worker published in the segment, so each key keeps one FIFO path. The ingress admits at most
@@ -17,6 +17,7 @@ use super::layout::{
     INGRESS_DONE, INGRESS_FAILED, LayoutError, SharedControl, WORKER_STOPPED, WorkerSegment,
 };
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
+use crate::source::{Input, Next, SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_shmring::Segment;
@@ -28,6 +29,8 @@ use std::time::{Duration, Instant};
 /// Longest single park of an ingress waiting for completions or ring space; between parks it
 /// checks whether the worker stopped.
 const INGRESS_PARK_MAX: Duration = Duration::from_millis(50);
+/// How long the ingress sleeps when its source has nothing read yet.
+const SOURCE_WAIT: Duration = Duration::from_millis(1);
 /// Records written between two publishes (and updates of `admitted`).
 const PUBLISH_EVERY: u64 = 64;
 /// How often the ingress checks that the worker's process still runs (a look at `/proc` and
@@ -77,6 +80,9 @@ pub enum IngressError {
     /// The routing table the worker published names no executor for a key group.
     #[error("the worker's routing table has no executor for key group {0}")]
     NoExecutor(u16),
+    /// The input's source could not be opened or read.
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
     /// A record could not be written.
     #[error("record {record} ({bytes} bytes): {source}")]
     Write {
@@ -103,10 +109,12 @@ pub struct IngressConfig {
     pub rate_per_s: Option<f64>,
     /// Once set (by a signal), admit no more: the records admitted so far are the input.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Where the records come from (the app's generator by default).
+    pub source: SourceSpec,
 }
 
 /// What an ingress did.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct IngressReport {
     /// Records admitted.
     pub admitted: u64,
@@ -114,6 +122,8 @@ pub struct IngressReport {
     pub elapsed: Duration,
     /// The stop flag ended the input before every record was admitted.
     pub stopped: bool,
+    /// Where the input stopped: the source's offset and malformed counts.
+    pub source: SourceReport,
 }
 
 /// Runs an ingress for `spec` into the worker segment named in `cfg`.
@@ -136,8 +146,8 @@ pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport,
     result
 }
 
-/// Admits `cfg.records` generated records into the worker's ingress rings, paced to the rate
-/// and held to the in-flight bound; keeps `admitted` in the segment up to date.
+/// Admits up to `cfg.records` records of the input into the worker's ingress rings, paced to
+/// the rate and held to the in-flight bound; keeps `admitted` in the segment up to date.
 fn admit(
     spec: &AppSpec,
     cfg: &IngressConfig,
@@ -152,32 +162,40 @@ fn admit(
         .segment
         .doorbell(seg.index.ingress_bell())
         .map_err(IngressError::Doorbell)?;
-    let generator =
-        clasp_operators::generate::generator(&spec.generator, cfg.seed).ok_or_else(|| {
-            IngressError::NoGenerator {
-                app: spec.name.clone(),
-                generator: spec.generator.clone(),
-            }
-        })?;
+    let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
     let sample = control.sample_every.max(1);
     let max_in_flight = control.max_in_flight.max(1);
     let (mut key, mut payload) = (Vec::new(), Vec::new());
     let mut tracked = 0u64;
     let start = Instant::now();
-    let report = |admitted, stopped| IngressReport {
+    let report = |admitted, stopped, input: &Input| IngressReport {
         admitted,
         elapsed: start.elapsed(),
         stopped,
+        source: input.report(admitted),
     };
-    for i in 0..cfg.records {
+    // Whether record `i` is in `key` and `payload`, waiting for its turn.
+    let mut held = false;
+    let mut i = 0;
+    while i < cfg.records {
         if rings.stop_requested() {
             // Gone or alive? A worker that died is what stopped us (its death signal).
             rings.check_worker(i, true)?;
             rings.flush(i);
-            return Ok(report(i, true));
+            return Ok(report(i, true, &input));
         }
         if worker_stopped(control) {
             return Err(IngressError::WorkerStopped(i));
+        }
+        if !held {
+            match input.next_into(i, &mut key, &mut payload)? {
+                Next::Record => held = true,
+                Next::Pending => {
+                    rings.wait_for_source(i)?;
+                    continue;
+                }
+                Next::End => break,
+            }
         }
         if let Some(rate) = cfg.rate_per_s {
             pace(&mut rings, start, rate, i)?;
@@ -189,7 +207,6 @@ fn admit(
             }
             tracked += 1;
         }
-        generator.record_into(i, &mut key, &mut payload);
         let hash = key_hash(&key);
         let kg = key_group(hash);
         let e = seg
@@ -197,13 +214,16 @@ fn admit(
             .ok_or(IngressError::NoExecutor(kg))?;
         let header = root_header(spec.source, kg, hash, e, i, is_tracked);
         rings.write(e, i, &header, &key, &payload)?;
-        if (i + 1) % PUBLISH_EVERY == 0 {
-            rings.flush(i + 1);
-            rings.check_worker(i + 1, false)?;
+        input.admitted();
+        held = false;
+        i += 1;
+        if i % PUBLISH_EVERY == 0 {
+            rings.flush(i);
+            rings.check_worker(i, false)?;
         }
     }
-    rings.flush(cfg.records);
-    Ok(report(cfg.records, false))
+    rings.flush(i);
+    Ok(report(i, false, &input))
 }
 
 /// Whether the worker has stopped taking input.
@@ -348,6 +368,15 @@ impl<'a> IngressRings<'a> {
             segment: self.segment.to_string(),
             admitted,
         })
+    }
+
+    /// While the source has nothing read: publishes what was written and checks on the
+    /// worker, then sleeps a moment. `admitted`: records so far.
+    fn wait_for_source(&mut self, admitted: u64) -> Result<(), IngressError> {
+        self.flush(admitted);
+        self.check_worker(admitted, false)?;
+        std::thread::sleep(SOURCE_WAIT);
+        Ok(())
     }
 
     /// Publishes every ring written since the last flush, then tells the worker `admitted`.

@@ -171,6 +171,15 @@ impl Operator for DeserializeEvent {
         });
         Ok(())
     }
+
+    /// The ad id of an event read from a source: its key, as the generator's.
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        key.clear();
+        match serde_json::from_slice::<Event<'_>>(record) {
+            Ok(e) => key.extend_from_slice(e.ad_id.as_bytes()),
+            Err(_) => key.extend_from_slice(&crate::key::encode_u64(ordinal)),
+        }
+    }
 }
 
 /// Keeps view events.

@@ -217,6 +217,21 @@ impl Operator for SenmlParse {
         }
         Ok(())
     }
+
+    /// The sensor of a message read from a source (`msg_id SENML`): its key, as the
+    /// generator's.
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        key.clear();
+        let sensor = record
+            .iter()
+            .position(|&b| b == b' ')
+            .and_then(|space| serde_json::from_slice::<Senml<'_>>(&record[space + 1..]).ok())
+            .and_then(|m| m.bn.strip_prefix("urn:dev:sensor:")?.parse::<u32>().ok());
+        match sensor {
+            Some(sensor) => key.extend_from_slice(&encode_u32(sensor)),
+            None => key.extend_from_slice(&crate::key::encode_u64(ordinal)),
+        }
+    }
 }
 
 /// Drops values outside the type's valid range (0, a missing value, passes). State: the range

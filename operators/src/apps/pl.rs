@@ -145,6 +145,19 @@ impl Operator for Parse {
         });
         Ok(())
     }
+
+    /// The URL (the first field) of a line read from a source: the key it is routed by, as
+    /// the generator's.
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        key.clear();
+        match record
+            .split(u8::is_ascii_whitespace)
+            .find(|f| !f.is_empty())
+        {
+            Some(url) => key.extend_from_slice(url),
+            None => key.extend_from_slice(&crate::key::encode_u64(ordinal)),
+        }
+    }
 }
 
 /// Keeps URLs starting with `prefix`.

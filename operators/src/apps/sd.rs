@@ -129,6 +129,15 @@ impl Operator for MovingAvg {
         });
         Ok(())
     }
+
+    /// The sensor id of a line read from a source: its key, as the generator's.
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        key.clear();
+        match parse_line(record) {
+            Ok((sensor, _)) => key.extend_from_slice(&encode_u32(sensor)),
+            Err(_) => key.extend_from_slice(&crate::key::encode_u64(ordinal)),
+        }
+    }
 }
 
 /// Outputs `(sensor, value, average)` (as text) when `|value − average| > threshold · average`.

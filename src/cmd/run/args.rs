@@ -8,6 +8,7 @@ use crate::cmd::local::SpreadArg;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use clasp_dataplane::sink::SinkTarget;
+use clasp_dataplane::source::SourceSpec;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -181,6 +182,8 @@ pub struct RunArgs {
     /// are only digested).
     #[arg(long, value_name = "SINK", value_parser = parse_sink)]
     pub(crate) sink: Option<SinkTarget>,
+    #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
+    pub(crate) source: SourceSpec,
 }
 
 /// `--sink`'s value, refused (exit 2) with the reason when it does not parse.

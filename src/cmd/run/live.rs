@@ -298,7 +298,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     }
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
-    view.extra_lines.clear();
+    view.extra_lines = crate::cmd::source::lines(&report.sources);
     let rec = record(&args, n, &view, live, &report)?;
     // The output first: a failure to write the files must not lose it.
     let mut stdout = output::stdout();

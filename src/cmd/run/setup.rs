@@ -29,6 +29,9 @@ pub fn prepare(
     records: u64,
 ) -> anyhow::Result<(DriverConfig, Spawned)> {
     check(args)?;
+    args.source
+        .check()
+        .map_err(|e| usage_error(e.to_string()))?;
     let limits = args.net.limits()?;
     let worker_limits = WorkerLimits {
         cpu: args.worker_cpu,
@@ -84,6 +87,7 @@ pub fn prepare(
         migration_timeout: Duration::from_secs(args.migration_timeout_s),
         sink: args.sink.clone(),
         sink_per_worker,
+        source: args.source.clone(),
     };
     Ok((cfg, spawned))
 }

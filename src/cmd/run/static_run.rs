@@ -35,7 +35,13 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         return Err(usage_error("--migration-timeout-s must be at least 1"));
     }
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
-    let records = args.records.unwrap_or(DEFAULT_RECORDS);
+    if args.chaos_migrations > 0 && !args.source.is_generator() && args.records.is_none() {
+        return Err(usage_error(
+            "--chaos-migrations with --source needs --records N (the moves are spread over \
+             the first N records)",
+        ));
+    }
+    let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
     let (cfg, spawned) = prepare(&args, args.workers, &spec, records)?;
     let mut chaos;
     let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
@@ -55,7 +61,12 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         &mut Static
     };
     let report = drive(spawned, &spec, &cfg, ctl)?;
-    print_report(&spec, &args, records, cfg.workers.len(), &report)?;
+    let shown = if args.source.is_generator() {
+        records
+    } else {
+        report.admitted
+    };
+    print_report(&spec, &args, shown, cfg.workers.len(), &report)?;
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }

@@ -70,6 +70,7 @@ pub fn run_view<'a>(
             ("migrations".into(), serde_json::to_value(&r.migrations)?),
             ("worker_seconds".into(), r.worker_seconds.into()),
             ("refused_connections".into(), r.refused_connections.into()),
+            crate::cmd::source::json(&r.sources)?,
             // The driver's own CPU (planner included; the workers are other processes): a
             // run whose driver needed most of a core measured the host, not the cluster.
             (
@@ -87,6 +88,7 @@ pub fn run_view<'a>(
                     r.refused_connections
                 )
             }))
+            .chain(crate::cmd::source::lines(&r.sources))
             .collect(),
         interrupted: RunView::interrupted_now(),
     };

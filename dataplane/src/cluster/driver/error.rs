@@ -114,6 +114,9 @@ pub enum DriverError {
     /// A migration could not start or failed.
     #[error("{0}")]
     Migration(String),
+    /// The input's source could not be opened or read.
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
 }
 
 impl DriverError {

@@ -1,14 +1,15 @@
-//! Admission: the driver as the cluster's ingress. Records are generated, paced at the
-//! controller's rate, routed by the protocol planner's current table and sent to the worker
-//! that owns their key group, at most `max_in_flight` tracked roots open at a time.
+//! Admission: the driver as the cluster's ingress. Records are generated or read from a
+//! source, paced at the controller's rate, routed by the protocol planner's current table and
+//! sent to the worker that owns their key group, at most `max_in_flight` tracked roots open at
+//! a time.
 
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::clock::monotonic_ns as now_ns;
 use crate::cluster::DRIVER_ID;
 use crate::cluster::control::Controller;
 use crate::request::{FLAG_TRACKED, INGRESS_SLOT, RequestHeader, frame_len, root_id};
+use crate::source::{Input, Next};
 use clasp_operators::AppSpec;
-use clasp_operators::generate::Generator;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_protocol::KeyGroup;
 use clasp_protocol::planner::PlannerAction;
@@ -28,6 +29,8 @@ pub(super) struct Fed {
     pub(super) tracked: u64,
     /// When the first was admitted.
     pub(super) first_admit: Option<Instant>,
+    /// Where the input stopped.
+    pub(super) source: crate::source::SourceReport,
 }
 
 /// A token bucket filled at the controller's current rate, re-read every turn (a rate that
@@ -80,13 +83,7 @@ impl Driver<'_> {
         ctl: &mut dyn Controller,
     ) -> Result<Fed, DriverError> {
         let cfg = self.cfg;
-        let generator = clasp_operators::generate::generator(&spec.generator, cfg.seed)
-            .ok_or_else(|| {
-                DriverError::Config(format!(
-                    "app {} has no generator {}",
-                    spec.name, spec.generator
-                ))
-            })?;
+        let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
         let ops = spec.operators.len();
         let sample = cfg.sample_every.max(1);
         let max_in_flight = cfg.max_in_flight.max(1);
@@ -95,6 +92,7 @@ impl Driver<'_> {
             admitted: 0,
             tracked: 0,
             first_admit: None,
+            source: Default::default(),
         };
         self.last_progress = Instant::now();
         self.meter.start();
@@ -104,11 +102,27 @@ impl Driver<'_> {
             due: 0.0,
             last_fill: Instant::now(),
         };
+        // Whether record `i` is in the scratch buffers, waiting for its turn.
+        let mut held = false;
         loop {
             let i = fed.admitted;
             let t_s = self.meter.t0.elapsed().as_secs_f64();
             if i >= cfg.records || ctl.done(t_s, i) {
+                fed.source = input.report(i);
                 return Ok(fed);
+            }
+            if !held {
+                match input.next_into(i, &mut scratch.key, &mut scratch.payload)? {
+                    Next::Record => held = true,
+                    Next::Pending => {
+                        self.idle_turn(DRIVER_PARK, ctl, i, ops)?;
+                        continue;
+                    }
+                    Next::End => {
+                        fed.source = input.report(i);
+                        return Ok(fed);
+                    }
+                }
             }
             let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
             self.meter.offered = rate;
@@ -116,10 +130,7 @@ impl Driver<'_> {
                 let (backlog, taken) = pacer.take(rate);
                 self.meter.backlog = backlog;
                 if let Err(wait) = taken {
-                    self.t.flush_now();
-                    self.last_progress = Instant::now();
-                    self.turn(wait)?;
-                    self.maintain(ctl, i, ops)?;
+                    self.idle_turn(wait, ctl, i, ops)?;
                     continue;
                 }
             }
@@ -132,7 +143,9 @@ impl Driver<'_> {
                 }
                 fed.tracked += 1;
             }
-            self.admit(spec, &*generator, i, is_tracked, &mut scratch)?;
+            self.admit(spec, i, is_tracked, &mut scratch)?;
+            input.admitted();
+            held = false;
             fed.first_admit.get_or_insert_with(Instant::now);
             fed.admitted += 1;
             if fed.admitted % POLL_EVERY_RECORDS == 0 {
@@ -142,16 +155,29 @@ impl Driver<'_> {
         }
     }
 
-    /// Generates record `i` and sends it to the worker that owns its key group.
+    /// A turn while the input waits (for its pace, or for a source to read more): not a
+    /// stall, however long it lasts.
+    fn idle_turn(
+        &mut self,
+        wait: Duration,
+        ctl: &mut dyn Controller,
+        admitted: u64,
+        ops: usize,
+    ) -> Result<(), DriverError> {
+        self.t.flush_now();
+        self.last_progress = Instant::now();
+        self.turn(wait)?;
+        self.maintain(ctl, admitted, ops)
+    }
+
+    /// Sends record `i` (in `s`) to the worker that owns its key group.
     fn admit(
         &mut self,
         spec: &AppSpec,
-        generator: &dyn Generator,
         i: u64,
         is_tracked: bool,
         s: &mut Scratch,
     ) -> Result<(), DriverError> {
-        generator.record_into(i, &mut s.key, &mut s.payload);
         let hash = key_hash(&s.key);
         let kg = key_group(hash);
         let PlannerAction::SendRequest { to, req } =

@@ -97,6 +97,8 @@ pub struct DriverConfig {
     /// Each worker writes its own `PATH.w<ID>` (workers on several hosts); else they share one
     /// host and append to `PATH`, which must have been emptied before the run.
     pub sink_per_worker: bool,
+    /// Where the records come from (the app's generator by default).
+    pub source: crate::source::SourceSpec,
 }
 
 /// Per operator metrics over the cluster.
@@ -144,6 +146,8 @@ pub struct ClusterReport {
     /// Connections refused before they authenticated, by the driver and every worker (stray
     /// connections: counted and logged, not faults).
     pub refused_connections: u64,
+    /// Each source's offset and malformed counts when the input ended.
+    pub sources: Vec<crate::source::SourceReport>,
 }
 
 struct Driver<'a> {
@@ -308,5 +312,5 @@ pub fn run_driver_with(
     let elapsed = fed.first_admit.map_or(Duration::ZERO, |t| {
         last_completion.saturating_duration_since(t)
     });
-    Ok(report::build(spec, d, fed.admitted, elapsed))
+    Ok(report::build(spec, d, fed, elapsed))
 }

@@ -1,13 +1,14 @@
 //! The report of a cluster run: the workers' summaries, checked against the app's shape and
 //! summed per operator, with what the driver measured (latency, migrations, intervals).
 
+use super::feed::Fed;
 use super::{ClusterOperatorMetrics, ClusterReport, Driver};
 use clasp_operators::{AppSpec, OperatorSummary};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The run's report: every worker's summary checked and summed, and what the driver measured.
-pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration) -> ClusterReport {
+pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> ClusterReport {
     let ops = spec.operators.len();
     let mut summaries = vec![OperatorSummary::default(); ops];
     let mut state_keys = vec![0u64; ops];
@@ -84,7 +85,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration)
             .map(|m| m.into_iter().collect())
             .collect(),
         operator_metrics: metrics,
-        admitted,
+        admitted: fed.admitted,
         latency: d.rx.ledger.summary(),
         elapsed,
         totals,
@@ -94,5 +95,6 @@ pub(super) fn build(spec: &AppSpec, d: Driver, admitted: u64, elapsed: Duration)
         intervals: d.meter.intervals,
         worker_seconds: d.meter.worker_seconds,
         refused_connections,
+        sources: vec![fed.source],
     }
 }

@@ -1,0 +1,101 @@
+//! An ingress's input (the driver's or `clasp ingress`'s): the app's seeded generator, or a
+//! source read record by record and keyed by the app's first operator
+//! ([`clasp_operators::Operator::record_key`]).
+
+use super::{Polled, SourceError, SourceFeed, SourceOffset, SourceReport, SourceSpec};
+use clasp_operators::generate::Generator;
+use clasp_operators::key::MAX_KEY_BYTES;
+use clasp_operators::{AppSpec, OperatorInstance};
+
+/// What [`Input::next_into`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Record `i` is in the key and payload buffers.
+    Record,
+    /// A source has nothing read yet.
+    Pending,
+    /// A source has no more records.
+    End,
+}
+
+/// Where the records come from.
+pub enum Input {
+    /// Record `i` is generated from the seed.
+    Generated(Box<dyn Generator>),
+    /// Records are read; the first operator keys them.
+    Read {
+        feed: Box<SourceFeed>,
+        first: Box<dyn OperatorInstance>,
+    },
+}
+
+impl Input {
+    /// Opens the input `source` names for `spec`.
+    pub fn open(spec: &AppSpec, source: &SourceSpec, seed: u64) -> Result<Input, SourceError> {
+        if source.is_generator() {
+            let generator = clasp_operators::generate::generator(&spec.generator, seed)
+                .ok_or_else(|| SourceError::NoGenerator {
+                    app: spec.name.clone(),
+                    generator: spec.generator.clone(),
+                })?;
+            return Ok(Input::Generated(generator));
+        }
+        Ok(Input::Read {
+            feed: Box::new(SourceFeed::open(source)?),
+            first: spec.instantiate(spec.source),
+        })
+    }
+
+    /// Writes record `i` (the `i`-th admitted) into `key` and `payload`, if there is one.
+    pub fn next_into(
+        &mut self,
+        i: u64,
+        key: &mut Vec<u8>,
+        payload: &mut Vec<u8>,
+    ) -> Result<Next, SourceError> {
+        match self {
+            Input::Generated(generator) => {
+                generator.record_into(i, key, payload);
+                Ok(Next::Record)
+            }
+            Input::Read { feed, first } => match feed.poll()? {
+                Polled::Record(r) => {
+                    payload.clear();
+                    payload.extend_from_slice(r);
+                    first.record_key(i, r, key);
+                    if key.len() > MAX_KEY_BYTES {
+                        // Too long to route by: the first operator sees the record anyway.
+                        key.clear();
+                        key.extend_from_slice(&clasp_operators::key::encode_u64(i));
+                    }
+                    Ok(Next::Record)
+                }
+                Polled::Pending => Ok(Next::Pending),
+                Polled::End => Ok(Next::End),
+            },
+        }
+    }
+
+    /// The record last written by [`Input::next_into`] was admitted.
+    pub fn admitted(&mut self) {
+        if let Input::Read { feed, .. } = self {
+            feed.admitted();
+        }
+    }
+
+    /// The input's offset after `admitted` records (a generator resumes at record
+    /// `admitted`).
+    pub fn report(&self, admitted: u64) -> SourceReport {
+        match self {
+            Input::Generated(_) => SourceReport {
+                source: SourceSpec::Generator.to_string(),
+                offset: SourceOffset {
+                    records: admitted,
+                    file: None,
+                },
+                malformed: Default::default(),
+            },
+            Input::Read { feed, .. } => feed.report(),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The text form of a source, `KIND:ARGUMENT`, as `--source` takes it.
+
+use super::SourceError;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Where a run's records come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// The app's seeded generator (`gen:`, or no `--source`).
+    #[default]
+    Generator,
+    /// One record per line of a file, the newline stripped (`file:PATH`).
+    File(PathBuf),
+    /// Length-prefixed records: a `u32` little-endian byte count, then that many bytes
+    /// (`lenprefix:PATH`).
+    LenPrefix(PathBuf),
+    /// Every regular file of a directory, in name order, one record per line (`dir:PATH`).
+    Dir(PathBuf),
+    /// Standard input, one record per line (`stdin:`).
+    Stdin,
+    /// TCP connections accepted on an address, one record per line (`tcp:ADDR`).
+    Tcp(SocketAddr),
+}
+
+impl SourceSpec {
+    /// Whether records are generated rather than read.
+    pub fn is_generator(&self) -> bool {
+        *self == SourceSpec::Generator
+    }
+
+    /// Checks what can be checked before a run starts: a file or directory can be opened, an
+    /// address can be listened on.
+    pub fn check(&self) -> Result<(), SourceError> {
+        match self {
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::fs::File::open(p)
+                .map(drop)
+                .map_err(|e| SourceError::io(p.display(), e)),
+            SourceSpec::Dir(p) => std::fs::read_dir(p)
+                .map(drop)
+                .map_err(|e| SourceError::io(p.display(), e)),
+            SourceSpec::Tcp(a) => std::net::TcpListener::bind(a)
+                .map(drop)
+                .map_err(|e| SourceError::io(a, e)),
+            SourceSpec::Generator | SourceSpec::Stdin => Ok(()),
+        }
+    }
+}
+
+impl FromStr for SourceSpec {
+    type Err = SourceError;
+
+    fn from_str(s: &str) -> Result<Self, SourceError> {
+        let bad = |reason: &str| SourceError::Spec {
+            spec: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let (kind, arg) = s.split_once(':').ok_or_else(|| {
+            bad("expected KIND:ARGUMENT (file:PATH, lenprefix:PATH, dir:PATH, stdin:, tcp:ADDR, gen:)")
+        })?;
+        let path = || {
+            if arg.is_empty() {
+                Err(bad("the path is empty"))
+            } else {
+                Ok(PathBuf::from(arg))
+            }
+        };
+        let none = |spec: SourceSpec| {
+            if arg.is_empty() {
+                Ok(spec)
+            } else {
+                Err(bad("this kind takes no argument"))
+            }
+        };
+        match kind {
+            "gen" => none(SourceSpec::Generator),
+            "stdin" => none(SourceSpec::Stdin),
+            "file" => Ok(SourceSpec::File(path()?)),
+            "lenprefix" => Ok(SourceSpec::LenPrefix(path()?)),
+            "dir" => Ok(SourceSpec::Dir(path()?)),
+            "tcp" => arg
+                .parse()
+                .map(SourceSpec::Tcp)
+                .map_err(|_| bad("expected an IP address and port, e.g. tcp:127.0.0.1:9000")),
+            _ => Err(bad(
+                "unknown kind (file, lenprefix, dir, stdin, tcp or gen)",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceSpec::Generator => write!(f, "gen:"),
+            SourceSpec::File(p) => write!(f, "file:{}", p.display()),
+            SourceSpec::LenPrefix(p) => write!(f, "lenprefix:{}", p.display()),
+            SourceSpec::Dir(p) => write!(f, "dir:{}", p.display()),
+            SourceSpec::Stdin => write!(f, "stdin:"),
+            SourceSpec::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}

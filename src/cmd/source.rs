@@ -1,0 +1,64 @@
+//! `--source` as `clasp run` and `clasp local` take it: its help, how many records a run
+//! admits by default when it reads a source, and how a run's sources are printed.
+
+use clasp_dataplane::source::{SourceReport, SourceSpec};
+
+/// `--source`'s one-line help (`-h`).
+pub const SOURCE_SHORT_HELP: &str = "Where the input records come from: file:PATH, \
+    lenprefix:PATH, dir:PATH, stdin:, tcp:ADDR or gen: (the default); records over 1 MiB are \
+    skipped and counted (--help says more)";
+
+/// `--source`'s help (`--help`).
+pub const SOURCE_HELP: &str = "Where the input records come from: file:PATH (one record per \
+    line, the newline stripped), lenprefix:PATH (each record a u32 little-endian byte count \
+    and that many bytes), dir:PATH (every regular file in it, in name order, one record per \
+    line), stdin: (one record per line), tcp:ADDR (listen on ADDR, e.g. 127.0.0.1:9000; \
+    connections are read one after another, one record per line, and the input ends when one \
+    closes and no other is waiting; when the cluster does not keep up the source stops \
+    reading, so a fast client is slowed, never dropped), or gen: (the app's seeded generator, \
+    the default). A record over 1 MiB (a line, or a length prefix above it) and a length \
+    prefix cut short at the end of a file are skipped and counted as malformed. The app's \
+    first operator keys each record. Without --records, every record of the source is read.";
+
+/// The records a run admits: `--records` if given; else, for a source, all of them; for the
+/// generator, `generated`.
+pub fn records(source: &SourceSpec, given: Option<u64>, generated: u64) -> u64 {
+    match given {
+        Some(n) => n,
+        None if source.is_generator() => generated,
+        None => u64::MAX,
+    }
+}
+
+/// The `"sources"` key of a run's JSON.
+pub fn json(sources: &[SourceReport]) -> anyhow::Result<(String, serde_json::Value)> {
+    Ok(("sources".into(), serde_json::to_value(sources)?))
+}
+
+/// One line of text per source read (none for the generator, whose offset is the records).
+pub fn lines(sources: &[SourceReport]) -> Vec<String> {
+    let generator = SourceSpec::Generator.to_string();
+    sources
+        .iter()
+        .filter(|s| s.source != generator)
+        .map(|s| {
+            let at = s.offset.file.as_ref().map_or(String::new(), |f| {
+                format!(
+                    ", last one ending at byte {} of file {} ({})",
+                    f.byte_offset, f.file_index, f.path
+                )
+            });
+            let bad: Vec<String> = s
+                .malformed
+                .iter()
+                .map(|(reason, n)| format!("{n} × {reason}"))
+                .collect();
+            let bad = if bad.is_empty() {
+                String::new()
+            } else {
+                format!("; malformed: {}", bad.join(", "))
+            };
+            format!("source {}: {} records{at}{bad}", s.source, s.offset.records)
+        })
+        .collect()
+}
