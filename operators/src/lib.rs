@@ -104,6 +104,7 @@ pub mod oracle;
 pub mod output_line;
 pub mod output_seq;
 pub mod spec;
+pub mod timers;
 
 pub use codec::StateCodec;
 pub use compare::{Comparable, Mismatch};
@@ -115,3 +116,4 @@ pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,
 };
+pub use timers::{TimeDomain, Timer, TimerRequests};
