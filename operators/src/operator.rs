@@ -60,7 +60,9 @@ impl<T: Default + PartialEq + StateCodec + Send + 'static> State for T {}
 ///   [`crate::key`]); a stateless successor is routed by the key of the stateful operator it
 ///   feeds, so that each key keeps one FIFO path;
 /// * no threads, clocks or randomness: the same inputs in the same order give the same
-///   emissions (the oracle depends on it).
+///   emissions (the oracle depends on it). Time reaches an operator through its timers
+///   ([`Operator::on_timer`], see [`crate::timers`]); an operator that sets processing-time
+///   timers from [`Out::processing_time_ms`] gives up that equality by choice.
 ///
 /// # Example: a user-defined operator in an app file
 ///
