@@ -11,7 +11,8 @@ use clasp_operators::{
 };
 
 /// Sets an event-time timer at the time its payload names (decimal text) and counts the
-/// requests of its key; a fired timer outputs its time.
+/// requests of its key; a fired timer outputs its time and, below 100, sets a follow-up 100
+/// later.
 struct Remind;
 
 impl Operator for Remind {
@@ -37,6 +38,9 @@ impl Operator for Remind {
         assert_eq!(timer.domain, TimeDomain::Event);
         assert!(*seen > 0, "a timer fires with its key's state");
         out.output(key, timer.at.to_string().as_bytes());
+        if timer.at < 100 {
+            out.set_timer_event(timer.at + 100);
+        }
     }
 }
 
@@ -93,6 +97,26 @@ fn end_of_stream_fires_event_timers_in_time_order_once_each() {
         "time order, and a timer set twice fires once"
     );
     assert_eq!(report.malformed["r"]["not a time"], 1);
+    assert_eq!(
+        report.malformed["r"][LATE_TIMER], 3,
+        "at end of stream the watermark is +inf: the follow-ups are refused"
+    );
+}
+
+#[test]
+fn a_timer_may_set_a_later_one_and_a_malformed_request_sets_none() {
+    let app = app();
+    let mut inst = app.instantiate(0);
+    let mut e = Emitter::new();
+    feed(inst.as_mut(), &[("k", "3"), ("j", "x")], &mut e);
+    assert_eq!(inst.pending_timers(), 1);
+    inst.advance_watermark(5, &mut e);
+    assert_eq!(outputs(&e), [("k".into(), "3".into())]);
+    assert_eq!(inst.pending_timers(), 1, "the follow-up at 103");
+    e.clear();
+    inst.advance_watermark(200, &mut e);
+    assert_eq!(outputs(&e), [("k".into(), "103".into())]);
+    assert_eq!(inst.pending_timers(), 0);
 }
 
 #[test]
