@@ -8,6 +8,8 @@
 
 use std::ops::Range;
 
+use crate::timers::{TimeDomain, Timer, TimerRequest, TimerRequests};
+
 /// Where an emission goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -157,9 +159,13 @@ pub enum Port {
 
 /// What an [`crate::Operator`] sees of the emitter: its successors are named by position (the
 /// operator does not know the app it is placed in), sink outputs by [`Out::output`].
+///
+/// It also takes the operator's timer requests for the key of the call
+/// ([`Out::set_timer_event`], [`Out::set_timer_processing`]); see [`crate::timers`].
 pub struct Out<'a> {
     emitter: &'a mut Emitter,
     successors: &'a [u16],
+    timers: Option<&'a mut TimerRequests>,
 }
 
 impl<'a> Out<'a> {
@@ -169,7 +175,77 @@ impl<'a> Out<'a> {
         Out {
             emitter,
             successors,
+            timers: None,
         }
+    }
+
+    /// Like [`Out::new`], recording timer requests into `timers` (the runtime applies them to
+    /// the key of the call when it returns). Without it, timer requests do nothing: that is
+    /// the case in [`crate::Operator::end_of_stream`], which is not about a key.
+    #[inline]
+    pub fn with_timers(
+        emitter: &'a mut Emitter,
+        successors: &'a [u16],
+        timers: &'a mut TimerRequests,
+    ) -> Self {
+        Out {
+            emitter,
+            successors,
+            timers: Some(timers),
+        }
+    }
+
+    fn timer(&mut self, request: TimerRequest) {
+        if let Some(t) = &mut self.timers {
+            t.0.push(request);
+        }
+    }
+
+    /// Sets an event-time timer for the key of this call: [`crate::Operator::on_timer`] is
+    /// called once the watermark reaches `at` (at end of stream at the latest). Set twice, it
+    /// fires once. At or before the current watermark it is refused and counted as malformed
+    /// ([`crate::timers::LATE_TIMER`]).
+    #[inline]
+    pub fn set_timer_event(&mut self, at: u64) {
+        self.timer(TimerRequest::Set(Timer {
+            domain: TimeDomain::Event,
+            at,
+        }));
+    }
+
+    /// Sets a processing-time timer for the key of this call, at `at_ms` milliseconds since the
+    /// Unix epoch on the executor's clock (see [`Out::processing_time_ms`]). Not fired by the
+    /// oracle, dropped at end of stream (see [`crate::timers`]).
+    #[inline]
+    pub fn set_timer_processing(&mut self, at_ms: u64) {
+        self.timer(TimerRequest::Set(Timer {
+            domain: TimeDomain::Processing,
+            at: at_ms,
+        }));
+    }
+
+    /// Deletes an event-time timer of the key of this call (nothing if it is not set).
+    #[inline]
+    pub fn delete_timer_event(&mut self, at: u64) {
+        self.timer(TimerRequest::Delete(Timer {
+            domain: TimeDomain::Event,
+            at,
+        }));
+    }
+
+    /// Deletes a processing-time timer of the key of this call (nothing if it is not set).
+    #[inline]
+    pub fn delete_timer_processing(&mut self, at_ms: u64) {
+        self.timer(TimerRequest::Delete(Timer {
+            domain: TimeDomain::Processing,
+            at: at_ms,
+        }));
+    }
+
+    /// Processing time now: milliseconds since the Unix epoch on this host's wall clock. Only
+    /// for computing processing-time timers; anything it influences differs from run to run.
+    pub fn processing_time_ms(&self) -> u64 {
+        crate::timers::wall_clock_ms()
     }
 
     /// Number of successors of this operator.

@@ -36,6 +36,30 @@
 //! and its `seq`, a per-key counter kept next to the state so that it moves with its key group
 //! ([`output_seq`]).
 //!
+//! # Timers
+//!
+//! An operator can ask to be called back for the key it is processing ([`timers`]):
+//! `out.set_timer_event(t)` calls [`Operator::on_timer`] once the watermark reaches event time
+//! `t`, `out.set_timer_processing(ms)` once the executor's wall clock reaches `ms` (ms since
+//! the Unix epoch). `on_timer` gets the key's state and may emit, set and delete timers like
+//! `process`. A key's timers are kept beside its state in its key group, so they move with the
+//! group in a migration (the group archive carries them); they fire in time order per key, and
+//! one set twice for the same time fires once.
+//!
+//! * Event time is a number in the app's own unit that the operator reads from its payload.
+//!   At end of stream the watermark is +∞: every pending event-time timer fires before
+//!   [`Operator::end_of_key`], in the oracle and on a cluster alike, so they are checked
+//!   against the oracle. A watermark that advances while the stream flows is not implemented
+//!   yet: today event-time timers fire at end of stream (or when a caller of
+//!   [`OperatorInstance::advance_watermark`] advances it).
+//! * Processing-time timers fire from the executor's loop on its clock, outside migrations.
+//!   The oracle has no clock and never fires them, and pending ones are dropped at end of
+//!   stream: a run whose outputs depend on them cannot equal the oracle.
+//! * An event-time timer at or before the watermark is refused and counted as malformed under
+//!   [`timers::LATE_TIMER`]; a processing-time timer in the past fires at the executor's next
+//!   look at its clock; a timer request outside a keyed call ([`Operator::end_of_stream`])
+//!   does nothing.
+//!
 //! # App files (TOML)
 //!
 //! An app file composes registered operator kinds (`clasp apps show NAME` lists an app's;
@@ -104,6 +128,7 @@ pub mod oracle;
 pub mod output_line;
 pub mod output_seq;
 pub mod spec;
+pub mod timers;
 
 pub use codec::StateCodec;
 pub use compare::{Comparable, Mismatch};
@@ -115,3 +140,4 @@ pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,
 };
+pub use timers::{TimeDomain, Timer, TimerRequests};

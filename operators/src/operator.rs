@@ -14,6 +14,9 @@ use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
 use crate::output_line::{OutputText, write_line};
 use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
+use crate::timers::{ExportedTimers, LATE_TIMER, TimeDomain, Timer, TimerRequests, Timers};
+
+mod fire;
 
 /// A request the operator could not make sense of. The runtime counts it under `reason`,
 /// undoes whatever the request emitted, and drops it: a malformed input never panics and never
@@ -57,7 +60,9 @@ impl<T: Default + PartialEq + StateCodec + Send + 'static> State for T {}
 ///   [`crate::key`]); a stateless successor is routed by the key of the stateful operator it
 ///   feeds, so that each key keeps one FIFO path;
 /// * no threads, clocks or randomness: the same inputs in the same order give the same
-///   emissions (the oracle depends on it).
+///   emissions (the oracle depends on it). Time reaches an operator through its timers
+///   ([`Operator::on_timer`], see [`crate::timers`]); an operator that sets processing-time
+///   timers from [`Out::processing_time_ms`] gives up that equality by choice.
 ///
 /// # Example: a user-defined operator in an app file
 ///
@@ -114,8 +119,17 @@ pub trait Operator: Send + 'static {
         out: &mut Out<'_>,
     ) -> Result<(), Malformed>;
 
+    /// Called when a timer this operator set for `key` fires ([`Out::set_timer_event`],
+    /// [`Out::set_timer_processing`]), with the key's state (the default if it has none). It
+    /// may emit, and set or delete timers of `key`, like `process`. A key's timers fire in
+    /// time order; event-time ones all fire at end of stream, before `end_of_key`. See
+    /// [`crate::timers`].
+    fn on_timer(&mut self, key: &[u8], state: &mut Self::State, timer: Timer, out: &mut Out<'_>) {
+        let _ = (key, state, timer, out);
+    }
+
     /// Called at end of stream once per key that has state, in key order within each key
-    /// group: flush windows and buffers here.
+    /// group, after every pending event-time timer fired: flush windows and buffers here.
     fn end_of_key(&mut self, key: &[u8], state: &mut Self::State, out: &mut Out<'_>) {
         let _ = (key, state, out);
     }
@@ -230,8 +244,20 @@ pub trait OperatorInstance: Send {
         payload: &[u8],
         out: &mut Emitter,
     ) -> Result<(), Malformed>;
-    /// Flushes windows and buffers (see [`Operator::end_of_key`]); appends to `out`.
+    /// Flushes windows and buffers (see [`Operator::end_of_key`]); appends to `out`. First the
+    /// watermark goes to +∞, firing every pending event-time timer; pending processing-time
+    /// timers are dropped.
     fn end_of_stream(&mut self, out: &mut Emitter);
+    /// Advances the event-time watermark to `watermark` (never backwards) and fires the
+    /// event-time timers it passed (see [`crate::timers`]); appends to `out`.
+    fn advance_watermark(&mut self, watermark: u64, out: &mut Emitter);
+    /// The earliest time (ms since the Unix epoch) a processing-time timer may be due, if any
+    /// is pending: cheap, for an executor's loop to decide whether to read its clock.
+    fn next_processing_timer_ms(&self) -> Option<u64>;
+    /// Fires the processing-time timers due at `now_ms`; appends to `out`.
+    fn fire_processing_timers(&mut self, now_ms: u64, out: &mut Emitter);
+    /// Pending timers (both clocks) of every key.
+    fn pending_timers(&self) -> usize;
     /// Removes key group `key_group`'s state and returns it as an rkyv archive (an empty group
     /// gives a valid archive with no entries).
     fn export_group(&mut self, key_group: u16) -> Vec<u8>;
@@ -272,11 +298,13 @@ pub struct InstanceContext {
     pub determinism: Determinism,
 }
 
-/// Format version of exported key groups (2: with the outputs' `seq` counters).
-pub const GROUP_ARCHIVE_FORMAT: u32 = 2;
+/// Format version of exported key groups (2: with the outputs' `seq` counters; 3: with the
+/// keys' timers).
+pub const GROUP_ARCHIVE_FORMAT: u32 = 3;
 
-/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, and
-/// the group's output counters ([`crate::output_seq`]; empty without a sink).
+/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, the
+/// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
+/// timers ([`crate::timers`]).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
 pub struct GroupArchive {
     /// [`GROUP_ARCHIVE_FORMAT`].
@@ -287,6 +315,8 @@ pub struct GroupArchive {
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// `(output key, next seq)`, keys ascending.
     pub output_seqs: Vec<(Vec<u8>, u64)>,
+    /// `(key, event times, processing times)`, keys and times ascending.
+    pub timers: Vec<ExportedTimers>,
 }
 
 type Group<S> = HashMap<Box<[u8]>, S, Xxh3DefaultBuilder>;
@@ -306,6 +336,8 @@ pub struct Runtime<O: Operator> {
     scratch: Vec<u8>,
     seqs: OutputSeqs,
     text: OutputText,
+    timers: Timers,
+    timer_requests: TimerRequests,
 }
 
 impl<O: Operator> Runtime<O> {
@@ -328,6 +360,8 @@ impl<O: Operator> Runtime<O> {
             scratch: Vec::new(),
             seqs: OutputSeqs::off(),
             text: OutputText::default(),
+            timers: Timers::default(),
+            timer_requests: TimerRequests::new(),
         }
     }
 
@@ -398,7 +432,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 .add_keyed(self.seed_input, key, payload, &mut self.scratch);
         }
         let start = out.len();
-        let mut o = Out::new(out, &self.ctx.successors);
+        let mut o = Out::with_timers(out, &self.ctx.successors, &mut self.timer_requests);
         let result = if Self::STATELESS {
             let mut s = O::State::default();
             self.op.process(key, payload, &mut s, &mut o)
@@ -434,10 +468,12 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                     self.digest_outputs(out, start);
                     Self::number_outputs(&mut self.seqs, out, start, Some(key_group));
                 }
+                self.apply_timer_requests(key_group, key);
                 Ok(())
             }
             Err(m) => {
                 out.truncate(start);
+                self.timer_requests.clear();
                 *self.malformed.entry(m.reason).or_default() += 1;
                 Err(m)
             }
@@ -445,6 +481,8 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     }
 
     fn end_of_stream(&mut self, out: &mut Emitter) {
+        self.advance_watermark(u64::MAX, out);
+        self.timers.drop_processing();
         let start = out.len();
         for group in &mut self.groups {
             if group.is_empty() {
@@ -455,13 +493,16 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             for key in keys {
                 let s = group.get_mut(&key).expect("key listed above");
                 let from = out.len();
-                self.op
-                    .end_of_key(&key, s, &mut Out::new(out, &self.ctx.successors));
+                let mut o = Out::with_timers(out, &self.ctx.successors, &mut self.timer_requests);
+                self.op.end_of_key(&key, s, &mut o);
                 if *s == O::State::default() {
                     group.remove(&key);
                 }
                 let kg = key_group_of(&key);
                 Self::number_outputs(&mut self.seqs, out, from, Some(kg));
+                let refused = self.timers.apply(kg, &key, &mut self.timer_requests);
+                self.timers.drop_processing();
+                Self::count_refused(&mut self.malformed, refused);
             }
         }
         let from = out.len();
@@ -487,6 +528,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             key_group,
             entries,
             output_seqs: self.seqs.export(key_group),
+            timers: self.timers.export(key_group),
         };
         rkyv::to_bytes::<rkyv::rancor::Error>(&archive)
             .expect("serializing plain vectors cannot fail")
@@ -495,7 +537,10 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
         let slot = usize::from(key_group % KEY_GROUPS);
-        if !self.groups[slot].is_empty() || self.seqs.holds(key_group) {
+        if !self.groups[slot].is_empty()
+            || self.seqs.holds(key_group)
+            || self.timers.holds(key_group)
+        {
             return Err(ImportError::Occupied(key_group));
         }
         // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
@@ -534,9 +579,11 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             }
             seqs.push((key.to_vec(), entry.1.to_native()));
         }
+        let timers = fire::import_timers(key_group, &archive.timers)?;
         let n = group.len();
         self.groups[slot] = group;
         self.seqs.import(key_group, seqs);
+        self.timers.import(key_group, timers);
         Ok(n)
     }
 
@@ -576,6 +623,24 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn malformed_reasons(&self) -> Vec<(&'static str, u64)> {
         self.malformed.iter().map(|(r, n)| (*r, *n)).collect()
+    }
+
+    fn advance_watermark(&mut self, watermark: u64, out: &mut Emitter) {
+        let due = self.timers.advance_watermark(watermark);
+        self.fire(TimeDomain::Event, due, out);
+    }
+
+    fn next_processing_timer_ms(&self) -> Option<u64> {
+        self.timers.next_processing_ms()
+    }
+
+    fn fire_processing_timers(&mut self, now_ms: u64, out: &mut Emitter) {
+        let due = self.timers.take_due_processing(now_ms);
+        self.fire(TimeDomain::Processing, due, out);
+    }
+
+    fn pending_timers(&self) -> usize {
+        self.timers.pending()
     }
 
     fn track_output_seq(&mut self) {

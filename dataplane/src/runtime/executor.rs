@@ -42,6 +42,7 @@ use std::time::Duration;
 
 mod migrating;
 mod outbound;
+mod timers;
 
 /// Longest error message an executor reports (a frame must fit its report ring).
 const ERROR_REPORT_BYTES_MAX: usize = 4096;
@@ -305,6 +306,7 @@ impl Executor {
             }
             work += self.engine.run_ready(BATCH_FRAMES);
             work += self.engine.run_exports();
+            work += self.engine.fire_processing_timers();
             self.engine.migration_tick();
             self.engine.out.publish();
             self.engine.flush_reports();
@@ -391,6 +393,11 @@ impl Executor {
             Some(migrating::PROGRESS_POLL)
         } else {
             busy.then_some(OVERFLOW_RETRY)
+        };
+        // Wake for the next processing-time timer.
+        let timeout = match (timeout, self.engine.until_next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let m = self.engine.metrics.view();
         m.add(scalar::PARKS, 1);

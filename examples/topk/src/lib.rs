@@ -7,14 +7,14 @@
 //!   stateless, routed by the sensor id, so each sensor's readings keep one FIFO path;
 //! * `topk_window` ([`window::TopK`]): per sensor, the open window's `k` hottest readings.
 //!
-//! There are no timers yet, so nothing can close a window when its time has passed on the
-//! wall clock or when a watermark passes it. The design does not need one: a sensor's
-//! readings arrive in event-time order on their one path, so a window closes when the
-//! sensor's first reading of a later window arrives (its final top-k is output then), and at
-//! end of stream. While a window is open, every reading that enters its top-k outputs the
-//! running top-k. A reading for a window that has already closed is late: counted in the
-//! state and dropped. The price: the last window of a sensor that stops sending stays open
-//! until the end of the stream.
+//! A window closes when the watermark passes its end: opening it sets an event-time timer at
+//! its last second, which outputs the final top-k. A sensor's readings arrive in event-time
+//! order on their one path, so its first reading of a later window closes the open one
+//! earlier (and deletes the timer); at end of stream the watermark is +∞ and the timers of the
+//! windows still open fire. The timers live beside each sensor's state, so they move with it
+//! when a migration moves its key group. While a window is open, every reading that enters its
+//! top-k outputs the running top-k. A reading for a window that has already closed is late:
+//! counted in the state and dropped.
 //!
 //! The app file is `topk.toml` beside this crate's manifest; `topk oracle --app-file
 //! topk.toml` is its single-threaded reference run, which every cluster run must equal

@@ -1,8 +1,12 @@
 //! `topk_window`: per sensor, the `k` hottest readings of the open tumbling window.
 //!
-//! Why it needs no timer: a sensor's readings reach this operator on one FIFO path in
-//! event-time order, so the first reading of a later window is the moment the open one is
-//! complete (see the crate docs). Outputs, keyed by the sensor id, are text:
+//! A window closes when its end passes: opening a window sets an event-time timer at its last
+//! second, and the timer outputs the final list. A sensor's readings reach this operator on
+//! one FIFO path in event-time order, so its first reading of a later window also proves the
+//! open one complete: that closes it at once (and deletes its timer), which keeps one window
+//! per sensor in memory whatever the watermark does. At end of stream the watermark is +∞ and
+//! the timers of the windows still open fire, before the runtime's final flush. Outputs, keyed
+//! by the sensor id, are text:
 //! `WINDOW_START_S running|final CELSIUS@EPOCH,...` (hottest first): `running` each time a
 //! reading enters the open window's top-k, `final` when the window closes.
 //!
@@ -11,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use clasp_operators::{Malformed, Operator, Out, StateCodec};
+use clasp_operators::{Malformed, Operator, Out, StateCodec, Timer};
 
 use crate::parse::Reading;
 
@@ -48,6 +52,8 @@ pub struct Window {
     pub closed: u64,
     /// Readings dropped because their window had closed.
     pub late: u64,
+    /// Index of the last window closed.
+    pub last_closed: Option<u64>,
 }
 
 impl TopK {
@@ -63,6 +69,21 @@ impl TopK {
         top.insert(at, hot);
         top.truncate(self.k);
         true
+    }
+
+    /// The event time of window `index`'s last second: its timer's time.
+    fn last_second(&self, index: u64) -> u64 {
+        (index + 1) * self.window_s - 1
+    }
+
+    /// Outputs the open window's final list and closes it.
+    fn close(&self, key: &[u8], state: &mut Window, out: &mut Out<'_>) {
+        if let Some(open) = state.open.take() {
+            self.output(key, open, &state.top, "final", out);
+            state.top.clear();
+            state.closed += 1;
+            state.last_closed = Some(open);
+        }
     }
 
     /// Outputs window `index`'s list, marked `running` or `final`.
@@ -97,11 +118,17 @@ impl Operator for TopK {
                 return Ok(());
             }
             Some(open) if index > open => {
-                self.output(key, open, &state.top, "final", out);
-                state.top.clear();
-                state.closed += 1;
+                out.delete_timer_event(self.last_second(open));
+                self.close(key, state, out);
+            }
+            _ if state.last_closed.is_some_and(|closed| index <= closed) => {
+                state.late += 1;
+                return Ok(());
             }
             _ => {}
+        }
+        if state.open.is_none() {
+            out.set_timer_event(self.last_second(index));
         }
         state.open = Some(index);
         let hot = Hot {
@@ -114,11 +141,12 @@ impl Operator for TopK {
         Ok(())
     }
 
-    fn end_of_key(&mut self, key: &[u8], state: &mut Window, out: &mut Out<'_>) {
-        if let Some(open) = state.open.take() {
-            self.output(key, open, &state.top, "final", out);
-            state.top.clear();
-            state.closed += 1;
+    fn on_timer(&mut self, key: &[u8], state: &mut Window, timer: Timer, out: &mut Out<'_>) {
+        if state
+            .open
+            .is_some_and(|open| self.last_second(open) == timer.at)
+        {
+            self.close(key, state, out);
         }
     }
 }
@@ -127,30 +155,41 @@ impl Operator for TopK {
 mod tests {
     use std::collections::BTreeMap;
 
-    use clasp_operators::{Emitter, Target, generate};
+    use clasp_operators::oracle::{self, OracleOptions};
+    use clasp_operators::{AppSpec, generate};
 
     use super::*;
     use crate::parse::parse_line;
 
-    /// Runs `op` over `(key, reading)`s and the end of stream; the outputs' texts per key.
-    fn drive(op: &mut TopK, input: &[(Vec<u8>, Reading)]) -> BTreeMap<Vec<u8>, Vec<String>> {
-        let mut states: BTreeMap<Vec<u8>, Window> = BTreeMap::new();
-        let mut emitter = Emitter::new();
-        for (key, reading) in input {
-            let mut payload = Vec::new();
-            reading.write(&mut payload);
-            let state = states.entry(key.clone()).or_default();
-            op.process(key, &payload, state, &mut Out::new(&mut emitter, &[]))
-                .unwrap();
-        }
-        for (key, state) in &mut states {
-            op.end_of_key(key, state, &mut Out::new(&mut emitter, &[]));
-        }
+    /// Runs a `topk_window` of `k` and `window_s` alone, in the oracle (the operator runtime,
+    /// its timers and the end of stream), over `(key, reading)`s; the outputs' texts per key.
+    fn drive(
+        k: u64,
+        window_s: u64,
+        input: &[(Vec<u8>, Reading)],
+    ) -> BTreeMap<Vec<u8>, Vec<String>> {
+        let text = format!(
+            "name = \"w\"\ngenerator = \"sd\"\n[[operator]]\nname = \"top\"\n\
+             kind = \"topk_window\"\nparams = {{ k = {k}, window_s = {window_s} }}\n"
+        );
+        let app = AppSpec::from_toml_str_with(&crate::registry(), &text).unwrap();
+        let payloads: Vec<(Vec<u8>, Vec<u8>)> = input
+            .iter()
+            .map(|(key, r)| {
+                let mut p = Vec::new();
+                r.write(&mut p);
+                (key.clone(), p)
+            })
+            .collect();
+        let options = OracleOptions {
+            outputs_kept_max: usize::MAX,
+        };
+        let inputs = payloads.iter().map(|(k, p)| (&k[..], &p[..]));
+        let report = oracle::run_inputs(&app, inputs, &options);
         let mut out: BTreeMap<Vec<u8>, Vec<String>> = BTreeMap::new();
-        for e in emitter.iter() {
-            assert_eq!(e.target, Target::Output);
-            let text = String::from_utf8(e.payload.to_vec()).unwrap();
-            out.entry(e.key.to_vec()).or_default().push(text);
+        for o in report.outputs {
+            let text = String::from_utf8(o.payload).unwrap();
+            out.entry(o.key).or_default().push(text);
         }
         out
     }
@@ -165,7 +204,6 @@ mod tests {
 
     #[test]
     fn a_later_window_closes_the_open_one_and_an_earlier_one_is_late() {
-        let mut op = TopK { k: 2, window_s: 10 };
         let key = b"s".to_vec();
         let input: Vec<_> = [
             reading(1, 0, 20.0),
@@ -178,7 +216,7 @@ mod tests {
         .into_iter()
         .map(|r| (key.clone(), r))
         .collect();
-        let out = drive(&mut op, &input);
+        let out = drive(2, 10, &input);
         assert_eq!(
             out[&key],
             [
@@ -203,11 +241,7 @@ mod tests {
                 parse_line(&line).ok().map(|r| (key, r))
             })
             .collect();
-        let mut op = TopK {
-            k: 3,
-            window_s: 600,
-        };
-        let finals: BTreeMap<Vec<u8>, Vec<String>> = drive(&mut op, &input)
+        let finals: BTreeMap<Vec<u8>, Vec<String>> = drive(3, 600, &input)
             .into_iter()
             .map(|(k, texts)| {
                 (
