@@ -571,3 +571,75 @@ fn a_bad_source_is_refused_naming_it() {
         "{help}"
     );
 }
+
+/// The last count of every word in a file sink, by the highest `seq` of its key.
+fn sink_counts(path: &Path) -> BTreeMap<Vec<u8>, u64> {
+    let text = std::fs::read_to_string(path).expect("the sink's file");
+    let mut last: BTreeMap<Vec<u8>, (u64, u64)> = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        let word = v["key"].as_str().expect(line).as_bytes().to_vec();
+        let count: u64 = v["value"].as_str().expect(line).parse().expect(line);
+        let seq = v["seq"].as_u64().expect(line);
+        let e = last.entry(word).or_insert((seq, count));
+        if seq >= e.0 {
+            *e = (seq, count);
+        }
+    }
+    last.into_iter().map(|(w, (_, c))| (w, c)).collect()
+}
+
+/// The pipeline end to end, named by an app file: WC reads a file of text and writes its
+/// counts to a file sink on a 2-worker cluster while chaos migrations move its state; the last
+/// count of every word in the sink equals the count the test computes. `--sink` on the command
+/// line overrides the app file's.
+#[test]
+fn an_app_file_names_its_source_and_sink_and_the_flags_override_them() {
+    let d = TempDir::new("app-file");
+    let corpus = text(2000, 11);
+    let path = d.file("corpus.txt", &corpus);
+    let named = d.0.join("counts.jsonl");
+    let app = clasp(&["apps", "show", "wc", "--toml"]);
+    assert!(app.status.success());
+    let mut toml = String::from_utf8(app.stdout).unwrap();
+    toml += &format!(
+        "\n[run]\nsource = \"file:{}\"\nsink = \"file:{}\"\n",
+        path.display(),
+        named.display()
+    );
+    let app_file = d.file("wc-file.toml", toml.as_bytes());
+    let app_arg = app_file.to_str().unwrap();
+    let counts = word_counts(&corpus);
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app-file",
+        app_arg,
+        "--records",
+        "2000",
+        "--chaos-migrations",
+        "2",
+        "--json",
+    ]));
+    assert_counted(&run, &counts, 2000);
+    assert_eq!(sink_counts(&named), counts);
+    let other = d.0.join("other.jsonl");
+    let sink = format!("file:{}", other.display());
+    std::fs::remove_file(&named).unwrap();
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app-file",
+        app_arg,
+        "--sink",
+        &sink,
+        "--json",
+    ]));
+    assert_counted(&run, &counts, 2000);
+    assert_eq!(sink_counts(&other), counts);
+    assert!(!named.exists(), "the app file's sink was overridden");
+}

@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use clasp_operators::{Malformed, Operator, Out, StateCodec, Timer};
+use clasp_operators::{Malformed, Operator, Out, OutputText, StateCodec, Timer};
 
 use crate::parse::Reading;
 
@@ -148,6 +148,16 @@ impl Operator for TopK {
         {
             self.close(key, state, out);
         }
+    }
+
+    /// A sink line's text: the sensor as a number, the window's line as it is.
+    fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
+        let (Ok(sensor), Ok(line)) = (<[u8; 8]>::try_from(key), std::str::from_utf8(value)) else {
+            return false;
+        };
+        let _ = write!(text.key, "{}", u64::from_le_bytes(sensor));
+        text.value.push_str(line);
+        true
     }
 }
 
