@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 
 use rkyv::vec::ArchivedVec;
 
-use super::{ImportError, LATE_TIMER, Operator, Runtime, TimeDomain, Timer};
+use super::super::{ImportError, Operator};
+use super::Runtime;
 use crate::emitter::{Emitter, Out};
 use crate::key::{KEY_GROUPS, key_group_of};
 use crate::timers::ExportedTimers;
+use crate::timers::{LATE_TIMER, TimeDomain, Timer};
 
 impl<O: Operator> Runtime<O> {
     /// Applies what the last call asked of `key`'s timers; counts refused ones as malformed.

@@ -1,0 +1,383 @@
+//! [`Runtime`]: the one [`OperatorInstance`] behind every operator kind. It keeps each key
+//! group's states (and their outputs' `seq` counters and timers), digests inputs, outputs and
+//! states the way the oracle does, counts malformed requests, and exports and imports whole key
+//! groups for migrations — so an operator's author writes only `process`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
+use super::{ImportError, InstanceContext, Malformed, Operator, OperatorInstance, OperatorSummary};
+use crate::codec::StateCodec;
+use crate::digest::{Digest, DigestDomain, domain_seed};
+use crate::emitter::{Emitter, Out, Target};
+use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
+use crate::output_line::{OutputText, write_line};
+use crate::output_seq::OutputSeqs;
+use crate::spec::Determinism;
+use crate::timers::{ExportedTimers, TimeDomain, TimerRequests, Timers};
+
+mod fire;
+
+/// Format version of exported key groups (2: with the outputs' `seq` counters; 3: with the
+/// keys' timers).
+pub const GROUP_ARCHIVE_FORMAT: u32 = 3;
+
+/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, the
+/// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
+/// timers ([`crate::timers`]).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
+pub struct GroupArchive {
+    /// [`GROUP_ARCHIVE_FORMAT`].
+    pub format: u32,
+    /// Key group.
+    pub key_group: u16,
+    /// `(key, encoded state)`, keys ascending.
+    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `(output key, next seq)`, keys ascending.
+    pub output_seqs: Vec<(Vec<u8>, u64)>,
+    /// `(key, event times, processing times)`, keys and times ascending.
+    pub timers: Vec<ExportedTimers>,
+}
+
+type Group<S> = HashMap<Box<[u8]>, S, Xxh3DefaultBuilder>;
+
+/// The generic [`OperatorInstance`] behind every operator.
+pub struct Runtime<O: Operator> {
+    op: O,
+    ctx: InstanceContext,
+    groups: Vec<Group<O::State>>,
+    processed: u64,
+    malformed: BTreeMap<&'static str, u64>,
+    inputs: Digest,
+    outputs: Digest,
+    seed_state: u64,
+    seed_input: u64,
+    seed_output: u64,
+    scratch: Vec<u8>,
+    seqs: OutputSeqs,
+    text: OutputText,
+    timers: Timers,
+    timer_requests: TimerRequests,
+}
+
+impl<O: Operator> Runtime<O> {
+    /// Wraps `op` for the place `ctx` in an app.
+    pub fn new(op: O, ctx: InstanceContext) -> Self {
+        let seed_state = domain_seed(&ctx.name, DigestDomain::State);
+        let seed_input = domain_seed(&ctx.name, DigestDomain::Input);
+        let seed_output = domain_seed(&ctx.name, DigestDomain::Output);
+        Runtime {
+            op,
+            ctx,
+            groups: (0..KEY_GROUPS).map(|_| Group::default()).collect(),
+            processed: 0,
+            malformed: BTreeMap::new(),
+            inputs: Digest::EMPTY,
+            outputs: Digest::EMPTY,
+            seed_state,
+            seed_input,
+            seed_output,
+            scratch: Vec::new(),
+            seqs: OutputSeqs::off(),
+            text: OutputText::default(),
+            timers: Timers::default(),
+            timer_requests: TimerRequests::new(),
+        }
+    }
+
+    /// The wrapped operator.
+    pub fn operator_ref(&self) -> &O {
+        &self.op
+    }
+
+    /// The state of `key`, if it has any.
+    pub fn state_of(&self, key: &[u8]) -> Option<&O::State> {
+        self.groups[usize::from(key_group_of(key))].get(key)
+    }
+
+    fn digest_outputs(&mut self, out: &Emitter, start: usize) {
+        for e in out.iter_from(start) {
+            if e.target == Target::Output {
+                self.outputs
+                    .add_keyed(self.seed_output, e.key, e.payload, &mut self.scratch);
+            }
+        }
+    }
+
+    /// Numbers the outputs from `start` on, counted in `key_group` (`None`: each in its own
+    /// key's group).
+    fn number_outputs(
+        seqs: &mut OutputSeqs,
+        out: &mut Emitter,
+        start: usize,
+        key_group: Option<u16>,
+    ) {
+        if !seqs.is_on() {
+            return;
+        }
+        for i in start..out.len() {
+            let e = out.get(i);
+            if e.target == Target::Output {
+                let kg = key_group.unwrap_or_else(|| key_group_of(e.key));
+                let seq = seqs.next(kg, e.key);
+                out.set_seq(i, seq);
+            }
+        }
+    }
+
+    const STATELESS: bool = size_of::<O::State>() == 0;
+}
+
+impl<O: Operator> OperatorInstance for Runtime<O> {
+    fn operator(&self) -> u16 {
+        self.ctx.operator
+    }
+
+    #[inline]
+    fn process(
+        &mut self,
+        key_group: u16,
+        key: &[u8],
+        payload: &[u8],
+        out: &mut Emitter,
+    ) -> Result<(), Malformed> {
+        debug_assert_eq!(
+            key_group,
+            key_group_of(key),
+            "key group does not match the key"
+        );
+        self.processed += 1;
+        if self.ctx.determinism == Determinism::Racy {
+            self.inputs
+                .add_keyed(self.seed_input, key, payload, &mut self.scratch);
+        }
+        let start = out.len();
+        let mut o = Out::with_timers(out, &self.ctx.successors, &mut self.timer_requests);
+        let result = if Self::STATELESS {
+            let mut s = O::State::default();
+            self.op.process(key, payload, &mut s, &mut o)
+        } else {
+            let group = &mut self.groups[usize::from(key_group % KEY_GROUPS)];
+            if let Some(s) = group.get_mut(key) {
+                let r = self.op.process(key, payload, s, &mut o);
+                if *s == O::State::default() {
+                    group.remove(key);
+                }
+                r
+            } else {
+                let mut s = O::State::default();
+                let r = self.op.process(key, payload, &mut s, &mut o);
+                if s != O::State::default() {
+                    group.insert(key.into(), s);
+                }
+                r
+            }
+        };
+        let result = result.and_then(|()| {
+            // A longer key does not fit a request: the data plane could not carry it.
+            let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);
+            if too_long {
+                Err(Malformed::new("emitted a key longer than 1024 bytes"))
+            } else {
+                Ok(())
+            }
+        });
+        match result {
+            Ok(()) => {
+                if out.len() > start {
+                    self.digest_outputs(out, start);
+                    Self::number_outputs(&mut self.seqs, out, start, Some(key_group));
+                }
+                self.apply_timer_requests(key_group, key);
+                Ok(())
+            }
+            Err(m) => {
+                out.truncate(start);
+                self.timer_requests.clear();
+                *self.malformed.entry(m.reason).or_default() += 1;
+                Err(m)
+            }
+        }
+    }
+
+    fn end_of_stream(&mut self, out: &mut Emitter) {
+        self.advance_watermark(u64::MAX, out);
+        self.timers.drop_processing();
+        let start = out.len();
+        for group in &mut self.groups {
+            if group.is_empty() {
+                continue;
+            }
+            let mut keys: Vec<Box<[u8]>> = group.keys().cloned().collect();
+            keys.sort_unstable();
+            for key in keys {
+                let s = group.get_mut(&key).expect("key listed above");
+                let from = out.len();
+                let mut o = Out::with_timers(out, &self.ctx.successors, &mut self.timer_requests);
+                self.op.end_of_key(&key, s, &mut o);
+                if *s == O::State::default() {
+                    group.remove(&key);
+                }
+                let kg = key_group_of(&key);
+                Self::number_outputs(&mut self.seqs, out, from, Some(kg));
+                let refused = self.timers.apply(kg, &key, &mut self.timer_requests);
+                self.timers.drop_processing();
+                Self::count_refused(&mut self.malformed, refused);
+            }
+        }
+        let from = out.len();
+        self.op
+            .end_of_stream(&mut Out::new(out, &self.ctx.successors));
+        Self::number_outputs(&mut self.seqs, out, from, None);
+        self.digest_outputs(out, start);
+    }
+
+    fn export_group(&mut self, key_group: u16) -> Vec<u8> {
+        let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = group
+            .into_iter()
+            .map(|(k, s)| {
+                let mut bytes = Vec::new();
+                s.encode(&mut bytes);
+                (k.into_vec(), bytes)
+            })
+            .collect();
+        entries.sort_unstable();
+        let archive = GroupArchive {
+            format: GROUP_ARCHIVE_FORMAT,
+            key_group,
+            entries,
+            output_seqs: self.seqs.export(key_group),
+            timers: self.timers.export(key_group),
+        };
+        rkyv::to_bytes::<rkyv::rancor::Error>(&archive)
+            .expect("serializing plain vectors cannot fail")
+            .to_vec()
+    }
+
+    fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
+        let slot = usize::from(key_group % KEY_GROUPS);
+        if !self.groups[slot].is_empty()
+            || self.seqs.holds(key_group)
+            || self.timers.holds(key_group)
+        {
+            return Err(ImportError::Occupied(key_group));
+        }
+        // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        aligned.extend_from_slice(bytes);
+        let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| ImportError::Archive(e.to_string()))?;
+        let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
+        if format != GROUP_ARCHIVE_FORMAT || found != key_group {
+            return Err(ImportError::WrongGroup {
+                expected: key_group,
+                found,
+                format,
+            });
+        }
+        let mut group = Group::<O::State>::default();
+        for entry in archive.entries.iter() {
+            let key: &[u8] = &entry.0;
+            let kg = key_group_of(key);
+            if kg != key_group {
+                return Err(ImportError::ForeignKey(kg));
+            }
+            let mut input: &[u8] = &entry.1;
+            let state = O::State::decode(&mut input)?;
+            if !input.is_empty() {
+                return Err(crate::codec::DecodeError("trailing state bytes").into());
+            }
+            group.insert(key.into(), state);
+        }
+        let mut seqs = Vec::with_capacity(archive.output_seqs.len());
+        for entry in archive.output_seqs.iter() {
+            let key: &[u8] = &entry.0;
+            let kg = key_group_of(key);
+            if kg != key_group {
+                return Err(ImportError::ForeignKey(kg));
+            }
+            seqs.push((key.to_vec(), entry.1.to_native()));
+        }
+        let timers = fire::import_timers(key_group, &archive.timers)?;
+        let n = group.len();
+        self.groups[slot] = group;
+        self.seqs.import(key_group, seqs);
+        self.timers.import(key_group, timers);
+        Ok(n)
+    }
+
+    fn state_digest(&self) -> Digest {
+        let mut d = Digest::EMPTY;
+        let mut value = Vec::new();
+        let mut scratch = Vec::new();
+        for group in &self.groups {
+            for (k, s) in group {
+                value.clear();
+                s.encode(&mut value);
+                d.add_keyed(self.seed_state, k, &value, &mut scratch);
+            }
+        }
+        d
+    }
+
+    fn groups_with_state(&self) -> Vec<u16> {
+        (0..KEY_GROUPS)
+            .filter(|&g| !self.groups[usize::from(g)].is_empty())
+            .collect()
+    }
+
+    fn state_keys(&self) -> usize {
+        self.groups.iter().map(HashMap::len).sum()
+    }
+
+    fn summary(&self) -> OperatorSummary {
+        OperatorSummary {
+            processed: self.processed,
+            malformed: self.malformed.values().sum(),
+            state: self.state_digest(),
+            inputs: self.inputs,
+            outputs: self.outputs,
+        }
+    }
+
+    fn malformed_reasons(&self) -> Vec<(&'static str, u64)> {
+        self.malformed.iter().map(|(r, n)| (*r, *n)).collect()
+    }
+
+    fn advance_watermark(&mut self, watermark: u64, out: &mut Emitter) {
+        let due = self.timers.advance_watermark(watermark);
+        self.fire(TimeDomain::Event, due, out);
+    }
+
+    fn next_processing_timer_ms(&self) -> Option<u64> {
+        self.timers.next_processing_ms()
+    }
+
+    fn fire_processing_timers(&mut self, now_ms: u64, out: &mut Emitter) {
+        let due = self.timers.take_due_processing(now_ms);
+        self.fire(TimeDomain::Processing, due, out);
+    }
+
+    fn pending_timers(&self) -> usize {
+        self.timers.pending()
+    }
+
+    fn track_output_seq(&mut self) {
+        self.seqs.turn_on();
+    }
+
+    fn write_output_line(&mut self, key: &[u8], value: &[u8], seq: u64, line: &mut Vec<u8>) {
+        self.text.clear();
+        let text = self
+            .op
+            .output_text(key, value, &mut self.text)
+            .then_some(&self.text);
+        write_line(line, &self.ctx.name, key, value, text, seq);
+    }
+
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        self.op.record_key(ordinal, record, key);
+    }
+}
