@@ -195,6 +195,9 @@ pub struct BusyTimeEstimator {
     wake_identified: bool,
     wake_positive_rows: usize,
     identified: [bool; 3],
+    /// Per coefficient, its last identified value (normalised): reported while it is not
+    /// identified now but the rows still carry weight (see [`BusyTimeEstimator::costs`]).
+    held: [Option<f64>; 3],
     independence: [f64; 3],
     positive_rows: [usize; 3],
     samples: [usize; 3],
@@ -226,6 +229,7 @@ impl BusyTimeEstimator {
             wake_identified: false,
             wake_positive_rows: 0,
             identified: [false; 3],
+            held: [None; 3],
             independence: [0.0; 3],
             positive_rows: [0; 3],
             samples: [0; 3],
@@ -348,6 +352,9 @@ impl BusyTimeEstimator {
             let col = i + 1;
             self.independence[i] = schur_ratio(&self.info, col);
             self.identified[i] = identified(col, self.independence[i], self.positive_rows[i]);
+            if self.identified[i] {
+                self.held[i] = Some(self.theta[col]);
+            }
         }
         self.wake_identified = identified(
             WAKE_COLUMN,
@@ -376,18 +383,19 @@ impl BusyTimeEstimator {
         self.theta = Self::prior_theta();
         self.wake_identified = false;
         self.identified = [false; 3];
+        self.held = [None; 3];
         self.independence = [0.0; 3];
     }
 
     /// Current α, β, γ: the estimate where identified, the prior elsewhere.
+    ///
+    /// A cost identified once and not at the moment (one noisy interval can push a standard
+    /// error over the bound) keeps its last identified value while the kept rows still weigh
+    /// at least `min_rows`: a learnt figure is better than a prior several times off, and the
+    /// planner should not swing between the two. When the rows have faded (a long quiet
+    /// period), it returns to the prior.
     pub fn costs(&self) -> CostModel {
-        let pick = |i: usize, prior: f64| {
-            if self.identified[i] {
-                self.theta[i + 1] * prior
-            } else {
-                prior
-            }
-        };
+        let pick = |i: usize, prior: f64| self.learnt(i).map_or(prior, |theta| theta * prior);
         CostModel {
             alpha_us: pick(0, self.priors.alpha_us),
             beta_us: pick(1, self.priors.beta_us),
@@ -420,12 +428,21 @@ impl BusyTimeEstimator {
     /// identified; 0 while it is not identified.
     pub fn samples(&self) -> [usize; 3] {
         std::array::from_fn(|i| {
-            if self.identified[i] {
+            if self.learnt(i).is_some() {
                 self.samples[i]
             } else {
                 0
             }
         })
+    }
+
+    /// Coefficient i's normalised value when it is learnt: identified now, or identified
+    /// before while the rows still weigh enough (see [`BusyTimeEstimator::costs`]).
+    fn learnt(&self, i: usize) -> Option<f64> {
+        if self.identified[i] {
+            return Some(self.theta[i + 1]);
+        }
+        self.held[i].filter(|_| self.weight >= self.cfg.min_rows.max(1) as f64)
     }
 
     /// Per coefficient (α, β, γ): whether the data identify it now.
