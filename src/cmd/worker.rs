@@ -1,12 +1,14 @@
 //! `clasp worker`: one worker of a cluster file. It listens, authenticates its peers with the
-//! cluster secret, runs the job a driver sends it and exits (docs/cluster.md). With
-//! `--worker-cpu F` it runs in its own capped cgroup, entered before any thread starts.
+//! cluster secret and runs the jobs drivers send it, one after another, until no job came for
+//! `--job-timeout-s` (or `--max-jobs` were served), so it needs no supervisor to restart it
+//! between runs (docs/cluster.md). With `--worker-cpu F` it runs in its own capped cgroup,
+//! entered before any thread starts.
 
 use crate::cgroup::{CpuCap, CpuList, enter_own};
 use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
-use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::cluster::node::{ClusterWorker, ClusterWorkerConfig, NodeError};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,9 +29,15 @@ pub struct WorkerArgs {
     /// on the command line.
     #[arg(long)]
     secret_file: Option<PathBuf>,
-    /// Give up when no driver sent a job within this many seconds.
+    /// Give up when no driver sent a job within this many seconds: an error before the first
+    /// job, the normal end (exit 0) after one.
     #[arg(long, default_value_t = 300, value_parser = crate::cmd::limits::timeout_s())]
     job_timeout_s: u64,
+    /// Exit after this many jobs (0: serve jobs until idle for --job-timeout-s). With 1, a
+    /// failed job is the worker's failure (exit 1); otherwise it is reported and the worker
+    /// waits for the next job.
+    #[arg(long, default_value_t = 0)]
+    max_jobs: u64,
     /// Cap this worker at F of one core (e.g. 0.3): it makes its own cgroup
     /// (`clasp-<pid>-<hex>/w<ID>`) with a CPU quota of F × 10 ms per 10 ms period, moves
     /// itself in before it starts any thread, and removes it on exit. F must be at least 0.1
@@ -47,8 +55,8 @@ pub struct WorkerArgs {
 /// `clasp worker`.
 ///
 /// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
-/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver
-/// fails the run naming it and, for a worker `clasp run` started, the signal.
+/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver of
+/// a run it serves fails the run naming it and, for a worker `clasp run` started, the signal.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
@@ -78,27 +86,40 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         job_timeout: Duration::from_secs(args.job_timeout_s),
         registry: crate::registry::get().clone(),
     };
-    // The bound address and how the worker ended are what the command reports to whoever
+    // The bound address and how each job ended are what the command reports to whoever
     // started it (the address is the only way to learn a port chosen by the system): plain
     // lines on stderr, not log events a filter could hide. Not `eprintln!`, which panics when
     // stderr is full.
-    let exit = run_cluster_worker(&cfg, |addr| {
-        let _ = writeln!(
-            std::io::stderr(),
-            "clasp worker {}: listening on {addr}",
-            args.id
-        );
-    })?;
-    let _ = writeln!(
-        std::io::stderr(),
-        "clasp worker {}: ran {} to the end{}",
-        args.id,
-        exit.app,
-        if exit.errors.is_empty() {
-            String::new()
-        } else {
-            format!(" with faults: {}", exit.errors.join("; "))
+    let say = |line: String| {
+        let _ = writeln!(std::io::stderr(), "clasp worker {}: {line}", args.id);
+    };
+    let mut worker = ClusterWorker::start(&cfg)?;
+    say(format!("listening on {}", worker.local_addr()));
+    let mut served = 0u64;
+    loop {
+        match worker.run_job() {
+            Ok(exit) => say(format!(
+                "ran {} to the end{}",
+                exit.app,
+                if exit.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with faults: {}", exit.errors.join("; "))
+                }
+            )),
+            // Idle after serving: the normal end of a worker that is not told how many jobs.
+            Err(NodeError::NoJob { timeout, .. }) if served > 0 => {
+                say(format!("no job within {timeout:?} after {served}; exiting"));
+                return Ok(());
+            }
+            Err(e) if args.max_jobs != 1 && e.ends_only_the_job() => {
+                say(format!("the job failed: {e}; waiting for the next"));
+            }
+            Err(e) => return Err(e.into()),
         }
-    );
-    Ok(())
+        served += 1;
+        if args.max_jobs > 0 && served >= args.max_jobs {
+            return Ok(());
+        }
+    }
 }

@@ -224,6 +224,8 @@ pub fn spawn_workers(
             .arg("--cluster")
             .arg(&path)
             .args(["--job-timeout-s", SPAWNED_JOB_TIMEOUT_S])
+            // One run, one job: the run waits for its workers to exit after it.
+            .args(["--max-jobs", "1"])
             .args(net.to_args())
             .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())

@@ -52,6 +52,19 @@ pub enum NodeError {
 }
 
 impl NodeError {
+    /// Whether the worker can serve another job after this fault: a job it could not read or
+    /// run, or a driver that broke the protocol or went away, ends that job only; a failed
+    /// transport or a missing cluster-file entry ends the worker.
+    pub fn ends_only_the_job(&self) -> bool {
+        matches!(
+            self,
+            NodeError::BadJob { .. }
+                | NodeError::Job(_)
+                | NodeError::Driver(_)
+                | NodeError::Ring(_)
+        )
+    }
+
     /// A transport failure while doing `what`.
     pub(super) fn transport(what: impl Into<String>, source: TransportError) -> NodeError {
         NodeError::Transport {

@@ -165,6 +165,26 @@ impl Node {
         }
     }
 
+    /// Forgets the last job: its driver, its queued messages, its quiescence counts (every
+    /// job counts from zero on every worker: each starts after the last one's end was
+    /// quiescent) and its faults.
+    fn reset_for_job(&mut self) {
+        self.driver = None;
+        self.outbox.clear();
+        self.deltas.clear();
+        self.sent.clear();
+        self.blocked = false;
+        self.errors.clear();
+        self.lost_links.clear();
+        let rx = &mut self.rx;
+        rx.rings = None;
+        rx.msgs.clear();
+        rx.events.clear();
+        rx.received.clear();
+        rx.held = false;
+        rx.faults.clear();
+    }
+
     fn fault(&mut self, e: String) {
         tracing::warn!("worker {}: {e}", self.id);
         if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
@@ -349,17 +369,64 @@ impl Node {
     }
 }
 
-/// Runs one cluster worker until the driver says `BYE`. `listening` is called with the bound
-/// address. An `Err` is a fault that ended the worker (also logged).
+/// A cluster worker between jobs: its transport, listening, and the network thread's state.
+/// [`ClusterWorker::run_job`] serves one job after another on the same transport, so a worker
+/// runs for as long as drivers keep sending it work, without a supervisor to restart it.
+pub struct ClusterWorker {
+    cfg: ClusterWorkerConfig,
+    node: Node,
+}
+
+impl ClusterWorker {
+    /// Binds the worker's port and starts its transport (connecting to the cluster file's
+    /// other workers).
+    pub fn start(cfg: &ClusterWorkerConfig) -> Result<ClusterWorker, NodeError> {
+        let t = start_transport(cfg)?;
+        Ok(ClusterWorker {
+            cfg: cfg.clone(),
+            node: Node::new(t, cfg.id),
+        })
+    }
+
+    /// The address the worker listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.node.t.local_addr()
+    }
+
+    /// Waits for a driver's job (at most the configured job timeout: `NoJob`), runs it until
+    /// the driver says `BYE` and leaves the worker ready for the next one. An `Err` is a fault
+    /// that ended this job (also logged).
+    pub fn run_job(&mut self) -> Result<WorkerExit, NodeError> {
+        self.node.reset_for_job();
+        // A worker of the cluster file that went away since the last job is dialled again.
+        for &(p, addr) in self.cfg.workers.iter().filter(|w| w.0 != self.cfg.id) {
+            self.node
+                .t
+                .connect(p, addr)
+                .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
+        }
+        let job = await_job(&mut self.node, &self.cfg)?;
+        let result = run_one(&self.cfg, &mut self.node, &job);
+        self.node.rx.rings = None;
+        result
+    }
+}
+
+/// Runs one cluster worker until the driver says `BYE` (one job). `listening` is called with
+/// the bound address. An `Err` is a fault that ended the worker (also logged).
 pub fn run_cluster_worker(
     cfg: &ClusterWorkerConfig,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<WorkerExit, NodeError> {
-    let t = start_transport(cfg)?;
-    listening(t.local_addr());
-    let mut node = Node::new(t, cfg.id);
-    let job = await_job(&mut node, cfg)?;
-    let mut run = match prepare(&mut node, cfg, &job) {
+    let mut w = ClusterWorker::start(cfg)?;
+    listening(w.local_addr());
+    w.run_job()
+}
+
+/// Runs the job the driver sent: starts the executors, serves until `FINISH`, stops them and
+/// sends the summary.
+fn run_one(cfg: &ClusterWorkerConfig, node: &mut Node, job: &Job) -> Result<WorkerExit, NodeError> {
+    let mut run = match prepare(node, cfg, job) {
         Ok(r) => r,
         Err(e) => {
             node.fault(e.to_string());
@@ -373,7 +440,7 @@ pub fn run_cluster_worker(
         }
     };
     node.rx.rings = Some(rings_of(&run, job.driver)?);
-    let result = serve(cfg, &mut node, &mut run);
+    let result = serve(cfg, node, &mut run);
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
@@ -389,10 +456,10 @@ pub fn run_cluster_worker(
             .map(|e| format!("executor {e} panicked")),
     );
     result?;
-    finish(&mut node, &run, stopped.results)?;
+    finish(node, &run, stopped.results)?;
     Ok(WorkerExit {
         app: run.spec.name.clone(),
-        errors: node.errors,
+        errors: std::mem::take(&mut node.errors),
     })
 }
 
