@@ -5,7 +5,11 @@
 mod common;
 
 use common::{ClusterDir, Workers, assert_equals_oracle, clasp_env, json};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "a cluster secret of at least 32 bytes";
@@ -63,4 +67,156 @@ fn a_worker_serves_job_after_job_and_exits_when_idle() {
         let st = exit_within(c, Duration::from_secs(20));
         assert!(st.success(), "{st}");
     }
+}
+
+/// A `clasp run` whose stderr lines arrive on a channel as they are printed.
+struct LiveRun {
+    child: Child,
+    out: JoinHandle<String>,
+    err: JoinHandle<String>,
+    lines: Receiver<String>,
+}
+
+impl LiveRun {
+    fn start(args: &[&str], dir: &Path) -> LiveRun {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+            .args(args)
+            .env("XDG_CONFIG_HOME", dir.join("no-config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clasp run runs");
+        let mut stdout = child.stdout.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let err = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        LiveRun {
+            child,
+            out,
+            err,
+            lines,
+        }
+    }
+
+    /// The first stderr line holding `needle`.
+    fn line_with(&self, needle: &str) -> String {
+        loop {
+            let line = (self.lines)
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("no line with {needle:?}: {e}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for the end (killed after `limit`): exit status, stdout, stderr.
+    fn wait(mut self, limit: Duration) -> (std::process::ExitStatus, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("the run did not end: {}", self.err.join().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (status, self.out.join().unwrap(), self.err.join().unwrap())
+    }
+}
+
+/// The word after `flag` in `line`.
+fn after(line: &str, flag: &str) -> String {
+    let at = line
+        .find(flag)
+        .unwrap_or_else(|| panic!("{flag} in {line}"))
+        + flag.len();
+    line[at..].split_whitespace().next().unwrap().to_string()
+}
+
+/// A live run with one of its two workers started; the test starts the second with
+/// `clasp worker --join` once the run says how, and the scripted move to two workers (held
+/// until the join, if it comes later) places key groups on it. Nothing is lost.
+#[test]
+fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
+    let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, SECRET).unwrap();
+    let secret_path = secret_file.to_str().unwrap();
+    let run = LiveRun::start(
+        &[
+            "run",
+            "--app",
+            "wc",
+            "--records",
+            "15000",
+            "--seed",
+            "6",
+            "--peak-rate",
+            "3000",
+            "--pattern",
+            "constant",
+            "--max-workers",
+            "2",
+            "--start-workers",
+            "1",
+            "--moves",
+            "1.5:2",
+            "--uncapped",
+            "--json",
+            "--secret-file",
+            secret_path,
+        ],
+        &dir,
+    );
+    // "clasp run: workers 2..=2 may join, in order: clasp worker --id 2 --join ADDR
+    // --cluster-id N (...)"
+    let hint = run.line_with("may join");
+    assert_eq!(after(&hint, "--id "), "2", "{hint}");
+    let joiner = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", "2", "--join", &after(&hint, "--join ")])
+        .args(["--cluster-id", &after(&hint, "--cluster-id ")])
+        .args(["--secret-file", secret_path])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clasp worker --join runs");
+    let mut workers = Workers(vec![joiner]);
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("worker 2 joined"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_equals_oracle("wc", "15000", "6", &v);
+    let moves: Vec<(u64, u64)> = v["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter()
+        .map(|m| {
+            let n = |k: &str| m[k].as_u64().unwrap();
+            (n("workers_before"), n("workers_after"))
+        })
+        .collect();
+    assert_eq!(moves, [(1, 2)], "{stderr}");
+    // The joiner served the run it joined, then exited.
+    let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
+    assert!(st.success(), "{st}");
 }

@@ -9,22 +9,36 @@ use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
 use clasp_dataplane::cluster::node::{ClusterWorker, ClusterWorkerConfig, NodeError};
+use clasp_dataplane::transport::MAX_PEER_ID;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Where a joining worker listens by default: loopback, a port the system picks.
+const JOIN_LISTEN_DEFAULT: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::LOCALHOST, 0);
+
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
-    /// This worker's id in the cluster file.
+    /// This worker's id in the cluster file (with --join: the id the run reserved for it).
     #[arg(long)]
     id: u32,
-    /// Address to listen on (default: this worker's address in the cluster file).
+    /// Address to listen on (default: this worker's address in the cluster file; with --join,
+    /// 127.0.0.1 and a port the system picks). A joining worker tells the others this address,
+    /// so it must be one they can reach (not 0.0.0.0).
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// The cluster file (TOML; docs/cluster.md).
-    #[arg(long)]
-    cluster: PathBuf,
+    #[arg(long, required_unless_present = "join", conflicts_with = "join")]
+    cluster: Option<PathBuf>,
+    /// Join the running cluster whose driver listens at ADDR (a live `clasp run` or `clasp
+    /// planner` that reserved this worker's id; it prints the command). The worker serves
+    /// that run's job and exits.
+    #[arg(long, value_name = "ADDR", requires = "cluster_id")]
+    join: Option<SocketAddr>,
+    /// With --join: the running cluster's id (the run prints it).
+    #[arg(long, value_name = "N")]
+    cluster_id: Option<u64>,
     /// File holding the cluster secret (default: the CLASP_CLUSTER_SECRET variable). Never
     /// on the command line.
     #[arg(long)]
@@ -70,21 +84,48 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
     crate::stale::sweep_at_start();
-    let file = ClusterFile::load(&args.cluster)?;
-    let workers = file.resolve()?;
-    let me = workers
-        .iter()
-        .find(|w| w.0 == args.id)
-        .ok_or_else(|| usage_error(format!("worker {} is not in the cluster file", args.id)))?;
+    let (cluster_id, workers, listen) = match (&args.cluster, args.join, args.cluster_id) {
+        (Some(path), _, _) => {
+            let file = ClusterFile::load(path)?;
+            let workers = file.resolve()?;
+            let me = workers.iter().find(|w| w.0 == args.id).ok_or_else(|| {
+                usage_error(format!("worker {} is not in the cluster file", args.id))
+            })?;
+            let listen = args.listen.unwrap_or(me.1);
+            (file.cluster_id, workers, listen)
+        }
+        (None, Some(_), Some(cluster_id)) => {
+            if args.id == 0 || args.id > MAX_PEER_ID {
+                return Err(usage_error(format!(
+                    "--id {}: a worker's id is 1..={MAX_PEER_ID}",
+                    args.id
+                )));
+            }
+            let listen = args.listen.unwrap_or(JOIN_LISTEN_DEFAULT.into());
+            (cluster_id, vec![(args.id, listen)], listen)
+        }
+        _ => {
+            return Err(usage_error(
+                "give --cluster FILE, or --join ADDR --cluster-id N",
+            ));
+        }
+    };
     let cfg = ClusterWorkerConfig {
         id: args.id,
-        listen: args.listen.unwrap_or(me.1),
-        cluster_id: file.cluster_id,
-        workers: workers.clone(),
+        listen,
+        cluster_id,
+        workers,
         secret: read_secret(args.secret_file.as_deref())?,
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
+        join: args.join,
         registry: crate::registry::get().clone(),
+    };
+    // A joiner serves the run it joined.
+    let max_jobs = if args.join.is_some() {
+        1
+    } else {
+        args.max_jobs
     };
     // The bound address and how each job ended are what the command reports to whoever
     // started it (the address is the only way to learn a port chosen by the system): plain
@@ -112,13 +153,13 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
                 say(format!("no job within {timeout:?} after {served}; exiting"));
                 return Ok(());
             }
-            Err(e) if args.max_jobs != 1 && e.ends_only_the_job() => {
+            Err(e) if max_jobs != 1 && e.ends_only_the_job() => {
                 say(format!("the job failed: {e}; waiting for the next"));
             }
             Err(e) => return Err(e.into()),
         }
         served += 1;
-        if args.max_jobs > 0 && served >= args.max_jobs {
+        if max_jobs > 0 && served >= max_jobs {
             return Ok(());
         }
     }

@@ -516,6 +516,17 @@ impl Autoscaler {
         }
     }
 
+    /// Lets later decisions use up to `max_workers` workers (the pool grew: a worker joined the
+    /// running cluster). Never below the workers in use.
+    pub fn set_max_workers(&mut self, max_workers: usize) {
+        self.cfg.max_workers = max_workers.max(self.workers).max(1);
+    }
+
+    /// The most workers decisions may use.
+    pub fn max_workers(&self) -> usize {
+        self.cfg.max_workers
+    }
+
     /// Active workers (0 before [`Autoscaler::initial`]).
     pub fn workers(&self) -> usize {
         self.workers

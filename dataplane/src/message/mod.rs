@@ -34,7 +34,7 @@ mod tests;
 pub use codec::{CONTROL_KIND, Decoder, MessageError, VERSION, decode, encode, encode_into};
 pub use migration::{
     PeerCode, Plans, Progress, Report, RoutingRow, Seal, SlotPlan, StateMsg, StatePart,
-    TransferCode,
+    TransferCode, table_of,
 };
 pub use run::ArchivedLedgerDelta;
 pub use run::{Counters, DELTAS_PER_MESSAGE, Job, LedgerDelta, SpreadCode, Status, WorkerSummary};
@@ -100,6 +100,19 @@ pub enum Message {
         /// Why the connection was lost.
         reason: String,
     },
+    /// Worker → driver, from a worker started after the run began: it listens at `listen`
+    /// and asks for the running job (its id is the one it authenticated with).
+    Join {
+        /// `ip:port` the other workers and the driver connect to.
+        listen: String,
+    },
+    /// Driver → workers: worker `peer` joined the run at `addr`; connect to it.
+    PeerJoined {
+        /// The joining worker.
+        peer: u32,
+        /// `ip:port`.
+        addr: String,
+    },
 }
 
 impl Message {
@@ -126,6 +139,8 @@ impl Message {
             Message::StatePart(_) => "state part",
             Message::State(_) => "state",
             Message::LinkLost { .. } => "lost link",
+            Message::Join { .. } => "join",
+            Message::PeerJoined { .. } => "peer joined",
         }
     }
 }

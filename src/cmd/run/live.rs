@@ -73,6 +73,10 @@ struct Live {
     migrations: usize,
     /// The estimator's starting costs (None without an estimator).
     priors: Option<Priors>,
+    /// The workers the policy may use: those started, and those that joined since.
+    pool: usize,
+    /// The cluster id and the ids reserved for joiners, when workers may join.
+    join_hint: Option<(u64, Vec<u32>)>,
     /// The metrics endpoint and events file, when asked for.
     watch: Watch,
 }
@@ -157,6 +161,7 @@ impl Controller for Live {
             let mut samples: Vec<WorkerSample> = v
                 .workers
                 .iter()
+                .take(self.pool)
                 .enumerate()
                 .map(|(i, w)| self.sample(w, i))
                 .collect();
@@ -202,6 +207,29 @@ impl Controller for Live {
         }
         self.rows.push(row);
         None
+    }
+
+    fn on_listening(&mut self, addr: std::net::SocketAddr) {
+        if let Some((cluster_id, ids)) = &self.join_hint {
+            let (first, last) = (ids[0], ids[ids.len() - 1]);
+            let _ = writeln!(
+                std::io::stderr(),
+                "clasp run: workers {first}..={last} may join, in order: clasp worker --id \
+                 {first} --join {addr} --cluster-id {cluster_id} (with this run's secret)"
+            );
+        }
+    }
+
+    fn on_joined(&mut self, worker: usize, workers: usize) {
+        self.pool = workers;
+        if let Some(a) = self.auto.as_mut() {
+            a.set_max_workers(workers);
+        }
+        let id = self.slots.workers.get(worker).copied().unwrap_or(0);
+        let _ = writeln!(
+            std::io::stderr(),
+            "clasp run: worker {id} joined; the planner may use {workers} workers"
+        );
     }
 
     fn on_migrated(&mut self, r: &MigrationRecord) {
@@ -251,16 +279,16 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         Some(_) => Some(start_priors(&args)?),
         None => None,
     };
-    let max_workers = match (&args.cluster, args.max_workers) {
-        (Some(_), _) => None,
-        (None, n) => Some(n.unwrap_or(DEFAULT_MAX_WORKERS)),
-    };
+    let (start, joinable) = start_workers(&args)?;
     let records = args.records.unwrap_or(u64::MAX);
-    let (mut cfg, spawned) = prepare(&args, max_workers, &spec, records)?;
+    let (mut cfg, spawned) = prepare(&args, start, joinable, &spec, records)?;
     cfg.rate_per_s = None;
-    let n = cfg.workers.len();
+    // Every slot worker: those started, then the ids reserved for joiners.
+    let n = cfg.workers.len() + cfg.joinable.len();
     let slots = Slots {
-        workers: cfg.workers.iter().map(|w| w.0).collect(),
+        workers: (cfg.workers.iter().map(|w| w.0))
+            .chain(cfg.joinable.iter().copied())
+            .collect(),
         executors: usize::from(args.executors),
     };
     let model = AppModel::from_spec(&spec, PROFILE_RECORDS, args.seed, EXEC_US_PRIOR);
@@ -283,6 +311,8 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
         priors,
+        pool: cfg.workers.len(),
+        join_hint: (!cfg.joinable.is_empty()).then(|| (cfg.cluster_id, cfg.joinable.clone())),
         watch: Watch::start(
             args.metrics_listen,
             args.events.as_deref(),
@@ -291,6 +321,10 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     };
     if let Some(kind) = kind {
         start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;
+        if let Some(a) = live.auto.as_mut() {
+            // Decisions use the workers there are; the pool grows as workers join.
+            a.set_max_workers(cfg.workers.len());
+        }
     }
     let report = drive(spawned, &spec, &cfg, &mut live)?;
     if live.progress {
@@ -320,6 +354,22 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
     Ok(())
+}
+
+/// How many workers the run starts and how many ids it reserves for workers that join
+/// (`--start-workers` of `--max-workers`; a cluster file's workers are all there already).
+fn start_workers(args: &RunArgs) -> anyhow::Result<(Option<usize>, usize)> {
+    if args.cluster.is_some() {
+        return Ok((None, 0));
+    }
+    let max = args.max_workers.unwrap_or(DEFAULT_MAX_WORKERS);
+    let start = args.start_workers.unwrap_or(max);
+    if start > max {
+        return Err(usage_error(format!(
+            "--start-workers {start} is more than --max-workers {max}"
+        )));
+    }
+    Ok((Some(start), max - start))
 }
 
 /// The estimator's priors (`--cost-priors-us`, the machine profile, or the built-ins), said on

@@ -14,6 +14,7 @@
 //! ([`NetLink`](crate::runtime::executor::NetLink)).
 
 mod error;
+mod join;
 mod receiver;
 mod start;
 mod summary;
@@ -84,6 +85,9 @@ pub struct ClusterWorkerConfig {
     pub limits: Limits,
     /// How long to wait for the driver's job before giving up.
     pub job_timeout: Duration,
+    /// Join the running cluster whose driver listens here (`workers` then holds only this
+    /// worker, and where the others reach it: `join.rs`).
+    pub join: Option<SocketAddr>,
     /// The operator kinds this worker can run: a job whose app names another kind is refused,
     /// naming it (the worker was started from a binary that does not register it).
     pub registry: Registry,
@@ -108,6 +112,8 @@ struct Running {
     slots: Slots,
     /// This worker's index in the job's worker list.
     index: usize,
+    /// The workers this one must be connected to before it is ready.
+    peers: Vec<PeerId>,
     /// Per executor: its plan mailbox.
     plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
     parked: Arc<AtomicBool>,
@@ -405,6 +411,9 @@ impl ClusterWorker {
                 .connect(p, addr)
                 .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
         }
+        if let Some(driver) = self.cfg.join {
+            join::ask(&mut self.node, &self.cfg, driver)?;
+        }
         let job = await_job(&mut self.node, &self.cfg)?;
         let result = run_one(&self.cfg, &mut self.node, &job);
         self.node.rx.rings = None;
@@ -440,7 +449,7 @@ fn run_one(cfg: &ClusterWorkerConfig, node: &mut Node, job: &Job) -> Result<Work
         }
     };
     node.rx.rings = Some(rings_of(&run, job.driver)?);
-    let result = serve(cfg, node, &mut run);
+    let result = serve(node, &mut run);
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
@@ -534,12 +543,18 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         .connect(job.driver, driver_addr)
         .map_err(|e| NodeError::transport("connecting to the driver", e))?;
     node.driver = Some(job.driver);
-    if job.workers != ids {
-        return Err(NodeError::Job(format!(
-            "the driver's workers {:?} are not this cluster file's {:?}",
-            job.workers, ids
-        )));
-    }
+    // The job's workers are the cluster file's, then those reserved for joiners.
+    let peers = if job.peers.is_empty() {
+        if !job.workers.starts_with(&ids) {
+            return Err(NodeError::Job(format!(
+                "the driver's workers {:?} do not start with this cluster file's {:?}",
+                job.workers, ids
+            )));
+        }
+        ids.iter().copied().filter(|&p| p != cfg.id).collect()
+    } else {
+        join::connect_peers(node, cfg, job)?
+    };
     let spec = if job.app_toml.is_empty() {
         clasp_operators::apps::builtin(&job.app_name)
             .ok_or_else(|| NodeError::Job(format!("no built-in app {:?}", job.app_name)))?
@@ -548,7 +563,10 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         AppSpec::from_toml_str_with(&cfg.registry, &job.app_toml)
             .map_err(|e| NodeError::Job(format!("cannot run the job's app: {e}")))?
     };
-    start_executors(cfg, job, Arc::new(spec), &node.t).map_err(|e| NodeError::Job(e.to_string()))
+    let mut run = start_executors(cfg, job, Arc::new(spec), &node.t)
+        .map_err(|e| NodeError::Job(e.to_string()))?;
+    run.peers = peers;
+    Ok(run)
 }
 
 /// The rings the network thread delivers into: each executor's `ingress` (roots from the
@@ -571,14 +589,8 @@ fn rings_of(run: &Running, driver: PeerId) -> Result<Rings, NodeError> {
 }
 
 /// The run: until the driver says `FINISH`.
-fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
+fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
     let driver = node.driver.unwrap_or(super::DRIVER_ID);
-    let peers: Vec<PeerId> = cfg
-        .workers
-        .iter()
-        .map(|w| w.0)
-        .filter(|&p| p != cfg.id)
-        .collect();
     let mut ready_sent = false;
     let mut next_counters = Instant::now();
     loop {
@@ -597,7 +609,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         }
         if !ready_sent
             && node.t.is_connected(driver)
-            && peers.iter().all(|&p| node.t.is_connected(p))
+            && run.peers.iter().all(|&p| node.t.is_connected(p))
         {
             node.push(&Message::Ready);
             ready_sent = true;
@@ -674,6 +686,7 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
                 Err(e) => node.fault(format!("bad plan from the driver: {e}")),
             }
         }
+        Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
         Message::Finish => return Ok(true),
         Message::Bye => {
             return Err(NodeError::Driver(
