@@ -320,11 +320,15 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         )?,
     };
     if let Some(kind) = kind {
-        start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;
-        if let Some(a) = live.auto.as_mut() {
-            // Decisions use the workers there are; the pool grows as workers join.
-            a.set_max_workers(cfg.workers.len());
-        }
+        // Decisions use the workers there are; the pool grows as workers join.
+        start_autoscaler(
+            &mut live,
+            &args,
+            &model,
+            kind,
+            cfg.workers.len(),
+            first_rate,
+        )?;
     }
     let report = drive(spawned, &spec, &cfg, &mut live)?;
     if live.progress {
