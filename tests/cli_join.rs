@@ -5,6 +5,7 @@
 mod common;
 
 use common::{ClusterDir, Workers, assert_equals_oracle, clasp_env, json};
+use rustix::process::{Pid, Signal, kill_process};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -219,4 +220,53 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     // The joiner served the run it joined, then exited.
     let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
     assert!(st.success(), "{st}");
+}
+
+/// SIGTERM to a worker of a running cluster: its key groups move to the other worker, it
+/// exits 0 while the run goes on, and the run still equals the oracle.
+#[test]
+fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
+    let cluster = ClusterDir::new("leave", 92, 2);
+    let mut workers = Workers(vec![
+        worker(&cluster, "1", "20"),
+        worker(&cluster, "2", "20"),
+    ]);
+    let leaver = workers.0[1].id();
+    let signal = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        kill_process(Pid::from_raw(leaver as i32).unwrap(), Signal::TERM)
+    });
+    let run = json(&clasp_env(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            cluster.path(),
+            "--app",
+            "wc",
+            "--records",
+            "30000",
+            "--seed",
+            "8",
+            "--rate",
+            "6000",
+            "--json",
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    ));
+    signal.join().unwrap().expect("SIGTERM to the worker");
+    assert_equals_oracle("wc", "30000", "8", &run);
+    let moves: Vec<(u64, u64, String)> = run["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter()
+        .map(|m| {
+            let n = |k: &str| m[k].as_u64().unwrap();
+            let reason = m["reason"].as_str().unwrap_or_default().to_string();
+            (n("workers_before"), n("workers_after"), reason)
+        })
+        .collect();
+    assert_eq!(moves, [(2, 1, "leave: worker 2".to_string())], "{run}");
+    let st = exit_within(&mut workers.0[1], Duration::from_secs(20));
+    assert!(st.success(), "the worker that left: {st}");
 }

@@ -87,6 +87,8 @@ fn run_with(
                 limits: limits.clone(),
                 job_timeout: Duration::from_secs(20),
                 join: None,
+                leave: None,
+                leave_timeout: Duration::from_secs(20),
                 registry: clasp_operators::Registry::builtin(),
             };
             let tx = tx.clone();

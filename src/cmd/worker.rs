@@ -13,6 +13,8 @@ use clasp_dataplane::transport::MAX_PEER_ID;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Where a joining worker listens by default: loopback, a port the system picks.
@@ -62,15 +64,20 @@ pub struct WorkerArgs {
     /// by the driver) then pins executors inside this set.
     #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
     cpus: Option<CpuList>,
+    /// On SIGTERM during a run, the worker leaves it: the driver moves its key groups to the
+    /// other workers, then lets it go and it exits 0. A leave not done within this many
+    /// seconds is a failure (exit 1). A second SIGTERM exits at once.
+    #[arg(long, default_value_t = 30, value_parser = crate::cmd::limits::timeout_s())]
+    leave_timeout_s: u64,
     #[command(flatten)]
     net: NetArgs,
 }
 
 /// `clasp worker`.
 ///
-/// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
-/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver of
-/// a run it serves fails the run naming it and, for a worker `clasp run` started, the signal.
+/// SIGTERM asks the worker to leave (see `--leave-timeout-s`; between jobs it exits 0 at once);
+/// a second SIGTERM, or SIGINT, ends it at once (its segments are anonymous, so it leaves
+/// nothing behind), and the driver of a run it serves fails the run naming it.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
@@ -110,6 +117,7 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
             ));
         }
     };
+    let leave = on_sigterm()?;
     let cfg = ClusterWorkerConfig {
         id: args.id,
         listen,
@@ -119,6 +127,8 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
         join: args.join,
+        leave: Some(Arc::clone(&leave)),
+        leave_timeout: Duration::from_secs(args.leave_timeout_s),
         registry: crate::registry::get().clone(),
     };
     // A joiner serves the run it joined.
@@ -138,7 +148,21 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     say(format!("listening on {}", worker.local_addr()));
     let mut served = 0u64;
     loop {
-        match worker.run_job() {
+        let job = worker.run_job();
+        if leave.load(Ordering::Acquire) {
+            return match job {
+                Ok(_) => {
+                    say("left the cluster (SIGTERM)".into());
+                    Ok(())
+                }
+                Err(NodeError::Stopped) => {
+                    say("stopped (SIGTERM) while waiting for a job".into());
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            };
+        }
+        match job {
             Ok(exit) => say(format!(
                 "ran {} to the end{}",
                 exit.app,
@@ -163,4 +187,15 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// SIGTERM sets the returned flag (the worker then leaves its run); a second one exits at once.
+fn on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::SIGTERM;
+    let flag = Arc::new(AtomicBool::new(false));
+    // Registered first: with the flag already set, a SIGTERM exits (status 1) instead.
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 1, Arc::clone(&flag))
+        .and_then(|_| signal_hook::flag::register(SIGTERM, Arc::clone(&flag)))
+        .map_err(|e| anyhow::anyhow!("installing the SIGTERM handler: {e}"))?;
+    Ok(flag)
 }

@@ -139,6 +139,10 @@ pub trait Controller {
     /// The reserved worker at index `worker` of the slots joined; the run now has `workers`.
     /// A later move may place key groups on it.
     fn on_joined(&mut self, _worker: usize, _workers: usize) {}
+
+    /// The worker at index `worker` of the slots left the run (its key groups were moved to
+    /// the others); the run now has `workers`. No move may place key groups on it again.
+    fn on_left(&mut self, _worker: usize, _workers: usize) {}
 }
 
 /// A static run: the initial placement throughout.

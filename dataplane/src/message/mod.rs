@@ -106,6 +106,15 @@ pub enum Message {
         /// `ip:port` the other workers and the driver connect to.
         listen: String,
     },
+    /// Worker → driver: this worker was told to leave (SIGTERM): move its key groups away
+    /// and let it go.
+    Leave,
+    /// Driver → workers: worker `peer` left the run (it holds nothing and was quiescent); its
+    /// connections closing is not a fault.
+    PeerLeft {
+        /// The worker that left.
+        peer: u32,
+    },
     /// Driver → workers: worker `peer` joined the run at `addr`; connect to it.
     PeerJoined {
         /// The joining worker.
@@ -141,6 +150,8 @@ impl Message {
             Message::LinkLost { .. } => "lost link",
             Message::Join { .. } => "join",
             Message::PeerJoined { .. } => "peer joined",
+            Message::Leave => "leave",
+            Message::PeerLeft { .. } => "peer left",
         }
     }
 }

@@ -267,6 +267,8 @@ fn message() -> impl Strategy<Value = Message> {
         (any::<u32>(), text()).prop_map(|(peer, reason)| Message::LinkLost { peer, reason }),
         text().prop_map(|listen| Message::Join { listen }),
         (any::<u32>(), text()).prop_map(|(peer, addr)| Message::PeerJoined { peer, addr }),
+        Just(Message::Leave),
+        any::<u32>().prop_map(|peer| Message::PeerLeft { peer }),
         plans(),
         migration(),
     ]

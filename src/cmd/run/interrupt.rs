@@ -45,4 +45,8 @@ impl Controller for Interruptible<'_> {
     fn on_joined(&mut self, worker: usize, workers: usize) {
         self.inner.on_joined(worker, workers);
     }
+
+    fn on_left(&mut self, worker: usize, workers: usize) {
+        self.inner.on_left(worker, workers);
+    }
 }

@@ -73,8 +73,9 @@ struct Live {
     migrations: usize,
     /// The estimator's starting costs (None without an estimator).
     priors: Option<Priors>,
-    /// The workers the policy may use: those started, and those that joined since.
-    pool: usize,
+    /// The workers the policy may use, as indices of `slots.workers`, in the order its
+    /// decisions number them: those started, then those that joined, less those that left.
+    pool: Vec<usize>,
     /// The cluster id and the ids reserved for joiners, when workers may join.
     join_hint: Option<(u64, Vec<u32>)>,
     /// The metrics endpoint and events file, when asked for.
@@ -87,11 +88,15 @@ impl Live {
     /// stays on its executor).
     fn slot_routing(&self, routing: &RoutingTable) -> RoutingTable {
         let e = self.slots.executors;
+        let worker = |i: usize| self.pool.get(i).copied().unwrap_or(i);
         RoutingTable::from_fn(
             routing.epoch(),
             routing.operators(),
             routing.key_groups(),
-            |o, g| self.slots.slot(routing.owner(o, g).index(), g.index() % e),
+            |o, g| {
+                self.slots
+                    .slot(worker(routing.owner(o, g).index()), g.index() % e)
+            },
         )
     }
 
@@ -158,10 +163,8 @@ impl Controller for Live {
         if let Some(n) = self.auto.as_ref().map(|a| a.workers()) {
             // Parked workers (index n and up) feed only the busy-time estimator: their CPU time
             // is the idle overhead it regresses out.
-            let mut samples: Vec<WorkerSample> = v
-                .workers
-                .iter()
-                .take(self.pool)
+            let mut samples: Vec<WorkerSample> = (self.pool.iter())
+                .filter_map(|&w| v.workers.get(w))
                 .enumerate()
                 .map(|(i, w)| self.sample(w, i))
                 .collect();
@@ -221,14 +224,28 @@ impl Controller for Live {
     }
 
     fn on_joined(&mut self, worker: usize, workers: usize) {
-        self.pool = workers;
+        self.pool.push(worker);
         if let Some(a) = self.auto.as_mut() {
-            a.set_max_workers(workers);
+            a.set_max_workers(self.pool.len());
         }
         let id = self.slots.workers.get(worker).copied().unwrap_or(0);
         let _ = writeln!(
             std::io::stderr(),
             "clasp run: worker {id} joined; the planner may use {workers} workers"
+        );
+    }
+
+    fn on_left(&mut self, worker: usize, workers: usize) {
+        if let Some(i) = self.pool.iter().position(|&w| w == worker) {
+            self.pool.remove(i);
+            if let Some(a) = self.auto.as_mut() {
+                a.worker_left(i);
+            }
+        }
+        let id = self.slots.workers.get(worker).copied().unwrap_or(0);
+        let _ = writeln!(
+            std::io::stderr(),
+            "clasp run: worker {id} left; the planner may use {workers} workers"
         );
     }
 
@@ -311,7 +328,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
         priors,
-        pool: cfg.workers.len(),
+        pool: (0..cfg.workers.len()).collect(),
         join_hint: (!cfg.joinable.is_empty()).then(|| (cfg.cluster_id, cfg.joinable.clone())),
         watch: Watch::start(
             args.metrics_listen,

@@ -247,6 +247,7 @@ impl Driver<'_> {
                 }
             }
             Message::Join { listen } => self.on_join(from, &listen),
+            Message::Leave => self.on_leave(from),
             Message::EosAck { operator } => self.barrier.ack(Ack::EosDone(operator)),
             Message::Status(st) => self.barrier.status(from, st),
             Message::Summary(s) => self.barrier.summaries.push(*s),
@@ -276,6 +277,12 @@ impl Driver<'_> {
                 }
             }
             Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            // A link to a worker that left, or to one that is joining (its join fails).
+            Message::LinkLost { peer, reason } if !self.ids.contains(&peer) => {
+                if !self.join_failed(peer, &format!("worker {from} lost it: {reason}")) {
+                    tracing::debug!("worker {from}: the link to worker {peer}, gone: {reason}");
+                }
+            }
             Message::LinkLost { peer, reason } => {
                 return Err(DriverError::LinkLost {
                     worker: from,

@@ -91,6 +91,11 @@ impl Driver<'_> {
         }
     }
 
+    /// Whether a join is under way (leaves wait for it).
+    pub(super) fn joins_busy(&self) -> bool {
+        self.joins.current.is_some()
+    }
+
     /// A joiner said `Ready`; whether `from` was one.
     pub(super) fn on_join_ready(&mut self, from: PeerId) -> bool {
         match &mut self.joins.current {
@@ -205,7 +210,7 @@ impl Driver<'_> {
             self.joins.held = Some(m);
             self.joins.said = false;
         }
-        if self.joins.current.is_some() {
+        if self.joins.current.is_some() || self.leaves.busy() {
             return None;
         }
         let m = self.joins.held.take()?;

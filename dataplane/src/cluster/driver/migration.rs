@@ -202,6 +202,7 @@ impl Driver<'_> {
             self.meter.intervals.push(view);
         }
         self.advance_joins(ctl)?;
+        self.advance_leaves(ctl)?;
         if self.mig.in_flight.is_none() {
             if mv.is_none() {
                 mv = ctl.poll(self.meter.t0.elapsed().as_secs_f64(), admitted);

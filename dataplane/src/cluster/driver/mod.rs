@@ -11,6 +11,7 @@ mod channel;
 mod error;
 mod feed;
 mod join;
+mod leave;
 mod metering;
 mod migration;
 mod report;
@@ -162,6 +163,7 @@ struct Driver<'a> {
     /// Where each worker of the run listens.
     addrs: BTreeMap<PeerId, SocketAddr>,
     joins: join::Joins,
+    leaves: leave::Leaves,
     /// Frames the driver handed the transport per worker (its side of the quiescence counts).
     sent: BTreeMap<PeerId, u64>,
     /// Faults the run survived.
@@ -220,6 +222,7 @@ impl<'a> Driver<'a> {
             rx: DriverInbox::new(),
             addrs: cfg.workers.iter().copied().collect(),
             joins: join::Joins::default(),
+            leaves: leave::Leaves::default(),
             ids,
             sent: BTreeMap::new(),
             errors: Vec::new(),
@@ -336,6 +339,7 @@ pub fn run_driver_with(
     d.t.flush_now();
     d.drain(ctl, fed.admitted, fed.tracked, spec.operators.len())?;
     d.settle_joins(ctl)?;
+    d.settle_leaves(ctl)?;
     d.account_active();
     let last_completion = d.rx.last_completion;
     d.end_of_stream(spec)?;

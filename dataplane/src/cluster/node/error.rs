@@ -49,6 +49,12 @@ pub enum NodeError {
     /// The driver broke the run's protocol or went away.
     #[error("{0}")]
     Driver(String),
+    /// Told to leave (SIGTERM) while it had no job: the normal end.
+    #[error("told to stop while waiting for a job")]
+    Stopped,
+    /// Told to leave, and the driver did not let it go in time.
+    #[error("the driver did not let this worker leave within {0:?}")]
+    LeaveTimeout(Duration),
 }
 
 impl NodeError {

@@ -15,6 +15,7 @@
 
 mod error;
 mod join;
+mod leave;
 mod receiver;
 mod start;
 mod summary;
@@ -88,6 +89,11 @@ pub struct ClusterWorkerConfig {
     /// Join the running cluster whose driver listens here (`workers` then holds only this
     /// worker, and where the others reach it: `join.rs`).
     pub join: Option<SocketAddr>,
+    /// Set (by SIGTERM) when this worker is to leave: during a job it asks the driver to move
+    /// its key groups away and let it go; between jobs it stops at once (`leave.rs`).
+    pub leave: Option<Arc<AtomicBool>>,
+    /// How long a leave may take before the worker gives up on it.
+    pub leave_timeout: Duration,
     /// The operator kinds this worker can run: a job whose app names another kind is refused,
     /// naming it (the worker was started from a binary that does not register it).
     pub registry: Registry,
@@ -145,6 +151,10 @@ struct Node {
     errors: Vec<String>,
     /// Workers whose loss was reported to the driver.
     lost_links: Vec<PeerId>,
+    /// Workers that left the run: their connections closing is not a fault.
+    departed: Vec<PeerId>,
+    /// The leave flag and timeout of the config, and when the leave was asked for.
+    leave: leave::Leave,
 }
 
 impl Node {
@@ -168,6 +178,8 @@ impl Node {
             blocked: false,
             errors: Vec::new(),
             lost_links: Vec::new(),
+            departed: Vec::new(),
+            leave: leave::Leave::default(),
         }
     }
 
@@ -182,6 +194,8 @@ impl Node {
         self.blocked = false;
         self.errors.clear();
         self.lost_links.clear();
+        self.departed.clear();
+        self.leave.asked = None;
         let rx = &mut self.rx;
         rx.rings = None;
         rx.msgs.clear();
@@ -388,9 +402,12 @@ impl ClusterWorker {
     /// other workers).
     pub fn start(cfg: &ClusterWorkerConfig) -> Result<ClusterWorker, NodeError> {
         let t = start_transport(cfg)?;
+        let mut node = Node::new(t, cfg.id);
+        node.leave.flag = cfg.leave.clone();
+        node.leave.timeout = cfg.leave_timeout;
         Ok(ClusterWorker {
             cfg: cfg.clone(),
-            node: Node::new(t, cfg.id),
+            node,
         })
     }
 
@@ -504,6 +521,9 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
 fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
     let deadline = Instant::now() + cfg.job_timeout;
     loop {
+        if node.leave.requested() {
+            return Err(NodeError::Stopped);
+        }
         node.poll(JOB_WAIT_TURN, None)?;
         // Refused connections are counted and logged by the transport; not faults.
         for ev in std::mem::take(&mut node.rx.events) {
@@ -594,6 +614,7 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
     let mut ready_sent = false;
     let mut next_counters = Instant::now();
     loop {
+        leave::tick(node)?;
         if let Some(iv) = run.interval
             && ready_sent
             && Instant::now() >= next_counters
@@ -635,6 +656,9 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
                         "cannot reach the driver: {reason}"
                     )));
                 }
+                // A worker that left closes its connections.
+                Event::PeerLost { peer, .. } | Event::ConnectFailed { peer, .. }
+                    if node.departed.contains(&peer) => {}
                 // A lost link loses the requests between the two workers: the driver ends
                 // the run naming both (recovery is not implemented).
                 Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
@@ -687,6 +711,7 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
             }
         }
         Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
+        Message::PeerLeft { peer } => leave::peer_left(node, run, peer),
         Message::Finish => return Ok(true),
         Message::Bye => {
             return Err(NodeError::Driver(
