@@ -573,7 +573,7 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         .collect()
 }
 
-/// A migration as the planner reports it (`reason`: `policy` or `chaos`).
+/// A migration as the planner reports it (`reason`: `policy`, `chaos`, `script` or `leave`).
 fn migration_row(m: &MigrationRecord) -> MigrationRow {
     MigrationRow {
         epoch: m.epoch,
@@ -591,6 +591,8 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
             "chaos".into()
         } else if m.reason.starts_with("script") {
             "script".into()
+        } else if m.reason.starts_with("leave") {
+            "leave".into()
         } else {
             "policy".into()
         },

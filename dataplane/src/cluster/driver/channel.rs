@@ -171,7 +171,9 @@ impl Driver<'_> {
         if let Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. } = &ev
             && !self.ids.contains(peer)
         {
-            if !self.join_failed(*peer, reason) {
+            if self.leaves.left.contains(peer) {
+                tracing::debug!("worker {peer}, which left: {reason}");
+            } else if !self.join_failed(*peer, reason) {
                 tracing::warn!("worker {peer}, not one of the run's: {reason}");
             }
             return Ok(());

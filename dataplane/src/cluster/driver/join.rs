@@ -72,12 +72,9 @@ impl Joins {
 impl Driver<'_> {
     /// A worker asked to join.
     pub(super) fn on_join(&mut self, from: PeerId, listen: &str) {
-        let next = self
-            .cfg
-            .joinable
-            .iter()
-            .copied()
-            .find(|&p| !self.ids.contains(&p) && !self.joins.is_joining(p));
+        let next = self.cfg.joinable.iter().copied().find(|&p| {
+            !self.ids.contains(&p) && !self.joins.is_joining(p) && !self.leaves.left.contains(&p)
+        });
         if next != Some(from) {
             let expected = next.map_or("none (every reserved worker joined)".into(), |p| {
                 format!("worker {p}")

@@ -60,6 +60,9 @@ pub(super) struct Leaves {
     queued: VecDeque<PeerId>,
     current: Option<Leaving>,
     rounds: u64,
+    /// Workers that left. They may not join again: the others' counts of frames to and from
+    /// them go on, and a new process's would start from zero.
+    pub(super) left: Vec<PeerId>,
 }
 
 impl Leaves {
@@ -213,6 +216,7 @@ impl Driver<'_> {
     /// Worker `id` finished: it leaves the run.
     fn let_go(&mut self, id: PeerId, ctl: &mut dyn Controller) -> Result<(), DriverError> {
         self.leaves.current = None;
+        self.leaves.left.push(id);
         self.ids.retain(|&p| p != id);
         self.broadcast(&Message::PeerLeft { peer: id })?;
         let body =
