@@ -3,8 +3,9 @@
 //!
 //! A run is a sequence of phases, each in its own file: connect and start the workers (here),
 //! admit the input (`feed.rs`) while the control channel (`channel.rs`) applies ledger
-//! deltas, meters intervals (`metering.rs`) and carries out migrations (`migration.rs`); then
-//! the end-of-stream barrier (`barrier.rs`) and the report (`report.rs`).
+//! deltas, meters intervals (`metering.rs`), carries out migrations (`migration.rs`) and takes
+//! in workers that join (`join.rs`) or leave (`leave.rs`); then the end-of-stream barrier
+//! (`barrier.rs`) and the report (`report.rs`).
 
 mod barrier;
 mod channel;

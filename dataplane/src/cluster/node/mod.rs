@@ -12,6 +12,10 @@
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
 //! there is nothing to do. Executors wake it through the transport's eventfd
 //! ([`NetLink`](crate::runtime::executor::NetLink)).
+//!
+//! A [`ClusterWorker`] keeps its transport (its port, its links to the other workers) from one
+//! job to the next, and starts each job's executors and segment afresh; `join.rs` and
+//! `leave.rs` are its side of joining and leaving a running cluster.
 
 mod error;
 mod join;
