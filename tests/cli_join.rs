@@ -270,3 +270,38 @@ fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
     let st = exit_within(&mut workers.0[1], Duration::from_secs(20));
     assert!(st.success(), "the worker that left: {st}");
 }
+
+#[test]
+fn bad_join_options_are_named() {
+    for (args, needle) in [
+        (
+            &["run", "--max-workers", "2", "--start-workers", "3"][..],
+            "--start-workers 3",
+        ),
+        (
+            &["run", "--static", "--workers", "2", "--start-workers", "1"][..],
+            "live runs",
+        ),
+        (
+            &["worker", "--id", "2", "--join", "127.0.0.1:9"][..],
+            "--cluster-id",
+        ),
+        (
+            &[
+                "worker",
+                "--id",
+                "0",
+                "--join",
+                "127.0.0.1:9",
+                "--cluster-id",
+                "1",
+            ][..],
+            "--id 0",
+        ),
+    ] {
+        let out = clasp_env(args, &[("CLASP_CLUSTER_SECRET", SECRET)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
