@@ -151,9 +151,9 @@ fn after(line: &str, flag: &str) -> String {
     line[at..].split_whitespace().next().unwrap().to_string()
 }
 
-/// A live run with one of its two workers started; the test starts the second with
-/// `clasp worker --join` once the run says how, and the scripted move to two workers (held
-/// until the join, if it comes later) places key groups on it. Nothing is lost.
+/// A live run with one of its two workers started (about 8 s of input); the test starts the
+/// second with `clasp worker --join` once the run says how, and the scripted move to two
+/// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
@@ -167,7 +167,7 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
             "--app",
             "wc",
             "--records",
-            "15000",
+            "24000",
             "--seed",
             "6",
             "--peak-rate",
@@ -206,7 +206,7 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("worker 2 joined"), "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
-    assert_equals_oracle("wc", "15000", "6", &v);
+    assert_equals_oracle("wc", "24000", "6", &v);
     let moves: Vec<(u64, u64)> = v["migrations"]
         .as_array()
         .expect("a migrations list")
@@ -232,30 +232,32 @@ fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
         worker(&cluster, "2", "20"),
     ]);
     let leaver = workers.0[1].id();
-    let signal = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
-        kill_process(Pid::from_raw(leaver as i32).unwrap(), Signal::TERM)
+    let path = cluster.path().to_string();
+    // About 6 s of input; the worker is told to leave 2.5 s after the run started.
+    let run = std::thread::spawn(move || {
+        json(&clasp_env(
+            &[
+                "run",
+                "--static",
+                "--cluster",
+                &path,
+                "--app",
+                "wc",
+                "--records",
+                "48000",
+                "--seed",
+                "8",
+                "--rate",
+                "8000",
+                "--json",
+            ],
+            &[("CLASP_CLUSTER_SECRET", SECRET)],
+        ))
     });
-    let run = json(&clasp_env(
-        &[
-            "run",
-            "--static",
-            "--cluster",
-            cluster.path(),
-            "--app",
-            "wc",
-            "--records",
-            "30000",
-            "--seed",
-            "8",
-            "--rate",
-            "6000",
-            "--json",
-        ],
-        &[("CLASP_CLUSTER_SECRET", SECRET)],
-    ));
-    signal.join().unwrap().expect("SIGTERM to the worker");
-    assert_equals_oracle("wc", "30000", "8", &run);
+    std::thread::sleep(Duration::from_millis(2500));
+    kill_process(Pid::from_raw(leaver as i32).unwrap(), Signal::TERM).expect("SIGTERM");
+    let run = run.join().unwrap();
+    assert_equals_oracle("wc", "48000", "8", &run);
     let moves: Vec<(u64, u64, String)> = run["migrations"]
         .as_array()
         .expect("a migrations list")
