@@ -297,11 +297,19 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
     let quota = if v2 { "cpu.max" } else { "cpu.cfs_quota_us" };
     let q = std::fs::read_to_string(dir.join(quota)).unwrap();
     assert!(q.starts_with("5000"), "{quota}: {q}");
-    let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
-    assert!(
-        status.lines().any(|l| l == "Cpus_allowed_list:\t0"),
-        "--cpus 0: {status}"
-    );
+    // The worker sets its CPU set just after it joined its group: wait for it too.
+    let pinned = || {
+        let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
+        let ok = status.lines().any(|l| l == "Cpus_allowed_list:\t0");
+        (ok, status)
+    };
+    let deadline = Instant::now() + APPEAR_TIMEOUT;
+    let (mut ok, mut status) = pinned();
+    while !ok && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        (ok, status) = pinned();
+    }
+    assert!(ok, "--cpus 0: {status}");
     let run = common::clasp_env(
         &[
             "run",

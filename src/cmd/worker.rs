@@ -91,6 +91,29 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
     crate::stale::sweep_at_start();
+    let leave = on_sigterm()?;
+    let cfg = config(&args, &leave)?;
+    // A joiner serves the run it joined.
+    let max_jobs = if args.join.is_some() {
+        1
+    } else {
+        args.max_jobs
+    };
+    let mut worker = ClusterWorker::start(&cfg)?;
+    say(args.id, format!("listening on {}", worker.local_addr()));
+    serve_jobs(&mut worker, args.id, max_jobs, &leave)
+}
+
+/// The bound address and how each job ended are what the command reports to whoever started
+/// it (the address is the only way to learn a port chosen by the system): plain lines on
+/// stderr, not log events a filter could hide. Not `eprintln!`, which panics when stderr is
+/// full.
+fn say(id: u32, line: String) {
+    let _ = writeln!(std::io::stderr(), "clasp worker {id}: {line}");
+}
+
+/// The worker's settings: from its cluster file, or for a joiner from `--join`.
+fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterWorkerConfig> {
     let (cluster_id, workers, listen) = match (&args.cluster, args.join, args.cluster_id) {
         (Some(path), _, _) => {
             let file = ClusterFile::load(path)?;
@@ -117,8 +140,7 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
             ));
         }
     };
-    let leave = on_sigterm()?;
-    let cfg = ClusterWorkerConfig {
+    Ok(ClusterWorkerConfig {
         id: args.id,
         listen,
         cluster_id,
@@ -127,58 +149,58 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
         join: args.join,
-        leave: Some(Arc::clone(&leave)),
+        leave: Some(Arc::clone(leave)),
         leave_timeout: Duration::from_secs(args.leave_timeout_s),
         registry: crate::registry::get().clone(),
-    };
-    // A joiner serves the run it joined.
-    let max_jobs = if args.join.is_some() {
-        1
-    } else {
-        args.max_jobs
-    };
-    // The bound address and how each job ended are what the command reports to whoever
-    // started it (the address is the only way to learn a port chosen by the system): plain
-    // lines on stderr, not log events a filter could hide. Not `eprintln!`, which panics when
-    // stderr is full.
-    let say = |line: String| {
-        let _ = writeln!(std::io::stderr(), "clasp worker {}: {line}", args.id);
-    };
-    let mut worker = ClusterWorker::start(&cfg)?;
-    say(format!("listening on {}", worker.local_addr()));
+    })
+}
+
+/// Serves jobs until idle, `max_jobs` (0: no limit) were served, or the worker left.
+fn serve_jobs(
+    worker: &mut ClusterWorker,
+    id: u32,
+    max_jobs: u64,
+    leave: &AtomicBool,
+) -> anyhow::Result<()> {
     let mut served = 0u64;
     loop {
         let job = worker.run_job();
         if leave.load(Ordering::Acquire) {
             return match job {
                 Ok(_) => {
-                    say("left the cluster (SIGTERM)".into());
+                    say(id, "left the cluster (SIGTERM)".into());
                     Ok(())
                 }
                 Err(NodeError::Stopped) => {
-                    say("stopped (SIGTERM) while waiting for a job".into());
+                    say(id, "stopped (SIGTERM) while waiting for a job".into());
                     Ok(())
                 }
                 Err(e) => Err(e.into()),
             };
         }
         match job {
-            Ok(exit) => say(format!(
-                "ran {} to the end{}",
-                exit.app,
-                if exit.errors.is_empty() {
-                    String::new()
-                } else {
-                    format!(" with faults: {}", exit.errors.join("; "))
-                }
-            )),
+            Ok(exit) => say(
+                id,
+                format!(
+                    "ran {} to the end{}",
+                    exit.app,
+                    if exit.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with faults: {}", exit.errors.join("; "))
+                    }
+                ),
+            ),
             // Idle after serving: the normal end of a worker that is not told how many jobs.
             Err(NodeError::NoJob { timeout, .. }) if served > 0 => {
-                say(format!("no job within {timeout:?} after {served}; exiting"));
+                say(
+                    id,
+                    format!("no job within {timeout:?} after {served}; exiting"),
+                );
                 return Ok(());
             }
             Err(e) if max_jobs != 1 && e.ends_only_the_job() => {
-                say(format!("the job failed: {e}; waiting for the next"));
+                say(id, format!("the job failed: {e}; waiting for the next"));
             }
             Err(e) => return Err(e.into()),
         }
