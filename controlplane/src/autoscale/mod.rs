@@ -528,6 +528,9 @@ impl Autoscaler {
     /// to the other workers in use, renumbering those after it, as the driver did.
     pub fn worker_left(&mut self, index: usize) {
         self.cfg.max_workers = self.cfg.max_workers.saturating_sub(1).max(1);
+        // A decision not carried out yet may place key groups on the worker that left (the
+        // driver then drops it): decide afresh rather than wait for it.
+        self.migrating = false;
         if index >= self.workers || self.workers <= 1 {
             return;
         }

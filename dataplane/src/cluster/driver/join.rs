@@ -199,6 +199,21 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// Drops a held move that places key groups on worker `id`, which left (it would wait for
+    /// ever); the controller decides again.
+    pub(super) fn drop_held_onto(&mut self, id: PeerId) {
+        let Some(i) = self.slots.workers.iter().position(|&p| p == id) else {
+            return;
+        };
+        let onto = |m: &Move| active_workers(&m.routing, &self.slots).contains(&i);
+        if let Some(m) = self.joins.held.take_if(|m| onto(m)) {
+            tracing::warn!(
+                "a move ({}) placed key groups on worker {id}, which left; dropped",
+                m.reason
+            );
+        }
+    }
+
     /// Takes `mv` (the newest move wins over a held one) and returns the move to start now, if
     /// any: none while a join is under way or while the move places key groups on a worker
     /// that has not joined.

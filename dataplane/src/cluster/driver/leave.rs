@@ -226,6 +226,7 @@ impl Driver<'_> {
             })?;
         self.send_control(id, &body, "bye to leaving worker")?;
         tracing::info!("worker {id} left the run");
+        self.drop_held_onto(id);
         let index = self.slots.workers.iter().position(|&p| p == id);
         ctl.on_left(index.unwrap_or(0), self.ids.len());
         Ok(())
