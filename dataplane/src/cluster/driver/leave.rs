@@ -281,3 +281,60 @@ fn without(
         targets[(o * kgs + g.index()) % targets.len()]
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::{Slots, Spread, spread};
+
+    #[test]
+    fn a_leavers_key_groups_go_to_the_other_workers_in_use_and_nothing_else_moves() {
+        let slots = Slots {
+            workers: vec![1, 2, 3, 4],
+            executors: 2,
+        };
+        // Workers 1..=3 in use, 4 idle (it owns nothing).
+        let in_use = Slots {
+            workers: vec![1, 2, 3],
+            executors: 2,
+        };
+        let before = spread(3, &in_use, Spread::Even).unwrap();
+        let after = without(&before, &slots, &[1, 2, 3, 4], 2);
+        let mut moved = 0;
+        for o in 0..before.operators() {
+            for g in 0..before.key_groups() {
+                let g = clasp_protocol::KeyGroup::at(g);
+                let (a, b) = (before.owner(o, g), after.owner(o, g));
+                assert_ne!(slots.worker_of(b), Some(2), "{o}/{g:?} still on the leaver");
+                assert_ne!(slots.worker_of(b), Some(4), "{o}/{g:?} onto an idle worker");
+                if slots.worker_of(a) == Some(2) {
+                    moved += 1;
+                } else {
+                    assert_eq!(a, b, "{o}/{g:?} moved though not the leaver's");
+                }
+            }
+        }
+        assert!(moved > 0);
+        assert_eq!(after.epoch(), before.epoch());
+    }
+
+    #[test]
+    fn with_no_other_worker_in_use_the_idle_ones_take_them() {
+        let slots = Slots {
+            workers: vec![1, 2],
+            executors: 1,
+        };
+        let only_1 = Slots {
+            workers: vec![1],
+            executors: 1,
+        };
+        let before = spread(2, &only_1, Spread::Even).unwrap();
+        let after = without(&before, &slots, &[1, 2], 1);
+        assert!(
+            after
+                .owners()
+                .iter()
+                .all(|s| slots.worker_of(*s) == Some(2))
+        );
+    }
+}
