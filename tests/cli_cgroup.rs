@@ -270,6 +270,8 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
             "1",
             "--job-timeout-s",
             "30",
+            "--max-jobs",
+            "1",
             "--worker-cpu",
             "0.5",
         ])

@@ -86,6 +86,9 @@ fn run_with(
                 secret: secret.clone(),
                 limits: limits.clone(),
                 job_timeout: Duration::from_secs(20),
+                join: None,
+                leave: None,
+                leave_timeout: Duration::from_secs(20),
                 registry: clasp_operators::Registry::builtin(),
             };
             let tx = tx.clone();
@@ -107,6 +110,7 @@ fn run_with(
         advertise: None,
         cluster_id: 0xC1,
         workers: addrs.clone(),
+        joinable: Vec::new(),
         secret,
         limits,
         app_name: app.into(),

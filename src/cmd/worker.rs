@@ -1,35 +1,59 @@
 //! `clasp worker`: one worker of a cluster file. It listens, authenticates its peers with the
-//! cluster secret, runs the job a driver sends it and exits (docs/cluster.md). With
-//! `--worker-cpu F` it runs in its own capped cgroup, entered before any thread starts.
+//! cluster secret and runs the jobs drivers send it, one after another, until no job came for
+//! `--job-timeout-s` (or `--max-jobs` were served), so it needs no supervisor to restart it
+//! between runs (docs/cluster.md). With `--worker-cpu F` it runs in its own capped cgroup,
+//! entered before any thread starts.
 
 use crate::cgroup::{CpuCap, CpuList, enter_own};
 use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
-use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::cluster::node::{ClusterWorker, ClusterWorkerConfig, NodeError};
+use clasp_dataplane::transport::MAX_PEER_ID;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Where a joining worker listens by default: loopback, a port the system picks.
+const JOIN_LISTEN_DEFAULT: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::LOCALHOST, 0);
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
-    /// This worker's id in the cluster file.
+    /// This worker's id in the cluster file (with --join: the id the run reserved for it).
     #[arg(long)]
     id: u32,
-    /// Address to listen on (default: this worker's address in the cluster file).
+    /// Address to listen on (default: this worker's address in the cluster file; with --join,
+    /// 127.0.0.1 and a port the system picks). A joining worker tells the others this address,
+    /// so it must be one they can reach (not 0.0.0.0).
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// The cluster file (TOML; docs/cluster.md).
-    #[arg(long)]
-    cluster: PathBuf,
+    #[arg(long, required_unless_present = "join", conflicts_with = "join")]
+    cluster: Option<PathBuf>,
+    /// Join the running cluster whose driver listens at ADDR (a live `clasp run` or `clasp
+    /// planner` that reserved this worker's id; it prints the command). The worker serves
+    /// that run's job and exits.
+    #[arg(long, value_name = "ADDR", requires = "cluster_id")]
+    join: Option<SocketAddr>,
+    /// With --join: the running cluster's id (the run prints it).
+    #[arg(long, value_name = "N")]
+    cluster_id: Option<u64>,
     /// File holding the cluster secret (default: the CLASP_CLUSTER_SECRET variable). Never
     /// on the command line.
     #[arg(long)]
     secret_file: Option<PathBuf>,
-    /// Give up when no driver sent a job within this many seconds.
+    /// Give up when no driver sent a job within this many seconds: an error before the first
+    /// job, the normal end (exit 0) after one.
     #[arg(long, default_value_t = 300, value_parser = crate::cmd::limits::timeout_s())]
     job_timeout_s: u64,
+    /// Exit after this many jobs (0: serve jobs until idle for --job-timeout-s). With 1, a
+    /// failed job is the worker's failure (exit 1); otherwise it is reported and the worker
+    /// waits for the next job.
+    #[arg(long, default_value_t = 0)]
+    max_jobs: u64,
     /// Cap this worker at F of one core (e.g. 0.3): it makes its own cgroup
     /// (`clasp-<pid>-<hex>/w<ID>`) with a CPU quota of F × 10 ms per 10 ms period, moves
     /// itself in before it starts any thread, and removes it on exit. F must be at least 0.1
@@ -40,15 +64,20 @@ pub struct WorkerArgs {
     /// by the driver) then pins executors inside this set.
     #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
     cpus: Option<CpuList>,
+    /// On SIGTERM during a run, the worker leaves it: the driver moves its key groups to the
+    /// other workers, then lets it go and it exits 0. A leave not done within this many
+    /// seconds is a failure (exit 1). A second SIGTERM exits at once.
+    #[arg(long, default_value_t = 30, value_parser = crate::cmd::limits::timeout_s())]
+    leave_timeout_s: u64,
     #[command(flatten)]
     net: NetArgs,
 }
 
 /// `clasp worker`.
 ///
-/// A worker has no SIGINT/SIGTERM handler: until workers can leave a running cluster, a signal
-/// ends it at once (its segments are anonymous, so it leaves nothing behind), and the driver
-/// fails the run naming it and, for a worker `clasp run` started, the signal.
+/// SIGTERM asks the worker to leave (see `--leave-timeout-s`; between jobs it exits 0 at once);
+/// a second SIGTERM, or SIGINT, ends it at once (its segments are anonymous, so it leaves
+/// nothing behind), and the driver of a run it serves fails the run naming it.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
@@ -62,43 +91,133 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
     crate::stale::sweep_at_start();
-    let file = ClusterFile::load(&args.cluster)?;
-    let workers = file.resolve()?;
-    let me = workers
-        .iter()
-        .find(|w| w.0 == args.id)
-        .ok_or_else(|| usage_error(format!("worker {} is not in the cluster file", args.id)))?;
-    let cfg = ClusterWorkerConfig {
+    let leave = on_sigterm()?;
+    let cfg = config(&args, &leave)?;
+    // A joiner serves the run it joined.
+    let max_jobs = if args.join.is_some() {
+        1
+    } else {
+        args.max_jobs
+    };
+    let mut worker = ClusterWorker::start(&cfg)?;
+    say(args.id, format!("listening on {}", worker.local_addr()));
+    serve_jobs(&mut worker, args.id, max_jobs, &leave)
+}
+
+/// The bound address and how each job ended are what the command reports to whoever started
+/// it (the address is the only way to learn a port chosen by the system): plain lines on
+/// stderr, not log events a filter could hide. Not `eprintln!`, which panics when stderr is
+/// full.
+fn say(id: u32, line: String) {
+    let _ = writeln!(std::io::stderr(), "clasp worker {id}: {line}");
+}
+
+/// The worker's settings: from its cluster file, or for a joiner from `--join`.
+fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterWorkerConfig> {
+    let (cluster_id, workers, listen) = match (&args.cluster, args.join, args.cluster_id) {
+        (Some(path), _, _) => {
+            let file = ClusterFile::load(path)?;
+            let workers = file.resolve()?;
+            let me = workers.iter().find(|w| w.0 == args.id).ok_or_else(|| {
+                usage_error(format!("worker {} is not in the cluster file", args.id))
+            })?;
+            let listen = args.listen.unwrap_or(me.1);
+            (file.cluster_id, workers, listen)
+        }
+        (None, Some(_), Some(cluster_id)) => {
+            if args.id == 0 || args.id > MAX_PEER_ID {
+                return Err(usage_error(format!(
+                    "--id {}: a worker's id is 1..={MAX_PEER_ID}",
+                    args.id
+                )));
+            }
+            let listen = args.listen.unwrap_or(JOIN_LISTEN_DEFAULT.into());
+            (cluster_id, vec![(args.id, listen)], listen)
+        }
+        _ => {
+            return Err(usage_error(
+                "give --cluster FILE, or --join ADDR --cluster-id N",
+            ));
+        }
+    };
+    Ok(ClusterWorkerConfig {
         id: args.id,
-        listen: args.listen.unwrap_or(me.1),
-        cluster_id: file.cluster_id,
-        workers: workers.clone(),
+        listen,
+        cluster_id,
+        workers,
         secret: read_secret(args.secret_file.as_deref())?,
         limits: args.net.limits()?,
         job_timeout: Duration::from_secs(args.job_timeout_s),
+        join: args.join,
+        leave: Some(Arc::clone(leave)),
+        leave_timeout: Duration::from_secs(args.leave_timeout_s),
         registry: crate::registry::get().clone(),
-    };
-    // The bound address and how the worker ended are what the command reports to whoever
-    // started it (the address is the only way to learn a port chosen by the system): plain
-    // lines on stderr, not log events a filter could hide. Not `eprintln!`, which panics when
-    // stderr is full.
-    let exit = run_cluster_worker(&cfg, |addr| {
-        let _ = writeln!(
-            std::io::stderr(),
-            "clasp worker {}: listening on {addr}",
-            args.id
-        );
-    })?;
-    let _ = writeln!(
-        std::io::stderr(),
-        "clasp worker {}: ran {} to the end{}",
-        args.id,
-        exit.app,
-        if exit.errors.is_empty() {
-            String::new()
-        } else {
-            format!(" with faults: {}", exit.errors.join("; "))
+    })
+}
+
+/// Serves jobs until idle, `max_jobs` (0: no limit) were served, or the worker left.
+fn serve_jobs(
+    worker: &mut ClusterWorker,
+    id: u32,
+    max_jobs: u64,
+    leave: &AtomicBool,
+) -> anyhow::Result<()> {
+    let mut served = 0u64;
+    loop {
+        let job = worker.run_job();
+        if leave.load(Ordering::Acquire) {
+            return match job {
+                Ok(_) => {
+                    say(id, "left the cluster (SIGTERM)".into());
+                    Ok(())
+                }
+                Err(NodeError::Stopped) => {
+                    say(id, "stopped (SIGTERM) while waiting for a job".into());
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            };
         }
-    );
-    Ok(())
+        match job {
+            Ok(exit) => say(
+                id,
+                format!(
+                    "ran {} to the end{}",
+                    exit.app,
+                    if exit.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with faults: {}", exit.errors.join("; "))
+                    }
+                ),
+            ),
+            // Idle after serving: the normal end of a worker that is not told how many jobs.
+            Err(NodeError::NoJob { timeout, .. }) if served > 0 => {
+                say(
+                    id,
+                    format!("no job within {timeout:?} after {served}; exiting"),
+                );
+                return Ok(());
+            }
+            Err(e) if max_jobs != 1 && e.ends_only_the_job() => {
+                say(id, format!("the job failed: {e}; waiting for the next"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        served += 1;
+        if max_jobs > 0 && served >= max_jobs {
+            return Ok(());
+        }
+    }
+}
+
+/// SIGTERM sets the returned flag (the worker then leaves its run); a second one exits at once.
+fn on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::SIGTERM;
+    let flag = Arc::new(AtomicBool::new(false));
+    // Registered first: with the flag already set, a SIGTERM exits (status 1) instead.
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 1, Arc::clone(&flag))
+        .and_then(|_| signal_hook::flag::register(SIGTERM, Arc::clone(&flag)))
+        .map_err(|e| anyhow::anyhow!("installing the SIGTERM handler: {e}"))?;
+    Ok(flag)
 }

@@ -53,6 +53,7 @@ use crate::metrics::{
 };
 use crate::model::{CostModel, Problem, Shares};
 use crate::scaling::{Explanation, Trigger, Triggers};
+use clasp_protocol::Slot;
 use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
@@ -514,6 +515,42 @@ impl Autoscaler {
             estimator: self.learner.kind.name(),
             wake_us: self.learner.wake_us(),
         }
+    }
+
+    /// Lets later decisions use up to `max_workers` workers (the pool grew: a worker joined the
+    /// running cluster). Never below the workers in use.
+    pub fn set_max_workers(&mut self, max_workers: usize) {
+        self.cfg.max_workers = max_workers.max(self.workers).max(1);
+    }
+
+    /// Worker `index` (of the pool, in the order decisions number workers) is gone: the pool
+    /// shrinks by one, and the placement this autoscaler assumes moves that worker's key groups
+    /// to the other workers in use, renumbering those after it, as the driver did.
+    pub fn worker_left(&mut self, index: usize) {
+        self.cfg.max_workers = self.cfg.max_workers.saturating_sub(1).max(1);
+        // A decision not carried out yet may place key groups on the worker that left (the
+        // driver then drops it): decide afresh rather than wait for it.
+        self.migrating = false;
+        if index >= self.workers || self.workers <= 1 {
+            return;
+        }
+        let rest = self.workers - 1;
+        let r = &self.routing;
+        let kgs = r.key_groups();
+        self.routing = RoutingTable::from_fn(r.epoch(), r.operators(), kgs, |o, g| {
+            let w = r.owner(o, g).index();
+            Slot::at(match w.cmp(&index) {
+                std::cmp::Ordering::Less => w,
+                std::cmp::Ordering::Greater => w - 1,
+                std::cmp::Ordering::Equal => (o * kgs + g.index()) % rest,
+            })
+        });
+        self.workers = rest;
+    }
+
+    /// The most workers decisions may use.
+    pub fn max_workers(&self) -> usize {
+        self.cfg.max_workers
     }
 
     /// Active workers (0 before [`Autoscaler::initial`]).

@@ -131,6 +131,18 @@ pub trait Controller {
 
     /// A migration completed.
     fn on_migrated(&mut self, _record: &MigrationRecord) {}
+
+    /// The driver listens at `addr` and every starting worker is ready (workers may join from
+    /// now on, when the run reserved ids for them).
+    fn on_listening(&mut self, _addr: std::net::SocketAddr) {}
+
+    /// The reserved worker at index `worker` of the slots joined; the run now has `workers`.
+    /// A later move may place key groups on it.
+    fn on_joined(&mut self, _worker: usize, _workers: usize) {}
+
+    /// The worker at index `worker` of the slots left the run (its key groups were moved to
+    /// the others); the run now has `workers`. No move may place key groups on it again.
+    fn on_left(&mut self, _worker: usize, _workers: usize) {}
 }
 
 /// A static run: the initial placement throughout.

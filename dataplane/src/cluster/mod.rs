@@ -39,10 +39,20 @@
 //! the probes say the workers live, not that the run moves, so they never extend it (a lost
 //! link keeps two counts apart for good).
 //!
-//! A worker exits when the driver says `Bye`, or reports and exits when the driver's connection
-//! is lost; the driver fails the run (with the worker's reason) when a worker's connection
-//! fails or is lost, or when a worker reports `LinkLost` (its connection to another worker is
-//! gone, and with it the requests between the two: the error names both).
+//! A worker's job ends when the driver says `Bye`, or with a report when the driver's connection
+//! is lost; the worker then waits for the next job on the same transport
+//! ([`node::ClusterWorker`]). The driver fails the run (with the worker's reason) when a
+//! worker's connection fails or is lost, or when a worker reports `LinkLost` (its connection to
+//! another worker is gone, and with it the requests between the two: the error names both).
+//!
+//! # Joining and leaving
+//! The worker list a run starts with may hold ids reserved for workers that join it later
+//! (`Join`): their slots own nothing until they have joined, and a migration's part for them is
+//! empty, so the slot list, the routing tables and the quiescence counts stay the ones of a
+//! fixed list. A worker told to leave (`Leave`) has its key groups moved away, is probed until
+//! nothing is left between it and anyone, sends its summary and goes (`PeerLeft` tells the
+//! others); its slots then own nothing, as a reserved worker's. The driver's `join.rs` and
+//! `leave.rs` have the steps and why they are sound.
 
 pub mod control;
 pub mod driver;

@@ -32,6 +32,17 @@ pub enum RoutingRow {
     Slots(Vec<u16>),
 }
 
+/// The routing table of `epoch` whose rows are `rows` (checked: every row holds every key
+/// group, every key group is in range).
+pub fn table_of(epoch: u64, rows: &[RoutingRow]) -> Result<RoutingTable, MessageError> {
+    let rows: Vec<Vec<Slot>> = rows
+        .iter()
+        .enumerate()
+        .map(|(op, r)| r.expand(op))
+        .collect::<Result<_, _>>()?;
+    RoutingTable::from_rows(Epoch(epoch), rows).map_err(|e| content(e.to_string()))
+}
+
 impl RoutingRow {
     /// The shorter form of `row`.
     pub fn of(row: &[Slot]) -> RoutingRow {
@@ -177,15 +188,7 @@ impl Plans {
     /// `(slot, assignment)` per slot, the table shared (checked: every row holds every key
     /// group, every key group is in range).
     pub fn assignments(&self) -> Result<Vec<(Slot, Assignment)>, MessageError> {
-        let rows: Vec<Vec<Slot>> = self
-            .routing
-            .iter()
-            .enumerate()
-            .map(|(op, r)| r.expand(op))
-            .collect::<Result<_, _>>()?;
-        let routing =
-            RoutingTable::from_rows(Epoch(self.epoch), rows).map_err(|e| content(e.to_string()))?;
-        let routing = Arc::new(routing);
+        let routing = Arc::new(table_of(self.epoch, &self.routing)?);
         let upstream_old = Arc::new(self.upstream_old.iter().map(|s| set_of(s)).collect());
         let mut out = Vec::with_capacity(self.slots.len());
         for p in &self.slots {

@@ -34,7 +34,7 @@ mod tests;
 pub use codec::{CONTROL_KIND, Decoder, MessageError, VERSION, decode, encode, encode_into};
 pub use migration::{
     PeerCode, Plans, Progress, Report, RoutingRow, Seal, SlotPlan, StateMsg, StatePart,
-    TransferCode,
+    TransferCode, table_of,
 };
 pub use run::ArchivedLedgerDelta;
 pub use run::{Counters, DELTAS_PER_MESSAGE, Job, LedgerDelta, SpreadCode, Status, WorkerSummary};
@@ -100,6 +100,28 @@ pub enum Message {
         /// Why the connection was lost.
         reason: String,
     },
+    /// Worker → driver, from a worker started after the run began: it listens at `listen`
+    /// and asks for the running job (its id is the one it authenticated with).
+    Join {
+        /// `ip:port` the other workers and the driver connect to.
+        listen: String,
+    },
+    /// Worker → driver: this worker was told to leave (SIGTERM): move its key groups away
+    /// and let it go.
+    Leave,
+    /// Driver → workers: worker `peer` left the run (it holds nothing and was quiescent); its
+    /// connections closing is not a fault.
+    PeerLeft {
+        /// The worker that left.
+        peer: u32,
+    },
+    /// Driver → workers: worker `peer` joined the run at `addr`; connect to it.
+    PeerJoined {
+        /// The joining worker.
+        peer: u32,
+        /// `ip:port`.
+        addr: String,
+    },
 }
 
 impl Message {
@@ -126,6 +148,10 @@ impl Message {
             Message::StatePart(_) => "state part",
             Message::State(_) => "state",
             Message::LinkLost { .. } => "lost link",
+            Message::Join { .. } => "join",
+            Message::PeerJoined { .. } => "peer joined",
+            Message::Leave => "leave",
+            Message::PeerLeft { .. } => "peer left",
         }
     }
 }

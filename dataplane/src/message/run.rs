@@ -1,6 +1,7 @@
 //! The bodies of a run's messages between the driver and its workers: the job, a probe's
 //! answer, the periodic counters, the final summary and the ledger deltas.
 
+use super::RoutingRow;
 use crate::routing::Spread;
 use crate::runtime::ledger::Delta;
 use crate::transport::PeerId;
@@ -36,6 +37,15 @@ pub struct Job {
     /// Each worker writes its own `PATH.w<ID>` for a `file:` sink (workers on several hosts);
     /// else the workers share one host and append to `PATH`, which the driver emptied.
     pub sink_per_worker: bool,
+    /// The epoch of `routing`: 0 at the start of a run, the current one for a worker that
+    /// joins a running cluster.
+    pub epoch: u64,
+    /// The routing table the executors start from, per operator (a joining worker must start
+    /// from the current one); empty: the `spread` over `workers`.
+    pub routing: Vec<RoutingRow>,
+    /// The workers the receiver connects to, with their addresses (a joining worker has no
+    /// cluster file); empty: the receiver's cluster file's workers.
+    pub peers: Vec<(PeerId, String)>,
 }
 
 /// [`Spread`] on the wire (the routing module's type stays free of the codec).

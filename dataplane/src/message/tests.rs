@@ -35,12 +35,15 @@ fn job() -> impl Strategy<Value = Message> {
                 },
                 ring_bytes,
                 pin,
+                peers: workers.iter().map(|&w| (w, driver_addr.clone())).collect(),
                 workers,
                 driver,
                 sink: driver_addr.chars().rev().collect(),
+                sink_per_worker: pin,
+                epoch: u64::from(interval_ms),
+                routing: Vec::new(),
                 driver_addr,
                 interval_ms,
-                sink_per_worker: pin,
             }))
         })
 }
@@ -262,6 +265,10 @@ fn message() -> impl Strategy<Value = Message> {
         summary(),
         text().prop_map(Message::Error),
         (any::<u32>(), text()).prop_map(|(peer, reason)| Message::LinkLost { peer, reason }),
+        text().prop_map(|listen| Message::Join { listen }),
+        (any::<u32>(), text()).prop_map(|(peer, addr)| Message::PeerJoined { peer, addr }),
+        Just(Message::Leave),
+        any::<u32>().prop_map(|peer| Message::PeerLeft { peer }),
         plans(),
         migration(),
     ]

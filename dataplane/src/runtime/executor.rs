@@ -232,7 +232,8 @@ impl Executor {
                 me,
                 worker,
                 table: flatten(&seat.routing),
-                epoch: Epoch::INITIAL,
+                // The table's epoch: a worker that joins a running cluster starts mid-run.
+                epoch: seat.routing.epoch(),
                 my_slot,
                 mig: migrating::Migration::new(my_slot, Arc::clone(&seat.routing), plans),
                 state_part_bytes: crate::migrate::STATE_PART_BYTES_MAX

@@ -109,7 +109,17 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
     let mut workers = Children(Vec::new());
     for id in ["1", "2"] {
         let child = Command::new(&clasp)
-            .args(["worker", "--id", id, "--job-timeout-s", "20", "--cluster"])
+            // One job: a worker serving several would report the refused job and wait on.
+            .args([
+                "worker",
+                "--id",
+                id,
+                "--job-timeout-s",
+                "20",
+                "--max-jobs",
+                "1",
+            ])
+            .arg("--cluster")
             .arg(&file)
             .env("CLASP_CLUSTER_SECRET", secret)
             .stdin(Stdio::null())

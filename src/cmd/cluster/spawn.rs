@@ -178,20 +178,30 @@ fn run_dir(file: &ClusterFile) -> anyhow::Result<(tempfile::TempDir, std::path::
 
 /// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings, each
 /// limited by `limits`; returns their cluster file, the secret they hold and the guard that
-/// stops them.
+/// stops them. The secret is a fresh random one, or with `shared` the one of that secret file
+/// or else of the environment (workers that join the run must know it).
 pub fn spawn_workers(
     n: usize,
     net: &NetArgs,
     limits: &WorkerLimits,
+    shared: Option<Option<&std::path::Path>>,
 ) -> anyhow::Result<(ClusterFile, ClusterSecret, Spawned)> {
     if n == 0 || n > MAX_LOCAL_WORKERS {
         return Err(usage_error(format!(
             "{n} local workers (--workers or --max-workers): must be 1..={MAX_LOCAL_WORKERS}"
         )));
     }
-    let secret_text = random_secret()?;
-    let secret =
-        ClusterSecret::new(secret_text.clone().into_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The children read a shared secret where we did (the environment is inherited).
+    let (secret, fresh_text) = match shared {
+        Some(file) => (super::read_secret(file)?, None),
+        None => {
+            let text = random_secret()?;
+            let s = ClusterSecret::new(text.clone().into_bytes())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            (s, Some(text))
+        }
+    };
+    let secret_file = shared.flatten();
     let mut file = ClusterFile {
         // Random per run, so two runs never mistake each other, and drawn apart from the
         // secret: the id is public (the cluster file, the plaintext hello), the secret is not.
@@ -224,14 +234,20 @@ pub fn spawn_workers(
             .arg("--cluster")
             .arg(&path)
             .args(["--job-timeout-s", SPAWNED_JOB_TIMEOUT_S])
+            // One run, one job: the run waits for its workers to exit after it.
+            .args(["--max-jobs", "1"])
             .args(net.to_args())
-            .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
             .stdout(if limits.inherit_stdout {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             });
+        match (&fresh_text, secret_file) {
+            (Some(text), _) => cmd.env(SECRET_ENV, text),
+            (None, Some(path)) => cmd.arg("--secret-file").arg(path),
+            (None, None) => &mut cmd,
+        };
         let limited = limit_before_exec(&mut cmd, spawned.groups.as_deref(), w.id, limits)?;
         // Free the port for the worker that is about to bind it.
         drop(listener);

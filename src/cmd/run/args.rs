@@ -25,6 +25,13 @@ pub struct RunArgs {
     /// ones it does not use idle, parked; 1..=64).
     #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
+    /// Live runs: start only this many of the --max-workers worker processes (default: all);
+    /// the other ids are reserved for workers that join the running cluster (`clasp worker
+    /// --id ID --join ADDR --cluster-id N`, printed on stderr once the run listens; the run's
+    /// secret then comes from --secret-file or CLASP_CLUSTER_SECRET). The planner uses a
+    /// worker once it joined (docs/cluster.md, "Joining a running cluster").
+    #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
+    pub(crate) start_workers: Option<usize>,
     /// Live runs: the scaling policy.
     #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
     pub(crate) policy: String,
@@ -65,7 +72,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) cluster: Option<PathBuf>,
     /// Secret file for --cluster (default: CLASP_CLUSTER_SECRET). Workers started by
-    /// --workers get a fresh random secret.
+    /// --workers get a fresh random secret; those of a run that workers may join
+    /// (--start-workers below --max-workers) get this one.
     #[arg(long)]
     pub(crate) secret_file: Option<PathBuf>,
     /// Built-in app name (see `clasp apps`; live runs default to wc).

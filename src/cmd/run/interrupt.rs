@@ -37,4 +37,16 @@ impl Controller for Interruptible<'_> {
     fn on_migrated(&mut self, record: &MigrationRecord) {
         self.inner.on_migrated(record);
     }
+
+    fn on_listening(&mut self, addr: std::net::SocketAddr) {
+        self.inner.on_listening(addr);
+    }
+
+    fn on_joined(&mut self, worker: usize, workers: usize) {
+        self.inner.on_joined(worker, workers);
+    }
+
+    fn on_left(&mut self, worker: usize, workers: usize) {
+        self.inner.on_left(worker, workers);
+    }
 }

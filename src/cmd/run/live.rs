@@ -73,6 +73,11 @@ struct Live {
     migrations: usize,
     /// The estimator's starting costs (None without an estimator).
     priors: Option<Priors>,
+    /// The workers the policy may use, as indices of `slots.workers`, in the order its
+    /// decisions number them: those started, then those that joined, less those that left.
+    pool: Vec<usize>,
+    /// The cluster id and the ids reserved for joiners, when workers may join.
+    join_hint: Option<(u64, Vec<u32>)>,
     /// The metrics endpoint and events file, when asked for.
     watch: Watch,
 }
@@ -83,11 +88,15 @@ impl Live {
     /// stays on its executor).
     fn slot_routing(&self, routing: &RoutingTable) -> RoutingTable {
         let e = self.slots.executors;
+        let worker = |i: usize| self.pool.get(i).copied().unwrap_or(i);
         RoutingTable::from_fn(
             routing.epoch(),
             routing.operators(),
             routing.key_groups(),
-            |o, g| self.slots.slot(routing.owner(o, g).index(), g.index() % e),
+            |o, g| {
+                self.slots
+                    .slot(worker(routing.owner(o, g).index()), g.index() % e)
+            },
         )
     }
 
@@ -154,9 +163,8 @@ impl Controller for Live {
         if let Some(n) = self.auto.as_ref().map(|a| a.workers()) {
             // Parked workers (index n and up) feed only the busy-time estimator: their CPU time
             // is the idle overhead it regresses out.
-            let mut samples: Vec<WorkerSample> = v
-                .workers
-                .iter()
+            let mut samples: Vec<WorkerSample> = (self.pool.iter())
+                .filter_map(|&w| v.workers.get(w))
                 .enumerate()
                 .map(|(i, w)| self.sample(w, i))
                 .collect();
@@ -202,6 +210,43 @@ impl Controller for Live {
         }
         self.rows.push(row);
         None
+    }
+
+    fn on_listening(&mut self, addr: std::net::SocketAddr) {
+        if let Some((cluster_id, ids)) = &self.join_hint {
+            let (first, last) = (ids[0], ids[ids.len() - 1]);
+            let _ = writeln!(
+                std::io::stderr(),
+                "clasp run: workers {first}..={last} may join, in order: clasp worker --id \
+                 {first} --join {addr} --cluster-id {cluster_id} (with this run's secret)"
+            );
+        }
+    }
+
+    fn on_joined(&mut self, worker: usize, workers: usize) {
+        self.pool.push(worker);
+        if let Some(a) = self.auto.as_mut() {
+            a.set_max_workers(self.pool.len());
+        }
+        let id = self.slots.workers.get(worker).copied().unwrap_or(0);
+        let _ = writeln!(
+            std::io::stderr(),
+            "clasp run: worker {id} joined; the planner may use {workers} workers"
+        );
+    }
+
+    fn on_left(&mut self, worker: usize, workers: usize) {
+        if let Some(i) = self.pool.iter().position(|&w| w == worker) {
+            self.pool.remove(i);
+            if let Some(a) = self.auto.as_mut() {
+                a.worker_left(i);
+            }
+        }
+        let id = self.slots.workers.get(worker).copied().unwrap_or(0);
+        let _ = writeln!(
+            std::io::stderr(),
+            "clasp run: worker {id} left; the planner may use {workers} workers"
+        );
     }
 
     fn on_migrated(&mut self, r: &MigrationRecord) {
@@ -251,16 +296,16 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         Some(_) => Some(start_priors(&args)?),
         None => None,
     };
-    let max_workers = match (&args.cluster, args.max_workers) {
-        (Some(_), _) => None,
-        (None, n) => Some(n.unwrap_or(DEFAULT_MAX_WORKERS)),
-    };
+    let (start, joinable) = start_workers(&args)?;
     let records = args.records.unwrap_or(u64::MAX);
-    let (mut cfg, spawned) = prepare(&args, max_workers, &spec, records)?;
+    let (mut cfg, spawned) = prepare(&args, start, joinable, &spec, records)?;
     cfg.rate_per_s = None;
-    let n = cfg.workers.len();
+    // Every slot worker: those started, then the ids reserved for joiners.
+    let n = cfg.workers.len() + cfg.joinable.len();
     let slots = Slots {
-        workers: cfg.workers.iter().map(|w| w.0).collect(),
+        workers: (cfg.workers.iter().map(|w| w.0))
+            .chain(cfg.joinable.iter().copied())
+            .collect(),
         executors: usize::from(args.executors),
     };
     let model = AppModel::from_spec(&spec, PROFILE_RECORDS, args.seed, EXEC_US_PRIOR);
@@ -283,6 +328,8 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         progress: !args.json && std::io::stderr().is_terminal(),
         migrations: 0,
         priors,
+        pool: (0..cfg.workers.len()).collect(),
+        join_hint: (!cfg.joinable.is_empty()).then(|| (cfg.cluster_id, cfg.joinable.clone())),
         watch: Watch::start(
             args.metrics_listen,
             args.events.as_deref(),
@@ -290,7 +337,15 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         )?,
     };
     if let Some(kind) = kind {
-        start_autoscaler(&mut live, &args, &model, kind, n, first_rate)?;
+        // Decisions use the workers there are; the pool grows as workers join.
+        start_autoscaler(
+            &mut live,
+            &args,
+            &model,
+            kind,
+            cfg.workers.len(),
+            first_rate,
+        )?;
     }
     let report = drive(spawned, &spec, &cfg, &mut live)?;
     if live.progress {
@@ -320,6 +375,22 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
     Ok(())
+}
+
+/// How many workers the run starts and how many ids it reserves for workers that join
+/// (`--start-workers` of `--max-workers`; a cluster file's workers are all there already).
+fn start_workers(args: &RunArgs) -> anyhow::Result<(Option<usize>, usize)> {
+    if args.cluster.is_some() {
+        return Ok((None, 0));
+    }
+    let max = args.max_workers.unwrap_or(DEFAULT_MAX_WORKERS);
+    let start = args.start_workers.unwrap_or(max);
+    if start > max {
+        return Err(usage_error(format!(
+            "--start-workers {start} is more than --max-workers {max}"
+        )));
+    }
+    Ok((Some(start), max - start))
 }
 
 /// The estimator's priors (`--cost-priors-us`, the machine profile, or the built-ins), said on
@@ -502,7 +573,7 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         .collect()
 }
 
-/// A migration as the planner reports it (`reason`: `policy` or `chaos`).
+/// A migration as the planner reports it (`reason`: `policy`, `chaos`, `script` or `leave`).
 fn migration_row(m: &MigrationRecord) -> MigrationRow {
     MigrationRow {
         epoch: m.epoch,
@@ -520,6 +591,8 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
             "chaos".into()
         } else if m.reason.starts_with("script") {
             "script".into()
+        } else if m.reason.starts_with("leave") {
+            "leave".into()
         } else {
             "policy".into()
         },

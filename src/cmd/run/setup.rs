@@ -21,10 +21,11 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const FAILURE_GRACE: Duration = Duration::from_millis(100);
 
 /// Validates the cluster options, starts `spawn` local workers (or reads the cluster file)
-/// and returns the driver's settings.
+/// and returns the driver's settings, with `joinable` more ids reserved for workers that join.
 pub fn prepare(
     args: &RunArgs,
     spawn: Option<usize>,
+    joinable: usize,
     spec: &AppSpec,
     records: u64,
 ) -> anyhow::Result<(DriverConfig, Spawned)> {
@@ -45,7 +46,11 @@ pub fn prepare(
         sink.truncate_shared()?;
     }
     let (file, secret, spawned) = match (spawn, &args.cluster) {
-        (Some(n), _) => spawn_workers(n, &args.net, &worker_limits)?,
+        (Some(n), _) => {
+            // Workers that join need the secret: the run's own, not a fresh one.
+            let shared = (joinable > 0).then_some(args.secret_file.as_deref());
+            spawn_workers(n, &args.net, &worker_limits, shared)?
+        }
         (None, Some(path)) => (
             ClusterFile::load(path)?,
             read_secret(args.secret_file.as_deref())?,
@@ -65,6 +70,9 @@ pub fn prepare(
         advertise: args.driver_advertise,
         cluster_id: file.cluster_id,
         workers: file.resolve()?,
+        joinable: (0..joinable as u32)
+            .map(|i| file.workers.len() as u32 + 1 + i)
+            .collect(),
         secret,
         limits,
         app_name: spec.name.clone(),

@@ -21,9 +21,10 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
             "clasp run --static needs --workers N or --cluster FILE",
         ));
     }
-    if args.max_workers.is_some() {
+    if args.max_workers.is_some() || args.start_workers.is_some() {
         return Err(usage_error(
-            "--max-workers is for live runs; a --static run takes --workers N",
+            "--max-workers and --start-workers are for live runs; a --static run takes \
+             --workers N",
         ));
     }
     if args.moves.is_some() {
@@ -42,7 +43,7 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
-    let (cfg, spawned) = prepare(&args, args.workers, &spec, records)?;
+    let (cfg, spawned) = prepare(&args, args.workers, 0, &spec, records)?;
     let mut chaos;
     let ctl: &mut dyn Controller = if args.chaos_migrations > 0 {
         let slots = Slots {

@@ -53,6 +53,11 @@ impl Barrier {
     pub(super) fn status(&mut self, from: PeerId, st: Status) {
         self.statuses.entry(st.round).or_default().push((from, st));
     }
+
+    /// The answers to probe `round`, taken.
+    pub(super) fn take_round(&mut self, round: u64) -> Vec<(PeerId, Status)> {
+        self.statuses.remove(&round).unwrap_or_default()
+    }
 }
 
 impl Driver<'_> {
@@ -86,11 +91,17 @@ impl Driver<'_> {
         }
         self.broadcast(&Message::Finish)?;
         let deadline = Instant::now() + stall;
-        while self.barrier.summaries.len() < self.ids.len() {
+        // Workers that left the run sent theirs already.
+        let ours = |d: &Self| {
+            (d.barrier.summaries.iter())
+                .filter(|s| d.ids.contains(&s.worker))
+                .count()
+        };
+        while ours(self) < self.ids.len() {
             if Instant::now() >= deadline {
                 return Err(DriverError::Timeout(format!(
                     "{} of {} worker summaries within {stall:?}",
-                    self.barrier.summaries.len(),
+                    ours(self),
                     self.ids.len(),
                 )));
             }

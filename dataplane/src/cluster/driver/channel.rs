@@ -90,14 +90,11 @@ fn delta(d: &ArchivedLedgerDelta) -> Delta {
 
 impl Driver<'_> {
     pub(super) fn addr_of(&self, peer: PeerId) -> String {
-        self.cfg
-            .workers
-            .iter()
-            .find(|w| w.0 == peer)
-            .map_or_else(|| "?".into(), |w| w.1.to_string())
+        self.addrs
+            .get(&peer)
+            .map_or_else(|| "?".into(), ToString::to_string)
     }
 
-    /// One turn: poll, then handle events and messages. A worker lost is fatal.
     pub(super) fn turn(&mut self, timeout: Duration) -> Result<(), DriverError> {
         let completed = self.rx.ledger.completed_inputs();
         self.t
@@ -169,6 +166,18 @@ impl Driver<'_> {
     }
 
     fn on_event(&mut self, ev: Event) -> Result<(), DriverError> {
+        // A worker that is not (yet) one of the run's: a joiner whose join fails, or a stray
+        // that authenticated; the run is unaffected.
+        if let Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. } = &ev
+            && !self.ids.contains(peer)
+        {
+            if self.leaves.left.contains(peer) {
+                tracing::debug!("worker {peer}, which left: {reason}");
+            } else if !self.join_failed(*peer, reason) {
+                tracing::warn!("worker {peer}, not one of the run's: {reason}");
+            }
+            return Ok(());
+        }
         match ev {
             Event::ConnectFailed { peer, reason } => Err(DriverError::Unreachable {
                 peer,
@@ -234,7 +243,13 @@ impl Driver<'_> {
             self.last_progress = Instant::now();
         }
         match msg {
-            Message::Ready => self.barrier.ack(Ack::Ready),
+            Message::Ready => {
+                if !self.on_join_ready(from) {
+                    self.barrier.ack(Ack::Ready)
+                }
+            }
+            Message::Join { listen } => self.on_join(from, &listen),
+            Message::Leave => self.on_leave(from),
             Message::EosAck { operator } => self.barrier.ack(Ack::EosDone(operator)),
             Message::Status(st) => self.barrier.status(from, st),
             Message::Summary(s) => self.barrier.summaries.push(*s),
@@ -257,11 +272,19 @@ impl Driver<'_> {
                 (self.mig.planner).on_progress(now_ns(), Slot(p.slot), Epoch(p.epoch), waiting);
             }
             Message::Counters(c) => {
-                if let Some(i) = self.ids.iter().position(|&p| p == c.worker) {
+                if let Some(i) = self.slots.workers.iter().position(|&p| p == c.worker)
+                    && self.ids.contains(&c.worker)
+                {
                     self.meter.counters[i] = Some(*c);
                 }
             }
             Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            // A link to a worker that left, or to one that is joining (its join fails).
+            Message::LinkLost { peer, reason } if !self.ids.contains(&peer) => {
+                if !self.join_failed(peer, &format!("worker {from} lost it: {reason}")) {
+                    tracing::debug!("worker {from}: the link to worker {peer}, gone: {reason}");
+                }
+            }
             Message::LinkLost { peer, reason } => {
                 return Err(DriverError::LinkLost {
                     worker: from,

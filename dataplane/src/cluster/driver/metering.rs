@@ -80,8 +80,10 @@ impl Driver<'_> {
             .as_secs_f64()
             .max(1e-9);
         let completed = self.rx.ledger.completed_inputs() * self.cfg.sample_every.max(1);
-        let mut workers = Vec::with_capacity(self.ids.len());
-        for i in 0..self.ids.len() {
+        // One per slot worker, joined or not (a reserved worker's figures stay zero until it
+        // joins and reports).
+        let mut workers = Vec::with_capacity(self.slots.workers.len());
+        for i in 0..self.slots.workers.len() {
             let (Some(c), p) = (&self.meter.counters[i], &self.meter.prev_counters[i]) else {
                 workers.push(WorkerInterval {
                     index: i,

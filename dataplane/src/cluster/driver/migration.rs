@@ -5,7 +5,7 @@
 use super::{Driver, DriverError};
 use crate::clock::monotonic_ns as now_ns;
 use crate::cluster::control::{Controller, MigrationRecord, Move, active_workers};
-use crate::message::{Message, Plans, encode};
+use crate::message::{Message, Plans, Report, encode};
 use crate::migrate::control_frame;
 use crate::request::INGRESS_SLOT;
 use crate::transport::PeerId;
@@ -130,7 +130,7 @@ impl Driver<'_> {
             },
         });
         self.meter.interval_migrating = true;
-        let mut plans: Vec<Vec<(Slot, Assignment)>> = vec![Vec::new(); self.ids.len()];
+        let mut plans: Vec<Vec<(Slot, Assignment)>> = vec![Vec::new(); self.slots.workers.len()];
         let mut rest = Vec::new();
         for a in actions {
             match a {
@@ -141,22 +141,39 @@ impl Driver<'_> {
             }
         }
         let routing = self.mig.planner.routing().clone();
+        let mut reserved = Vec::new();
         for (i, parts) in plans.iter().enumerate() {
+            let id = self.slots.workers[i];
+            if !self.ids.contains(&id) {
+                // Not joined: it hosts nothing under either table (a move onto it waits for
+                // the join), so its part is empty and the driver completes it.
+                reserved.extend(parts.iter().map(|(s, _)| *s));
+                continue;
+            }
             let refs: Vec<(Slot, &Assignment)> = parts.iter().map(|(s, a)| (*s, a)).collect();
             let plans = Message::Plans(Box::new(Plans::new(&routing, &refs)));
             let body = encode(&plans).map_err(|e| DriverError::Migration(format!("plans: {e}")))?;
             if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
                 return Err(DriverError::Migration(format!(
-                    "the plan for worker {} is {} bytes, over the control limit (an app with \
+                    "the plan for worker {id} is {} bytes, over the control limit (an app with \
                      this many operators cannot migrate yet)",
-                    self.ids[i],
                     body.len()
                 )));
             }
-            self.send_control(self.ids[i], &body, "plan to worker")?;
+            self.send_control(id, &body, "plan to worker")?;
         }
         for a in rest {
             self.planner_action(a)?;
+        }
+        for slot in reserved {
+            let done = Report {
+                slot: slot.0,
+                epoch: epoch.0,
+                ..Report::default()
+            };
+            for a in self.mig.planner.on_completed::<()>(now_ns(), done.into()) {
+                self.planner_action(a)?;
+            }
         }
         self.t.flush_now();
         self.account_active();
@@ -184,11 +201,13 @@ impl Driver<'_> {
             mv = ctl.on_interval(&view);
             self.meter.intervals.push(view);
         }
+        self.advance_joins(ctl)?;
+        self.advance_leaves(ctl)?;
         if self.mig.in_flight.is_none() {
             if mv.is_none() {
                 mv = ctl.poll(self.meter.t0.elapsed().as_secs_f64(), admitted);
             }
-            if let Some(m) = mv {
+            if let Some(m) = self.move_to_start(mv) {
                 self.start_move(m, ops)?;
             }
         }

@@ -3,13 +3,16 @@
 //!
 //! A run is a sequence of phases, each in its own file: connect and start the workers (here),
 //! admit the input (`feed.rs`) while the control channel (`channel.rs`) applies ledger
-//! deltas, meters intervals (`metering.rs`) and carries out migrations (`migration.rs`); then
-//! the end-of-stream barrier (`barrier.rs`) and the report (`report.rs`).
+//! deltas, meters intervals (`metering.rs`), carries out migrations (`migration.rs`) and takes
+//! in workers that join (`join.rs`) or leave (`leave.rs`); then the end-of-stream barrier
+//! (`barrier.rs`) and the report (`report.rs`).
 
 mod barrier;
 mod channel;
 mod error;
 mod feed;
+mod join;
+mod leave;
 mod metering;
 mod migration;
 mod report;
@@ -18,7 +21,7 @@ pub use error::DriverError;
 
 use super::control::{Controller, IntervalView, MigrationRecord, Static, active_workers};
 use super::{DRIVER_ID, Job, WorkerSummary};
-use crate::message::Message;
+use crate::message::{Message, RoutingRow};
 use crate::routing::{self, Slots, Spread};
 use crate::runtime::ledger::LatencySummary;
 use crate::transport::{ClusterSecret, Limits, PeerId, Transport, TransportConfig};
@@ -57,6 +60,10 @@ pub struct DriverConfig {
     pub cluster_id: u64,
     /// The workers, in cluster-file order (the routing table spreads over them in this order).
     pub workers: Vec<(PeerId, SocketAddr)>,
+    /// Ids reserved for workers that join the running cluster (`clasp worker --join`), in the
+    /// order they may join: their slots exist from the start and own nothing until a move
+    /// places key groups on them (see `join.rs`). Empty: no joins.
+    pub joinable: Vec<PeerId>,
     /// The cluster secret.
     pub secret: ClusterSecret,
     /// Transport limits.
@@ -155,8 +162,13 @@ struct Driver<'a> {
     slots: Slots,
     t: Transport,
     rx: DriverInbox,
-    /// The workers, in job order.
+    /// The workers of the run, in job order: those it started with, then those that joined.
+    /// `slots.workers` also holds the ids reserved for joiners.
     ids: Vec<PeerId>,
+    /// Where each worker of the run listens.
+    addrs: BTreeMap<PeerId, SocketAddr>,
+    joins: join::Joins,
+    leaves: leave::Leaves,
     /// Frames the driver handed the transport per worker (its side of the quiescence counts).
     sent: BTreeMap<PeerId, u64>,
     /// Faults the run survived.
@@ -172,9 +184,13 @@ impl<'a> Driver<'a> {
     /// Starts the transport and the protocol planner on the initial placement.
     fn new(spec: &AppSpec, cfg: &'a DriverConfig) -> Result<Driver<'a>, DriverError> {
         let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
-        if ids.is_empty() || ids.contains(&DRIVER_ID) {
+        let all: Vec<PeerId> = ids.iter().chain(&cfg.joinable).copied().collect();
+        let distinct: std::collections::BTreeSet<PeerId> = all.iter().copied().collect();
+        if ids.is_empty() || all.contains(&DRIVER_ID) || distinct.len() != all.len() {
             return Err(DriverError::Config(format!(
-                "worker ids {ids:?}: need at least one, and {DRIVER_ID} is the driver's"
+                "worker ids {ids:?} and joinable {:?}: need at least one worker, every id \
+                 once, and {DRIVER_ID} is the driver's",
+                cfg.joinable
             )));
         }
         let mut tcfg =
@@ -184,11 +200,16 @@ impl<'a> Driver<'a> {
         let t = Transport::start(tcfg).map_err(|e| DriverError::transport("driver", e))?;
         let ops = spec.operators.len();
         let slots = Slots {
-            workers: ids.clone(),
+            workers: all,
             executors: cfg.executors as usize,
         };
         slots.check_count()?;
-        let initial = routing::spread(ops, &slots, cfg.spread)?;
+        // Over the starting workers only, whose slots come first: a reserved slot owns nothing.
+        let starting = Slots {
+            workers: ids.clone(),
+            executors: slots.executors,
+        };
+        let initial = routing::spread(ops, &starting, cfg.spread)?;
         let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
         let timeout_ns = cfg.migration_timeout.as_nanos() as u64;
         let pcfg = PlannerConfig {
@@ -199,11 +220,14 @@ impl<'a> Driver<'a> {
         Ok(Driver {
             cfg,
             mig: Migrations::new(Planner::new(initial, preds, pcfg)),
-            meter: Metering::new(ids.len(), active),
+            meter: Metering::new(slots.workers.len(), active),
             barrier: Barrier::default(),
             slots,
             t,
             rx: DriverInbox::new(),
+            addrs: cfg.workers.iter().copied().collect(),
+            joins: join::Joins::default(),
+            leaves: leave::Leaves::default(),
             ids,
             sent: BTreeMap::new(),
             errors: Vec::new(),
@@ -230,24 +254,10 @@ impl<'a> Driver<'a> {
             self.last_progress = Instant::now();
             self.turn(CONNECT_PARK)?;
         }
-        let job = Job {
-            app_name: cfg.app_name.clone(),
-            app_toml: cfg.app_toml.clone(),
-            executors: cfg.executors,
-            spread: cfg.spread.into(),
-            ring_bytes: cfg.ring_bytes as u64,
-            pin: cfg.pin,
-            workers: self.ids.clone(),
-            driver: DRIVER_ID,
-            driver_addr: cfg.advertise.unwrap_or(self.t.local_addr()).to_string(),
-            interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
-            sink: cfg
-                .sink
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            sink_per_worker: cfg.sink_per_worker,
-        };
+        let mut job = self.job(Vec::new());
+        job.routing = (self.mig.planner.routing().rows())
+            .map(RoutingRow::of)
+            .collect();
         self.broadcast(&Message::Job(Box::new(job)))?;
         let deadline = Instant::now() + cfg.ready_timeout;
         while self.barrier.acks(Ack::Ready) < self.ids.len() {
@@ -266,6 +276,32 @@ impl<'a> Driver<'a> {
             self.turn(DRIVER_PARK)?;
         }
         Ok(())
+    }
+
+    /// The run's job, for workers that connect to `peers` (empty: their cluster file's).
+    fn job(&self, peers: Vec<(PeerId, String)>) -> Job {
+        let cfg = self.cfg;
+        Job {
+            app_name: cfg.app_name.clone(),
+            app_toml: cfg.app_toml.clone(),
+            executors: cfg.executors,
+            spread: cfg.spread.into(),
+            ring_bytes: cfg.ring_bytes as u64,
+            pin: cfg.pin,
+            workers: self.slots.workers.clone(),
+            driver: DRIVER_ID,
+            driver_addr: cfg.advertise.unwrap_or(self.t.local_addr()).to_string(),
+            interval_ms: cfg.interval.as_millis().min(u32::MAX as u128) as u32,
+            sink: cfg
+                .sink
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            sink_per_worker: cfg.sink_per_worker,
+            epoch: 0,
+            routing: Vec::new(),
+            peers,
+        }
     }
 
     /// Waits until every tracked root completed and no migration is in progress (a
@@ -303,9 +339,12 @@ pub fn run_driver_with(
 ) -> Result<ClusterReport, DriverError> {
     let mut d = Driver::new(spec, cfg)?;
     d.start()?;
+    ctl.on_listening(cfg.advertise.unwrap_or(d.t.local_addr()));
     let fed = d.feed(spec, ctl)?;
     d.t.flush_now();
     d.drain(ctl, fed.admitted, fed.tracked, spec.operators.len())?;
+    d.settle_joins(ctl)?;
+    d.settle_leaves(ctl)?;
     d.account_active();
     let last_completion = d.rx.last_completion;
     d.end_of_stream(spec)?;

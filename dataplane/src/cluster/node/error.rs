@@ -49,9 +49,28 @@ pub enum NodeError {
     /// The driver broke the run's protocol or went away.
     #[error("{0}")]
     Driver(String),
+    /// Told to leave (SIGTERM) while it had no job: the normal end.
+    #[error("told to stop while waiting for a job")]
+    Stopped,
+    /// Told to leave, and the driver did not let it go in time.
+    #[error("the driver did not let this worker leave within {0:?}")]
+    LeaveTimeout(Duration),
 }
 
 impl NodeError {
+    /// Whether the worker can serve another job after this fault: a job it could not read or
+    /// run, or a driver that broke the protocol or went away, ends that job only; a failed
+    /// transport or a missing cluster-file entry ends the worker.
+    pub fn ends_only_the_job(&self) -> bool {
+        matches!(
+            self,
+            NodeError::BadJob { .. }
+                | NodeError::Job(_)
+                | NodeError::Driver(_)
+                | NodeError::Ring(_)
+        )
+    }
+
     /// A transport failure while doing `what`.
     pub(super) fn transport(what: impl Into<String>, source: TransportError) -> NodeError {
         NodeError::Transport {

@@ -12,8 +12,14 @@
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
 //! there is nothing to do. Executors wake it through the transport's eventfd
 //! ([`NetLink`](crate::runtime::executor::NetLink)).
+//!
+//! A [`ClusterWorker`] keeps its transport (its port, its links to the other workers) from one
+//! job to the next, and starts each job's executors and segment afresh; `join.rs` and
+//! `leave.rs` are its side of joining and leaving a running cluster.
 
 mod error;
+mod join;
+mod leave;
 mod receiver;
 mod start;
 mod summary;
@@ -85,6 +91,14 @@ pub struct ClusterWorkerConfig {
     pub limits: Limits,
     /// How long to wait for the driver's job before giving up.
     pub job_timeout: Duration,
+    /// Join the running cluster whose driver listens here (`workers` then holds only this
+    /// worker, and where the others reach it: `join.rs`).
+    pub join: Option<SocketAddr>,
+    /// Set (by SIGTERM) when this worker is to leave: during a job it asks the driver to move
+    /// its key groups away and let it go; between jobs it stops at once (`leave.rs`).
+    pub leave: Option<Arc<AtomicBool>>,
+    /// How long a leave may take before the worker gives up on it.
+    pub leave_timeout: Duration,
     /// The operator kinds this worker can run: a job whose app names another kind is refused,
     /// naming it (the worker was started from a binary that does not register it).
     pub registry: Registry,
@@ -109,6 +123,8 @@ struct Running {
     slots: Slots,
     /// This worker's index in the job's worker list.
     index: usize,
+    /// The workers this one must be connected to before it is ready.
+    peers: Vec<PeerId>,
     /// Per executor: its plan mailbox.
     plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
     parked: Arc<AtomicBool>,
@@ -141,6 +157,10 @@ struct Node {
     errors: Vec<String>,
     /// Workers whose loss was reported to the driver.
     lost_links: Vec<PeerId>,
+    /// Workers that left the run: their connections closing is not a fault.
+    departed: Vec<PeerId>,
+    /// The leave flag and timeout of the config, and when the leave was asked for.
+    leave: leave::Leave,
 }
 
 impl Node {
@@ -164,7 +184,31 @@ impl Node {
             blocked: false,
             errors: Vec::new(),
             lost_links: Vec::new(),
+            departed: Vec::new(),
+            leave: leave::Leave::default(),
         }
+    }
+
+    /// Forgets the last job: its driver, its queued messages, its quiescence counts (every
+    /// job counts from zero on every worker: each starts after the last one's end was
+    /// quiescent) and its faults.
+    fn reset_for_job(&mut self) {
+        self.driver = None;
+        self.outbox.clear();
+        self.deltas = PendingDeltas::default();
+        self.sent.clear();
+        self.blocked = false;
+        self.errors.clear();
+        self.lost_links.clear();
+        self.departed.clear();
+        self.leave.asked = None;
+        let rx = &mut self.rx;
+        rx.rings = None;
+        rx.msgs.clear();
+        rx.events.clear();
+        rx.received.clear();
+        rx.held = false;
+        rx.faults.clear();
     }
 
     fn fault(&mut self, e: String) {
@@ -355,17 +399,70 @@ impl Node {
     }
 }
 
-/// Runs one cluster worker until the driver says `BYE`. `listening` is called with the bound
-/// address. An `Err` is a fault that ended the worker (also logged).
+/// A cluster worker between jobs: its transport, listening, and the network thread's state.
+/// [`ClusterWorker::run_job`] serves one job after another on the same transport, so a worker
+/// runs for as long as drivers keep sending it work, without a supervisor to restart it.
+pub struct ClusterWorker {
+    cfg: ClusterWorkerConfig,
+    node: Node,
+}
+
+impl ClusterWorker {
+    /// Binds the worker's port and starts its transport (connecting to the cluster file's
+    /// other workers).
+    pub fn start(cfg: &ClusterWorkerConfig) -> Result<ClusterWorker, NodeError> {
+        let t = start_transport(cfg)?;
+        let mut node = Node::new(t, cfg.id);
+        node.leave.flag = cfg.leave.clone();
+        node.leave.timeout = cfg.leave_timeout;
+        Ok(ClusterWorker {
+            cfg: cfg.clone(),
+            node,
+        })
+    }
+
+    /// The address the worker listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.node.t.local_addr()
+    }
+
+    /// Waits for a driver's job (at most the configured job timeout: `NoJob`), runs it until
+    /// the driver says `BYE` and leaves the worker ready for the next one. An `Err` is a fault
+    /// that ended this job (also logged).
+    pub fn run_job(&mut self) -> Result<WorkerExit, NodeError> {
+        self.node.reset_for_job();
+        // A worker of the cluster file that went away since the last job is dialled again.
+        for &(p, addr) in self.cfg.workers.iter().filter(|w| w.0 != self.cfg.id) {
+            self.node
+                .t
+                .connect(p, addr)
+                .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
+        }
+        if let Some(driver) = self.cfg.join {
+            join::ask(&mut self.node, &self.cfg, driver)?;
+        }
+        let job = await_job(&mut self.node, &self.cfg)?;
+        let result = run_one(&self.cfg, &mut self.node, &job);
+        self.node.rx.rings = None;
+        result
+    }
+}
+
+/// Runs one cluster worker until the driver says `BYE` (one job). `listening` is called with
+/// the bound address. An `Err` is a fault that ended the worker (also logged).
 pub fn run_cluster_worker(
     cfg: &ClusterWorkerConfig,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<WorkerExit, NodeError> {
-    let t = start_transport(cfg)?;
-    listening(t.local_addr());
-    let mut node = Node::new(t, cfg.id);
-    let job = await_job(&mut node, cfg)?;
-    let mut run = match prepare(&mut node, cfg, &job) {
+    let mut w = ClusterWorker::start(cfg)?;
+    listening(w.local_addr());
+    w.run_job()
+}
+
+/// Runs the job the driver sent: starts the executors, serves until `FINISH`, stops them and
+/// sends the summary.
+fn run_one(cfg: &ClusterWorkerConfig, node: &mut Node, job: &Job) -> Result<WorkerExit, NodeError> {
+    let mut run = match prepare(node, cfg, job) {
         Ok(r) => r,
         Err(e) => {
             node.fault(e.to_string());
@@ -379,7 +476,7 @@ pub fn run_cluster_worker(
         }
     };
     node.rx.rings = Some(rings_of(&run, job.driver)?);
-    let result = serve(cfg, &mut node, &mut run);
+    let result = serve(node, &mut run);
     // Stop the executors whatever happened.
     let stopped = run.coordinator.stop();
     node.errors.extend(stopped.unpinned);
@@ -395,10 +492,10 @@ pub fn run_cluster_worker(
             .map(|e| format!("executor {e} panicked")),
     );
     result?;
-    finish(&mut node, &run, stopped.results)?;
+    finish(node, &run, stopped.results)?;
     Ok(WorkerExit {
         app: run.spec.name.clone(),
-        errors: node.errors,
+        errors: std::mem::take(&mut node.errors),
     })
 }
 
@@ -434,6 +531,9 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
 fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
     let deadline = Instant::now() + cfg.job_timeout;
     loop {
+        if node.leave.requested() {
+            return Err(NodeError::Stopped);
+        }
         node.poll(JOB_WAIT_TURN, None)?;
         // Refused connections are counted and logged by the transport; not faults.
         for ev in std::mem::take(&mut node.rx.events) {
@@ -473,12 +573,18 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         .connect(job.driver, driver_addr)
         .map_err(|e| NodeError::transport("connecting to the driver", e))?;
     node.driver = Some(job.driver);
-    if job.workers != ids {
-        return Err(NodeError::Job(format!(
-            "the driver's workers {:?} are not this cluster file's {:?}",
-            job.workers, ids
-        )));
-    }
+    // The job's workers are the cluster file's, then those reserved for joiners.
+    let peers = if job.peers.is_empty() {
+        if !job.workers.starts_with(&ids) {
+            return Err(NodeError::Job(format!(
+                "the driver's workers {:?} do not start with this cluster file's {:?}",
+                job.workers, ids
+            )));
+        }
+        ids.iter().copied().filter(|&p| p != cfg.id).collect()
+    } else {
+        join::connect_peers(node, cfg, job)?
+    };
     let spec = if job.app_toml.is_empty() {
         clasp_operators::apps::builtin(&job.app_name)
             .ok_or_else(|| NodeError::Job(format!("no built-in app {:?}", job.app_name)))?
@@ -487,7 +593,10 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         AppSpec::from_toml_str_with(&cfg.registry, &job.app_toml)
             .map_err(|e| NodeError::Job(format!("cannot run the job's app: {e}")))?
     };
-    start_executors(cfg, job, Arc::new(spec), &node.t).map_err(|e| NodeError::Job(e.to_string()))
+    let mut run = start_executors(cfg, job, Arc::new(spec), &node.t)
+        .map_err(|e| NodeError::Job(e.to_string()))?;
+    run.peers = peers;
+    Ok(run)
 }
 
 /// The rings the network thread delivers into: each executor's `ingress` (roots from the
@@ -510,17 +619,12 @@ fn rings_of(run: &Running, driver: PeerId) -> Result<Rings, NodeError> {
 }
 
 /// The run: until the driver says `FINISH`.
-fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
+fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
     let driver = node.driver.unwrap_or(super::DRIVER_ID);
-    let peers: Vec<PeerId> = cfg
-        .workers
-        .iter()
-        .map(|w| w.0)
-        .filter(|&p| p != cfg.id)
-        .collect();
     let mut ready_sent = false;
     let mut next_counters = Instant::now();
     loop {
+        leave::tick(node)?;
         if let Some(iv) = run.interval
             && ready_sent
             && Instant::now() >= next_counters
@@ -536,7 +640,7 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
         }
         if !ready_sent
             && node.t.is_connected(driver)
-            && peers.iter().all(|&p| node.t.is_connected(p))
+            && run.peers.iter().all(|&p| node.t.is_connected(p))
         {
             node.push(&Message::Ready);
             ready_sent = true;
@@ -562,6 +666,9 @@ fn serve(cfg: &ClusterWorkerConfig, node: &mut Node, run: &mut Running) -> Resul
                         "cannot reach the driver: {reason}"
                     )));
                 }
+                // A worker that left closes its connections.
+                Event::PeerLost { peer, .. } | Event::ConnectFailed { peer, .. }
+                    if node.departed.contains(&peer) => {}
                 // A lost link loses the requests between the two workers: the driver ends
                 // the run naming both (recovery is not implemented).
                 Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
@@ -613,6 +720,8 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
                 Err(e) => node.fault(format!("bad plan from the driver: {e}")),
             }
         }
+        Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
+        Message::PeerLeft { peer } => leave::peer_left(node, run, peer),
         Message::Finish => return Ok(true),
         Message::Bye => {
             return Err(NodeError::Driver(

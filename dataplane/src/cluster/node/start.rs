@@ -42,6 +42,9 @@ pub(super) enum StartError {
     /// The executors.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The job's routing table.
+    #[error("the job's routing table: {0}")]
+    Routing(#[from] crate::message::MessageError),
     /// The job's sink.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
@@ -67,7 +70,15 @@ pub(super) fn start_executors(
         workers: job.workers.clone(),
         executors,
     };
-    let table = Arc::new(crate::routing::spread(ops, &slots, job.spread.into())?);
+    // The driver's current table (a joiner's starts mid-run), else the spread.
+    let table = if job.routing.is_empty() {
+        crate::routing::spread(ops, &slots, job.spread.into())?
+    } else {
+        let t = crate::message::table_of(job.epoch, &job.routing)?;
+        slots.check(&t, ops)?;
+        t
+    };
+    let table = Arc::new(table);
     let index = job
         .workers
         .iter()
@@ -126,6 +137,7 @@ pub(super) fn start_executors(
         net_out,
         slots,
         index,
+        peers: Vec::new(),
         plans,
         parked,
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),

@@ -96,8 +96,9 @@ impl Migration {
         routing: Arc<RoutingTable>,
         plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
     ) -> Self {
+        let epoch = routing.epoch();
         Migration {
-            proto: Worker::new(Slot(u32::from(slot)), routing, Epoch::INITIAL),
+            proto: Worker::new(Slot(u32::from(slot)), routing, epoch),
             ready: VecDeque::new(),
             parts: HashMap::new(),
             decoder: Decoder::default(),

@@ -1,0 +1,309 @@
+//! Workers that outlive a run: `clasp worker` serves job after job and ends when idle, and a
+//! worker started after a live run began joins it (`clasp worker --join`) and is used by the
+//! run's next move. Every run must equal `clasp oracle`; every wait is bounded.
+
+mod common;
+
+use common::{ClusterDir, Workers, assert_equals_oracle, clasp_env, json};
+use rustix::process::{Pid, Signal, kill_process};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "a cluster secret of at least 32 bytes";
+
+/// `clasp worker --id ID` of `cluster`, giving up after `idle_s` without a job.
+fn worker(cluster: &ClusterDir, id: &str, idle_s: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", id, "--job-timeout-s", idle_s, "--cluster"])
+        .arg(&cluster.file)
+        .env("CLASP_CLUSTER_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clasp worker runs")
+}
+
+/// Waits for `c` to exit, at most `limit`; its exit status.
+fn exit_within(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "worker {} still runs", c.id());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_worker_serves_job_after_job_and_exits_when_idle() {
+    let cluster = ClusterDir::new("serve-jobs", 91, 2);
+    let mut workers = Workers(vec![worker(&cluster, "1", "4"), worker(&cluster, "2", "4")]);
+    for (app, seed) in [("wc", "1"), ("etl", "2")] {
+        let run = json(&clasp_env(
+            &[
+                "run",
+                "--static",
+                "--cluster",
+                cluster.path(),
+                "--app",
+                app,
+                "--records",
+                "2000",
+                "--seed",
+                seed,
+                "--json",
+            ],
+            &[("CLASP_CLUSTER_SECRET", SECRET)],
+        ));
+        assert_equals_oracle(app, "2000", seed, &run);
+    }
+    // Idle for --job-timeout-s after serving: the normal end.
+    for c in &mut workers.0 {
+        let st = exit_within(c, Duration::from_secs(20));
+        assert!(st.success(), "{st}");
+    }
+}
+
+/// A `clasp run` whose stderr lines arrive on a channel as they are printed.
+struct LiveRun {
+    child: Child,
+    out: JoinHandle<String>,
+    err: JoinHandle<String>,
+    lines: Receiver<String>,
+}
+
+impl LiveRun {
+    fn start(args: &[&str], dir: &Path) -> LiveRun {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+            .args(args)
+            .env("XDG_CONFIG_HOME", dir.join("no-config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clasp run runs");
+        let mut stdout = child.stdout.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let err = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        LiveRun {
+            child,
+            out,
+            err,
+            lines,
+        }
+    }
+
+    /// The first stderr line holding `needle`.
+    fn line_with(&self, needle: &str) -> String {
+        loop {
+            let line = (self.lines)
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("no line with {needle:?}: {e}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for the end (killed after `limit`): exit status, stdout, stderr.
+    fn wait(mut self, limit: Duration) -> (std::process::ExitStatus, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("the run did not end: {}", self.err.join().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (status, self.out.join().unwrap(), self.err.join().unwrap())
+    }
+}
+
+/// The word after `flag` in `line`.
+fn after(line: &str, flag: &str) -> String {
+    let at = line
+        .find(flag)
+        .unwrap_or_else(|| panic!("{flag} in {line}"))
+        + flag.len();
+    line[at..].split_whitespace().next().unwrap().to_string()
+}
+
+/// A live run with one of its two workers started (about 8 s of input); the test starts the
+/// second with `clasp worker --join` once the run says how, and the scripted move to two
+/// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
+#[test]
+fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
+    let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, SECRET).unwrap();
+    let secret_path = secret_file.to_str().unwrap();
+    let run = LiveRun::start(
+        &[
+            "run",
+            "--app",
+            "wc",
+            "--records",
+            "24000",
+            "--seed",
+            "6",
+            "--peak-rate",
+            "3000",
+            "--pattern",
+            "constant",
+            "--max-workers",
+            "2",
+            "--start-workers",
+            "1",
+            "--moves",
+            "1.5:2",
+            "--uncapped",
+            "--json",
+            "--secret-file",
+            secret_path,
+        ],
+        &dir,
+    );
+    // "clasp run: workers 2..=2 may join, in order: clasp worker --id 2 --join ADDR
+    // --cluster-id N (...)"
+    let hint = run.line_with("may join");
+    assert_eq!(after(&hint, "--id "), "2", "{hint}");
+    let joiner = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", "2", "--join", &after(&hint, "--join ")])
+        .args(["--cluster-id", &after(&hint, "--cluster-id ")])
+        .args(["--secret-file", secret_path])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clasp worker --join runs");
+    let mut workers = Workers(vec![joiner]);
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("worker 2 joined"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_equals_oracle("wc", "24000", "6", &v);
+    let moves: Vec<(u64, u64)> = v["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter()
+        .map(|m| {
+            let n = |k: &str| m[k].as_u64().unwrap();
+            (n("workers_before"), n("workers_after"))
+        })
+        .collect();
+    assert_eq!(moves, [(1, 2)], "{stderr}");
+    // The joiner served the run it joined, then exited.
+    let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
+    assert!(st.success(), "{st}");
+}
+
+/// SIGTERM to a worker of a running cluster: its key groups move to the other worker, it
+/// exits 0 while the run goes on, and the run still equals the oracle.
+#[test]
+fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
+    let cluster = ClusterDir::new("leave", 92, 2);
+    let mut workers = Workers(vec![
+        worker(&cluster, "1", "20"),
+        worker(&cluster, "2", "20"),
+    ]);
+    let leaver = workers.0[1].id();
+    let path = cluster.path().to_string();
+    // About 6 s of input; the worker is told to leave 2.5 s after the run started.
+    let run = std::thread::spawn(move || {
+        json(&clasp_env(
+            &[
+                "run",
+                "--static",
+                "--cluster",
+                &path,
+                "--app",
+                "wc",
+                "--records",
+                "48000",
+                "--seed",
+                "8",
+                "--rate",
+                "8000",
+                "--json",
+            ],
+            &[("CLASP_CLUSTER_SECRET", SECRET)],
+        ))
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    kill_process(Pid::from_raw(leaver as i32).unwrap(), Signal::TERM).expect("SIGTERM");
+    let run = run.join().unwrap();
+    assert_equals_oracle("wc", "48000", "8", &run);
+    let moves: Vec<(u64, u64, String)> = run["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter()
+        .map(|m| {
+            let n = |k: &str| m[k].as_u64().unwrap();
+            let reason = m["reason"].as_str().unwrap_or_default().to_string();
+            (n("workers_before"), n("workers_after"), reason)
+        })
+        .collect();
+    assert_eq!(moves, [(2, 1, "leave: worker 2".to_string())], "{run}");
+    let st = exit_within(&mut workers.0[1], Duration::from_secs(20));
+    assert!(st.success(), "the worker that left: {st}");
+}
+
+#[test]
+fn bad_join_options_are_named() {
+    for (args, needle) in [
+        (
+            &["run", "--max-workers", "2", "--start-workers", "3"][..],
+            "--start-workers 3",
+        ),
+        (
+            &["run", "--static", "--workers", "2", "--start-workers", "1"][..],
+            "live runs",
+        ),
+        (
+            &["worker", "--id", "2", "--join", "127.0.0.1:9"][..],
+            "--cluster-id",
+        ),
+        (
+            &[
+                "worker",
+                "--id",
+                "0",
+                "--join",
+                "127.0.0.1:9",
+                "--cluster-id",
+                "1",
+            ][..],
+            "--id 0",
+        ),
+    ] {
+        let out = clasp_env(args, &[("CLASP_CLUSTER_SECRET", SECRET)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
