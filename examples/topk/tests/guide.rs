@@ -94,10 +94,13 @@ fn every_command_of_the_guide_runs() {
         } else if command.starts_with("export PATH=") || command == "cd examples/topk" {
             // What `shell` does: the binary first on the PATH, in (a copy of) the example.
         } else if command.starts_with("topk worker ") {
-            // A worker runs until the driver's run ends: started, not awaited.
-            workers
-                .0
-                .push(shell(&command, &work).spawn().expect("sh runs"));
+            // A worker serves runs until it is stopped: started, not awaited (`exec`, so that
+            // the signal below reaches the worker, not the shell).
+            workers.0.push(
+                shell(&format!("exec {command}"), &work)
+                    .spawn()
+                    .expect("sh runs"),
+            );
         } else if command.starts_with("topk ") || command.starts_with("head -") {
             let out = wait(shell(&command, &work).spawn().expect("sh runs"), &command);
             assert!(
@@ -110,9 +113,15 @@ fn every_command_of_the_guide_runs() {
         }
         ran.push(command);
     }
-    // The three workers of the cluster run served the driver and exited on their own.
+    // The three workers of the cluster run served the driver and wait for the next one:
+    // SIGTERM stops each.
     assert_eq!(workers.0.len(), 3, "{ran:#?}");
     for mut w in std::mem::take(&mut workers.0) {
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &w.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
         let status = w.wait().expect("a worker exits");
         assert!(
             status.success(),
