@@ -1,16 +1,16 @@
-//! The ledger deltas an executor has not reported yet, one per root.
+//! The ledger deltas a cluster worker's network thread has read from its executors in one
+//! turn and not yet sent to the driver, one per root.
 //!
 //! A root's ledger is the XOR of its deltas, so deltas of one root can be XORed together before
 //! they travel: the ledger ends at the same value, and a tree completes when the combined delta
 //! closes it exactly as when the parts arrive one by one (a combined delta is zero only when
 //! every request it covers was created and processed within it — a whole tree, since a root's
-//! own delta never names the root). An executor handles a request's children together a turn
-//! after the request (they sit next to each other in its ring), so one delta per root per turn
-//! replaces one per request: for WC's split, ten words' deltas become one. Each delta is a
-//! report frame's 24 bytes, the network thread's encoding and send, and a hash-map update at
-//! the root's home — per chained request, on every tracked tree. A cluster worker's network
-//! thread combines again what all its executors reported in one turn before it sends them to
-//! the driver.
+//! own delta never names the root). Each delta that does not travel saves 24 bytes on the wire
+//! and a hash-map update at the driver, which is the whole cluster's ledger. The executors do
+//! not combine: a hash lookup per tracked request there cost WC about 8 % of its throughput
+//! (`clasp local --app wc --records 300000 --executors 2`, three alternated runs: 274/294/265 k
+//! records/s without, 256/271/239 k with), while combining here gained about 3 % on a
+//! 2-worker static WC run (265/257/272 k against 249/265/258 k).
 
 use crate::runtime::ledger::Delta;
 use std::collections::HashMap;
@@ -39,10 +39,6 @@ impl PendingDeltas {
                 self.list.push(d);
             }
         }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -107,7 +103,7 @@ mod tests {
             "a zero delta closes the whole tree"
         );
         assert!(!ledger.apply(combined[1], 10), "root 9 is still open");
-        assert!(p.is_empty());
+        assert_eq!(p.len(), 0);
     }
 
     #[test]

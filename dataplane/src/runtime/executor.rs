@@ -21,7 +21,6 @@
 //! gated: refusing it could block a peer that waits for us).
 
 use super::RuntimeError;
-use super::deltas::PendingDeltas;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
@@ -151,8 +150,8 @@ pub(crate) struct Engine {
     /// The rings request frames go into.
     out: Outbound,
     report: Producer<ShmRing>,
-    /// Deltas not yet reported, one per root.
-    deltas: PendingDeltas,
+    /// Deltas not yet reported.
+    deltas: Vec<Delta>,
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
@@ -245,7 +244,7 @@ impl Executor {
                     .collect(),
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
-                deltas: PendingDeltas::default(),
+                deltas: Vec::new(),
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),
@@ -651,7 +650,7 @@ impl Engine {
                 return;
             };
             self.scratch.clear();
-            encode_deltas(self.deltas.drain_front(n), &mut self.scratch);
+            encode_deltas(self.deltas.drain(..n), &mut self.scratch);
             debug_assert_eq!(self.scratch.len(), deltas_frame_bytes(n));
             g.copy_from_slice(&self.scratch);
             g.commit();

@@ -129,7 +129,6 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
             .expect("clasp worker runs");
         workers.0.push(child);
     }
-    let started = std::time::Instant::now();
     let out = run(
         topk(),
         &[
@@ -150,10 +149,6 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
     assert!(
         err.contains("unknown operator kind `topk_"),
         "the error names the kind: {err}"
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "no hang"
     );
     // The workers gave up on the job and exited by themselves.
     for (i, c) in workers.0.iter_mut().enumerate() {
