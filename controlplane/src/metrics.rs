@@ -36,6 +36,11 @@ pub struct WorkerSample {
     pub local_per_s: f64,
     /// R^r_w: remote chained requests generated per second.
     pub remote_per_s: f64,
+    /// Remote chained requests other workers sent it, per second (None: not measured). The
+    /// busy-time estimator prices a remote request on both sides with it.
+    pub remote_received_per_s: Option<f64>,
+    /// Input records per second it took in from the ingress (0: not measured).
+    pub roots_per_s: f64,
     /// δ_w: distinct remote workers reached.
     pub destinations: usize,
     /// Per operator (indexed like the app).

@@ -60,6 +60,8 @@ fn interval(
             wait_mean_us: queue as f64 * EXEC_US / 2.0,
             local_per_s: per * FANOUT / workers as f64,
             remote_per_s: per * FANOUT * (workers - 1) as f64 / workers as f64,
+            remote_received_per_s: None,
+            roots_per_s: 0.0,
             destinations: workers - 1,
             operators: vec![
                 clasp_controlplane::metrics::OperatorSample {

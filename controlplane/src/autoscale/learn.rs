@@ -71,6 +71,15 @@ impl Learner {
         }
     }
 
+    /// The busy-time estimator's price of an input record taken in from the ingress, when it
+    /// plans with it and the data identify it.
+    pub(super) fn root_us(&self) -> Option<f64> {
+        match self.kind {
+            EstimatorKind::Saturated => None,
+            EstimatorKind::BusyTime => self.busy.root_us(),
+        }
+    }
+
     /// Per coefficient (α, β, γ): the samples behind the planning estimate.
     pub(super) fn samples(&self) -> [usize; 3] {
         match self.kind {

@@ -127,6 +127,9 @@ pub struct Estimates {
     /// Busy-time only: CPU µs a worker thread's sleep and wake-up cost, once identified (not
     /// used by placement).
     pub wake_us: Option<f64>,
+    /// Busy-time only: CPU µs per input record a worker takes in from the ingress (receipt and
+    /// completion report), once identified (not used by placement).
+    pub root_us: Option<f64>,
 }
 
 /// One interval in the rate window.
@@ -514,6 +517,7 @@ impl Autoscaler {
             gamma_samples,
             estimator: self.learner.kind.name(),
             wake_us: self.learner.wake_us(),
+            root_us: self.learner.root_us(),
         }
     }
 

@@ -5,7 +5,9 @@
 //!
 //! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w`
 //!
-//! `S_w` is how often the worker's threads went to sleep (voluntary context switches per
+//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w + ρ·I_w`
+//!
+//! (the ρ·I_w term is below). `S_w` is how often the worker's threads went to sleep (voluntary context switches per
 //! second) and ω what a sleep and its wake-up cost. Beyond the paper, and needed on real
 //! machines: at low load every request arrives alone, a thread sleeps and wakes around it, and
 //! on a virtual machine each such pair costs tens of µs of the worker's own CPU (timer and idle
@@ -16,10 +18,22 @@
 //! as the load moves. ω is reported but not used by placement: a saturated worker does not
 //! sleep.
 //!
+//! `I_w` is the input records per second the worker took in from the ingress, and ρ what one
+//! costs it beyond its operators' execution: receiving it from the network and reporting its
+//! completion (the latency ledger's deltas). Also beyond the paper: left out, ρ lands on α,
+//! since every input record brings a fixed number of local requests (measured on WC: α at 3×
+//! its calibrated value). On one placement I and R^l move together; a placement that puts the
+//! source and its successors on different workers separates them. ρ is reported, not used by
+//! placement.
+//!
 //! One row per worker per interval (idle workers too: they pin the intercept c0, the cost of
-//! timers and the network thread with nothing to do). Rows are pooled over workers, so α and β
-//! are the CPU a chained request costs on *both* sides — the sender's hand-off and the
-//! receiver's — since each worker's CPU includes what it received.
+//! timers and the network thread with nothing to do). α and β are the CPU a chained request
+//! costs on *both* sides — the sender's hand-off and the receiver's. A local request's two sides
+//! are on one worker. A remote request's are not: its receiver pays its side too, so a row's
+//! remote regressor is the mean of the requests the worker sent and those it received
+//! ([`BusyRow::remote_regressor`]). Counting only the sent ones would leave the receiving side
+//! with no regressor on the receiver's row, where it lands on α (a receiver that runs the heavy
+//! operator has many local requests too) — measured: α 3× its calibrated value, β not learnt.
 //!
 //! Why weighted least squares solved afresh each interval rather than a recursive update: the
 //! information matrix `A = Σ λ^age·x·xᵀ` is kept explicitly, so the estimate is always the exact
@@ -40,7 +54,7 @@
 //! An unidentified coefficient reports its prior and 0 samples — never a value the data cannot
 //! support. Each coefficient is clamped to [0, `max_prior_multiple` × prior].
 
-use nalgebra::{Matrix4, Matrix5, Vector4, Vector5};
+use nalgebra::{Matrix5, Matrix6, Vector5, Vector6};
 
 use crate::metrics::WorkerSample;
 use crate::model::CostModel;
@@ -73,6 +87,13 @@ const MAX_RATE_PER_S: f64 = 1e10;
 const MAX_DESTINATIONS: f64 = 1e6;
 /// The column of S (sleeps per second) in the regression: after 1, R^l, R^r, δ.
 const WAKE_COLUMN: usize = 4;
+/// The column of I (input records per second the worker took in from the ingress).
+const ROOT_COLUMN: usize = 5;
+/// The columns of the regression: 1, R^l, R^r, δ, S, I.
+const COLUMNS: usize = 6;
+/// ρ's prior: CPU µs per input record a worker takes in from the ingress (its receipt, and the
+/// completion report back). Like ω's, it only sets the column's scale.
+pub const DEFAULT_ROOT_PRIOR_US: f64 = 2.0;
 /// Relative size of the jitter that keeps a singular sub-block of A invertible.
 const SINGULAR_JITTER: f64 = 1e-12;
 /// The ridge of a column no row has touched (normalised units): keeps A + R invertible.
@@ -143,10 +164,14 @@ pub struct BusyRow {
     /// R^l_w and R^r_w: chained requests per second it generated.
     pub local_per_s: f64,
     pub remote_per_s: f64,
+    /// Remote chained requests per second the other workers sent it (None: not measured).
+    pub remote_received_per_s: Option<f64>,
     /// δ_w: distinct remote workers it sent to.
     pub destinations: f64,
     /// S_w: times per second a thread of it went to sleep (0: not measured).
     pub sleeps_per_s: f64,
+    /// I_w: input records per second it took in from the ingress (0: not measured).
+    pub roots_per_s: f64,
 }
 
 impl BusyRow {
@@ -159,8 +184,10 @@ impl BusyRow {
             exec_us_per_s: s.exec_load_us_per_s(),
             local_per_s: s.local_per_s,
             remote_per_s: s.remote_per_s,
+            remote_received_per_s: s.remote_received_per_s,
             destinations: s.destinations as f64,
             sleeps_per_s: s.sleeps_per_s,
+            roots_per_s: s.roots_per_s,
         })
     }
 
@@ -171,29 +198,45 @@ impl BusyRow {
             && ok(self.exec_us_per_s, MAX_CPU_US_PER_S)
             && ok(self.local_per_s, MAX_RATE_PER_S)
             && ok(self.remote_per_s, MAX_RATE_PER_S)
+            && ok(self.remote_received_per_s.unwrap_or(0.0), MAX_RATE_PER_S)
             && ok(self.destinations, MAX_DESTINATIONS)
             && ok(self.sleeps_per_s, MAX_RATE_PER_S)
+            && ok(self.roots_per_s, MAX_RATE_PER_S)
+    }
+
+    /// The regressor of β: where the receiving side was measured, the mean of the requests
+    /// sent and received, so that β is what one remote request costs on *both* sides (its
+    /// sender's hand-off and its receiver's), each side charged to the worker that pays it;
+    /// otherwise the requests sent (β then also carries the receiver's side, pooled over
+    /// workers).
+    pub fn remote_regressor(&self) -> f64 {
+        match self.remote_received_per_s {
+            Some(received) => 0.5 * (self.remote_per_s + received),
+            None => self.remote_per_s,
+        }
     }
 }
 
-/// Weighted least squares of `cpu − E` on (1, R^l, R^r, δ, S); see the module docs.
+/// Weighted least squares of `cpu − E` on (1, R^l, R^r, δ, S, I); see the module docs.
 #[derive(Clone, Debug)]
 pub struct BusyTimeEstimator {
     cfg: BusyTimeConfig,
     priors: CostModel,
-    /// Per column (1, R^l, R^r, δ, S): raw regressor → normalised (prior / load scale; 0 for
+    /// Per column (1, R^l, R^r, δ, S, I): raw regressor → normalised (prior / load scale; 0 for
     /// an unusable prior). The intercept's column is 1, so its θ is c0 / load scale.
-    norm: Vector5<f64>,
+    norm: Vector6<f64>,
     /// Σ w·x·xᵀ, Σ w·x·y, Σ w·y², Σ w over the rows (normalised units).
-    info: Matrix5<f64>,
-    xy: Vector5<f64>,
+    info: Matrix6<f64>,
+    xy: Vector6<f64>,
     yy: f64,
     weight: f64,
     /// The clamped ridge solution (normalised), and what is reported.
-    theta: Vector5<f64>,
-    /// Whether ω (the last column) is identified, like `identified` for α, β, γ.
+    theta: Vector6<f64>,
+    /// Whether ω and ρ are identified, like `identified` for α, β, γ.
     wake_identified: bool,
     wake_positive_rows: usize,
+    root_identified: bool,
+    root_positive_rows: usize,
     identified: [bool; 3],
     /// Per coefficient, its last identified value (normalised): reported while it is not
     /// identified now but the rows still carry weight (see [`BusyTimeEstimator::costs`]).
@@ -214,20 +257,23 @@ impl BusyTimeEstimator {
         BusyTimeEstimator {
             cfg,
             priors,
-            norm: Vector5::new(
+            norm: Vector6::new(
                 1.0,
                 usable(priors.alpha_us),
                 usable(priors.beta_us),
                 usable(priors.gamma_us),
                 usable(DEFAULT_WAKE_PRIOR_US),
+                usable(DEFAULT_ROOT_PRIOR_US),
             ),
-            info: Matrix5::zeros(),
-            xy: Vector5::zeros(),
+            info: Matrix6::zeros(),
+            xy: Vector6::zeros(),
             yy: 0.0,
             weight: 0.0,
             theta: Self::prior_theta(),
             wake_identified: false,
             wake_positive_rows: 0,
+            root_identified: false,
+            root_positive_rows: 0,
             identified: [false; 3],
             held: [None; 3],
             independence: [0.0; 3],
@@ -239,8 +285,8 @@ impl BusyTimeEstimator {
     }
 
     /// The normalised prior: no idle overhead, every cost at its prior.
-    fn prior_theta() -> Vector5<f64> {
-        Vector5::new(0.0, 1.0, 1.0, 1.0, 1.0)
+    fn prior_theta() -> Vector6<f64> {
+        Vector6::new(0.0, 1.0, 1.0, 1.0, 1.0, 1.0)
     }
 
     /// One interval's rows (one per worker with a measured CPU time): forgets the older rows
@@ -255,11 +301,12 @@ impl BusyTimeEstimator {
         for r in rows {
             if self.add_row(r) {
                 self.rows_used += 1;
-                let regs = [r.local_per_s, r.remote_per_s, r.destinations];
+                let regs = [r.local_per_s, r.remote_regressor(), r.destinations];
                 for (p, v) in positive.iter_mut().zip(regs) {
                     *p += usize::from(v > 0.0);
                 }
                 self.wake_positive_rows += usize::from(r.sleeps_per_s > 0.0);
+                self.root_positive_rows += usize::from(r.roots_per_s > 0.0);
             } else {
                 self.rows_skipped += 1;
             }
@@ -280,12 +327,13 @@ impl BusyTimeEstimator {
         if !r.plausible() {
             return false;
         }
-        let x = Vector5::new(
+        let x = Vector6::new(
             1.0,
             r.local_per_s,
-            r.remote_per_s,
+            r.remote_regressor(),
             r.destinations,
             r.sleeps_per_s,
+            r.roots_per_s,
         )
         .component_mul(&self.norm);
         let y = (r.cpu_us_per_s - r.exec_us_per_s) / self.cfg.load_scale_us_per_s;
@@ -302,15 +350,15 @@ impl BusyTimeEstimator {
 
     /// `(A + R)⁻¹` and the ridge solution, solved on the Jacobi-scaled system (the columns'
     /// magnitudes differ by orders); None when the sums are not usable.
-    fn solve(&self) -> Option<(Matrix5<f64>, Vector5<f64>)> {
+    fn solve(&self) -> Option<(Matrix6<f64>, Vector6<f64>)> {
         let ridge = self
             .info
             .diagonal()
             .map(|d| self.cfg.ridge * d.max(0.0) + RIDGE_FLOOR);
-        let m = self.info + Matrix5::from_diagonal(&ridge);
+        let m = self.info + Matrix6::from_diagonal(&ridge);
         let rhs = self.xy + ridge.component_mul(&Self::prior_theta());
         let d_inv = m.diagonal().map(|d| 1.0 / d.sqrt());
-        let scale = Matrix5::from_diagonal(&d_inv);
+        let scale = Matrix6::from_diagonal(&d_inv);
         let chol = (scale * m * scale).cholesky()?;
         let raw = scale * chol.solve(&(scale * rhs));
         let m_inv = scale * chol.inverse() * scale;
@@ -328,13 +376,13 @@ impl BusyTimeEstimator {
         let sigma2 = self.residual_variance(&raw);
         let c0_bound = self.cfg.intercept_bound_us_per_s / self.cfg.load_scale_us_per_s;
         let max = self.cfg.max_prior_multiple;
-        self.theta = Vector5::new(
-            raw[0].clamp(-c0_bound, c0_bound),
-            raw[1].clamp(0.0, max),
-            raw[2].clamp(0.0, max),
-            raw[3].clamp(0.0, max),
-            raw[4].clamp(0.0, max),
-        );
+        self.theta = Vector6::from_fn(|i, _| {
+            if i == 0 {
+                raw[0].clamp(-c0_bound, c0_bound)
+            } else {
+                raw[i].clamp(0.0, max)
+            }
+        });
         if !self.theta.iter().all(|v| v.is_finite()) {
             self.forget_all();
             return;
@@ -361,11 +409,16 @@ impl BusyTimeEstimator {
             schur_ratio(&self.info, WAKE_COLUMN),
             self.wake_positive_rows,
         );
+        self.root_identified = identified(
+            ROOT_COLUMN,
+            schur_ratio(&self.info, ROOT_COLUMN),
+            self.root_positive_rows,
+        );
     }
 
     /// The weighted residual variance of the fit `raw` (∞ with too few rows to tell).
-    fn residual_variance(&self, raw: &Vector5<f64>) -> f64 {
-        let dof = self.weight - 5.0;
+    fn residual_variance(&self, raw: &Vector6<f64>) -> f64 {
+        let dof = self.weight - COLUMNS as f64;
         if dof <= 0.0 {
             return f64::INFINITY;
         }
@@ -376,12 +429,13 @@ impl BusyTimeEstimator {
 
     /// Drops every row (the sums stopped being finite): back to the priors.
     fn forget_all(&mut self) {
-        self.info = Matrix5::zeros();
-        self.xy = Vector5::zeros();
+        self.info = Matrix6::zeros();
+        self.xy = Vector6::zeros();
         self.yy = 0.0;
         self.weight = 0.0;
         self.theta = Self::prior_theta();
         self.wake_identified = false;
+        self.root_identified = false;
         self.identified = [false; 3];
         self.held = [None; 3];
         self.independence = [0.0; 3];
@@ -417,6 +471,13 @@ impl BusyTimeEstimator {
     pub fn wake_us(&self) -> Option<f64> {
         self.wake_identified
             .then(|| self.theta[WAKE_COLUMN] * DEFAULT_WAKE_PRIOR_US)
+    }
+
+    /// ρ: CPU µs per input record a worker takes in from the ingress, when the data identify
+    /// it (reported, not used by placement).
+    pub fn root_us(&self) -> Option<f64> {
+        self.root_identified
+            .then(|| self.theta[ROOT_COLUMN] * DEFAULT_ROOT_PRIOR_US)
     }
 
     /// c0: the idle overhead (µs per second per worker); not used by placement.
@@ -468,16 +529,16 @@ impl BusyTimeEstimator {
 
 /// `s_i / A_ii`, where `s_i = A_ii − a_iᵀ·A_{−i,−i}⁻¹·a_i` is the part of column i that the
 /// other columns do not explain (0 for an empty column).
-fn schur_ratio(a: &Matrix5<f64>, i: usize) -> f64 {
+fn schur_ratio(a: &Matrix6<f64>, i: usize) -> f64 {
     let aii = a[(i, i)];
     if !(aii.is_finite() && aii > 0.0) {
         return 0.0;
     }
-    let others: Vec<usize> = (0..5).filter(|&j| j != i).collect();
-    let sub = Matrix4::from_fn(|r, c| a[(others[r], others[c])]);
-    let col = Vector4::from_fn(|r, _| a[(others[r], i)]);
+    let others: Vec<usize> = (0..COLUMNS).filter(|&j| j != i).collect();
+    let sub = Matrix5::from_fn(|r, c| a[(others[r], others[c])]);
+    let col = Vector5::from_fn(|r, _| a[(others[r], i)]);
     let jitter = SINGULAR_JITTER * (sub.trace().abs() + 1e-300);
-    let Some(chol) = (sub + Matrix4::identity() * jitter).cholesky() else {
+    let Some(chol) = (sub + Matrix5::identity() * jitter).cholesky() else {
         return 0.0;
     };
     let explained = col.dot(&chol.solve(&col));

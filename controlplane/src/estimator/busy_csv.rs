@@ -7,6 +7,11 @@ use super::busy::BusyRow;
 
 /// The optional column of wake-ups: times per second a thread of the worker went to sleep.
 pub const SLEEPS_COLUMN: &str = "sleeps_per_s";
+/// The optional column of remote requests received per second (CSVs written before it
+/// existed lack it: their rows price a remote request on its sender's row only).
+pub const RECEIVED_COLUMN: &str = "remote_received_per_s";
+/// The optional column of input records per second taken in from the ingress.
+pub const ROOTS_COLUMN: &str = "roots_per_s";
 
 /// A CSV of rows could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +29,10 @@ impl fmt::Display for BusyCsvError {
 
 impl std::error::Error for BusyCsvError {}
 
-/// The columns a rows CSV must have (in any order; others are ignored). `sleeps_per_s` may be
-/// there too (CSVs written before it existed lack it: their rows have no wake-up count).
+/// The columns a rows CSV must have (in any order; others are ignored). `sleeps_per_s`,
+/// `remote_received_per_s` and `roots_per_s` may be there too (CSVs written before they
+/// existed lack them: their rows have no wake-up count, no count of what they received and of
+/// input records taken in).
 pub const CSV_COLUMNS: [&str; 7] = [
     "worker",
     "t_s",
@@ -60,10 +67,14 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
             ),
         })?;
     }
-    let sleeps_at = names.iter().position(|n| *n == SLEEPS_COLUMN);
+    let optional = Optional {
+        sleeps_at: names.iter().position(|n| *n == SLEEPS_COLUMN),
+        received_at: names.iter().position(|n| *n == RECEIVED_COLUMN),
+        roots_at: names.iter().position(|n| *n == ROOTS_COLUMN),
+    };
     let mut rows = Vec::new();
     for (line, l) in lines {
-        if let Some(r) = csv_row(line, l, &at, sleeps_at)? {
+        if let Some(r) = csv_row(line, l, &at, optional)? {
             rows.push(r);
         }
     }
@@ -78,12 +89,37 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
     Ok(intervals)
 }
 
+/// Where the optional columns are, if there.
+#[derive(Clone, Copy)]
+struct Optional {
+    sleeps_at: Option<usize>,
+    received_at: Option<usize>,
+    roots_at: Option<usize>,
+}
+
+/// The optional number in column `at` of `fields`: None when the column or its value is
+/// missing.
+fn optional_num(
+    line: usize,
+    fields: &[&str],
+    at: Option<usize>,
+    name: &str,
+) -> Result<Option<f64>, BusyCsvError> {
+    match at.and_then(|k| fields.get(k)) {
+        None | Some(&"") => Ok(None),
+        Some(f) => f.parse::<f64>().map(Some).map_err(|_| BusyCsvError {
+            line,
+            message: format!("{name}: {f:?} is not a number"),
+        }),
+    }
+}
+
 /// One data line; None when its CPU time is empty (not measured).
 fn csv_row(
     line: usize,
     l: &str,
     at: &[usize; 7],
-    sleeps_at: Option<usize>,
+    optional: Optional,
 ) -> Result<Option<BusyRow>, BusyCsvError> {
     let fields: Vec<&str> = l.split(',').map(str::trim).collect();
     let get = |k: usize| -> Result<&str, BusyCsvError> {
@@ -102,13 +138,10 @@ fn csv_row(
     if get(2)?.is_empty() {
         return Ok(None);
     }
-    let sleeps_per_s = match sleeps_at.and_then(|k| fields.get(k)) {
-        None | Some(&"") => 0.0,
-        Some(f) => f.parse::<f64>().map_err(|_| BusyCsvError {
-            line,
-            message: format!("{SLEEPS_COLUMN}: {f:?} is not a number"),
-        })?,
-    };
+    let sleeps_per_s =
+        optional_num(line, &fields, optional.sleeps_at, SLEEPS_COLUMN)?.unwrap_or(0.0);
+    let remote_received_per_s = optional_num(line, &fields, optional.received_at, RECEIVED_COLUMN)?;
+    let roots_per_s = optional_num(line, &fields, optional.roots_at, ROOTS_COLUMN)?.unwrap_or(0.0);
     let worker = get(0)?.parse::<usize>().map_err(|_| BusyCsvError {
         line,
         message: format!("worker: {:?} is not an index", fields[at[0]]),
@@ -120,7 +153,9 @@ fn csv_row(
         exec_us_per_s: num(3)?,
         local_per_s: num(4)?,
         remote_per_s: num(5)?,
+        remote_received_per_s,
         destinations: num(6)?,
         sleeps_per_s,
+        roots_per_s,
     }))
 }

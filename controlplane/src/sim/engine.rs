@@ -622,6 +622,10 @@ impl Cluster {
                 },
                 local_per_s: c.local * per_s,
                 remote_per_s: c.remote * per_s,
+                // The simulator's CPU time charges a remote request to its sender only.
+                remote_received_per_s: None,
+                // Input records cost nothing beyond their execution in the simulator.
+                roots_per_s: 0.0,
                 destinations,
                 operators: c
                     .processed

@@ -31,6 +31,11 @@ pub struct WorkerInterval {
     pub queued_bytes: u64,
     /// Distinct other workers it sent requests to in the interval.
     pub destinations: usize,
+    /// Remote chained requests per second other workers sent it (what the others' network
+    /// threads counted for it: the receiving side of their remote requests).
+    pub remote_received_per_s: f64,
+    /// Input records per second the driver admitted to it.
+    pub roots_per_s: f64,
     /// Times per second a thread of the worker went to sleep (voluntary context switches).
     pub sleeps_per_s: f64,
     /// The worker's cumulative counters at the end of the interval (for metrics endpoints,

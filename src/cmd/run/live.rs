@@ -117,6 +117,8 @@ impl Live {
             },
             local_per_s: w.edges_local_per_s.iter().sum(),
             remote_per_s: w.edges_remote_per_s.iter().sum(),
+            remote_received_per_s: Some(w.remote_received_per_s),
+            roots_per_s: w.roots_per_s,
             destinations: w.destinations,
             operators: (0..ops)
                 .map(|o| OperatorSample {
@@ -531,7 +533,7 @@ fn record(
             "w_bar_us": e.w_bar_us,
             "alpha_samples": e.alpha_samples, "beta_samples": e.beta_samples,
             "gamma_samples": e.gamma_samples, "estimator": e.estimator,
-            "wake_us": e.wake_us,
+            "wake_us": e.wake_us, "root_us": e.root_us,
         }),
         None => serde_json::Value::Null,
     };
@@ -562,6 +564,8 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
             .sum(),
         local_per_s: w.edges_local_per_s.iter().sum(),
         remote_per_s: w.edges_remote_per_s.iter().sum(),
+        remote_received_per_s: w.remote_received_per_s,
+        roots_per_s: w.roots_per_s,
         destinations: w.destinations,
         busy_us_per_s: w.busy_us_per_s,
         sleeps_per_s: w.sleeps_per_s,

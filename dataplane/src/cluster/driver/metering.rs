@@ -21,6 +21,8 @@ pub(super) struct Metering {
     pub(super) interval_admitted: u64,
     pub(super) interval_completed: u64,
     pub(super) interval_migrating: bool,
+    /// Records admitted to each worker by the end of the previous interval.
+    pub(super) admitted_to_before: std::collections::BTreeMap<PeerId, u64>,
     /// Records due by the rate and not admitted.
     pub(super) backlog: u64,
     /// The rate offered now (`None`: unthrottled).
@@ -45,6 +47,7 @@ impl Metering {
             interval_admitted: 0,
             interval_completed: 0,
             interval_migrating: false,
+            admitted_to_before: Default::default(),
             backlog: 0,
             offered: None,
             active,
@@ -136,9 +139,13 @@ impl Driver<'_> {
                 queued_bytes: c.queued_bytes,
                 destinations,
                 sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
+                // Set from every worker's counters once all are in (`count_received`).
+                remote_received_per_s: 0.0,
+                roots_per_s: 0.0,
                 totals: c.clone(),
             });
         }
+        self.count_received(&mut workers);
         self.meter.last_worker_intervals = workers.clone();
         self.meter.prev_counters = self.meter.counters.clone();
         let view = IntervalView {
@@ -158,6 +165,53 @@ impl Driver<'_> {
         self.meter.interval_completed = completed;
         self.meter.interval_migrating = self.mig.in_flight.is_some();
         view
+    }
+}
+
+impl Driver<'_> {
+    /// Sets each worker's remote requests received per second from the others' counts of
+    /// what they sent it this interval, and the input records this driver admitted to it. A
+    /// worker's CPU includes its receiving side, so the busy-time estimator needs both.
+    fn count_received(&mut self, workers: &mut [WorkerInterval]) {
+        let interval_s = self.meter.interval_start.elapsed().as_secs_f64().max(1e-9);
+        for (&peer, &n) in &self.sent {
+            let before = self
+                .meter
+                .admitted_to_before
+                .get(&peer)
+                .copied()
+                .unwrap_or(0);
+            if let Some(j) = self.slots.workers.iter().position(|&w| w == peer)
+                && let Some(w) = workers.get_mut(j)
+            {
+                w.roots_per_s = n.saturating_sub(before) as f64 / interval_s;
+            }
+        }
+        self.meter.admitted_to_before = self.sent.clone();
+        let mut received = vec![0.0; workers.len()];
+        for (c, p) in self.meter.counters.iter().zip(&self.meter.prev_counters) {
+            let Some(c) = c else { continue };
+            let zero = Counters::default();
+            let p = p.as_ref().unwrap_or(&zero);
+            if p.t_ns == c.t_ns && p.t_ns != 0 {
+                continue;
+            }
+            let dt_s = if p.t_ns == 0 {
+                self.meter.interval_start.elapsed().as_secs_f64()
+            } else {
+                c.t_ns.saturating_sub(p.t_ns) as f64 / 1e9
+            }
+            .max(1e-9);
+            for &(peer, n) in &c.sent_to {
+                let before = p.sent_to.iter().find(|s| s.0 == peer).map_or(0, |s| s.1);
+                if let Some(j) = self.slots.workers.iter().position(|&w| w == peer) {
+                    received[j] += n.saturating_sub(before) as f64 / dt_s;
+                }
+            }
+        }
+        for (w, r) in workers.iter_mut().zip(received) {
+            w.remote_received_per_s = r;
+        }
     }
 }
 

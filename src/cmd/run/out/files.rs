@@ -43,7 +43,7 @@ const MIGRATION_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 9] = [
+const WORKER_HEADER: [&str; 11] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -53,9 +53,11 @@ const WORKER_HEADER: [&str; 9] = [
     "destinations",
     "busy_us_per_s",
     "sleeps_per_s",
+    "remote_received_per_s",
+    "roots_per_s",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 9] {
+fn worker_fields(r: &WorkerRow) -> [String; 11] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -66,6 +68,8 @@ fn worker_fields(r: &WorkerRow) -> [String; 9] {
         r.destinations.to_string(),
         r.busy_us_per_s.to_string(),
         r.sleeps_per_s.to_string(),
+        r.remote_received_per_s.to_string(),
+        r.roots_per_s.to_string(),
     ]
 }
 

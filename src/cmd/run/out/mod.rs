@@ -102,6 +102,10 @@ pub struct WorkerRow {
     pub local_per_s: f64,
     /// Remote chained requests per second.
     pub remote_per_s: f64,
+    /// Remote chained requests other workers sent it, per second.
+    pub remote_received_per_s: f64,
+    /// Input records per second the ingress admitted to it.
+    pub roots_per_s: f64,
     /// Distinct other workers it sent to.
     pub destinations: usize,
     /// Executor busy µs per second.

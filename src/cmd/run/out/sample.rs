@@ -89,6 +89,8 @@ pub(super) fn record() -> RunRecord {
                 exec_us_per_s: 120_000.0,
                 local_per_s: 40_000.0,
                 remote_per_s: 5_000.0 * (i % 2) as f64,
+                remote_received_per_s: 5_000.0 * ((i + 1) % 2) as f64,
+                roots_per_s: 4_000.0,
                 destinations: i % 2,
                 busy_us_per_s: 200_000.0,
                 sleeps_per_s: 3_000.0,

@@ -84,12 +84,15 @@ pub fn render_summary(rec: &RunRecord) -> String {
         let _ = writeln!(
             out,
             "estimator {}: samples α {}, β {}, γ {} (0: not learnt, still the prior); \
-             a sleep and wake-up: {}",
+             a sleep and wake-up: {}; an input record: {}",
             text_or_na(&e["estimator"]),
             text_or_na(&e["alpha_samples"]),
             text_or_na(&e["beta_samples"]),
             text_or_na(&e["gamma_samples"]),
             e["wake_us"]
+                .as_f64()
+                .map_or_else(|| "not learnt".to_owned(), |w| format!("{} µs", cost(w))),
+            e["root_us"]
                 .as_f64()
                 .map_or_else(|| "not learnt".to_owned(), |w| format!("{} µs", cost(w))),
         );
