@@ -214,5 +214,6 @@ pub fn derive_problem(ctx: &DerivationContext<'_>, agg: &Aggregate, s: f64) -> P
                 rate_per_s: s * agg.edges_per_s[i],
             })
             .collect(),
+        packing: crate::placement::Packing::default(),
     }
 }

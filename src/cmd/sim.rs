@@ -4,6 +4,7 @@
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};
+use clasp_controlplane::placement::Packing;
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
 use clasp_controlplane::sim::{
@@ -67,6 +68,13 @@ pub struct SimArgs {
     /// Packing headroom h (default: 1.0 for worker-count, 0.9 otherwise).
     #[arg(long)]
     headroom: Option<f64>,
+    /// any-fit (every open worker, successor hosts first) | next-fit (only the last opened).
+    #[arg(long, default_value = "any-fit")]
+    placement: String,
+    /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
+    /// (every executor takes any request).
+    #[arg(long, default_value = "apply")]
+    parallelism: String,
     /// Directory for CSV, JSON and SVG output.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -148,6 +156,21 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     if !(headroom > 0.0 && headroom <= 1.0) {
         return Err(usage_error("--headroom must be in (0, 1]"));
     }
+    let packing = Packing::parse(&args.placement).ok_or_else(|| {
+        usage_error(format!(
+            "--placement {:?}: expected any-fit or next-fit",
+            args.placement
+        ))
+    })?;
+    let apply_parallelism = match args.parallelism.as_str() {
+        "apply" => true,
+        "ignore" => false,
+        p => {
+            return Err(usage_error(format!(
+                "--parallelism {p:?}: expected apply or ignore"
+            )));
+        }
+    };
     let settings = SimSettings {
         cluster: ClusterConfig {
             executors: args.executors,
@@ -156,6 +179,8 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         workers: args.workers,
         headroom,
         seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
+        apply_parallelism,
+        packing,
     };
     if let Some(dir) = &args.out {
         // Before the simulation: it must not end with nowhere to put its files.

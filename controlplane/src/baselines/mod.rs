@@ -125,8 +125,9 @@ impl Policy for Clasp {
             place(problem)
         };
         let reason = format!(
-            "policy={} workers={} saturated={} fraction_placed={:.4} budget_us_per_s={:.0}",
+            "policy={} packing={} workers={} saturated={} fraction_placed={:.4} budget_us_per_s={:.0}",
             self.kind().name(),
+            problem.packing.name(),
             placement.workers,
             placement.saturated,
             placement.fraction_placed,

@@ -63,6 +63,8 @@ fn run_policy(
         saturated_throughput_per_worker_prior_per_s: Some(ff_init / big_n as f64),
         // The experiment reproduces the saturated method as calibrated by the lab.
         estimator_kind: EstimatorKind::Saturated,
+        executors_per_worker: settings.cluster.executors,
+        packing: settings.packing,
         ..AutoscaleConfig::new(kind, big_n)
     };
     // The estimator and the per-input profile as calibration left them (§5.3).
@@ -71,6 +73,10 @@ fn run_policy(
         .with_profile(lab.profile.clone());
     let d = auto.initial();
     let mut cluster = Cluster::new(lab.app, settings.cluster.clone(), big_n, &d.shares, seed);
+    let parallelism = |d: &crate::autoscale::ScaleDecision| {
+        settings.apply_parallelism.then(|| d.parallelism.clone())
+    };
+    cluster.set_parallelism(parallelism(&d).as_deref());
     let mut res = E2eResult::default();
     let total_us: f64 = pattern.iter().map(|p| p.1).sum();
     let (mut t, mut stage, mut stage_end) = (0.0, 0usize, pattern[0].1);
@@ -100,6 +106,7 @@ fn run_policy(
         }
         if let Some(d) = auto.on_interval(t, &samples, &planner) {
             cluster.migrate(&d.shares);
+            cluster.set_parallelism(parallelism(&d).as_deref());
             auto.migrated(t);
             res.decisions
                 .push(format!("t_s={:.2} {}", t / 1e6, d.explanation));
@@ -177,6 +184,7 @@ pub fn e2e(
         first_runs.push((app.name.clone(), per[ai][0].clone()));
     }
     let v = json!({"experiment": "e2e", "pattern": pattern.name(), "workers": settings.workers,
-                   "seeds": settings.seeds, "results": results});
+                   "seeds": settings.seeds, "parallelism_applied": settings.apply_parallelism,
+                   "packing": settings.packing.name(), "results": results});
     (v, csv, first_runs)
 }

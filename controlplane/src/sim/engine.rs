@@ -17,8 +17,9 @@
 //! (queues grow without bound), network bandwidth limits, failures.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
+use super::inbox::Inbox;
 use super::rng::KeyGroupSampler;
 use crate::app::AppModel;
 use crate::metrics::{OperatorSample, PlannerSample, WorkerSample};
@@ -149,8 +150,9 @@ struct Counters {
 }
 
 struct Worker {
-    /// One inbound FIFO served by every executor of the worker (see the module docs).
-    queue: VecDeque<Req>,
+    /// The inbound requests, served oldest first by every executor of the worker (see the
+    /// module docs), per operator at most the decision's parallelism at once when applied.
+    queue: Inbox<Req>,
     execs: Vec<Executor>,
     net_free_us: f64,
     paused_until_us: f64,
@@ -272,7 +274,7 @@ impl Cluster {
         let n_workers = max_workers.max(active);
         let workers = (0..n_workers)
             .map(|_| Worker {
-                queue: VecDeque::new(),
+                queue: Inbox::new(app.operators.len()),
                 execs: (0..cfg.executors.max(1))
                     .map(|_| Executor::default())
                     .collect(),
@@ -393,7 +395,7 @@ impl Cluster {
             self.push(req.enqueued_us, Ev::Arrive { w: owner, req });
             return;
         }
-        self.workers[w].queue.push_back(req);
+        self.workers[w].queue.push(req.op as usize, req);
         if let Some(e) = self.workers[w].execs.iter().position(|x| !x.busy) {
             self.try_start(w, e);
         }
@@ -412,7 +414,7 @@ impl Cluster {
             self.push(now + debt, Ev::ExecDone { w, e });
             return;
         }
-        let Some(req) = self.workers[w].queue.pop_front() else {
+        let Some((_, req)) = self.workers[w].queue.start_next() else {
             return;
         };
         let cv = self.cfg.service_cv;
@@ -503,6 +505,7 @@ impl Cluster {
             let mut children = children;
             children.clear();
             self.workers[w].execs[e].children = children;
+            self.workers[w].queue.finished(req.op as usize);
             let r = &mut self.roots[req.root as usize];
             r.1 = r.1 + n - 1;
             if r.1 == 0 {
@@ -518,6 +521,33 @@ impl Cluster {
         }
         self.workers[w].execs[e].busy = false;
         self.try_start(w, e);
+        if self.workers[w].queue.capped() {
+            // The finished request freed a place under its operator's cap: an executor left
+            // idle by that cap may start now (this one may be paying housekeeping debt).
+            self.wake(w);
+        }
+    }
+
+    /// Every idle executor of `w` tries to start a request.
+    fn wake(&mut self, w: usize) {
+        for e in 0..self.workers[w].execs.len() {
+            self.try_start(w, e);
+        }
+    }
+
+    /// Caps how many executors of each worker run each operator at once:
+    /// `parallelism[o][w]` (a decision's parallelism); `None` lifts every cap, so any idle
+    /// executor takes the oldest request (the single pool the load model assumes).
+    pub fn set_parallelism(&mut self, parallelism: Option<&[Vec<usize>]>) {
+        for w in 0..self.workers.len() {
+            let limits: Option<Vec<usize>> = parallelism.map(|p| {
+                p.iter()
+                    .map(|row| row.get(w).copied().unwrap_or(0))
+                    .collect()
+            });
+            self.workers[w].queue.set_limits(limits.as_deref());
+            self.wake(w);
+        }
     }
 
     fn flush(&mut self) {
@@ -566,11 +596,7 @@ impl Cluster {
                 Ev::ExecDone { w, e } => self.exec_done(w, e),
                 Ev::Arrive { w, req } => self.enqueue(w, req),
                 Ev::Flush => self.flush(),
-                Ev::Resume { w } => {
-                    for e in 0..self.workers[w].execs.len() {
-                        self.try_start(w, e);
-                    }
-                }
+                Ev::Resume { w } => self.wake(w),
                 Ev::Input => {
                     self.input_scheduled = false;
                     if self.input_rate_per_s > 0.0 {
@@ -685,15 +711,14 @@ impl Cluster {
             let until = self.now_us + pause;
             self.workers[w].paused_until_us = until;
             // Forward queued requests whose key group left this worker.
-            let q = std::mem::take(&mut self.workers[w].queue);
-            for req in q {
+            let routing = &self.routing;
+            let gone = self.workers[w]
+                .queue
+                .retain_or_take(|_, req| owner_of(routing, req.op as usize, req.kg as usize) == w);
+            for req in gone {
                 let owner = owner_of(&self.routing, req.op as usize, req.kg as usize);
-                if owner == w {
-                    self.workers[w].queue.push_back(req);
-                } else {
-                    let t = until + self.cfg.link_latency_us;
-                    self.push(t, Ev::Arrive { w: owner, req });
-                }
+                let t = until + self.cfg.link_latency_us;
+                self.push(t, Ev::Arrive { w: owner, req });
             }
             self.push(until, Ev::Resume { w });
         }

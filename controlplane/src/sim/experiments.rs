@@ -90,7 +90,8 @@ pub fn placement(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<Strin
         }
         results.insert(k.name().to_string(), Value::Object(m));
     }
-    let v = json!({"experiment": "placement", "workers": n, "seeds": settings.seeds, "results": results});
+    let v = json!({"experiment": "placement", "workers": n, "seeds": settings.seeds,
+                   "packing": settings.packing.name(), "results": results});
     (v, csv)
 }
 
@@ -280,7 +281,10 @@ fn predict_target(
             max_workers: big_n,
             slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
         };
-        crate::metrics::derive_problem(&ctx, agg, scale)
+        crate::model::Problem {
+            packing: settings.packing,
+            ..crate::metrics::derive_problem(&ctx, agg, scale)
+        }
     };
     let clasp_workers = |p: &crate::model::Problem| {
         let c = place(p);
@@ -318,6 +322,7 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let (oowc_mean, per_app_detail) = observed_detail(apps, &runs);
     let v = json!({
         "experiment": "worker-count",
+        "packing": settings.packing.name(),
         "workers": settings.workers,
         "headroom": settings.headroom,
         "seeds": settings.seeds,

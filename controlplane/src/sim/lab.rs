@@ -14,7 +14,7 @@ use crate::metrics::{
     derive_problem,
 };
 use crate::model::{CostModel, DEFAULT_SLOTS_PER_WORKER, Problem, Shares};
-use crate::placement::place_max_throughput;
+use crate::placement::{Packing, place_max_throughput};
 
 /// The estimator's priors are the truth multiplied by these (α high, β low, γ high: ~3× off).
 pub const PRIOR_FACTORS: [f64; 3] = [3.0, 1.0 / 3.0, 3.0];
@@ -37,6 +37,26 @@ pub struct SimSettings {
     pub workers: usize,
     pub headroom: f64,
     pub seeds: Vec<u64>,
+    /// e2e: the simulated workers run each operator on at most the decision's parallelism
+    /// `P_{o,w}` executors (false: every executor takes any request, the ablation).
+    pub apply_parallelism: bool,
+    /// The packing rule of every CLASP placement (and the -SP ablations').
+    pub packing: Packing,
+}
+
+impl Default for SimSettings {
+    /// The paper's testbed: 10 workers of the default cluster, h = 0.9, seeds 1–3, parallelism
+    /// applied, any-fit packing.
+    fn default() -> Self {
+        SimSettings {
+            cluster: ClusterConfig::default(),
+            workers: super::DEFAULT_WORKERS,
+            headroom: crate::model::DEFAULT_HEADROOM,
+            seeds: super::DEFAULT_SEEDS.to_vec(),
+            apply_parallelism: true,
+            packing: Packing::default(),
+        }
+    }
 }
 
 /// What a lab learned.
@@ -103,7 +123,10 @@ impl<'a> Lab<'a> {
             max_workers: self.settings.workers,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
         };
-        derive_problem(&ctx, &self.profile, rate_per_s)
+        Problem {
+            packing: self.settings.packing,
+            ..derive_problem(&ctx, &self.profile, rate_per_s)
+        }
     }
 
     /// A policy's shares on exactly `n` workers for unthrottled input.

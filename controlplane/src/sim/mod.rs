@@ -9,6 +9,7 @@
 pub mod e2e;
 pub mod engine;
 pub mod experiments;
+mod inbox;
 pub mod lab;
 pub mod plot;
 pub mod rng;
@@ -147,6 +148,7 @@ pub fn random_instance(rng: &mut SimRng) -> Problem {
         slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
         operators: ops,
         edges,
+        packing: crate::placement::Packing::default(),
     }
 }
 

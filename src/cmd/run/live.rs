@@ -470,6 +470,7 @@ fn start_autoscaler(
 ) -> anyhow::Result<()> {
     let mut acfg = AutoscaleConfig::new(kind, n);
     acfg.interval_us = args.interval_ms as f64 * 1e3;
+    acfg.executors_per_worker = usize::from(args.executors);
     // W̄ follows the cap: a capped worker has its cap's share of a core, however many
     // executors share it.
     let executors = f64::from(args.executors);
