@@ -63,6 +63,17 @@ impl WorkerSample {
     }
 }
 
+/// Scheduling and execution time of a set of workers (µs per second, summed): execution is
+/// `Σ E_w`, scheduling the rest of the executors' and network threads' busy time (dispatch,
+/// hand-offs, connections) — what Zhang24's overhead model is refitted from.
+pub fn scheduling_and_execution_us_per_s(samples: &[WorkerSample]) -> (f64, f64) {
+    samples.iter().fold((0.0, 0.0), |(sched, exec), s| {
+        let e = s.exec_load_us_per_s();
+        let busy = s.executor_busy_us_per_s + s.network_busy_us_per_s;
+        (sched + (busy - e).max(0.0), exec + e)
+    })
+}
+
 /// Table 2, planner p, one interval.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PlannerSample {

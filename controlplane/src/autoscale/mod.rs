@@ -49,7 +49,7 @@ use crate::baselines::{Observed, Policy, policy};
 use crate::estimator::CapacityEstimator;
 use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
-    derive_problem, projection_factor,
+    derive_problem, projection_factor, scheduling_and_execution_us_per_s,
 };
 use crate::model::{CostModel, Problem, Shares};
 use crate::scaling::{Explanation, Trigger, Triggers, executor_parallelism, total_parallelism};
@@ -315,6 +315,11 @@ impl Autoscaler {
     ) -> Option<ScaleDecision> {
         if self.cfg.learn_costs && !self.migrating {
             self.learner.observe_busy(t_us, samples, parked);
+        }
+        if !self.migrating {
+            // Policies with an overhead model (Zhang24) refit it from measured times.
+            let (sched, exec) = scheduling_and_execution_us_per_s(samples);
+            self.policy.observe_overhead(sched, exec);
         }
         let saturated = self.observe_saturation(samples);
         self.record_rates(t_us, samples, planner);

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::lab::{Lab, SimSettings};
+use super::lab::{Lab, SimSettings, Window};
 use crate::app::AppModel;
 use crate::baselines::faasflow::faasflow_workers;
-use crate::baselines::zhang24::Zhang24;
+use crate::baselines::zhang24::{Zhang24, mean_instances};
 use crate::baselines::{Observed, PolicyKind};
 use crate::placement::place;
 
@@ -210,8 +210,9 @@ fn predictions(
     for (i, &src) in levels.iter().enumerate() {
         let n_src = oowc[i];
         let shares = lab.shares_for(PolicyKind::Clasp, n_src);
-        let (agg, _lam, big_lambda) = lab.observe_at(src, &shares, n_src);
-        fit_zhang24(settings, lab, &mut zhang, src, &agg);
+        let window = lab.observe_at(src, &shares, n_src);
+        fit_zhang24(lab, &mut zhang, src, &window);
+        let (agg, big_lambda) = (window.aggregate, window.throughput_per_s);
         let ff_sat = thr.get(lab, 1, n_src);
         for (j, &dst) in levels.iter().enumerate() {
             if i == j {
@@ -232,30 +233,15 @@ fn predictions(
     pred
 }
 
-/// Zhang24's online r(p) fit: the observed scheduling fraction at its own parallelism, from
-/// the window `agg` observed at rate `src`.
-fn fit_zhang24(
-    settings: &SimSettings,
-    lab: &Lab<'_>,
-    zhang: &mut Zhang24,
-    src: f64,
-    agg: &crate::metrics::Aggregate,
-) {
-    let p_src = lab.problem_at(src, 1.0);
-    let par = zhang.parallelism(&p_src);
-    let exec: f64 = agg
-        .processed_per_s
-        .iter()
-        .zip(&agg.exec_us)
-        .map(|(n, t)| n * t)
-        .sum();
-    let t = settings.cluster.truth;
-    let sched = lab.profile.edges_per_s.iter().sum::<f64>() * src * (t.alpha_us + t.beta_us) / 2.0;
-    if exec > 0.0 {
-        zhang.model.observe(
-            par.iter().sum::<usize>() as f64 / par.len().max(1) as f64,
-            sched / (sched + exec),
-        );
+/// Zhang24's online r(p) fit: the scheduling fraction the workers measured in the window
+/// observed at rate `src` (CPU time not spent executing operators over all busy time; never
+/// the simulator's α, β, γ), at the parallelism Zhang24 computes for `src`.
+fn fit_zhang24(lab: &Lab<'_>, zhang: &mut Zhang24, src: f64, window: &Window) {
+    let par = zhang.parallelism(&lab.problem_at(src, 1.0));
+    if let Some(p) = mean_instances(&par) {
+        zhang
+            .model
+            .observe_times(p, window.scheduling_us_per_s, window.execution_us_per_s);
     }
 }
 

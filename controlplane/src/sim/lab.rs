@@ -11,7 +11,7 @@ use crate::baselines::{Policy, PolicyKind, fill_scale, pad};
 use crate::estimator::{CapacityEstimator, EstimatorConfig, SaturatedPoint};
 use crate::metrics::{
     Aggregate, DerivationContext, SaturationConfig, SaturationDetector, WorkerSample, aggregate,
-    derive_problem,
+    derive_problem, scheduling_and_execution_us_per_s,
 };
 use crate::model::{CostModel, DEFAULT_SLOTS_PER_WORKER, Problem, Shares};
 use crate::placement::{Packing, place_max_throughput};
@@ -57,6 +57,19 @@ impl Default for SimSettings {
             packing: Packing::default(),
         }
     }
+}
+
+/// One measurement window of an open-loop run, as the planner sees it.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// Per second: requests per operator (and their mean τ), chained requests per edge.
+    pub aggregate: Aggregate,
+    /// λ and Λ.
+    pub input_per_s: f64,
+    pub throughput_per_s: f64,
+    /// The workers' measured CPU time per second: not executing operators, and executing.
+    pub scheduling_us_per_s: f64,
+    pub execution_us_per_s: f64,
 }
 
 /// What a lab learned.
@@ -219,14 +232,9 @@ impl<'a> Lab<'a> {
         }
     }
 
-    /// Runs open-loop at `rate_per_s` on `n` workers with `shares`; returns the window's
-    /// aggregate, λ and Λ (the planner's view of the current configuration).
-    pub fn observe_at(
-        &mut self,
-        rate_per_s: f64,
-        shares: &Shares,
-        n: usize,
-    ) -> (Aggregate, f64, f64) {
+    /// Runs open-loop at `rate_per_s` on `n` workers with `shares`; returns the window the
+    /// planner sees of the current configuration.
+    pub fn observe_at(&mut self, rate_per_s: f64, shares: &Shares, n: usize) -> Window {
         let seed = self.next_seed();
         let mut c = Cluster::new(self.app, self.settings.cluster.clone(), n, shares, seed);
         c.set_input_rate(rate_per_s);
@@ -248,6 +256,7 @@ impl<'a> Lab<'a> {
             k += 1.0;
             all.extend(s);
         }
+        let (sched, exec) = scheduling_and_execution_us_per_s(&all);
         let mut agg = aggregate(&all, self.names.len(), self.edges.len());
         for x in agg
             .processed_per_s
@@ -256,6 +265,12 @@ impl<'a> Lab<'a> {
         {
             *x /= k;
         }
-        (agg, lam / k, thr / k)
+        Window {
+            aggregate: agg,
+            input_per_s: lam / k,
+            throughput_per_s: thr / k,
+            scheduling_us_per_s: sched / k,
+            execution_us_per_s: exec / k,
+        }
     }
 }
