@@ -5,6 +5,7 @@ use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};
 use clasp_controlplane::placement::Packing;
+use clasp_controlplane::sim::costs::CostShape;
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
 use clasp_controlplane::sim::{
@@ -71,6 +72,15 @@ pub struct SimArgs {
     /// any-fit (every open worker, successor hosts first) | next-fit (only the last opened).
     #[arg(long, default_value = "any-fit")]
     placement: String,
+    /// The simulated cluster's ground-truth α, β, γ from a machine profile (the JSON
+    /// `clasp calibrate --json` prints and `clasp calibrate` writes; default: the reference
+    /// prototype's costs).
+    #[arg(long)]
+    cost_profile: Option<std::path::PathBuf>,
+    /// How the simulated costs land on threads: model (the load model's own form) | per-batch
+    /// | receiver-beta | fanin-gamma (forms the model does not capture; docs/controlplane.md).
+    #[arg(long, default_value = "model")]
+    cost_shape: String,
     /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
     /// (every executor takes any request).
     #[arg(long, default_value = "apply")]
@@ -171,9 +181,23 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             )));
         }
     };
+    let cost_shape = CostShape::parse(&args.cost_shape).ok_or_else(|| {
+        usage_error(format!(
+            "--cost-shape {:?}: expected model, per-batch, receiver-beta or fanin-gamma",
+            args.cost_shape
+        ))
+    })?;
+    let truth = match &args.cost_profile {
+        Some(path) => super::profile::load(path)
+            .map_err(|e| usage_error(format!("--cost-profile {}: {e}", path.display())))?
+            .costs(),
+        None => ClusterConfig::default().truth,
+    };
     let settings = SimSettings {
         cluster: ClusterConfig {
             executors: args.executors,
+            truth,
+            cost_shape,
             ..ClusterConfig::default()
         },
         workers: args.workers,

@@ -19,6 +19,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use super::costs::CostShape;
 use super::inbox::Inbox;
 use super::rng::KeyGroupSampler;
 use crate::app::AppModel;
@@ -67,6 +68,8 @@ pub struct ClusterConfig {
     pub roots_in_flight_per_worker: usize,
     pub pause_base_us: f64,
     pub pause_per_key_group_us: f64,
+    /// How the costs land on threads (the load model's own form by default).
+    pub cost_shape: CostShape,
 }
 
 impl Default for ClusterConfig {
@@ -83,6 +86,7 @@ impl Default for ClusterConfig {
             roots_in_flight_per_worker: DEFAULT_ROOTS_IN_FLIGHT_PER_WORKER,
             pause_base_us: DEFAULT_PAUSE_BASE_US,
             pause_per_key_group_us: DEFAULT_PAUSE_PER_KEY_GROUP_US,
+            cost_shape: CostShape::default(),
         }
     }
 }
@@ -93,6 +97,8 @@ struct Req {
     kg: u32,
     root: u32,
     enqueued_us: f64,
+    /// A chained request from another worker (its receiver pays β under `receiver-beta`).
+    remote: bool,
 }
 
 enum Ev {
@@ -165,6 +171,8 @@ struct Worker {
     /// Destinations with a possibly open connection (deduplicated by `dest_listed`).
     dest_open: Vec<usize>,
     dest_listed: Vec<bool>,
+    /// `per-batch`: when the batch to each destination was opened (µs).
+    batch_opened_us: Vec<f64>,
 }
 
 /// A log-bucketed latency histogram (2% buckets from 1 µs).
@@ -285,6 +293,7 @@ impl Cluster {
                 dest_last_us: vec![f64::NEG_INFINITY; n_workers],
                 dest_open: Vec::new(),
                 dest_listed: vec![false; n_workers],
+                batch_opened_us: vec![f64::NEG_INFINITY; n_workers],
             })
             .collect();
         let mut c = Cluster {
@@ -382,6 +391,7 @@ impl Cluster {
                     kg,
                     root,
                     enqueued_us: t,
+                    remote: false,
                 },
             },
         );
@@ -422,9 +432,14 @@ impl Cluster {
         let exec = self.rng.lognormal(self.exec_us[op].max(1e-3), cv);
         let mut children = std::mem::take(&mut self.workers[w].execs[e].children);
         children.clear();
-        let mut dispatch = 0.0;
         let truth = self.cfg.truth;
+        let shape = self.cfg.cost_shape;
         let beta_exec = truth.beta_us * (1.0 - self.cfg.network_share_of_beta);
+        let mut dispatch = if req.remote {
+            shape.receiver_remote_us(beta_exec)
+        } else {
+            0.0
+        };
         for i in 0..self.out[op].len() {
             let (edge, to, fanout) = self.out[op][i];
             let k = self.rng.count(fanout);
@@ -438,7 +453,12 @@ impl Cluster {
                     dispatch += truth.alpha_us * jitter;
                     wk.c.local += 1.0;
                 } else {
-                    dispatch += beta_exec * jitter;
+                    let (cost, opens) =
+                        shape.sender_remote_us(beta_exec, now, wk.batch_opened_us[owner]);
+                    if opens {
+                        wk.batch_opened_us[owner] = now;
+                    }
+                    dispatch += cost * jitter;
                     wk.c.remote += 1.0;
                     wk.dest_interval[owner] = self.interval_id;
                     wk.dest_last_us[owner] = now;
@@ -477,6 +497,7 @@ impl Cluster {
                     kg,
                     root: req.root,
                     enqueued_us: now,
+                    remote: false,
                 };
                 let owner = owner_of(&self.routing, to as usize, kg as usize);
                 if owner == w {
@@ -495,6 +516,7 @@ impl Cluster {
                             w: owner,
                             req: Req {
                                 enqueued_us: t,
+                                remote: true,
                                 ..child
                             },
                         },
@@ -550,21 +572,44 @@ impl Cluster {
         }
     }
 
+    /// Closes the connections of `w` not used within the last metrics interval.
+    fn close_idle_connections(&mut self, w: usize) {
+        let (now, open_for_us) = (self.now_us, self.cfg.interval_us);
+        let wk = &mut self.workers[w];
+        let (last, listed) = (&wk.dest_last_us, &mut wk.dest_listed);
+        wk.dest_open.retain(|&v| {
+            let open = now - last[v] <= open_for_us;
+            if !open {
+                listed[v] = false;
+            }
+            open
+        });
+    }
+
     fn flush(&mut self) {
         let charge_per_dest = self.cfg.truth.gamma_us * self.cfg.flush_interval_us / 1e6;
-        let now = self.now_us;
-        let open_for_us = self.cfg.interval_us;
-        for w in 0..self.active_workers {
-            let wk = &mut self.workers[w];
-            let (last, listed) = (&wk.dest_last_us, &mut wk.dest_listed);
-            wk.dest_open.retain(|&v| {
-                let open = now - last[v] <= open_for_us;
-                if !open {
-                    listed[v] = false;
+        let shape = self.cfg.cost_shape;
+        // `fanin-gamma` prices a connection by how many workers send to its destination.
+        let mut fan_in = vec![0usize; self.workers.len()];
+        if shape == CostShape::FaninGamma {
+            for w in 0..self.active_workers {
+                self.close_idle_connections(w);
+                for &v in &self.workers[w].dest_open {
+                    fan_in[v] += 1;
                 }
-                open
-            });
-            let cost = charge_per_dest * wk.dest_open.len() as f64;
+            }
+        }
+        for w in 0..self.active_workers {
+            self.close_idle_connections(w);
+            let wk = &mut self.workers[w];
+            let cost = if shape == CostShape::FaninGamma {
+                wk.dest_open
+                    .iter()
+                    .map(|&v| charge_per_dest * shape.gamma_factor(fan_in[v]))
+                    .sum()
+            } else {
+                charge_per_dest * wk.dest_open.len() as f64
+            };
             let per = cost / wk.execs.len() as f64;
             for ex in &mut wk.execs {
                 ex.debt_us += per;

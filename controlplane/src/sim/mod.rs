@@ -6,6 +6,7 @@
 //! capacity emerges from queueing, the estimator starts from priors ~3× off and learns only
 //! from saturated samples, and the observed optimum comes from simulating every worker count.
 
+pub mod costs;
 pub mod e2e;
 pub mod engine;
 pub mod experiments;
