@@ -159,6 +159,23 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         }
         None => vec![from_spec(&load_app(Some(&args.app), None)?)],
     };
+    let settings = settings(&args, exp)?;
+    if let Some(dir) = &args.out {
+        // Before the simulation: it must not end with nowhere to put its files.
+        super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
+    }
+    let v = run(exp, &settings, &apps, args.out.as_deref())?;
+    let mut out = output::stdout();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&v)?)?;
+    } else {
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    }
+    out.finish()
+}
+
+/// The simulation's settings from the flags (each bad value a usage error naming its flag).
+fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
     let headroom = args.headroom.unwrap_or(match exp {
         Experiment::WorkerCount => WORKER_COUNT_HEADROOM,
         _ => clasp_controlplane::model::DEFAULT_HEADROOM,
@@ -193,7 +210,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             .costs(),
         None => ClusterConfig::default().truth,
     };
-    let settings = SimSettings {
+    Ok(SimSettings {
         cluster: ClusterConfig {
             executors: args.executors,
             truth,
@@ -205,17 +222,5 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
         apply_parallelism,
         packing,
-    };
-    if let Some(dir) = &args.out {
-        // Before the simulation: it must not end with nowhere to put its files.
-        super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
-    }
-    let v = run(exp, &settings, &apps, args.out.as_deref())?;
-    let mut out = output::stdout();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string(&v)?)?;
-    } else {
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
-    }
-    out.finish()
+    })
 }
