@@ -66,6 +66,35 @@ fn parallelism_bounds_an_operators_service_rate() {
 }
 
 #[test]
+fn a_bounded_input_queue_refuses_what_does_not_fit_and_loses_nothing_else() {
+    let app: AppModel = serde_json::from_str(
+        r#"{"name": "one", "operators": [{"name": "a", "exec_us": 400}], "edges": []}"#,
+    )
+    .expect("app");
+    let run = |bound: Option<usize>| {
+        let cfg = ClusterConfig {
+            input_queue_bound: bound,
+            ..ClusterConfig::default()
+        };
+        let mut c = Cluster::new(&app, cfg, 1, &vec![vec![1.0]], 9);
+        // ~5000/s of capacity, 8000/s offered for 0.5 s, then 2 s to drain.
+        c.set_input_rate(8000.0);
+        c.run_until(500_000.0);
+        c.set_input_rate(0.0);
+        c.run_until(2_500_000.0);
+        (c.total_admitted, c.total_lost, c.total_completed)
+    };
+    let (admitted, lost, completed) = run(Some(16));
+    assert!(lost > 1000, "lost {lost}");
+    assert_eq!(admitted, completed, "every admitted input completes");
+    // Unbounded: nothing lost, and the same input was offered.
+    let (all, none_lost, done) = run(None);
+    assert_eq!(none_lost, 0);
+    assert_eq!(all, done);
+    assert_eq!(all, admitted + lost, "the same offered input either way");
+}
+
+#[test]
 fn faasflow_over_provisions_more_when_scaling_down() {
     let app = AppModel::builtin("sd", 400.0).expect("builtin");
     let s = SimSettings {

@@ -81,6 +81,10 @@ pub struct SimArgs {
     /// | receiver-beta | fanin-gamma (forms the model does not capture; docs/controlplane.md).
     #[arg(long, default_value = "model")]
     cost_shape: String,
+    /// e2e: an input whose worker already queues this many requests is refused and counted
+    /// lost (0: unbounded queues).
+    #[arg(long, default_value_t = 0)]
+    input_queue: usize,
     /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
     /// (every executor takes any request).
     #[arg(long, default_value = "apply")]
@@ -215,6 +219,7 @@ fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
             executors: args.executors,
             truth,
             cost_shape,
+            input_queue_bound: (args.input_queue > 0).then_some(args.input_queue),
             ..ClusterConfig::default()
         },
         workers: args.workers,

@@ -70,6 +70,10 @@ pub struct ClusterConfig {
     pub pause_per_key_group_us: f64,
     /// How the costs land on threads (the load model's own form by default).
     pub cost_shape: CostShape,
+    /// An input whose worker already queues this many requests is refused and lost (the
+    /// ingress's backpressure); None: queues grow without bound. Chained requests are never
+    /// refused.
+    pub input_queue_bound: Option<usize>,
 }
 
 impl Default for ClusterConfig {
@@ -87,6 +91,7 @@ impl Default for ClusterConfig {
             pause_base_us: DEFAULT_PAUSE_BASE_US,
             pause_per_key_group_us: DEFAULT_PAUSE_PER_KEY_GROUP_US,
             cost_shape: CostShape::default(),
+            input_queue_bound: None,
         }
     }
 }
@@ -245,10 +250,14 @@ pub struct Cluster {
     input_rate_per_s: f64,
     input_scheduled: bool,
     interval_id: u64,
-    admitted: f64,
+    /// Inputs offered this interval (admitted or refused): the planner's λ.
+    offered: f64,
     completed: f64,
     pub total_completed: u64,
     pub total_admitted: u64,
+    /// Inputs refused because their worker's inbound queue was at
+    /// [`ClusterConfig::input_queue_bound`].
+    pub total_lost: u64,
     pub latency: Histogram,
     pub busy_worker_us: f64,
     last_account_us: f64,
@@ -322,10 +331,11 @@ impl Cluster {
             input_rate_per_s: 0.0,
             input_scheduled: false,
             interval_id: 0,
-            admitted: 0.0,
+            offered: 0.0,
             completed: 0.0,
             total_completed: 0,
             total_admitted: 0,
+            total_lost: 0,
             latency: Histogram::default(),
             busy_worker_us: 0.0,
             last_account_us: 0.0,
@@ -366,6 +376,21 @@ impl Cluster {
     }
 
     fn admit(&mut self) {
+        // The input's draws come first and do not depend on whether it is admitted, so every
+        // run of a seed sees the same input.
+        let op = self.sources[self.input_rng.below(self.sources.len())];
+        let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
+        let w = owner_of(&self.routing, op as usize, kg as usize);
+        self.offered += 1.0;
+        if self
+            .cfg
+            .input_queue_bound
+            .is_some_and(|b| self.workers[w].queue.len() >= b)
+        {
+            // Backpressure at the ingress: the input is refused, and lost.
+            self.total_lost += 1;
+            return;
+        }
         let root = match self.free_roots.pop() {
             Some(r) => {
                 self.roots[r as usize] = (self.now_us, 1);
@@ -376,10 +401,6 @@ impl Cluster {
                 (self.roots.len() - 1) as u32
             }
         };
-        let op = self.sources[self.input_rng.below(self.sources.len())];
-        let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
-        let w = owner_of(&self.routing, op as usize, kg as usize);
-        self.admitted += 1.0;
         self.total_admitted += 1;
         let t = self.now_us + self.cfg.link_latency_us;
         self.push(
@@ -715,10 +736,10 @@ impl Cluster {
         self.interval_id += 1;
         let planner = PlannerSample {
             queue_len: queued_total,
-            input_per_s: self.admitted * per_s,
+            input_per_s: self.offered * per_s,
             throughput_per_s: self.completed * per_s,
         };
-        self.admitted = 0.0;
+        self.offered = 0.0;
         self.completed = 0.0;
         (out, planner)
     }
