@@ -21,12 +21,14 @@ pub const DEFAULT_LAG_HOLD_US: u64 = 3_000_000;
 pub const DEFAULT_LAG_TOLERANCE: f64 = 0.05;
 
 /// Executors of each worker that run operator o:
-/// `P_{o,w} = clamp(⌈L_{o,w} / (B / E)⌉, 1, E)` where σ_o(w) > 0, else 0.
+/// `P_{o,w} = clamp(⌈L_{o,w} / ((B − γ·δ_w) / E)⌉, 1, E)` where σ_o(w) > 0, else 0.
 ///
 /// `L_{o,w} = σ_o(w)·(D̃_o + Σ_{o→o_s} Ẽ·[α·σ_{o_s}(w) + β·(1 − σ_{o_s}(w))])` is the work o
 /// brings to w (its execution and the dispatch of its chained requests, which the executor that
-/// ran it pays); one of w's `E = executors_per_worker` executors sustains `B / E = h·W̄ / E`, the
-/// worker's budget split evenly. A saturated placement (a fraction of the demand placed) is
+/// ran it pays); one of w's `E = executors_per_worker` executors sustains its share of the
+/// budget left after the worker's connections, `(B − γ·δ_w) / E` (every executor pays its part
+/// of γ, whatever operators it runs: an operator sized against `B / E` alone overloads its
+/// executors by that part). A saturated placement (a fraction of the demand placed) is
 /// sized for the demand as given, so its operators get up to all E executors.
 /// Returns `[o][w]` for `w < workers`.
 pub fn executor_parallelism(
@@ -36,8 +38,13 @@ pub fn executor_parallelism(
     executors_per_worker: usize,
 ) -> Vec<Vec<usize>> {
     let e = executors_per_worker.max(1);
-    let per_executor_us_per_s = problem.budget_us_per_s() / e as f64;
     let c = problem.costs;
+    let delta = crate::model::distinct_destinations(problem, shares, workers);
+    let budget = problem.budget_us_per_s();
+    // At least a hundredth of the budget per executor: a worker whose connections eat it all
+    // gets all its executors for anything it hosts.
+    let per_executor_us_per_s =
+        |w: usize| (budget - c.gamma_us * delta[w] as f64).max(0.01 * budget) / e as f64;
     let out = problem.out_edges();
     let share = |o: usize, w: usize| shares.get(o).and_then(|r| r.get(w)).copied().unwrap_or(0.0);
     (0..problem.operators.len())
@@ -57,7 +64,7 @@ pub fn executor_parallelism(
                         })
                         .sum();
                     let load = s * (problem.operators[o].demand_us_per_s + dispatch);
-                    let need = (load / per_executor_us_per_s.max(1e-9)).ceil();
+                    let need = (load / per_executor_us_per_s(w).max(1e-9)).ceil();
                     if need.is_finite() {
                         (need as usize).clamp(1, e)
                     } else {

@@ -173,8 +173,9 @@ fn load_derivation_and_projection() {
 
 #[test]
 fn parallelism_from_load_over_one_executor() {
-    // B = 100 000 µs/s, 4 executors: one executor sustains 25 000 µs/s.
-    // a: 60 000 on w0 (σ 0.6) + sends: 100/s·0.6·(α·0 + β·1) = 6 000 → 66 000 → ⌈2.64⌉ = 3;
+    // B = 100 000 µs/s, 4 executors. w0 sends to w1 (δ = 1, γ = 1000): one executor sustains
+    // (100 000 − 1000)/4 = 24 750 µs/s there; w1 sends nowhere: 25 000.
+    // a: 60 000 on w0 (σ 0.6) + sends: 100/s·0.6·(α·0 + β·1) = 6 000 → 66 000 → ⌈2.67⌉ = 3;
     //    40 000 on w1 (σ 0.4) + 100·0.4·(α·1) = 400 → 40 400 → ⌈1.616⌉ = 2.
     // b: 10 000 all on w1 → 1; none on w0 → 0.
     let p = two_ops(100_000.0, 10_000.0, 100.0);
@@ -182,6 +183,11 @@ fn parallelism_from_load_over_one_executor() {
     let par = executor_parallelism(&p, &shares, 2, 4);
     assert_eq!(par, vec![vec![3, 2], vec![0, 1]]);
     assert_eq!(total_parallelism(&par), vec![5, 1]);
+    // The connections' γ comes out of the executors' budget: with γ = 26 000, w0's executors
+    // sustain (100 000 − 26 000)/4 = 18 500 each → a needs ⌈66 000/18 500⌉ = 4 there.
+    let mut costly = p.clone();
+    costly.costs.gamma_us = 26_000.0;
+    assert_eq!(executor_parallelism(&costly, &shares, 2, 4)[0][0], 4);
     // Never more than the worker's executors, never 0 where the operator has a share.
     let heavy = two_ops(1e9, 1.0, 100.0);
     let par = executor_parallelism(&heavy, &vec![vec![1.0], vec![1.0]], 1, 4);

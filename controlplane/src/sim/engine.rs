@@ -588,8 +588,13 @@ impl Cluster {
                     .map(|row| row.get(w).copied().unwrap_or(0))
                     .collect()
             });
+            let was_capped = self.workers[w].queue.capped();
             self.workers[w].queue.set_limits(limits.as_deref());
-            self.wake(w);
+            // Only a cap that changed can leave a startable request waiting (an uncapped pool
+            // stays as it was: runs without caps reproduce the single pool exactly).
+            if was_capped || self.workers[w].queue.capped() {
+                self.wake(w);
+            }
         }
     }
 
