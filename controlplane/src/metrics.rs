@@ -79,8 +79,11 @@ pub fn scheduling_and_execution_us_per_s(samples: &[WorkerSample]) -> (f64, f64)
 pub struct PlannerSample {
     /// Q_p: the planner's inbound queue.
     pub queue_len: usize,
-    /// λ_p: input rate per second.
+    /// λ_p: input rate per second (offered: admitted or refused).
     pub input_per_s: f64,
+    /// Of λ_p, the inputs refused at a full input queue per second (never admitted: they add
+    /// to no backlog).
+    pub refused_per_s: f64,
     /// Λ: throughput per second (roots completed end to end).
     pub throughput_per_s: f64,
 }

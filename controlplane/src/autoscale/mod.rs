@@ -442,6 +442,8 @@ impl Autoscaler {
             rate_or_zero(planner.input_per_s),
             rate_or_zero(planner.throughput_per_s),
         );
+        // Refused inputs were never admitted: they are not a backlog to drain.
+        let admitted = (input - rate_or_zero(planner.refused_per_s)).max(0.0);
         let dt_us = match self.last_t_us {
             Some(last) if t_us.is_finite() && t_us > last => t_us - last,
             _ => self.cfg.interval_us,
@@ -449,7 +451,7 @@ impl Autoscaler {
         if t_us.is_finite() {
             self.last_t_us = Some(t_us);
         }
-        self.in_flight_roots = (self.in_flight_roots + (input - done) * dt_us / 1e6).max(0.0);
+        self.in_flight_roots = (self.in_flight_roots + (admitted - done) * dt_us / 1e6).max(0.0);
         self.recent_rates.push_back((t_us, input));
         while self.recent_rates.len() > RATE_HISTORY_INTERVALS {
             self.recent_rates.pop_front();

@@ -252,6 +252,8 @@ pub struct Cluster {
     interval_id: u64,
     /// Inputs offered this interval (admitted or refused): the planner's λ.
     offered: f64,
+    /// Of those, refused at a full input queue.
+    refused: f64,
     completed: f64,
     pub total_completed: u64,
     pub total_admitted: u64,
@@ -332,6 +334,7 @@ impl Cluster {
             input_scheduled: false,
             interval_id: 0,
             offered: 0.0,
+            refused: 0.0,
             completed: 0.0,
             total_completed: 0,
             total_admitted: 0,
@@ -389,6 +392,7 @@ impl Cluster {
         {
             // Backpressure at the ingress: the input is refused, and lost.
             self.total_lost += 1;
+            self.refused += 1.0;
             return;
         }
         let root = match self.free_roots.pop() {
@@ -742,9 +746,11 @@ impl Cluster {
         let planner = PlannerSample {
             queue_len: queued_total,
             input_per_s: self.offered * per_s,
+            refused_per_s: self.refused * per_s,
             throughput_per_s: self.completed * per_s,
         };
         self.offered = 0.0;
+        self.refused = 0.0;
         self.completed = 0.0;
         (out, planner)
     }

@@ -173,6 +173,8 @@ impl Controller for Live {
             let planner = PlannerSample {
                 queue_len: v.backlog as usize,
                 input_per_s: input,
+                // The live ingress slows down; it never refuses an input.
+                refused_per_s: 0.0,
                 throughput_per_s: v.throughput_per_s,
             };
             if let Some(d) = auto.on_interval_with_parked(v.t_s * 1e6, &samples, &parked, &planner)
