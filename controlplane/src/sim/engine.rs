@@ -1,20 +1,23 @@
-//! The discrete-event cluster: workers with executor threads serving one inbound FIFO and one
-//! network thread,
-//! stochastic (log-normal) execution times, Zipf-skewed keys hashed to key groups, routing by
-//! key-group ownership, batched remote hand-offs with link latency, a per-destination
-//! housekeeping cost, migrations that pause workers for a time growing with the key groups
-//! they move, and the Table 2 metrics a real worker reports.
+//! The discrete-event cluster: workers with executor threads serving their inbound requests
+//! oldest first ([`super::inbox`]; optionally at most the decided executors per operator) and
+//! one network thread, stochastic (log-normal) execution times, Zipf-skewed keys hashed to key
+//! groups, routing by key-group ownership, batched remote hand-offs with link latency, a
+//! per-destination housekeeping cost, migrations that pause workers for a time growing with the
+//! key groups they move, an optionally bounded input, and the Table 2 metrics a real worker
+//! reports.
 //!
 //! What it is *not*: the planner's formula. Costs land on specific threads (an executor runs
 //! the operator and pays α or its part of β per child it dispatches; the network thread pays
-//! the rest of β; each remote destination costs the executors γ per second while its connection
-//! is open — used within the last metrics interval), so a worker's capacity emerges from queueing on its busiest thread, key-group
-//! cost and service-time noise — which the single-pool model of eq. 1 only approximates.
+//! the rest of β; each remote destination costs the executors γ per second while its
+//! connection is open — used within the last metrics interval), so a worker's capacity emerges
+//! from queueing on its busiest thread, key-group cost and service-time noise — which the
+//! single-pool model of eq. 1 only approximates. [`CostShape`] can move those costs into forms
+//! the model does not have at all (per batch, on the receiver, growing with fan-in).
 //!
 //! Not modelled: key groups pinned to one executor (the data plane's executor-level ownership;
-//! here any idle executor takes the next request, so a worker's executors never idle while it
-//! has work), operator state size beyond the migration pause, credit-based backpressure
-//! (queues grow without bound), network bandwidth limits, failures.
+//! here an executor allowed to run an operator takes any of its requests), operator state size
+//! beyond the migration pause, credit-based backpressure between workers (chained requests
+//! queue without bound; only the input can be refused), network bandwidth limits, failures.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
