@@ -10,6 +10,7 @@ pub mod costs;
 pub mod e2e;
 pub mod engine;
 pub mod experiments;
+mod histogram;
 mod inbox;
 pub mod lab;
 pub mod plot;
