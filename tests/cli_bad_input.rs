@@ -338,3 +338,63 @@ fn a_failure_to_write_out_files_still_prints_the_json_first() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn sim_and_place_refuse_unknown_rules_and_bad_cost_profiles_naming_the_flag() {
+    let stale = write(
+        "stale-profile.json",
+        r#"{"version": 99, "alpha_us": 1, "beta_us": 1, "gamma_us": 1}"#,
+    );
+    let negative = write(
+        "negative-profile.json",
+        r#"{"version": 1, "alpha_us": 1, "beta_us": -1, "gamma_us": 1}"#,
+    );
+    let problem = write(
+        "placement-problem.json",
+        &PROBLEM.replace("MAXW", "10").replace("SLOTS", "10"),
+    );
+    let sim = |extra: &[&str]| {
+        let mut a = vec![
+            "sim",
+            "--experiment",
+            "placement",
+            "--app",
+            "wc",
+            "--seeds",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        clasp(&a)
+    };
+    for (out, flag) in [
+        (sim(&["--placement", "best-fit"]), "--placement"),
+        (sim(&["--parallelism", "maybe"]), "--parallelism"),
+        (sim(&["--cost-shape", "cubic"]), "--cost-shape"),
+        (
+            sim(&["--cost-profile", "/nonexistent/profile.json"]),
+            "--cost-profile",
+        ),
+        (
+            sim(&["--cost-profile", stale.to_str().expect("utf8")]),
+            "version 99",
+        ),
+        (
+            sim(&["--cost-profile", negative.to_str().expect("utf8")]),
+            "beta_us",
+        ),
+        (
+            clasp(&[
+                "place",
+                "--problem",
+                problem.to_str().expect("utf8"),
+                "--placement",
+                "worst-fit",
+            ]),
+            "--placement",
+        ),
+    ] {
+        assert_no_panic(&out, flag);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
+    }
+}

@@ -54,6 +54,7 @@ pub fn problem(operators: usize, workers: usize) -> Problem {
         slots_per_worker: 10,
         operators: ops,
         edges,
+        packing: Default::default(),
     }
 }
 

@@ -68,13 +68,27 @@ impl WorkerSample {
     }
 }
 
+/// Scheduling and execution time of a set of workers (µs per second, summed): execution is
+/// `Σ E_w`, scheduling the rest of the executors' and network threads' busy time (dispatch,
+/// hand-offs, connections) — what Zhang24's overhead model is refitted from.
+pub fn scheduling_and_execution_us_per_s(samples: &[WorkerSample]) -> (f64, f64) {
+    samples.iter().fold((0.0, 0.0), |(sched, exec), s| {
+        let e = s.exec_load_us_per_s();
+        let busy = s.executor_busy_us_per_s + s.network_busy_us_per_s;
+        (sched + (busy - e).max(0.0), exec + e)
+    })
+}
+
 /// Table 2, planner p, one interval.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PlannerSample {
     /// Q_p: the planner's inbound queue.
     pub queue_len: usize,
-    /// λ_p: input rate per second.
+    /// λ_p: input rate per second (offered: admitted or refused).
     pub input_per_s: f64,
+    /// Of λ_p, the inputs refused at a full input queue per second (never admitted: they add
+    /// to no backlog).
+    pub refused_per_s: f64,
     /// Λ: throughput per second (roots completed end to end).
     pub throughput_per_s: f64,
 }
@@ -219,5 +233,6 @@ pub fn derive_problem(ctx: &DerivationContext<'_>, agg: &Aggregate, s: f64) -> P
                 rate_per_s: s * agg.edges_per_s[i],
             })
             .collect(),
+        packing: crate::placement::Packing::default(),
     }
 }

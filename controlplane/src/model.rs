@@ -82,6 +82,8 @@ pub struct Problem {
     pub slots_per_worker: usize,
     pub operators: Vec<OperatorLoad>,
     pub edges: Vec<EdgeLoad>,
+    /// Which open workers the packing may fill (`placement::Packing`; any-fit by default).
+    pub packing: crate::placement::Packing,
 }
 
 impl Problem {
@@ -390,6 +392,7 @@ pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
             })
             .collect(),
         edges,
+        packing: crate::placement::Packing::default(),
     };
     p.validate()?;
     Ok(p)

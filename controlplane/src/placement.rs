@@ -7,6 +7,10 @@
 //! construction and no later step can push an already-filled worker over its budget (a
 //! predecessor placed later charges its sends to *its own* worker).
 //!
+//! Which open workers an operator may go to is [`Packing`]: any-fit (the default) tries every
+//! open worker, successor hosts first; next-fit only the last one opened, so a worker once left
+//! behind is closed for good (fewer candidates, and the classic bin-packing rule to compare with).
+//!
 //! The packing works in fraction space (σ rather than φ = σ·D̃): one unit of σ costs
 //! `D̃_o + Σ_{o_s} Ẽ^{o→o_s}·[α·σ_{o_s}(w) + β·(1−σ_{o_s}(w))]` on w, which is D̃_o·m_w (m_w:
 //! o's cost multiplier on w) and stays defined for an operator with no execution demand.
@@ -21,6 +25,34 @@ const MIN_SHARE: f64 = 1e-6;
 const BUDGET_MARGIN: f64 = 1e-7;
 /// Bisection steps on the sustainable fraction s (2^-30 ≈ 1e-9 resolution).
 const BISECTION_STEPS: usize = 30;
+
+/// Which open workers the packing tries for an operator before it opens a new one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Packing {
+    /// Every open worker, in affinity order (the hosts of the operator's successors first).
+    #[default]
+    AnyFit,
+    /// Only the worker opened last; once a new one is opened, the others are closed.
+    NextFit,
+}
+
+impl Packing {
+    /// Both rules, the default first.
+    pub const ALL: [Packing; 2] = [Packing::AnyFit, Packing::NextFit];
+
+    /// The rule's name on the command line: `any-fit` or `next-fit`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Packing::AnyFit => "any-fit",
+            Packing::NextFit => "next-fit",
+        }
+    }
+
+    /// The rule named `s`, if any.
+    pub fn parse(s: &str) -> Option<Packing> {
+        Packing::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
 
 /// The outcome of a placement.
 #[derive(Clone, Debug, PartialEq)]
@@ -173,8 +205,14 @@ impl<'a> Packer<'a> {
     }
 
     /// Orders the open workers for `o` by affinity, highest first (ties by index). Affinity is
-    /// Σ σ_{o_s}(w)·Ẽ·(β−α): only successor hosts have any.
+    /// Σ σ_{o_s}(w)·Ẽ·(β−α): only successor hosts have any. Next-fit has one candidate: the
+    /// worker opened last.
     fn rank_candidates(&mut self, o: usize, succ_hosts: &[usize]) {
+        if self.problem.packing == Packing::NextFit {
+            self.candidates.clear();
+            self.candidates.extend(self.open.len().checked_sub(1));
+            return;
+        }
         let (edges, c) = (&self.problem.edges, self.problem.costs);
         for &w in succ_hosts {
             self.affinity[w] = self.out[o]
@@ -369,5 +407,109 @@ pub fn place_max_throughput(problem: &Problem, workers: usize) -> Placement {
     Placement {
         fraction_placed: p.fraction_placed * s0,
         ..p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::random_instance;
+    use clasp_protocol::rng::SimRng;
+
+    /// Operators placed (in visit order) on a worker opened before the last worker any
+    /// earlier operator used: what next-fit must never do.
+    fn returns_to_closed_workers(problem: &Problem) -> usize {
+        let p = place(problem);
+        let mut last_opened = 0usize;
+        let mut returns = 0;
+        for o in visit_order(problem) {
+            let hosts: Vec<usize> = (0..p.workers)
+                .filter(|&w| p.shares[o][w] > SHARE_EPSILON)
+                .collect();
+            if hosts.iter().any(|&w| w < last_opened) {
+                returns += 1;
+            }
+            last_opened = last_opened.max(hosts.iter().copied().max().unwrap_or(0));
+        }
+        returns
+    }
+
+    /// T (1.9 B) fills w0 and most of w1; X → T cannot take w1's rest (it would need γ for
+    /// w0) and opens w2; Y (no sends) fits in w1's rest — any-fit goes back there.
+    fn goes_back_instance() -> Problem {
+        use crate::model::{CostModel, EdgeLoad, OperatorLoad};
+        let op = |name: &str, demand: f64| OperatorLoad {
+            name: name.into(),
+            demand_us_per_s: demand,
+            rate_per_s: 1000.0,
+            exec_us: demand / 1000.0,
+        };
+        Problem {
+            capacity_us_per_s: 1e6,
+            headroom: 1.0,
+            costs: CostModel {
+                alpha_us: 1.0,
+                beta_us: 10.0,
+                gamma_us: 150_000.0,
+            },
+            max_workers: 4,
+            slots_per_worker: 10,
+            operators: vec![op("t", 1.9e6), op("x", 0.2e6), op("y", 0.05e6)],
+            edges: vec![EdgeLoad {
+                from: 1,
+                to: 0,
+                rate_per_s: 1000.0,
+            }],
+            packing: Packing::AnyFit,
+        }
+    }
+
+    #[test]
+    fn next_fit_never_places_on_a_closed_worker() {
+        let mut p = goes_back_instance();
+        assert_eq!(returns_to_closed_workers(&p), 1, "any-fit puts y on w1");
+        assert_eq!(place(&p).workers, 3);
+        p.packing = Packing::NextFit;
+        assert_eq!(
+            returns_to_closed_workers(&p),
+            0,
+            "next-fit reopened a worker"
+        );
+        let pl = place(&p);
+        assert_eq!(pl.workers, 3);
+        assert!(
+            pl.shares[2][2] > 1.0 - 1e-9,
+            "y on the last worker: {:?}",
+            pl.shares
+        );
+        // And on random instances: never back, always within B.
+        let mut rng = SimRng::new(7);
+        for _ in 0..300 {
+            let mut p = random_instance(&mut rng);
+            p.max_workers = 8;
+            p = p.scaled(1.0 + 2.0 * rng.uniform());
+            p.packing = Packing::NextFit;
+            assert_eq!(
+                returns_to_closed_workers(&p),
+                0,
+                "next-fit reopened a worker"
+            );
+            let pl = place(&p);
+            let loads =
+                crate::model::worker_loads(&p.scaled(pl.fraction_placed), &pl.shares, pl.workers);
+            assert!(
+                loads
+                    .iter()
+                    .all(|&l| l <= p.budget_us_per_s() * (1.0 + 1e-9))
+            );
+        }
+    }
+
+    #[test]
+    fn packing_names_round_trip() {
+        for p in Packing::ALL {
+            assert_eq!(Packing::parse(p.name()), Some(p));
+        }
+        assert_eq!(Packing::parse("best-fit"), None);
     }
 }

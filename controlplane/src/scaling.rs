@@ -1,9 +1,13 @@
-//! Parallelism (eq. 7–8), the re-planning triggers, and the one-line explanation of a decision.
+//! Parallelism (executors per operator per worker), the re-planning triggers, and the one-line
+//! explanation of a decision.
+//!
+//! Why parallelism is derived from the placement rather than planned on its own: a placement
+//! already fixes how much of each operator's load every worker carries, so the executors an
+//! operator needs on a worker follow from that load and what one executor sustains; a second,
+//! independent rule could only disagree with the packing.
 
-use crate::model::{CostModel, Shares};
+use crate::model::{CostModel, Problem, SHARE_EPSILON, Shares};
 
-/// P_tot may grow by at most this factor in one decision.
-pub const PARALLELISM_GROWTH_CAP: f64 = 2.0;
 /// Re-plan when the input rate moved by more than this fraction from the last planned rate...
 pub const DEFAULT_RATE_CHANGE_THRESHOLD: f64 = 0.2;
 /// ...and stayed there for this long (µs) — when it fell (scale down lazily)...
@@ -16,43 +20,65 @@ pub const DEFAULT_LAG_HOLD_US: u64 = 3_000_000;
 /// ...by more than this fraction of the input rate.
 pub const DEFAULT_LAG_TOLERANCE: f64 = 0.05;
 
-/// Per-operator total parallelism (eq. 7–8): `P_tot = s·P_tot^cur` (capped at
-/// [`PARALLELISM_GROWTH_CAP`]× the current), split in proportion to `N_o·τ̄_o`.
-pub fn operator_parallelism(current_total: f64, s: f64, exec_load_us_per_s: &[f64]) -> Vec<f64> {
-    let p_tot = (s * current_total)
-        .min(PARALLELISM_GROWTH_CAP * current_total)
-        .max(1.0);
-    let total: f64 = exec_load_us_per_s.iter().sum();
-    exec_load_us_per_s
-        .iter()
-        .map(|&l| {
-            if total > 0.0 {
-                p_tot * l / total
-            } else {
-                p_tot / exec_load_us_per_s.len().max(1) as f64
-            }
-        })
-        .collect()
-}
-
-/// Executors of w that own key groups of o: `P_{o,w} = max(1, ⌈P_o·σ_o(w)⌉)` where σ_o(w) > 0,
-/// else 0.
-pub fn worker_parallelism(operator_parallelism: &[f64], shares: &Shares) -> Vec<Vec<usize>> {
-    operator_parallelism
-        .iter()
-        .zip(shares)
-        .map(|(&p, row)| {
-            row.iter()
-                .map(|&s| {
-                    if s > crate::model::SHARE_EPSILON {
-                        ((p * s).ceil() as usize).max(1)
+/// Executors of each worker that run operator o:
+/// `P_{o,w} = clamp(⌈L_{o,w} / ((B − γ·δ_w) / E)⌉, 1, E)` where σ_o(w) > 0, else 0.
+///
+/// `L_{o,w} = σ_o(w)·(D̃_o + Σ_{o→o_s} Ẽ·[α·σ_{o_s}(w) + β·(1 − σ_{o_s}(w))])` is the work o
+/// brings to w (its execution and the dispatch of its chained requests, which the executor that
+/// ran it pays); one of w's `E = executors_per_worker` executors sustains its share of the
+/// budget left after the worker's connections, `(B − γ·δ_w) / E` (every executor pays its part
+/// of γ, whatever operators it runs: an operator sized against `B / E` alone overloads its
+/// executors by that part). A saturated placement (a fraction of the demand placed) is
+/// sized for the demand as given, so its operators get up to all E executors.
+/// Returns `[o][w]` for `w < workers`.
+pub fn executor_parallelism(
+    problem: &Problem,
+    shares: &Shares,
+    workers: usize,
+    executors_per_worker: usize,
+) -> Vec<Vec<usize>> {
+    let e = executors_per_worker.max(1);
+    let c = problem.costs;
+    let delta = crate::model::distinct_destinations(problem, shares, workers);
+    let budget = problem.budget_us_per_s();
+    // At least a hundredth of the budget per executor: a worker whose connections eat it all
+    // gets all its executors for anything it hosts.
+    let per_executor_us_per_s =
+        |w: usize| (budget - c.gamma_us * delta[w] as f64).max(0.01 * budget) / e as f64;
+    let out = problem.out_edges();
+    let share = |o: usize, w: usize| shares.get(o).and_then(|r| r.get(w)).copied().unwrap_or(0.0);
+    (0..problem.operators.len())
+        .map(|o| {
+            (0..workers)
+                .map(|w| {
+                    let s = share(o, w);
+                    if s <= SHARE_EPSILON {
+                        return 0;
+                    }
+                    let dispatch: f64 = out[o]
+                        .iter()
+                        .map(|&ei| {
+                            let edge = &problem.edges[ei];
+                            let local = share(edge.to, w);
+                            edge.rate_per_s * (c.alpha_us * local + c.beta_us * (1.0 - local))
+                        })
+                        .sum();
+                    let load = s * (problem.operators[o].demand_us_per_s + dispatch);
+                    let need = (load / per_executor_us_per_s(w).max(1e-9)).ceil();
+                    if need.is_finite() {
+                        (need as usize).clamp(1, e)
                     } else {
-                        0
+                        e
                     }
                 })
                 .collect()
         })
         .collect()
+}
+
+/// Each operator's executors summed over the workers (what a decision line reports).
+pub fn total_parallelism(parallelism: &[Vec<usize>]) -> Vec<usize> {
+    parallelism.iter().map(|row| row.iter().sum()).collect()
 }
 
 /// Why a re-plan fired.

@@ -83,6 +83,7 @@ fn interval(
     let planner = PlannerSample {
         queue_len: queue * workers,
         input_per_s: input,
+        refused_per_s: 0.0,
         throughput_per_s: throughput,
     };
     (samples, planner)
@@ -336,6 +337,7 @@ fn bad_input_does_not_panic() {
     let p = PlannerSample {
         queue_len: 0,
         input_per_s: f64::NAN,
+        refused_per_s: f64::NAN,
         throughput_per_s: -3.0,
     };
     for i in 0..40 {

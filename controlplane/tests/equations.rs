@@ -9,8 +9,8 @@ use clasp_controlplane::model::{
 };
 use clasp_controlplane::placement::{pack, place, visit_order};
 use clasp_controlplane::scaling::{
-    Explanation, Trigger, TriggerConfig, Triggers, operator_parallelism, parse_line,
-    worker_parallelism,
+    Explanation, Trigger, TriggerConfig, Triggers, executor_parallelism, parse_line,
+    total_parallelism,
 };
 
 fn costs() -> CostModel {
@@ -47,6 +47,7 @@ fn two_ops(demand_a: f64, demand_b: f64, edge_rate: f64) -> Problem {
             to: 1,
             rate_per_s: edge_rate,
         }],
+        packing: Default::default(),
     }
 }
 
@@ -171,17 +172,26 @@ fn load_derivation_and_projection() {
 }
 
 #[test]
-fn parallelism_eq7_8() {
-    let p = operator_parallelism(10.0, 1.5, &[300.0, 100.0]);
-    assert!((p[0] - 11.25).abs() < 1e-12 && (p[1] - 3.75).abs() < 1e-12);
-    // Capped at twice the current total.
-    let capped = operator_parallelism(10.0, 5.0, &[1.0, 1.0]);
-    assert!((capped.iter().sum::<f64>() - 20.0).abs() < 1e-12);
-    let per_worker = worker_parallelism(
-        &[11.25, 3.75],
-        &vec![vec![0.5, 0.5, 0.0], vec![0.1, 0.0, 0.9]],
-    );
-    assert_eq!(per_worker, vec![vec![6, 6, 0], vec![1, 0, 4]]);
+fn parallelism_from_load_over_one_executor() {
+    // B = 100 000 µs/s, 4 executors. w0 sends to w1 (δ = 1, γ = 1000): one executor sustains
+    // (100 000 − 1000)/4 = 24 750 µs/s there; w1 sends nowhere: 25 000.
+    // a: 60 000 on w0 (σ 0.6) + sends: 100/s·0.6·(α·0 + β·1) = 6 000 → 66 000 → ⌈2.67⌉ = 3;
+    //    40 000 on w1 (σ 0.4) + 100·0.4·(α·1) = 400 → 40 400 → ⌈1.616⌉ = 2.
+    // b: 10 000 all on w1 → 1; none on w0 → 0.
+    let p = two_ops(100_000.0, 10_000.0, 100.0);
+    let shares = vec![vec![0.6, 0.4], vec![0.0, 1.0]];
+    let par = executor_parallelism(&p, &shares, 2, 4);
+    assert_eq!(par, vec![vec![3, 2], vec![0, 1]]);
+    assert_eq!(total_parallelism(&par), vec![5, 1]);
+    // The connections' γ comes out of the executors' budget: with γ = 26 000, w0's executors
+    // sustain (100 000 − 26 000)/4 = 18 500 each → a needs ⌈66 000/18 500⌉ = 4 there.
+    let mut costly = p.clone();
+    costly.costs.gamma_us = 26_000.0;
+    assert_eq!(executor_parallelism(&costly, &shares, 2, 4)[0][0], 4);
+    // Never more than the worker's executors, never 0 where the operator has a share.
+    let heavy = two_ops(1e9, 1.0, 100.0);
+    let par = executor_parallelism(&heavy, &vec![vec![1.0], vec![1.0]], 1, 4);
+    assert_eq!(par, vec![vec![4], vec![1]]);
 }
 
 #[test]

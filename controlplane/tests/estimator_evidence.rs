@@ -92,6 +92,7 @@ fn settings(seed: u64) -> SimSettings {
         workers: WORKERS,
         headroom: 1.0,
         seeds: vec![seed],
+        ..SimSettings::default()
     }
 }
 

@@ -55,6 +55,7 @@ fn problem_strategy() -> impl Strategy<Value = Problem> {
             slots_per_worker: 10,
             operators,
             edges,
+            packing: Default::default(),
         }
     })
 }

@@ -34,6 +34,66 @@ fn deterministic_per_seed_and_nothing_lost_across_a_migration() {
     );
 }
 
+/// Roots per second a one-operator app completes unthrottled on one 2-executor worker, with
+/// the operator capped at `parallelism` executors (None: uncapped).
+fn one_operator_throughput(parallelism: Option<usize>) -> f64 {
+    let app: AppModel = serde_json::from_str(
+        r#"{"name": "one", "operators": [{"name": "a", "exec_us": 400}], "edges": []}"#,
+    )
+    .expect("app");
+    let mut c = Cluster::new(&app, ClusterConfig::default(), 1, &vec![vec![1.0]], 3);
+    let caps = parallelism.map(|p| vec![vec![p]]);
+    c.set_parallelism(caps.as_deref());
+    c.start_closed_loop();
+    c.run_until(1_000_000.0);
+    c.total_completed as f64
+}
+
+#[test]
+fn parallelism_bounds_an_operators_service_rate() {
+    // Two executors at 400 µs a request: ~5000/s; one executor: ~2500/s.
+    let free = one_operator_throughput(None);
+    let one = one_operator_throughput(Some(1));
+    let two = one_operator_throughput(Some(2));
+    assert!((4500.0..5500.0).contains(&free), "uncapped {free}");
+    assert!((2200.0..2800.0).contains(&one), "capped at 1: {one}");
+    assert!(
+        (two - free).abs() < 0.05 * free,
+        "capped at 2 (all): {two} vs {free}"
+    );
+    // A cap of 0 still serves (at least one executor).
+    assert!(one_operator_throughput(Some(0)) > 2000.0);
+}
+
+#[test]
+fn a_bounded_input_queue_refuses_what_does_not_fit_and_loses_nothing_else() {
+    let app: AppModel = serde_json::from_str(
+        r#"{"name": "one", "operators": [{"name": "a", "exec_us": 400}], "edges": []}"#,
+    )
+    .expect("app");
+    let run = |bound: Option<usize>| {
+        let cfg = ClusterConfig {
+            input_queue_bound: bound,
+            ..ClusterConfig::default()
+        };
+        let mut c = Cluster::new(&app, cfg, 1, &vec![vec![1.0]], 9);
+        // ~5000/s of capacity, 8000/s offered for 0.5 s, then 2 s to drain.
+        c.set_input_rate(8000.0);
+        c.run_until(500_000.0);
+        c.set_input_rate(0.0);
+        c.run_until(2_500_000.0);
+        (c.total_admitted, c.total_lost, c.total_completed)
+    };
+    let (admitted, lost, completed) = run(Some(16));
+    assert!(lost > 1000, "lost {lost}");
+    assert_eq!(admitted, completed, "every admitted input completes");
+    // Unbounded: nothing lost, and the same input was offered.
+    let (all, none_lost, done) = run(None);
+    assert_eq!(none_lost, 0);
+    assert_eq!(all, done);
+    assert_eq!(all, admitted + lost, "the same offered input either way");
+}
+
 #[test]
 fn faasflow_over_provisions_more_when_scaling_down() {
     let app = AppModel::builtin("sd", 400.0).expect("builtin");
@@ -42,6 +102,7 @@ fn faasflow_over_provisions_more_when_scaling_down() {
         workers: 3,
         headroom: 1.0,
         seeds: vec![1],
+        ..SimSettings::default()
     };
     let v = run(Experiment::WorkerCount, &s, &[app], None).expect("no output dir");
     let ff = &v["mae_by_direction"]["faasflow"];
@@ -76,6 +137,7 @@ fn e2e_probe() {
         workers: 10,
         headroom: 0.9,
         seeds,
+        ..SimSettings::default()
     };
     let (v, _, runs) = e2e(&s, &apps, pattern);
     for (app, _) in &runs {
@@ -116,6 +178,7 @@ fn e2e_clasp_keeps_up_with_every_baseline_for_fewer_worker_seconds() {
         workers: 4,
         headroom: 0.9,
         seeds: vec![1],
+        ..SimSettings::default()
     };
     for pattern in [Pattern::Burst, Pattern::Gradual] {
         let (v, _, _) = e2e(&s, std::slice::from_ref(&app), pattern);

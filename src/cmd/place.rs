@@ -6,6 +6,7 @@ use clap::Args;
 use clasp_controlplane::baselines::{PolicyKind, policy};
 use clasp_controlplane::exact::{DEFAULT_GRID_STEPS, place_exact};
 use clasp_controlplane::model::{parse_problem, worker_loads};
+use clasp_controlplane::placement::Packing;
 
 use super::limits::read_input_file;
 use super::{output, usage_error};
@@ -20,6 +21,9 @@ pub struct PlaceArgs {
     /// clasp | faasflow | zhang24 | faasflow-sp | zhang24-sp | exact (≤ 4 operators, ≤ 3 workers).
     #[arg(long, default_value = "clasp")]
     policy: String,
+    /// any-fit (every open worker, successor hosts first) | next-fit (only the last opened).
+    #[arg(long, default_value = "any-fit")]
+    placement: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -27,8 +31,14 @@ pub struct PlaceArgs {
 
 pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
     let text = read_input_file(&args.problem)?;
-    let problem = parse_problem(&text)
+    let mut problem = parse_problem(&text)
         .map_err(|e| usage_error(format!("{}: {e}", args.problem.display())))?;
+    problem.packing = Packing::parse(&args.placement).ok_or_else(|| {
+        usage_error(format!(
+            "--placement {:?}: expected any-fit or next-fit",
+            args.placement
+        ))
+    })?;
     let kind = PolicyKind::parse(&args.policy).ok_or_else(|| {
         usage_error(format!(
             "unknown policy {:?}; expected clasp, faasflow, zhang24, faasflow-sp, zhang24-sp or exact",
@@ -61,6 +71,7 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
             .collect();
         let v = serde_json::json!({
             "policy": kind.name(),
+            "placement": problem.packing.name(),
             "workers": placement.workers,
             "saturated": placement.saturated,
             "fraction_placed": placement.fraction_placed,

@@ -4,6 +4,8 @@
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use clasp_controlplane::app::{AppModel, BUILTIN_APPS, DEFAULT_EXEC_US, SPEC_RECORDS, SPEC_SEED};
+use clasp_controlplane::placement::Packing;
+use clasp_controlplane::sim::costs::CostShape;
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
 use clasp_controlplane::sim::{
@@ -67,6 +69,26 @@ pub struct SimArgs {
     /// Packing headroom h (default: 1.0 for worker-count, 0.9 otherwise).
     #[arg(long)]
     headroom: Option<f64>,
+    /// any-fit (every open worker, successor hosts first) | next-fit (only the last opened).
+    #[arg(long, default_value = "any-fit")]
+    placement: String,
+    /// The simulated cluster's ground-truth α, β, γ from a machine profile (the JSON
+    /// `clasp calibrate --json` prints and `clasp calibrate` writes; default: the reference
+    /// prototype's costs).
+    #[arg(long)]
+    cost_profile: Option<std::path::PathBuf>,
+    /// How the simulated costs land on threads: model (the load model's own form) | per-batch
+    /// | receiver-beta | fanin-gamma (forms the model does not capture; docs/controlplane.md).
+    #[arg(long, default_value = "model")]
+    cost_shape: String,
+    /// e2e: an input whose worker already queues this many requests is refused and counted
+    /// lost (0: unbounded queues).
+    #[arg(long, default_value_t = 0)]
+    input_queue: usize,
+    /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
+    /// (every executor takes any request).
+    #[arg(long, default_value = "apply")]
+    parallelism: String,
     /// Directory for CSV, JSON and SVG output.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -141,22 +163,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         }
         None => vec![from_spec(&load_app(Some(&args.app), None)?)],
     };
-    let headroom = args.headroom.unwrap_or(match exp {
-        Experiment::WorkerCount => WORKER_COUNT_HEADROOM,
-        _ => clasp_controlplane::model::DEFAULT_HEADROOM,
-    });
-    if !(headroom > 0.0 && headroom <= 1.0) {
-        return Err(usage_error("--headroom must be in (0, 1]"));
-    }
-    let settings = SimSettings {
-        cluster: ClusterConfig {
-            executors: args.executors,
-            ..ClusterConfig::default()
-        },
-        workers: args.workers,
-        headroom,
-        seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
-    };
+    let settings = settings(&args, exp)?;
     if let Some(dir) = &args.out {
         // Before the simulation: it must not end with nowhere to put its files.
         super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
@@ -169,4 +176,56 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     }
     out.finish()
+}
+
+/// The simulation's settings from the flags (each bad value a usage error naming its flag).
+fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
+    let headroom = args.headroom.unwrap_or(match exp {
+        Experiment::WorkerCount => WORKER_COUNT_HEADROOM,
+        _ => clasp_controlplane::model::DEFAULT_HEADROOM,
+    });
+    if !(headroom > 0.0 && headroom <= 1.0) {
+        return Err(usage_error("--headroom must be in (0, 1]"));
+    }
+    let packing = Packing::parse(&args.placement).ok_or_else(|| {
+        usage_error(format!(
+            "--placement {:?}: expected any-fit or next-fit",
+            args.placement
+        ))
+    })?;
+    let apply_parallelism = match args.parallelism.as_str() {
+        "apply" => true,
+        "ignore" => false,
+        p => {
+            return Err(usage_error(format!(
+                "--parallelism {p:?}: expected apply or ignore"
+            )));
+        }
+    };
+    let cost_shape = CostShape::parse(&args.cost_shape).ok_or_else(|| {
+        usage_error(format!(
+            "--cost-shape {:?}: expected model, per-batch, receiver-beta or fanin-gamma",
+            args.cost_shape
+        ))
+    })?;
+    let truth = match &args.cost_profile {
+        Some(path) => super::profile::load(path)
+            .map_err(|e| usage_error(format!("--cost-profile {}: {e}", path.display())))?
+            .costs(),
+        None => ClusterConfig::default().truth,
+    };
+    Ok(SimSettings {
+        cluster: ClusterConfig {
+            executors: args.executors,
+            truth,
+            cost_shape,
+            input_queue_bound: (args.input_queue > 0).then_some(args.input_queue),
+            ..ClusterConfig::default()
+        },
+        workers: args.workers,
+        headroom,
+        seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
+        apply_parallelism,
+        packing,
+    })
 }

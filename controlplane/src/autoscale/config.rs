@@ -6,6 +6,7 @@ use crate::baselines::PolicyKind;
 use crate::estimator::{BusyTimeConfig, EstimatorConfig, EstimatorKind};
 use crate::metrics::SaturationConfig;
 use crate::model::{DEFAULT_HEADROOM, DEFAULT_SLOTS_PER_WORKER};
+use crate::placement::Packing;
 use crate::scaling::TriggerConfig;
 
 /// Window over which λ and Λ are averaged for the triggers and the projection (intervals).
@@ -23,6 +24,8 @@ pub const DEFAULT_BACKLOG_DRAIN_US: f64 = 2_000_000.0;
 pub const DEFAULT_DRAINING_BACKLOG_US: f64 = 250_000.0;
 /// Plan for this much more than the input rate (see [`AutoscaleConfig::rate_margin`]).
 pub const DEFAULT_RATE_MARGIN: f64 = 0.0;
+/// Executor threads per worker a decision sizes parallelism for (`clasp run`'s default).
+pub const DEFAULT_EXECUTORS_PER_WORKER: usize = 1;
 
 /// Settings of the loop. [`AutoscaleConfig::new`] gives the defaults for a policy.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +52,11 @@ pub struct AutoscaleConfig {
     /// Weight of one steady window in the per-input profile.
     pub profile_smoothing: f64,
     pub slots_per_worker: usize,
+    /// The packing rule of CLASP's placement (and the -SP ablations').
+    pub packing: Packing,
+    /// Executor threads per worker: the most executors a decision gives one operator on one
+    /// worker (`scaling::executor_parallelism`).
+    pub executors_per_worker: usize,
     /// W̄ before any saturated sample (e.g. executors × 10^6 µs/s, or `clasp bench dispatch`).
     pub capacity_prior_us_per_s: Option<f64>,
     /// W̄ is known, not estimated: the prior is each worker's CPU cap (a worker in a cgroup
@@ -88,6 +96,8 @@ impl AutoscaleConfig {
             profile_steady_tolerance: DEFAULT_PROFILE_STEADY_TOLERANCE,
             profile_smoothing: DEFAULT_PROFILE_SMOOTHING,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
+            executors_per_worker: DEFAULT_EXECUTORS_PER_WORKER,
+            packing: Packing::default(),
             capacity_prior_us_per_s: None,
             capacity_known: false,
             saturated_throughput_per_worker_prior_per_s: None,
@@ -106,6 +116,7 @@ impl AutoscaleConfig {
         let finite_or = |v: f64, d: f64| if v.is_finite() { v } else { d };
         self.max_workers = self.max_workers.max(1);
         self.slots_per_worker = self.slots_per_worker.max(1);
+        self.executors_per_worker = self.executors_per_worker.max(1);
         self.rate_window_intervals = self.rate_window_intervals.max(1);
         self.headroom = finite_or(self.headroom, DEFAULT_HEADROOM).clamp(0.01, 1.0);
         self.interval_us = finite_or(self.interval_us, DEFAULT_INTERVAL_US).max(1.0);

@@ -49,10 +49,10 @@ use crate::baselines::{Observed, Policy, policy};
 use crate::estimator::CapacityEstimator;
 use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
-    derive_problem, projection_factor,
+    derive_problem, projection_factor, scheduling_and_execution_us_per_s,
 };
 use crate::model::{CostModel, Problem, Shares};
-use crate::scaling::{Explanation, Trigger, Triggers};
+use crate::scaling::{Explanation, Trigger, Triggers, executor_parallelism, total_parallelism};
 use clasp_protocol::Slot;
 use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
@@ -63,9 +63,9 @@ mod learn;
 use learn::Learner;
 
 pub use config::{
-    AutoscaleConfig, DEFAULT_BACKLOG_DRAIN_US, DEFAULT_DRAINING_BACKLOG_US, DEFAULT_INTERVAL_US,
-    DEFAULT_PROFILE_SMOOTHING, DEFAULT_PROFILE_STEADY_TOLERANCE, DEFAULT_RATE_MARGIN,
-    DEFAULT_RATE_WINDOW_INTERVALS,
+    AutoscaleConfig, DEFAULT_BACKLOG_DRAIN_US, DEFAULT_DRAINING_BACKLOG_US,
+    DEFAULT_EXECUTORS_PER_WORKER, DEFAULT_INTERVAL_US, DEFAULT_PROFILE_SMOOTHING,
+    DEFAULT_PROFILE_STEADY_TOLERANCE, DEFAULT_RATE_MARGIN, DEFAULT_RATE_WINDOW_INTERVALS,
 };
 
 /// W̄ planned with while the estimator has neither a saturated sample nor a prior (µs per s):
@@ -92,6 +92,9 @@ pub struct ScaleDecision {
     pub shares: Shares,
     /// The shares as key groups, keeping as many as possible where they were.
     pub routing: RoutingTable,
+    /// `parallelism[o][w]`: executors of worker w that run operator o
+    /// (`scaling::executor_parallelism`; 0 where o has no share on w).
+    pub parallelism: Vec<Vec<usize>>,
     /// Key groups whose owner changed.
     pub key_groups_moved: usize,
     /// The input rate planned for (per second).
@@ -153,6 +156,8 @@ pub struct Autoscaler {
     window: VecDeque<Interval>,
     workers: usize,
     routing: RoutingTable,
+    /// The last decision's executors per operator per worker.
+    parallelism: Vec<Vec<usize>>,
     first_rate_per_s: f64,
     saturated_per_worker_per_s: Option<f64>,
     last_migration_us: f64,
@@ -230,6 +235,7 @@ impl Autoscaler {
             window: VecDeque::new(),
             workers: 0,
             routing: RoutingTable::default(),
+            parallelism: Vec::new(),
             first_rate_per_s: first,
             saturated_per_worker_per_s: cfg.saturated_throughput_per_worker_prior_per_s,
             last_migration_us: f64::NEG_INFINITY,
@@ -284,6 +290,7 @@ impl Autoscaler {
             (d.placement.saturated, d.placement.fraction_placed),
         );
         self.workers = workers;
+        self.parallelism = decision.parallelism.clone();
         self.triggers.planned(self.first_rate_per_s);
         decision
     }
@@ -311,6 +318,11 @@ impl Autoscaler {
     ) -> Option<ScaleDecision> {
         if self.cfg.learn_costs && !self.migrating {
             self.learner.observe_busy(t_us, samples, parked);
+        }
+        if !self.migrating {
+            // Policies with an overhead model (Zhang24) refit it from measured times.
+            let (sched, exec) = scheduling_and_execution_us_per_s(samples);
+            self.policy.observe_overhead(sched, exec);
         }
         let saturated = self.observe_saturation(samples);
         self.record_rates(t_us, samples, planner);
@@ -405,6 +417,7 @@ impl Autoscaler {
         );
         self.routing = new_routing;
         self.workers = workers;
+        self.parallelism = decision.parallelism.clone();
         self.last_decision_us = t_us;
         self.migrating = true;
         Some(decision)
@@ -432,6 +445,8 @@ impl Autoscaler {
             rate_or_zero(planner.input_per_s),
             rate_or_zero(planner.throughput_per_s),
         );
+        // Refused inputs were never admitted: they are not a backlog to drain.
+        let admitted = (input - rate_or_zero(planner.refused_per_s)).max(0.0);
         let dt_us = match self.last_t_us {
             Some(last) if t_us.is_finite() && t_us > last => t_us - last,
             _ => self.cfg.interval_us,
@@ -439,7 +454,7 @@ impl Autoscaler {
         if t_us.is_finite() {
             self.last_t_us = Some(t_us);
         }
-        self.in_flight_roots = (self.in_flight_roots + (input - done) * dt_us / 1e6).max(0.0);
+        self.in_flight_roots = (self.in_flight_roots + (admitted - done) * dt_us / 1e6).max(0.0);
         self.recent_rates.push_back((t_us, input));
         while self.recent_rates.len() > RATE_HISTORY_INTERVALS {
             self.recent_rates.pop_front();
@@ -550,6 +565,11 @@ impl Autoscaler {
             })
         });
         self.workers = rest;
+        for row in &mut self.parallelism {
+            if index < row.len() {
+                row.remove(index);
+            }
+        }
     }
 
     /// The most workers decisions may use.
@@ -596,7 +616,10 @@ impl Autoscaler {
             max_workers: self.cfg.max_workers,
             slots_per_worker: self.cfg.slots_per_worker,
         };
-        derive_problem(&ctx, &self.profile, rate_or_zero(rate_per_s))
+        Problem {
+            packing: self.cfg.packing,
+            ..derive_problem(&ctx, &self.profile, rate_or_zero(rate_per_s))
+        }
     }
 
     fn capacity_us_per_s(&self) -> f64 {
@@ -664,6 +687,19 @@ impl Autoscaler {
         moved: usize,
         (saturated, fraction_placed): (bool, f64),
     ) -> ScaleDecision {
+        let parallelism =
+            executor_parallelism(problem, &shares, workers, self.cfg.executors_per_worker);
+        let before = total_parallelism(&self.parallelism);
+        let after = total_parallelism(&parallelism);
+        let per_operator = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(o, n)| {
+                let b = before.get(o).copied().unwrap_or(0);
+                (n.clone(), b, after.get(o).copied().unwrap_or(0))
+            })
+            .collect();
         let exp = Explanation {
             policy: self.cfg.policy.name().into(),
             trigger: trigger.clone(),
@@ -673,7 +709,7 @@ impl Autoscaler {
             costs: problem.costs,
             workers_before: self.workers,
             workers_after: workers,
-            parallelism: Vec::new(),
+            parallelism: per_operator,
             key_groups_moved: moved,
         };
         ScaleDecision {
@@ -682,6 +718,7 @@ impl Autoscaler {
             workers,
             shares,
             routing,
+            parallelism,
             key_groups_moved: moved,
             rate_per_s,
             saturated,

@@ -95,6 +95,10 @@ pub trait Policy {
     fn decide(&mut self, problem: &Problem, observed: Option<&Observed>) -> Decision;
     /// The policy's shares on exactly `workers` workers, for unthrottled input (Fig. 10).
     fn placement_on(&self, problem: &Problem, workers: usize) -> Shares;
+    /// One interval's measured CPU time of the active workers: scheduling (everything but
+    /// operator execution) and execution, µs per second. Only policies with an overhead model
+    /// (Zhang24) use it.
+    fn observe_overhead(&mut self, _scheduling_us_per_s: f64, _execution_us_per_s: f64) {}
 }
 
 /// The demand scale at which the raw execution demand fills `workers` budgets: how a policy
@@ -125,8 +129,9 @@ impl Policy for Clasp {
             place(problem)
         };
         let reason = format!(
-            "policy={} workers={} saturated={} fraction_placed={:.4} budget_us_per_s={:.0}",
+            "policy={} packing={} workers={} saturated={} fraction_placed={:.4} budget_us_per_s={:.0}",
             self.kind().name(),
+            problem.packing.name(),
             placement.workers,
             placement.saturated,
             placement.fraction_placed,

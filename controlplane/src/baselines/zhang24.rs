@@ -1,6 +1,7 @@
 //! Zhang24 (Zhang et al., 2024a) as its authors describe it: per-operator parallelism from the
 //! overhead model `r(p) = b·(1 − e^{−k·p})` (r = scheduling / (scheduling + execution) time),
-//! fitted online; the smallest p with `p·(slot/τ_o)·(1 − r(p))·0.9 ≥ rate_o`; instances placed
+//! refitted online from the scheduling and execution time the workers measure (never from the
+//! cost model's α, β, γ); the smallest p with `p·(slot/τ_o)·(1 − r(p))·0.9 ≥ rate_o`; instances placed
 //! in topological order by `0.5·data-affinity + 0.5·load-balance` over all workers.
 //!
 //! One unit choice of ours: the original writes the per-instance rate as 10^6/τ_o (one executor
@@ -25,6 +26,8 @@ pub const AFFINITY_WEIGHT: f64 = 0.5;
 const PRIOR_WEIGHT: f64 = 1.0;
 /// Parallelism cap per operator (a bound on the search).
 const MAX_PARALLELISM: usize = 10_000;
+/// Observed points the online fit keeps (the latest; older ones describe older configurations).
+pub const MAX_OBSERVED_POINTS: usize = 256;
 
 /// The online fit of r(p): least squares over observed (p, r) points plus the prior curve.
 #[derive(Clone, Debug)]
@@ -49,12 +52,31 @@ impl OverheadModel {
         self.b * (1.0 - (-self.k * p).exp())
     }
 
-    /// Records an observed scheduling fraction r at parallelism p and refits.
+    /// Records an observed scheduling fraction r at parallelism p and refits (the latest
+    /// [`MAX_OBSERVED_POINTS`] points count).
     pub fn observe(&mut self, p: f64, r: f64) {
         if p.is_finite() && p > 0.0 && r.is_finite() && (0.0..1.0).contains(&r) {
+            if self.points.len() == MAX_OBSERVED_POINTS {
+                self.points.remove(0);
+            }
             self.points.push((p, r));
             self.fit();
         }
+    }
+
+    /// Records one measurement at parallelism p: the workers' scheduling time (CPU time not
+    /// spent executing operators: dispatch, hand-offs, connections) and execution time, both
+    /// per second or both per request; `r = scheduling / (scheduling + execution)`.
+    pub fn observe_times(&mut self, p: f64, scheduling_us: f64, execution_us: f64) {
+        let total = scheduling_us.max(0.0) + execution_us;
+        if execution_us > 0.0 && total.is_finite() {
+            self.observe(p, scheduling_us.max(0.0) / total);
+        }
+    }
+
+    /// Observed points behind the fit.
+    pub fn observed_points(&self) -> usize {
+        self.points.len()
     }
 
     /// Grid over k; for each k, b is the closed-form least-squares solution.
@@ -106,6 +128,8 @@ impl OverheadModel {
 pub struct Zhang24 {
     pub shared_placement: bool,
     pub model: OverheadModel,
+    /// Mean instances per operator of the last decision: the p a measurement is taken at.
+    last_parallelism: Option<f64>,
 }
 
 impl Zhang24 {
@@ -113,6 +137,7 @@ impl Zhang24 {
         Zhang24 {
             shared_placement,
             model: OverheadModel::default(),
+            last_parallelism: None,
         }
     }
 
@@ -201,6 +226,7 @@ impl Policy for Zhang24 {
     fn decide(&mut self, problem: &Problem, _observed: Option<&Observed>) -> Decision {
         let (shares, n) = self.shares_on(problem, problem.max_workers);
         let par = self.parallelism(problem);
+        self.last_parallelism = mean_instances(&par);
         let placement = if self.shared_placement {
             sp_placement(problem, n)
         } else {
@@ -233,11 +259,69 @@ impl Policy for Zhang24 {
         }
     }
 
+    fn observe_overhead(&mut self, scheduling_us_per_s: f64, execution_us_per_s: f64) {
+        if let Some(p) = self.last_parallelism {
+            self.model
+                .observe_times(p, scheduling_us_per_s, execution_us_per_s);
+        }
+    }
+
     fn placement_on(&self, problem: &Problem, workers: usize) -> Shares {
         if self.shared_placement {
             return super::Clasp::default().placement_on(problem, workers);
         }
         self.shares_on(&problem.scaled(fill_scale(problem, workers)), workers)
             .0
+    }
+}
+
+/// Mean instances per operator (the p of r(p)); `None` without operators.
+pub fn mean_instances(parallelism: &[usize]) -> Option<f64> {
+    (!parallelism.is_empty())
+        .then(|| parallelism.iter().sum::<usize>() as f64 / parallelism.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clasp_protocol::rng::SimRng;
+
+    #[test]
+    fn refit_converges_on_measured_times_alone() {
+        // Synthetic measurements from b = 0.25, k = 0.4 with ±5 % noise on the scheduling
+        // time: only times go in, no cost model.
+        let (b, k) = (0.25, 0.4);
+        let mut m = OverheadModel::default();
+        let mut rng = SimRng::new(11);
+        for i in 0..400 {
+            let p = 1.0 + (i % 20) as f64;
+            let r = b * (1.0 - (-k * p).exp());
+            let exec_us = 1000.0;
+            let sched_us = exec_us * r / (1.0 - r) * (0.95 + 0.1 * rng.uniform());
+            m.observe_times(p, sched_us, exec_us);
+        }
+        assert_eq!(m.observed_points(), MAX_OBSERVED_POINTS);
+        assert!((m.k - k).abs() < 0.05, "k {} b {}", m.k, m.b);
+        assert!((m.b - b).abs() < 0.02, "k {} b {}", m.k, m.b);
+    }
+
+    #[test]
+    fn the_policy_refits_at_its_own_parallelism() {
+        let mut z = Zhang24::new(false);
+        // Nothing decided yet: no parallelism to pair a measurement with.
+        z.observe_overhead(100.0, 900.0);
+        assert_eq!(z.model.observed_points(), 0);
+        let p = crate::sim::random_instance(&mut SimRng::new(3));
+        z.decide(&p, None);
+        for _ in 0..50 {
+            z.observe_overhead(600.0, 400.0);
+        }
+        assert_eq!(z.model.observed_points(), 50);
+        let at = mean_instances(&z.parallelism(&p)).expect("operators");
+        assert!(
+            (z.model.r(at) - 0.6).abs() < 0.05,
+            "r({at}) = {}",
+            z.model.r(at)
+        );
     }
 }

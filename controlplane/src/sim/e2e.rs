@@ -31,6 +31,11 @@ pub struct E2eResult {
     pub worker_seconds: f64,
     /// Roots completed by the end of the drain over roots admitted.
     pub completed_fraction: f64,
+    /// Inputs refused at a full input queue over inputs offered (0 with unbounded queues).
+    pub lost_fraction: f64,
+    /// Seconds of the pattern during which some active worker was saturated (mean queue
+    /// above the saturation depth or mean wait above the saturation wait of the sim).
+    pub saturated_s: f64,
     pub decisions: Vec<String>,
     /// (t_s, input_per_s, throughput_per_s, workers)
     pub timeline: Vec<(f64, f64, f64, usize)>,
@@ -63,6 +68,8 @@ fn run_policy(
         saturated_throughput_per_worker_prior_per_s: Some(ff_init / big_n as f64),
         // The experiment reproduces the saturated method as calibrated by the lab.
         estimator_kind: EstimatorKind::Saturated,
+        executors_per_worker: settings.cluster.executors,
+        packing: settings.packing,
         ..AutoscaleConfig::new(kind, big_n)
     };
     // The estimator and the per-input profile as calibration left them (§5.3).
@@ -71,6 +78,10 @@ fn run_policy(
         .with_profile(lab.profile.clone());
     let d = auto.initial();
     let mut cluster = Cluster::new(lab.app, settings.cluster.clone(), big_n, &d.shares, seed);
+    let parallelism = |d: &crate::autoscale::ScaleDecision| {
+        settings.apply_parallelism.then(|| d.parallelism.clone())
+    };
+    cluster.set_parallelism(parallelism(&d).as_deref());
     let mut res = E2eResult::default();
     let total_us: f64 = pattern.iter().map(|p| p.1).sum();
     let (mut t, mut stage, mut stage_end) = (0.0, 0usize, pattern[0].1);
@@ -98,8 +109,14 @@ fn run_policy(
         if t >= total_us {
             continue;
         }
+        if samples.iter().any(|s| {
+            s.queue_mean > SIM_SATURATION_QUEUE_DEPTH || s.wait_mean_us > SIM_SATURATION_WAIT_US
+        }) {
+            res.saturated_s += iv / 1e6;
+        }
         if let Some(d) = auto.on_interval(t, &samples, &planner) {
             cluster.migrate(&d.shares);
+            cluster.set_parallelism(parallelism(&d).as_deref());
             auto.migrated(t);
             res.decisions
                 .push(format!("t_s={:.2} {}", t / 1e6, d.explanation));
@@ -110,6 +127,8 @@ fn run_policy(
     res.latency_p95_ms = cluster.latency.quantile_us(0.95) / 1e3;
     res.worker_seconds = cluster.busy_worker_us / 1e6;
     res.completed_fraction = cluster.total_completed as f64 / cluster.total_admitted.max(1) as f64;
+    let offered = cluster.total_admitted + cluster.total_lost;
+    res.lost_fraction = cluster.total_lost as f64 / offered.max(1) as f64;
     res
 }
 
@@ -143,7 +162,7 @@ pub fn e2e(
     });
     let mut results = serde_json::Map::new();
     let mut csv = vec![
-        "app,policy,throughput_per_s,throughput_sd,latency_p50_ms,latency_p95_ms,worker_seconds,worker_seconds_sd"
+        "app,policy,throughput_per_s,throughput_sd,latency_p50_ms,latency_p95_ms,worker_seconds,worker_seconds_sd,lost_fraction,saturated_s"
             .to_string(),
     ];
     let mut first_runs = Vec::new();
@@ -158,15 +177,17 @@ pub fn e2e(
             let (p95, _) = f(|r| r.latency_p95_ms);
             let (ws, ws_sd) = f(|r| r.worker_seconds);
             let (done, _) = f(|r| r.completed_fraction);
+            let (lost, _) = f(|r| r.lost_fraction);
+            let (sat, _) = f(|r| r.saturated_s);
             m.insert(
                 app.name.clone(),
                 json!({"throughput_per_s": thr, "throughput_spread_sd": thr_sd, "latency_p50_ms": p50,
                        "latency_p95_ms": p95, "worker_seconds": ws, "worker_seconds_spread_sd": ws_sd,
-                       "completed_fraction": done,
+                       "completed_fraction": done, "lost_fraction": lost, "saturated_s": sat,
                        "decisions_seed0": rs[0].decisions.len()}),
             );
             csv.push(format!(
-                "{},{},{thr:.1},{thr_sd:.1},{p50:.2},{p95:.2},{ws:.1},{ws_sd:.1}",
+                "{},{},{thr:.1},{thr_sd:.1},{p50:.2},{p95:.2},{ws:.1},{ws_sd:.1},{lost:.5},{sat:.2}",
                 app.name,
                 k.name()
             ));
@@ -177,6 +198,8 @@ pub fn e2e(
         first_runs.push((app.name.clone(), per[ai][0].clone()));
     }
     let v = json!({"experiment": "e2e", "pattern": pattern.name(), "workers": settings.workers,
-                   "seeds": settings.seeds, "results": results});
+                   "seeds": settings.seeds, "parallelism_applied": settings.apply_parallelism,
+                   "input_queue_bound": settings.cluster.input_queue_bound,
+                   "packing": settings.packing.name(), "results": results});
     (v, csv, first_runs)
 }

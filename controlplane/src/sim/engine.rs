@@ -1,24 +1,30 @@
-//! The discrete-event cluster: workers with executor threads serving one inbound FIFO and one
-//! network thread,
-//! stochastic (log-normal) execution times, Zipf-skewed keys hashed to key groups, routing by
-//! key-group ownership, batched remote hand-offs with link latency, a per-destination
-//! housekeeping cost, migrations that pause workers for a time growing with the key groups
-//! they move, and the Table 2 metrics a real worker reports.
+//! The discrete-event cluster: workers with executor threads serving their inbound requests
+//! oldest first ([`super::inbox`]; optionally at most the decided executors per operator) and
+//! one network thread, stochastic (log-normal) execution times, Zipf-skewed keys hashed to key
+//! groups, routing by key-group ownership, batched remote hand-offs with link latency, a
+//! per-destination housekeeping cost, migrations that pause workers for a time growing with the
+//! key groups they move, an optionally bounded input, and the Table 2 metrics a real worker
+//! reports.
 //!
 //! What it is *not*: the planner's formula. Costs land on specific threads (an executor runs
 //! the operator and pays α or its part of β per child it dispatches; the network thread pays
-//! the rest of β; each remote destination costs the executors γ per second while its connection
-//! is open — used within the last metrics interval), so a worker's capacity emerges from queueing on its busiest thread, key-group
-//! cost and service-time noise — which the single-pool model of eq. 1 only approximates.
+//! the rest of β; each remote destination costs the executors γ per second while its
+//! connection is open — used within the last metrics interval), so a worker's capacity emerges
+//! from queueing on its busiest thread, key-group cost and service-time noise — which the
+//! single-pool model of eq. 1 only approximates. [`CostShape`] can move those costs into forms
+//! the model does not have at all (per batch, on the receiver, growing with fan-in).
 //!
 //! Not modelled: key groups pinned to one executor (the data plane's executor-level ownership;
-//! here any idle executor takes the next request, so a worker's executors never idle while it
-//! has work), operator state size beyond the migration pause, credit-based backpressure
-//! (queues grow without bound), network bandwidth limits, failures.
+//! here an executor allowed to run an operator takes any of its requests), operator state size
+//! beyond the migration pause, credit-based backpressure between workers (chained requests
+//! queue without bound; only the input can be refused), network bandwidth limits, failures.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
+use super::costs::CostShape;
+pub use super::histogram::Histogram;
+use super::inbox::Inbox;
 use super::rng::KeyGroupSampler;
 use crate::app::AppModel;
 use crate::metrics::{OperatorSample, PlannerSample, WorkerSample};
@@ -66,6 +72,12 @@ pub struct ClusterConfig {
     pub roots_in_flight_per_worker: usize,
     pub pause_base_us: f64,
     pub pause_per_key_group_us: f64,
+    /// How the costs land on threads (the load model's own form by default).
+    pub cost_shape: CostShape,
+    /// An input whose worker already queues this many requests is refused and lost (the
+    /// ingress's backpressure); None: queues grow without bound. Chained requests are never
+    /// refused.
+    pub input_queue_bound: Option<usize>,
 }
 
 impl Default for ClusterConfig {
@@ -82,6 +94,8 @@ impl Default for ClusterConfig {
             roots_in_flight_per_worker: DEFAULT_ROOTS_IN_FLIGHT_PER_WORKER,
             pause_base_us: DEFAULT_PAUSE_BASE_US,
             pause_per_key_group_us: DEFAULT_PAUSE_PER_KEY_GROUP_US,
+            cost_shape: CostShape::default(),
+            input_queue_bound: None,
         }
     }
 }
@@ -92,6 +106,8 @@ struct Req {
     kg: u32,
     root: u32,
     enqueued_us: f64,
+    /// A chained request from another worker (its receiver pays β under `receiver-beta`).
+    remote: bool,
 }
 
 enum Ev {
@@ -149,8 +165,9 @@ struct Counters {
 }
 
 struct Worker {
-    /// One inbound FIFO served by every executor of the worker (see the module docs).
-    queue: VecDeque<Req>,
+    /// The inbound requests, served oldest first by every executor of the worker (see the
+    /// module docs), per operator at most the decision's parallelism at once when applied.
+    queue: Inbox<Req>,
     execs: Vec<Executor>,
     net_free_us: f64,
     paused_until_us: f64,
@@ -163,52 +180,8 @@ struct Worker {
     /// Destinations with a possibly open connection (deduplicated by `dest_listed`).
     dest_open: Vec<usize>,
     dest_listed: Vec<bool>,
-}
-
-/// A log-bucketed latency histogram (2% buckets from 1 µs).
-#[derive(Clone, Debug)]
-pub struct Histogram {
-    buckets: Vec<u64>,
-    pub count: u64,
-}
-
-const HIST_RATIO_LN: f64 = 0.019_802_627; // ln(1.02)
-const HIST_BUCKETS: usize = 1500;
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram {
-            buckets: vec![0; HIST_BUCKETS],
-            count: 0,
-        }
-    }
-}
-
-impl Histogram {
-    pub fn record(&mut self, us: f64) {
-        let b = if us <= 1.0 {
-            0
-        } else {
-            ((us.ln() / HIST_RATIO_LN) as usize).min(HIST_BUCKETS - 1)
-        };
-        self.buckets[b] += 1;
-        self.count += 1;
-    }
-    /// The q-quantile in µs (upper edge of its bucket).
-    pub fn quantile_us(&self, q: f64) -> f64 {
-        if self.count == 0 {
-            return 0.0;
-        }
-        let target = (q * self.count as f64).ceil().max(1.0) as u64;
-        let mut acc = 0;
-        for (b, &n) in self.buckets.iter().enumerate() {
-            acc += n;
-            if acc >= target {
-                return ((b + 1) as f64 * HIST_RATIO_LN).exp();
-            }
-        }
-        f64::INFINITY
-    }
+    /// `per-batch`: when the batch to each destination was opened (µs).
+    batch_opened_us: Vec<f64>,
 }
 
 /// The simulated cluster.
@@ -235,10 +208,16 @@ pub struct Cluster {
     input_rate_per_s: f64,
     input_scheduled: bool,
     interval_id: u64,
-    admitted: f64,
+    /// Inputs offered this interval (admitted or refused): the planner's λ.
+    offered: f64,
+    /// Of those, refused at a full input queue.
+    refused: f64,
     completed: f64,
     pub total_completed: u64,
     pub total_admitted: u64,
+    /// Inputs refused because their worker's inbound queue was at
+    /// [`ClusterConfig::input_queue_bound`].
+    pub total_lost: u64,
     pub latency: Histogram,
     pub busy_worker_us: f64,
     last_account_us: f64,
@@ -272,7 +251,7 @@ impl Cluster {
         let n_workers = max_workers.max(active);
         let workers = (0..n_workers)
             .map(|_| Worker {
-                queue: VecDeque::new(),
+                queue: Inbox::new(app.operators.len()),
                 execs: (0..cfg.executors.max(1))
                     .map(|_| Executor::default())
                     .collect(),
@@ -283,6 +262,7 @@ impl Cluster {
                 dest_last_us: vec![f64::NEG_INFINITY; n_workers],
                 dest_open: Vec::new(),
                 dest_listed: vec![false; n_workers],
+                batch_opened_us: vec![f64::NEG_INFINITY; n_workers],
             })
             .collect();
         let mut c = Cluster {
@@ -311,10 +291,12 @@ impl Cluster {
             input_rate_per_s: 0.0,
             input_scheduled: false,
             interval_id: 0,
-            admitted: 0.0,
+            offered: 0.0,
+            refused: 0.0,
             completed: 0.0,
             total_completed: 0,
             total_admitted: 0,
+            total_lost: 0,
             latency: Histogram::default(),
             busy_worker_us: 0.0,
             last_account_us: 0.0,
@@ -355,6 +337,22 @@ impl Cluster {
     }
 
     fn admit(&mut self) {
+        // The input's draws come first and do not depend on whether it is admitted, so every
+        // run of a seed sees the same input.
+        let op = self.sources[self.input_rng.below(self.sources.len())];
+        let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
+        let w = owner_of(&self.routing, op as usize, kg as usize);
+        self.offered += 1.0;
+        if self
+            .cfg
+            .input_queue_bound
+            .is_some_and(|b| self.workers[w].queue.len() >= b)
+        {
+            // Backpressure at the ingress: the input is refused, and lost.
+            self.total_lost += 1;
+            self.refused += 1.0;
+            return;
+        }
         let root = match self.free_roots.pop() {
             Some(r) => {
                 self.roots[r as usize] = (self.now_us, 1);
@@ -365,10 +363,6 @@ impl Cluster {
                 (self.roots.len() - 1) as u32
             }
         };
-        let op = self.sources[self.input_rng.below(self.sources.len())];
-        let kg = self.samplers[op as usize].sample(&mut self.input_rng) as u32;
-        let w = owner_of(&self.routing, op as usize, kg as usize);
-        self.admitted += 1.0;
         self.total_admitted += 1;
         let t = self.now_us + self.cfg.link_latency_us;
         self.push(
@@ -380,6 +374,7 @@ impl Cluster {
                     kg,
                     root,
                     enqueued_us: t,
+                    remote: false,
                 },
             },
         );
@@ -393,7 +388,7 @@ impl Cluster {
             self.push(req.enqueued_us, Ev::Arrive { w: owner, req });
             return;
         }
-        self.workers[w].queue.push_back(req);
+        self.workers[w].queue.push(req.op as usize, req);
         if let Some(e) = self.workers[w].execs.iter().position(|x| !x.busy) {
             self.try_start(w, e);
         }
@@ -412,7 +407,7 @@ impl Cluster {
             self.push(now + debt, Ev::ExecDone { w, e });
             return;
         }
-        let Some(req) = self.workers[w].queue.pop_front() else {
+        let Some((_, req)) = self.workers[w].queue.start_next() else {
             return;
         };
         let cv = self.cfg.service_cv;
@@ -420,9 +415,14 @@ impl Cluster {
         let exec = self.rng.lognormal(self.exec_us[op].max(1e-3), cv);
         let mut children = std::mem::take(&mut self.workers[w].execs[e].children);
         children.clear();
-        let mut dispatch = 0.0;
         let truth = self.cfg.truth;
+        let shape = self.cfg.cost_shape;
         let beta_exec = truth.beta_us * (1.0 - self.cfg.network_share_of_beta);
+        let mut dispatch = if req.remote {
+            shape.receiver_remote_us(beta_exec)
+        } else {
+            0.0
+        };
         for i in 0..self.out[op].len() {
             let (edge, to, fanout) = self.out[op][i];
             let k = self.rng.count(fanout);
@@ -436,7 +436,12 @@ impl Cluster {
                     dispatch += truth.alpha_us * jitter;
                     wk.c.local += 1.0;
                 } else {
-                    dispatch += beta_exec * jitter;
+                    let (cost, opens) =
+                        shape.sender_remote_us(beta_exec, now, wk.batch_opened_us[owner]);
+                    if opens {
+                        wk.batch_opened_us[owner] = now;
+                    }
+                    dispatch += cost * jitter;
                     wk.c.remote += 1.0;
                     wk.dest_interval[owner] = self.interval_id;
                     wk.dest_last_us[owner] = now;
@@ -475,6 +480,7 @@ impl Cluster {
                     kg,
                     root: req.root,
                     enqueued_us: now,
+                    remote: false,
                 };
                 let owner = owner_of(&self.routing, to as usize, kg as usize);
                 if owner == w {
@@ -493,6 +499,7 @@ impl Cluster {
                             w: owner,
                             req: Req {
                                 enqueued_us: t,
+                                remote: true,
                                 ..child
                             },
                         },
@@ -503,6 +510,7 @@ impl Cluster {
             let mut children = children;
             children.clear();
             self.workers[w].execs[e].children = children;
+            self.workers[w].queue.finished(req.op as usize);
             let r = &mut self.roots[req.root as usize];
             r.1 = r.1 + n - 1;
             if r.1 == 0 {
@@ -518,23 +526,78 @@ impl Cluster {
         }
         self.workers[w].execs[e].busy = false;
         self.try_start(w, e);
+        if self.workers[w].queue.capped() {
+            // The finished request freed a place under its operator's cap: an executor left
+            // idle by that cap may start now (this one may be paying housekeeping debt).
+            self.wake(w);
+        }
+    }
+
+    /// Every idle executor of `w` tries to start a request.
+    fn wake(&mut self, w: usize) {
+        for e in 0..self.workers[w].execs.len() {
+            self.try_start(w, e);
+        }
+    }
+
+    /// Caps how many executors of each worker run each operator at once:
+    /// `parallelism[o][w]` (a decision's parallelism); `None` lifts every cap, so any idle
+    /// executor takes the oldest request (the single pool the load model assumes).
+    pub fn set_parallelism(&mut self, parallelism: Option<&[Vec<usize>]>) {
+        for w in 0..self.workers.len() {
+            let limits: Option<Vec<usize>> = parallelism.map(|p| {
+                p.iter()
+                    .map(|row| row.get(w).copied().unwrap_or(0))
+                    .collect()
+            });
+            let was_capped = self.workers[w].queue.capped();
+            self.workers[w].queue.set_limits(limits.as_deref());
+            // Only a cap that changed can leave a startable request waiting (an uncapped pool
+            // stays as it was: runs without caps reproduce the single pool exactly).
+            if was_capped || self.workers[w].queue.capped() {
+                self.wake(w);
+            }
+        }
+    }
+
+    /// Closes the connections of `w` not used within the last metrics interval.
+    fn close_idle_connections(&mut self, w: usize) {
+        let (now, open_for_us) = (self.now_us, self.cfg.interval_us);
+        let wk = &mut self.workers[w];
+        let (last, listed) = (&wk.dest_last_us, &mut wk.dest_listed);
+        wk.dest_open.retain(|&v| {
+            let open = now - last[v] <= open_for_us;
+            if !open {
+                listed[v] = false;
+            }
+            open
+        });
     }
 
     fn flush(&mut self) {
         let charge_per_dest = self.cfg.truth.gamma_us * self.cfg.flush_interval_us / 1e6;
-        let now = self.now_us;
-        let open_for_us = self.cfg.interval_us;
-        for w in 0..self.active_workers {
-            let wk = &mut self.workers[w];
-            let (last, listed) = (&wk.dest_last_us, &mut wk.dest_listed);
-            wk.dest_open.retain(|&v| {
-                let open = now - last[v] <= open_for_us;
-                if !open {
-                    listed[v] = false;
+        let shape = self.cfg.cost_shape;
+        // `fanin-gamma` prices a connection by how many workers send to its destination.
+        let mut fan_in = vec![0usize; self.workers.len()];
+        if shape == CostShape::FaninGamma {
+            for w in 0..self.active_workers {
+                self.close_idle_connections(w);
+                for &v in &self.workers[w].dest_open {
+                    fan_in[v] += 1;
                 }
-                open
-            });
-            let cost = charge_per_dest * wk.dest_open.len() as f64;
+            }
+        }
+        for w in 0..self.active_workers {
+            self.close_idle_connections(w);
+            let wk = &mut self.workers[w];
+            let cost = if shape == CostShape::FaninGamma {
+                wk.dest_open
+                    .iter()
+                    .map(|&v| charge_per_dest * shape.gamma_factor(fan_in[v]))
+                    .sum()
+            } else {
+                charge_per_dest * wk.dest_open.len() as f64
+            };
             let per = cost / wk.execs.len() as f64;
             for ex in &mut wk.execs {
                 ex.debt_us += per;
@@ -566,11 +629,7 @@ impl Cluster {
                 Ev::ExecDone { w, e } => self.exec_done(w, e),
                 Ev::Arrive { w, req } => self.enqueue(w, req),
                 Ev::Flush => self.flush(),
-                Ev::Resume { w } => {
-                    for e in 0..self.workers[w].execs.len() {
-                        self.try_start(w, e);
-                    }
-                }
+                Ev::Resume { w } => self.wake(w),
                 Ev::Input => {
                     self.input_scheduled = false;
                     if self.input_rate_per_s > 0.0 {
@@ -648,10 +707,12 @@ impl Cluster {
         self.interval_id += 1;
         let planner = PlannerSample {
             queue_len: queued_total,
-            input_per_s: self.admitted * per_s,
+            input_per_s: self.offered * per_s,
+            refused_per_s: self.refused * per_s,
             throughput_per_s: self.completed * per_s,
         };
-        self.admitted = 0.0;
+        self.offered = 0.0;
+        self.refused = 0.0;
         self.completed = 0.0;
         (out, planner)
     }
@@ -689,15 +750,14 @@ impl Cluster {
             let until = self.now_us + pause;
             self.workers[w].paused_until_us = until;
             // Forward queued requests whose key group left this worker.
-            let q = std::mem::take(&mut self.workers[w].queue);
-            for req in q {
+            let routing = &self.routing;
+            let gone = self.workers[w]
+                .queue
+                .retain_or_take(|_, req| owner_of(routing, req.op as usize, req.kg as usize) == w);
+            for req in gone {
                 let owner = owner_of(&self.routing, req.op as usize, req.kg as usize);
-                if owner == w {
-                    self.workers[w].queue.push_back(req);
-                } else {
-                    let t = until + self.cfg.link_latency_us;
-                    self.push(t, Ev::Arrive { w: owner, req });
-                }
+                let t = until + self.cfg.link_latency_us;
+                self.push(t, Ev::Arrive { w: owner, req });
             }
             self.push(until, Ev::Resume { w });
         }

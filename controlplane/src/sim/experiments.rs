@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::lab::{Lab, SimSettings};
+use super::lab::{Lab, SimSettings, Window};
 use crate::app::AppModel;
 use crate::baselines::faasflow::faasflow_workers;
-use crate::baselines::zhang24::Zhang24;
+use crate::baselines::zhang24::{Zhang24, mean_instances};
 use crate::baselines::{Observed, PolicyKind};
 use crate::placement::place;
 
@@ -90,20 +90,40 @@ pub fn placement(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<Strin
         }
         results.insert(k.name().to_string(), Value::Object(m));
     }
-    let v = json!({"experiment": "placement", "workers": n, "seeds": settings.seeds, "results": results});
+    let v = json!({"experiment": "placement", "workers": n, "seeds": settings.seeds,
+                   "packing": settings.packing.name(), "results": results});
     (v, csv)
 }
 
 /// One (app, seed) of the worker-count experiment: predictions per policy for every
 /// (source, target) level pair, and the observed optimum per level.
 struct WcRun {
+    /// OOWC(1): the fewest workers whose observed maximum meets each level.
     oowc: Vec<usize>,
+    /// OOWC(h) at the experiment's headroom h: the fewest n with `h·max(n) ≥` the level.
+    oowc_h: Vec<usize>,
     /// [policy][source][target] predicted workers (policy order: clasp, faasflow, zhang24, clasp@0.9).
     pred: Vec<Vec<Vec<usize>>>,
     /// Observed maximum throughput per worker count (best placement), index n-1.
     best_throughput: Vec<f64>,
     wbar: f64,
     costs: [f64; 3],
+}
+
+impl WcRun {
+    /// The observed optimum a column is judged against.
+    fn reference(&self, col: Column) -> &[usize] {
+        if col.same_h { &self.oowc_h } else { &self.oowc }
+    }
+}
+
+/// One column of the worker-count results: which prediction, against which optimum.
+#[derive(Clone, Copy, Debug)]
+struct Column {
+    /// Index into `WcRun::pred`.
+    pi: usize,
+    /// Against OOWC(h) at the experiment's headroom (else OOWC(1)).
+    same_h: bool,
 }
 
 /// The policies whose placements the worker-count experiment observes, in index order.
@@ -146,11 +166,13 @@ fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun 
     let levels: Vec<f64> = (1..=LEVELS)
         .map(|i| i as f64 / LEVELS as f64 * t_max)
         .collect();
-    let (oowc, best) = observed_optimum(&mut lab, &mut thr, &levels, big_n);
+    let (oowc, best) = observed_optimum(&mut lab, &mut thr, &levels, big_n, 1.0);
+    let (oowc_h, _) = observed_optimum(&mut lab, &mut thr, &levels, big_n, settings.headroom);
     let pred = predictions(settings, &mut lab, &mut thr, &levels, &oowc);
     let c = lab.estimator.costs();
     WcRun {
         oowc,
+        oowc_h,
         pred,
         best_throughput: best,
         wbar: lab.estimator.capacity_us_per_s().unwrap_or(0.0),
@@ -158,14 +180,24 @@ fn worker_count_run(settings: &SimSettings, app: &AppModel, seed: u64) -> WcRun 
     }
 }
 
-/// The observed optimal worker count per rate level (the fewest workers on which some policy
-/// reaches it: all counts tried up to [`EXHAUSTIVE_WORKERS_MAX`], bisection above), and the
-/// best throughput per worker count probed on the way (index n-1, zero where not probed).
+/// OOWC(h) from the best observed maximum throughput per worker count (`best[n-1]`): the
+/// fewest n with `h·best[n-1] ≥ rate`, or all of them (`best.len()`) when none reaches it.
+pub fn fewest_workers_at_headroom(best: &[f64], headroom: f64, rate_per_s: f64) -> usize {
+    (1..=best.len())
+        .find(|&n| headroom * best[n - 1] >= rate_per_s)
+        .unwrap_or(best.len().max(1))
+}
+
+/// The observed optimal worker count per rate level at headroom h (the fewest workers on
+/// which some policy reaches the level with h of its maximum: all counts tried up to
+/// [`EXHAUSTIVE_WORKERS_MAX`], bisection above; N when none does), and the best throughput
+/// per worker count probed on the way (index n-1, zero where not probed).
 fn observed_optimum(
     lab: &mut Lab<'_>,
     thr: &mut ThroughputCache,
     levels: &[f64],
     big_n: usize,
+    headroom: f64,
 ) -> (Vec<usize>, Vec<f64>) {
     let mut best = vec![0.0; big_n];
     let oowc: Vec<usize> = if big_n <= EXHAUSTIVE_WORKERS_MAX {
@@ -174,7 +206,7 @@ fn observed_optimum(
         }
         levels
             .iter()
-            .map(|&r| (1..=big_n).find(|&n| best[n - 1] >= r).unwrap_or(big_n))
+            .map(|&r| fewest_workers_at_headroom(&best, headroom, r))
             .collect()
     } else {
         levels
@@ -185,7 +217,11 @@ fn observed_optimum(
                     let mid = (lo + hi) / 2;
                     let b = thr.best(lab, mid);
                     best[mid - 1] = b;
-                    if b >= r { hi = mid } else { lo = mid + 1 }
+                    if headroom * b >= r {
+                        hi = mid
+                    } else {
+                        lo = mid + 1
+                    }
                 }
                 lo
             })
@@ -209,8 +245,9 @@ fn predictions(
     for (i, &src) in levels.iter().enumerate() {
         let n_src = oowc[i];
         let shares = lab.shares_for(PolicyKind::Clasp, n_src);
-        let (agg, _lam, big_lambda) = lab.observe_at(src, &shares, n_src);
-        fit_zhang24(settings, lab, &mut zhang, src, &agg);
+        let window = lab.observe_at(src, &shares, n_src);
+        fit_zhang24(lab, &mut zhang, src, &window);
+        let (agg, big_lambda) = (window.aggregate, window.throughput_per_s);
         let ff_sat = thr.get(lab, 1, n_src);
         for (j, &dst) in levels.iter().enumerate() {
             if i == j {
@@ -231,30 +268,15 @@ fn predictions(
     pred
 }
 
-/// Zhang24's online r(p) fit: the observed scheduling fraction at its own parallelism, from
-/// the window `agg` observed at rate `src`.
-fn fit_zhang24(
-    settings: &SimSettings,
-    lab: &Lab<'_>,
-    zhang: &mut Zhang24,
-    src: f64,
-    agg: &crate::metrics::Aggregate,
-) {
-    let p_src = lab.problem_at(src, 1.0);
-    let par = zhang.parallelism(&p_src);
-    let exec: f64 = agg
-        .processed_per_s
-        .iter()
-        .zip(&agg.exec_us)
-        .map(|(n, t)| n * t)
-        .sum();
-    let t = settings.cluster.truth;
-    let sched = lab.profile.edges_per_s.iter().sum::<f64>() * src * (t.alpha_us + t.beta_us) / 2.0;
-    if exec > 0.0 {
-        zhang.model.observe(
-            par.iter().sum::<usize>() as f64 / par.len().max(1) as f64,
-            sched / (sched + exec),
-        );
+/// Zhang24's online r(p) fit: the scheduling fraction the workers measured in the window
+/// observed at rate `src` (CPU time not spent executing operators over all busy time; never
+/// the simulator's α, β, γ), at the parallelism Zhang24 computes for `src`.
+fn fit_zhang24(lab: &Lab<'_>, zhang: &mut Zhang24, src: f64, window: &Window) {
+    let par = zhang.parallelism(&lab.problem_at(src, 1.0));
+    if let Some(p) = mean_instances(&par) {
+        zhang
+            .model
+            .observe_times(p, window.scheduling_us_per_s, window.execution_us_per_s);
     }
 }
 
@@ -280,7 +302,10 @@ fn predict_target(
             max_workers: big_n,
             slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
         };
-        crate::metrics::derive_problem(&ctx, agg, scale)
+        crate::model::Problem {
+            packing: settings.packing,
+            ..crate::metrics::derive_problem(&ctx, agg, scale)
+        }
     };
     let clasp_workers = |p: &crate::model::Problem| {
         let c = place(p);
@@ -299,7 +324,14 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let runs = par_map(apps, &settings.seeds, |app, seed| {
         worker_count_run(settings, app, seed)
     });
-    let names = ["clasp", "faasflow", "zhang24", "clasp_headroom_0.9"];
+    // (name, prediction index, against OOWC(h) rather than OOWC(1)).
+    let columns = [
+        ("clasp", 0, true),
+        ("clasp_vs_h1", 0, false),
+        ("faasflow", 1, false),
+        ("zhang24", 2, false),
+        ("clasp_headroom_0.9", 3, false),
+    ];
     let mut csv =
         vec!["app,seed,policy,source_pct,target_pct,predicted,observed_optimal".to_string()];
     let mut mae = serde_json::Map::new();
@@ -307,8 +339,9 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let mut by_gap = serde_json::Map::new();
     let mut by_dir = serde_json::Map::new();
     let mut mean_pred = serde_json::Map::new();
-    for (pi, name) in names.iter().enumerate() {
-        let (per_app, errors) = policy_errors(settings, apps, &runs, pi, name, &mut csv);
+    for &(name, pi, same_h) in &columns {
+        let col = Column { pi, same_h };
+        let (per_app, errors) = policy_errors(settings, apps, &runs, col, name, &mut csv);
         mae.insert(name.to_string(), Value::Object(per_app));
         by_target.insert(name.to_string(), errors.mae_by_target());
         mean_pred.insert(name.to_string(), errors.mean_predicted_by_target());
@@ -318,6 +351,7 @@ pub fn worker_count(settings: &SimSettings, apps: &[AppModel]) -> (Value, Vec<St
     let (oowc_mean, per_app_detail) = observed_detail(apps, &runs);
     let v = json!({
         "experiment": "worker-count",
+        "packing": settings.packing.name(),
         "workers": settings.workers,
         "headroom": settings.headroom,
         "seeds": settings.seeds,
@@ -364,12 +398,13 @@ impl PolicyErrors {
 
     /// Records policy `pi`'s predictions of run `r` for every source ≠ target pair and returns
     /// that run's absolute errors (they join `all` via [`PolicyErrors::extend_all`]).
-    fn add_run(&mut self, r: &WcRun, pi: usize) -> Vec<f64> {
+    fn add_run(&mut self, r: &WcRun, col: Column) -> Vec<f64> {
+        let (pi, reference) = (col.pi, r.reference(col));
         let mut errs = Vec::new();
         for i in 0..LEVELS {
             for j in (0..LEVELS).filter(|&j| j != i) {
                 let p = r.pred[pi][i][j] as f64;
-                let o = r.oowc[j] as f64;
+                let o = reference[j] as f64;
                 let e = (p - o).abs();
                 errs.push(e);
                 self.by_target[j].push(e);
@@ -426,13 +461,13 @@ impl PolicyErrors {
     }
 }
 
-/// Policy `pi`'s errors over all apps and seeds: the per-app MAE (mean and spread over seeds,
+/// Column `col`'s errors over all apps and seeds: the per-app MAE (mean and spread over seeds,
 /// plus `all` pooled) and the grouped errors; appends one CSV row per prediction.
 fn policy_errors(
     settings: &SimSettings,
     apps: &[AppModel],
     runs: &[Vec<WcRun>],
-    pi: usize,
+    col: Column,
     name: &str,
     csv: &mut Vec<String>,
 ) -> (serde_json::Map<String, Value>, PolicyErrors) {
@@ -441,8 +476,8 @@ fn policy_errors(
     for (ai, app) in apps.iter().enumerate() {
         let mut seed_maes = Vec::new();
         for (si, r) in runs[ai].iter().enumerate() {
-            let errs = errors.add_run(r, pi);
-            csv.extend(prediction_rows(&app.name, settings.seeds[si], name, r, pi));
+            let errs = errors.add_run(r, col);
+            csv.extend(prediction_rows(&app.name, settings.seeds[si], name, r, col));
             seed_maes.push(mean_sd(&errs).0);
             errors.extend_all(errs);
         }
@@ -455,7 +490,8 @@ fn policy_errors(
 }
 
 /// The CSV rows of policy `pi`'s predictions in run `r`: one per source ≠ target pair.
-fn prediction_rows(app: &str, seed: u64, policy: &str, r: &WcRun, pi: usize) -> Vec<String> {
+fn prediction_rows(app: &str, seed: u64, policy: &str, r: &WcRun, col: Column) -> Vec<String> {
+    let (pi, reference) = (col.pi, r.reference(col));
     let mut rows = Vec::new();
     for i in 0..LEVELS {
         for j in (0..LEVELS).filter(|&j| j != i) {
@@ -467,7 +503,7 @@ fn prediction_rows(app: &str, seed: u64, policy: &str, r: &WcRun, pi: usize) -> 
                 (i + 1) * 10,
                 (j + 1) * 10,
                 r.pred[pi][i][j] as f64,
-                r.oowc[j] as f64
+                reference[j] as f64
             ));
         }
     }
@@ -491,11 +527,32 @@ fn observed_detail(
         let r0 = &runs[ai][0];
         per_app_detail.insert(
             app.name.clone(),
-            json!({"observed_optimal_seed0": r0.oowc, "best_throughput_per_s_seed0": r0.best_throughput,
+            json!({"observed_optimal_seed0": r0.oowc, "observed_optimal_same_headroom_seed0": r0.oowc_h,
+                   "best_throughput_per_s_seed0": r0.best_throughput,
                    "estimated_wbar_us_per_s": mean_sd(&runs[ai].iter().map(|r| r.wbar).collect::<Vec<_>>()).0,
                    "estimated_alpha_beta_gamma_us_seed0": r0.costs}),
         );
     }
     let means = oowc_mean.iter().map(|x| mean_sd(x).0).collect();
     (means, per_app_detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_workers_at_headroom;
+
+    #[test]
+    fn oowc_at_headroom_on_a_small_case() {
+        // Best maxima on 1..4 workers.
+        let best = [100.0, 190.0, 270.0, 340.0];
+        // h = 1: 180 needs 2 workers (190 ≥ 180).
+        assert_eq!(fewest_workers_at_headroom(&best, 1.0, 180.0), 2);
+        // h = 0.9: 0.9·190 = 171 < 180, 0.9·270 = 243 ≥ 180 → 3.
+        assert_eq!(fewest_workers_at_headroom(&best, 0.9, 180.0), 3);
+        // Exactly on the edge counts as met.
+        assert_eq!(fewest_workers_at_headroom(&best, 0.9, 90.0), 1);
+        // Beyond h·max(N): all N workers.
+        assert_eq!(fewest_workers_at_headroom(&best, 0.9, 340.0), 4);
+        assert_eq!(fewest_workers_at_headroom(&best, 1.0, 340.0), 4);
+    }
 }

@@ -11,10 +11,10 @@ use crate::baselines::{Policy, PolicyKind, fill_scale, pad};
 use crate::estimator::{CapacityEstimator, EstimatorConfig, SaturatedPoint};
 use crate::metrics::{
     Aggregate, DerivationContext, SaturationConfig, SaturationDetector, WorkerSample, aggregate,
-    derive_problem,
+    derive_problem, scheduling_and_execution_us_per_s,
 };
 use crate::model::{CostModel, DEFAULT_SLOTS_PER_WORKER, Problem, Shares};
-use crate::placement::place_max_throughput;
+use crate::placement::{Packing, place_max_throughput};
 
 /// The estimator's priors are the truth multiplied by these (α high, β low, γ high: ~3× off).
 pub const PRIOR_FACTORS: [f64; 3] = [3.0, 1.0 / 3.0, 3.0];
@@ -37,6 +37,39 @@ pub struct SimSettings {
     pub workers: usize,
     pub headroom: f64,
     pub seeds: Vec<u64>,
+    /// e2e: the simulated workers run each operator on at most the decision's parallelism
+    /// `P_{o,w}` executors (false: every executor takes any request, the ablation).
+    pub apply_parallelism: bool,
+    /// The packing rule of every CLASP placement (and the -SP ablations').
+    pub packing: Packing,
+}
+
+impl Default for SimSettings {
+    /// The paper's testbed: 10 workers of the default cluster, h = 0.9, seeds 1–3, parallelism
+    /// applied, any-fit packing.
+    fn default() -> Self {
+        SimSettings {
+            cluster: ClusterConfig::default(),
+            workers: super::DEFAULT_WORKERS,
+            headroom: crate::model::DEFAULT_HEADROOM,
+            seeds: super::DEFAULT_SEEDS.to_vec(),
+            apply_parallelism: true,
+            packing: Packing::default(),
+        }
+    }
+}
+
+/// One measurement window of an open-loop run, as the planner sees it.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// Per second: requests per operator (and their mean τ), chained requests per edge.
+    pub aggregate: Aggregate,
+    /// λ and Λ.
+    pub input_per_s: f64,
+    pub throughput_per_s: f64,
+    /// The workers' measured CPU time per second: not executing operators, and executing.
+    pub scheduling_us_per_s: f64,
+    pub execution_us_per_s: f64,
 }
 
 /// What a lab learned.
@@ -103,7 +136,10 @@ impl<'a> Lab<'a> {
             max_workers: self.settings.workers,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
         };
-        derive_problem(&ctx, &self.profile, rate_per_s)
+        Problem {
+            packing: self.settings.packing,
+            ..derive_problem(&ctx, &self.profile, rate_per_s)
+        }
     }
 
     /// A policy's shares on exactly `n` workers for unthrottled input.
@@ -196,14 +232,9 @@ impl<'a> Lab<'a> {
         }
     }
 
-    /// Runs open-loop at `rate_per_s` on `n` workers with `shares`; returns the window's
-    /// aggregate, λ and Λ (the planner's view of the current configuration).
-    pub fn observe_at(
-        &mut self,
-        rate_per_s: f64,
-        shares: &Shares,
-        n: usize,
-    ) -> (Aggregate, f64, f64) {
+    /// Runs open-loop at `rate_per_s` on `n` workers with `shares`; returns the window the
+    /// planner sees of the current configuration.
+    pub fn observe_at(&mut self, rate_per_s: f64, shares: &Shares, n: usize) -> Window {
         let seed = self.next_seed();
         let mut c = Cluster::new(self.app, self.settings.cluster.clone(), n, shares, seed);
         c.set_input_rate(rate_per_s);
@@ -225,6 +256,7 @@ impl<'a> Lab<'a> {
             k += 1.0;
             all.extend(s);
         }
+        let (sched, exec) = scheduling_and_execution_us_per_s(&all);
         let mut agg = aggregate(&all, self.names.len(), self.edges.len());
         for x in agg
             .processed_per_s
@@ -233,6 +265,12 @@ impl<'a> Lab<'a> {
         {
             *x /= k;
         }
-        (agg, lam / k, thr / k)
+        Window {
+            aggregate: agg,
+            input_per_s: lam / k,
+            throughput_per_s: thr / k,
+            scheduling_us_per_s: sched / k,
+            execution_us_per_s: exec / k,
+        }
     }
 }

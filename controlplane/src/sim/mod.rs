@@ -6,9 +6,12 @@
 //! capacity emerges from queueing, the estimator starts from priors ~3× off and learns only
 //! from saturated samples, and the observed optimum comes from simulating every worker count.
 
+pub mod costs;
 pub mod e2e;
 pub mod engine;
 pub mod experiments;
+mod histogram;
+mod inbox;
 pub mod lab;
 pub mod plot;
 pub mod rng;
@@ -147,6 +150,7 @@ pub fn random_instance(rng: &mut SimRng) -> Problem {
         slots_per_worker: crate::model::DEFAULT_SLOTS_PER_WORKER,
         operators: ops,
         edges,
+        packing: crate::placement::Packing::default(),
     }
 }
 

@@ -175,6 +175,8 @@ impl Controller for Live {
             let planner = PlannerSample {
                 queue_len: v.backlog as usize,
                 input_per_s: input,
+                // The live ingress slows down; it never refuses an input.
+                refused_per_s: 0.0,
                 throughput_per_s: v.throughput_per_s,
             };
             if let Some(d) = auto.on_interval_with_parked(v.t_s * 1e6, &samples, &parked, &planner)
@@ -472,6 +474,7 @@ fn start_autoscaler(
 ) -> anyhow::Result<()> {
     let mut acfg = AutoscaleConfig::new(kind, n);
     acfg.interval_us = args.interval_ms as f64 * 1e3;
+    acfg.executors_per_worker = usize::from(args.executors);
     // W̄ follows the cap: a capped worker has its cap's share of a core, however many
     // executors share it.
     let executors = f64::from(args.executors);
