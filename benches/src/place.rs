@@ -55,6 +55,7 @@ pub fn problem(operators: usize, workers: usize) -> Problem {
         operators: ops,
         edges,
         packing: Default::default(),
+        beta_receiver_share: 0.0,
     }
 }
 

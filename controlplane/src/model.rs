@@ -84,9 +84,23 @@ pub struct Problem {
     pub edges: Vec<EdgeLoad>,
     /// Which open workers the packing may fill (`placement::Packing`; any-fit by default).
     pub packing: crate::placement::Packing,
+    /// The share of β a remote request costs its *receiver* (0..=1): 0 charges all of β to the
+    /// sender, as the paper's eq. 1 does (and the simulator's ground truth); ½ charges each
+    /// side half, what a live data plane pays and what the busy-time estimator measures when
+    /// it counts both sides. A receiver charged nothing looks idle while it saturates.
+    pub beta_receiver_share: f64,
 }
 
 impl Problem {
+    /// [`Problem::beta_receiver_share`] made usable: within [0, 1], 0 when not finite.
+    pub fn receiver_share(&self) -> f64 {
+        if self.beta_receiver_share.is_finite() {
+            self.beta_receiver_share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
     /// The budget B every worker's load must respect.
     pub fn budget_us_per_s(&self) -> f64 {
         self.headroom * self.capacity_us_per_s
@@ -262,7 +276,8 @@ fn share(shares: &Shares, o: usize, w: usize) -> f64 {
 }
 
 /// L_w(Φ) for every worker, recomputed from scratch:
-/// `Σ_o σ_o(w)·D̃_o + γ·δ_w + Σ_e Ẽ_e·σ_from(w)·[α·σ_to(w) + β·(1−σ_to(w))]`.
+/// `Σ_o σ_o(w)·D̃_o + γ·δ_w + Σ_e Ẽ_e·{σ_from(w)·[α·σ_to(w) + (1−r)·β·(1−σ_to(w))]
+///  + σ_to(w)·(1−σ_from(w))·r·β}`, r the receiver's share of β (0 in the paper).
 pub fn worker_loads(problem: &Problem, shares: &Shares, workers: usize) -> Vec<f64> {
     let c = problem.costs;
     let delta = distinct_destinations(problem, shares, workers);
@@ -274,14 +289,15 @@ pub fn worker_loads(problem: &Problem, shares: &Shares, workers: usize) -> Vec<f
                 .enumerate()
                 .map(|(o, op)| share(shares, o, w) * op.demand_us_per_s)
                 .sum();
+            let r = problem.receiver_share();
             let dispatch: f64 = problem
                 .edges
                 .iter()
                 .map(|e| {
-                    let local = share(shares, e.to, w);
+                    let (from, to) = (share(shares, e.from, w), share(shares, e.to, w));
                     e.rate_per_s
-                        * share(shares, e.from, w)
-                        * (c.alpha_us * local + c.beta_us * (1.0 - local))
+                        * (from * (c.alpha_us * to + (1.0 - r) * c.beta_us * (1.0 - to))
+                            + to * (1.0 - from) * r * c.beta_us)
                 })
                 .sum();
             exec + dispatch + c.gamma_us * delta[w] as f64
@@ -393,6 +409,7 @@ pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
             .collect(),
         edges,
         packing: crate::placement::Packing::default(),
+        beta_receiver_share: 0.0,
     };
     p.validate()?;
     Ok(p)
@@ -438,6 +455,27 @@ mod tests {
             ops.join(","),
             edges.join(",")
         )
+    }
+
+    /// o0 on worker 0 sends 1 000 requests/s to o1 on worker 1, β = 1 µs: the receiver's share
+    /// r of β moves that much of the dispatch cost from sender to receiver, none is lost.
+    #[test]
+    fn the_receivers_share_of_beta_moves_load_to_the_receiver() {
+        let mut p = parse_problem(&problem("2", "1", 2, 1)).expect("a valid problem");
+        p.edges[0].rate_per_s = 1_000.0;
+        let shares: Shares = vec![vec![1.0, 0.0], vec![0.0, 1.0]];
+        let sender_only = worker_loads(&p, &shares, 2);
+        p.beta_receiver_share = 0.5;
+        let halves = worker_loads(&p, &shares, 2);
+        // Demand 1 each, γ 1 for worker 0's one destination.
+        assert_eq!(sender_only, vec![1.0 + 1_000.0 + 1.0, 1.0]);
+        assert_eq!(halves, vec![1.0 + 500.0 + 1.0, 1.0 + 500.0]);
+        p.beta_receiver_share = f64::NAN;
+        assert_eq!(
+            worker_loads(&p, &shares, 2),
+            sender_only,
+            "unusable share: sender only"
+        );
     }
 
     fn invalid(text: &str) -> String {

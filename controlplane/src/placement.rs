@@ -311,17 +311,30 @@ impl<'a> Packer<'a> {
     }
 
     /// What one unit of `o`'s fraction costs on `w`: its demand plus each chained request at α
-    /// for the successor's share on w and β for the rest (D̃_o·m_w).
+    /// for the successor's share on w and β for the rest (D̃_o·m_w) — with a receiver's share r
+    /// of β (`Problem::beta_receiver_share`), (1−r)·β for the rest, and r·β for each request
+    /// `o` receives from its predecessors' shares elsewhere (placed already: the order is
+    /// topological).
     fn unit_cost(&self, o: usize, w: usize) -> f64 {
         let (edges, c) = (&self.problem.edges, self.problem.costs);
-        self.problem.operators[o].demand_us_per_s
-            + self.out[o]
+        let r = self.problem.receiver_share();
+        let sent: f64 = self.out[o]
+            .iter()
+            .map(|&e| {
+                let local = self.shares[edges[e].to][w];
+                edges[e].rate_per_s * (c.alpha_us * local + (1.0 - r) * c.beta_us * (1.0 - local))
+            })
+            .sum();
+        let received: f64 = if r > 0.0 {
+            edges
                 .iter()
-                .map(|&e| {
-                    let local = self.shares[edges[e].to][w];
-                    edges[e].rate_per_s * (c.alpha_us * local + c.beta_us * (1.0 - local))
-                })
-                .sum::<f64>()
+                .filter(|e| e.to == o && e.from != o)
+                .map(|e| e.rate_per_s * (1.0 - self.shares[e.from][w]) * r * c.beta_us)
+                .sum()
+        } else {
+            0.0
+        };
+        self.problem.operators[o].demand_us_per_s + sent + received
     }
 
     /// Clears the per-operator marks of the successor hosts.
@@ -461,6 +474,7 @@ mod tests {
                 rate_per_s: 1000.0,
             }],
             packing: Packing::AnyFit,
+            beta_receiver_share: 0.0,
         }
     }
 

@@ -48,6 +48,7 @@ fn two_ops(demand_a: f64, demand_b: f64, edge_rate: f64) -> Problem {
             rate_per_s: edge_rate,
         }],
         packing: Default::default(),
+        beta_receiver_share: 0.0,
     }
 }
 

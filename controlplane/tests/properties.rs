@@ -56,6 +56,7 @@ fn problem_strategy() -> impl Strategy<Value = Problem> {
             operators,
             edges,
             packing: Default::default(),
+            beta_receiver_share: 0.0,
         }
     })
 }

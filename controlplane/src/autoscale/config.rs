@@ -54,6 +54,9 @@ pub struct AutoscaleConfig {
     pub slots_per_worker: usize,
     /// The packing rule of CLASP's placement (and the -SP ablations').
     pub packing: Packing,
+    /// The share of β charged to a remote request's receiver in placement
+    /// (`Problem::beta_receiver_share`): 0 (the paper, and the simulator) by default.
+    pub beta_receiver_share: f64,
     /// Executor threads per worker: the most executors a decision gives one operator on one
     /// worker (`scaling::executor_parallelism`).
     pub executors_per_worker: usize,
@@ -98,6 +101,7 @@ impl AutoscaleConfig {
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
             executors_per_worker: DEFAULT_EXECUTORS_PER_WORKER,
             packing: Packing::default(),
+            beta_receiver_share: 0.0,
             capacity_prior_us_per_s: None,
             capacity_known: false,
             saturated_throughput_per_worker_prior_per_s: None,

@@ -618,6 +618,7 @@ impl Autoscaler {
         };
         Problem {
             packing: self.cfg.packing,
+            beta_receiver_share: self.cfg.beta_receiver_share,
             ..derive_problem(&ctx, &self.profile, rate_or_zero(rate_per_s))
         }
     }

@@ -70,6 +70,7 @@ fn run_policy(
         estimator_kind: EstimatorKind::Saturated,
         executors_per_worker: settings.cluster.executors,
         packing: settings.packing,
+        beta_receiver_share: 0.0,
         ..AutoscaleConfig::new(kind, big_n)
     };
     // The estimator and the per-input profile as calibration left them (§5.3).

@@ -304,6 +304,7 @@ fn predict_target(
         };
         crate::model::Problem {
             packing: settings.packing,
+            beta_receiver_share: 0.0,
             ..crate::metrics::derive_problem(&ctx, agg, scale)
         }
     };

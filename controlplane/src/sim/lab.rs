@@ -138,6 +138,7 @@ impl<'a> Lab<'a> {
         };
         Problem {
             packing: self.settings.packing,
+            beta_receiver_share: 0.0,
             ..derive_problem(&ctx, &self.profile, rate_per_s)
         }
     }

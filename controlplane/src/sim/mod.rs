@@ -151,6 +151,7 @@ pub fn random_instance(rng: &mut SimRng) -> Problem {
         operators: ops,
         edges,
         packing: crate::placement::Packing::default(),
+        beta_receiver_share: 0.0,
     }
 }
 

@@ -51,6 +51,8 @@ const PROFILE_RECORDS: u64 = 2_000;
 const EXEC_US_PRIOR: f64 = 1.0;
 /// Mean queueing delay above which a live worker counts as saturated (µs).
 const LIVE_SATURATION_WAIT_US: f64 = 12_000.0;
+/// The share of β a live placement charges to a remote request's receiver.
+const LIVE_BETA_RECEIVER_SHARE: f64 = 0.5;
 
 /// The live controller: rate pattern, autoscaler, optional chaos, and the run's record.
 struct Live {
@@ -484,6 +486,11 @@ fn start_autoscaler(
             .map_or(executors, |c| c.fraction.min(executors)),
     );
     acfg.capacity_known = args.worker_cpu.is_some();
+    // A live worker pays the receiving side of every remote request it is sent (the network
+    // thread's receipt and the hand-off to an executor): placement charges each side half of
+    // β, as the busy-time estimator measures it. Charged to the sender only, the worker that
+    // receives a heavy operator's input looks idle while it saturates (measured on WC).
+    acfg.beta_receiver_share = LIVE_BETA_RECEIVER_SHARE;
     // A live worker's queue is bounded by the ingress's in-flight limit: a saturated one
     // holds tens of ms of work, not the prototype's 100 ms.
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
