@@ -103,49 +103,24 @@ impl<M: RingMemory> Consumer<M> {
         &self.mem
     }
 
-    /// Looks at the header at `head`; skips a skip marker (end of lap or line padding). Every value read from shared
-    /// memory is checked before it is used.
-    #[inline]
+    /// Looks at the header at `head`; skips a skip marker (end of lap or line padding). Every
+    /// value read from shared memory is checked before it is used. Always inlined, with every
+    /// error built out of line (`#[cold]`): as an out-of-line call with the error formatting in
+    /// its body, a consumer polling an empty ring paid a 160-byte stack frame and a call per
+    /// poll, and fell out of the prefetching fast state (`benches/README.md`).
+    #[inline(always)]
     fn next_frame(&mut self) -> Result<Option<Found>> {
-        if self.head == self.cached_tail {
-            // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
-            let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
-            if tail < self.head
-                || tail - self.head > self.config.capacity_bytes as u64
-                || tail % FRAME_ALIGN as u64 != 0
-            {
-                return Err(Error::Corrupt(format!(
-                    "producer tail {tail} with consumer head {}",
-                    self.head
-                )));
-            }
-            if tail == self.head {
-                return Ok(None);
-            }
-            self.cached_tail = tail;
+        if self.head == self.cached_tail && !self.refresh_tail()? {
+            return Ok(None);
         }
         let mut off = (self.head & self.mask) as usize;
         let mut word = self.mem.header(off).load(Ordering::Relaxed);
         if word & HDR_SKIP != 0 {
-            let gap = (word & HDR_LEN_MASK) as usize;
-            if word & !(HDR_SKIP | HDR_LEN_MASK) != 0
-                || gap < FRAME_HEADER_BYTES
-                || gap % FRAME_ALIGN != 0
-                || off + gap > self.config.capacity_bytes
-                || self.head + gap as u64 >= self.cached_tail
-            {
-                return Err(Error::Corrupt(format!(
-                    "bad skip marker {word:#x} at offset {off}"
-                )));
-            }
-            self.head += gap as u64;
-            off = (self.head & self.mask) as usize;
-            word = self.mem.header(off).load(Ordering::Relaxed);
+            (off, word) = self.skip_gap(off, word)?;
         }
-        if word & !(HDR_VALID | HDR_LEN_MASK) != 0 || word & HDR_VALID == 0 {
-            return Err(Error::Corrupt(format!(
-                "bad frame header {word:#x} at offset {off}"
-            )));
+        // Exactly `VALID | len`: no other bit above the length.
+        if word >> 32 != HDR_VALID >> 32 {
+            return Err(bad_header(word, off));
         }
         let len_bytes = (word & HDR_LEN_MASK) as usize;
         let size_bytes = frame_bytes(len_bytes);
@@ -153,9 +128,7 @@ impl<M: RingMemory> Consumer<M> {
             || off + size_bytes > self.config.capacity_bytes
             || self.head + size_bytes as u64 > self.cached_tail
         {
-            return Err(Error::Corrupt(format!(
-                "frame of {len_bytes} bytes at offset {off} overruns the ring"
-            )));
+            return Err(overrun(len_bytes, off));
         }
         self.mem.track_read(off, size_bytes);
         self.prefetch_published(self.head + size_bytes as u64);
@@ -164,6 +137,41 @@ impl<M: RingMemory> Consumer<M> {
             len_bytes,
             size_bytes,
         }))
+    }
+
+    /// Re-reads the producer's tail; `Ok(false)` when nothing new is published.
+    #[inline(always)]
+    fn refresh_tail(&mut self) -> Result<bool> {
+        // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
+        let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
+        if tail == self.head {
+            return Ok(false);
+        }
+        if tail < self.head
+            || tail - self.head > self.config.capacity_bytes as u64
+            || tail % FRAME_ALIGN as u64 != 0
+        {
+            return Err(bad_tail(tail, self.head));
+        }
+        self.cached_tail = tail;
+        Ok(true)
+    }
+
+    /// Steps over the skip marker `word` at `off`; the offset and header word after the gap.
+    #[inline]
+    fn skip_gap(&mut self, off: usize, word: u64) -> Result<(usize, u64)> {
+        let gap = (word & HDR_LEN_MASK) as usize;
+        if word & !(HDR_SKIP | HDR_LEN_MASK) != 0
+            || gap < FRAME_HEADER_BYTES
+            || gap % FRAME_ALIGN != 0
+            || off + gap > self.config.capacity_bytes
+            || self.head + gap as u64 >= self.cached_tail
+        {
+            return Err(bad_skip(word, off));
+        }
+        self.head += gap as u64;
+        let off = (self.head & self.mask) as usize;
+        Ok((off, self.mem.header(off).load(Ordering::Relaxed)))
     }
 
     /// Prefetches, for reading, up to `PREFETCH_LINES_PER_FRAME` published lines from `from`
@@ -337,4 +345,30 @@ impl<M: RingMemory> Deref for ReadFrame<'_, M> {
     fn deref(&self) -> &[u8] {
         self.consumer.payload(self.found)
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_tail(tail: u64, head: u64) -> Error {
+    Error::Corrupt(format!("producer tail {tail} with consumer head {head}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_skip(word: u64, off: usize) -> Error {
+    Error::Corrupt(format!("bad skip marker {word:#x} at offset {off}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_header(word: u64, off: usize) -> Error {
+    Error::Corrupt(format!("bad frame header {word:#x} at offset {off}"))
+}
+
+#[cold]
+#[inline(never)]
+fn overrun(len_bytes: usize, off: usize) -> Error {
+    Error::Corrupt(format!(
+        "frame of {len_bytes} bytes at offset {off} overruns the ring"
+    ))
 }

@@ -113,10 +113,7 @@ impl<M: RingMemory> Producer<M> {
         // SYNC: head-publish — pairs with the store in `Consumer::publish_release`.
         let head = self.mem.control().consumer.head.load(Ordering::Acquire);
         if head < self.cached_head || head > self.tail {
-            return Err(Error::Corrupt(format!(
-                "consumer head {head} outside {}..={}",
-                self.cached_head, self.tail
-            )));
+            return Err(bad_head(head, self.cached_head, self.tail));
         }
         self.cached_head = head;
         Ok(())
@@ -291,4 +288,10 @@ impl<M: RingMemory> DerefMut for WriteGrant<'_, M> {
         // SAFETY: as in `deref`; `&mut self` makes this the only reference to those bytes.
         unsafe { std::slice::from_raw_parts_mut(self.producer.mem.data().add(off), self.len_bytes) }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_head(head: u64, cached_head: u64, tail: u64) -> Error {
+    Error::Corrupt(format!("consumer head {head} outside {cached_head}..={tail}"))
 }
