@@ -44,6 +44,9 @@ pub struct Consumer<M: RingMemory> {
     prefetched: u64,
     mask: u64,
     config: RingConfig,
+    /// The `space` doorbell's waker fence is a compiler fence here
+    /// (`Doorbell::waker_fence_free`, looked up once).
+    wake_fence_free: bool,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -88,6 +91,7 @@ impl<M: RingMemory> Consumer<M> {
             prefetched: head,
             mask: config.capacity_bytes as u64 - 1,
             config,
+            wake_fence_free: mem.control().space.waker_fence_free(),
             mem,
             _not_sync: PhantomData,
         })
@@ -113,12 +117,42 @@ impl<M: RingMemory> Consumer<M> {
         if self.head == self.cached_tail && !self.refresh_tail()? {
             return Ok(None);
         }
-        let mut off = (self.head & self.mask) as usize;
-        let mut word = self.mem.header(off).load(Ordering::Relaxed);
+        let off = (self.head & self.mask) as usize;
+        let word = self.mem.header(off).load(Ordering::Relaxed);
+        let len_bytes = (word & HDR_LEN_MASK) as usize;
+        let size_bytes = frame_bytes(len_bytes);
+        // Exactly `VALID | len` (no other bit above the length), inside the buffer and the
+        // published part of it: the common case. Anything else — a skip marker, or a value no
+        // correct producer writes — is `next_frame_slow`.
+        if word >> 32 != HDR_VALID >> 32
+            || len_bytes > self.config.max_frame_bytes
+            || off + size_bytes > self.config.capacity_bytes
+            || self.head + size_bytes as u64 > self.cached_tail
+        {
+            return self.next_frame_slow(off, word).map(Some);
+        }
+        Ok(Some(self.found(off, len_bytes, size_bytes)))
+    }
+
+    /// The frame of `len_bytes` at `off` is published and inside the buffer: prefetch past it.
+    #[inline(always)]
+    fn found(&mut self, off: usize, len_bytes: usize, size_bytes: usize) -> Found {
+        self.mem.track_read(off, size_bytes);
+        self.prefetch_published(self.head + size_bytes as u64);
+        Found {
+            payload_offset: off + FRAME_HEADER_BYTES,
+            len_bytes,
+            size_bytes,
+        }
+    }
+
+    /// [`Self::next_frame`] when the header at `off` is not a frame that is plainly fine: a
+    /// skip marker (then the frame after it), or an error naming what is wrong.
+    #[inline(never)]
+    fn next_frame_slow(&mut self, mut off: usize, mut word: u64) -> Result<Found> {
         if word & HDR_SKIP != 0 {
             (off, word) = self.skip_gap(off, word)?;
         }
-        // Exactly `VALID | len`: no other bit above the length.
         if word >> 32 != HDR_VALID >> 32 {
             return Err(bad_header(word, off));
         }
@@ -130,13 +164,7 @@ impl<M: RingMemory> Consumer<M> {
         {
             return Err(overrun(len_bytes, off));
         }
-        self.mem.track_read(off, size_bytes);
-        self.prefetch_published(self.head + size_bytes as u64);
-        Ok(Some(Found {
-            payload_offset: off + FRAME_HEADER_BYTES,
-            len_bytes,
-            size_bytes,
-        }))
+        Ok(self.found(off, len_bytes, size_bytes))
     }
 
     /// Re-reads the producer's tail; `Ok(false)` when nothing new is published.
@@ -243,7 +271,7 @@ impl<M: RingMemory> Consumer<M> {
                 .consumer
                 .head
                 .store(self.head, Ordering::Release);
-            self.mem.control().space.ring();
+            self.mem.control().space.ring_cached(self.wake_fence_free);
         }
     }
 
