@@ -327,5 +327,7 @@ impl<M: RingMemory> DerefMut for WriteGrant<'_, M> {
 #[cold]
 #[inline(never)]
 fn bad_head(head: u64, cached_head: u64, tail: u64) -> Error {
-    Error::Corrupt(format!("consumer head {head} outside {cached_head}..={tail}"))
+    Error::Corrupt(format!(
+        "consumer head {head} outside {cached_head}..={tail}"
+    ))
 }
