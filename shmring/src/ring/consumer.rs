@@ -108,10 +108,10 @@ impl<M: RingMemory> Consumer<M> {
     }
 
     /// Looks at the header at `head`; skips a skip marker (end of lap or line padding). Every
-    /// value read from shared memory is checked before it is used. Always inlined, with every
-    /// error built out of line (`#[cold]`): as an out-of-line call with the error formatting in
-    /// its body, a consumer polling an empty ring paid a 160-byte stack frame and a call per
-    /// poll, and fell out of the prefetching fast state (`benches/README.md`).
+    /// value read from shared memory is checked before it is used. Always inlined, with the
+    /// uncommon cases and every error out of line: as one out-of-line function with the error
+    /// formatting in its body, every poll of an empty ring was a call and a 160-byte stack
+    /// frame.
     #[inline(always)]
     fn next_frame(&mut self) -> Result<Option<Found>> {
         if self.head == self.cached_tail && !self.refresh_tail()? {

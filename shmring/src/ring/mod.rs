@@ -57,8 +57,9 @@
 //! whether its doorbell's waker fence is a compiler fence (`Doorbell::waker_fence_free`), so
 //! a publish no longer reloads the doorbell's mode and the process's registration. Counted with
 //! `valgrind --tool=callgrind` on one thread (16-byte payloads, 256 frames written then 256
-//! read), this took the ring from 131 to 110 instructions per frame written and read, against
-//! rtrb's 34 for the same loop (`benches/README.md`).
+//! read, the loop included), this took the ring from 159 to 110 instructions per frame written
+//! and read, against rtrb's 34 for the same loop (`benches/README.md`). It did not make the
+//! two-core stream faster on the machine measured: there the cost is cache-line traffic.
 //!
 //! # Batches
 //! [`WriteGrant::commit_deferred`] writes a frame without publishing it; [`Producer::publish`]
