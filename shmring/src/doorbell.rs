@@ -62,7 +62,20 @@ pub(crate) mod barrier {
     /// The waker's side: after publishing, before loading `sleepers`.
     #[inline]
     pub(crate) fn waker(asymmetric: bool) {
-        if asymmetric && REGISTERED.load(Ordering::Relaxed) {
+        waker_cached(waker_fence_free(asymmetric));
+    }
+
+    /// Whether the waker's fence may be a compiler fence. Once true it stays true (a process
+    /// never unregisters), so a ring end may look it up once when it is made.
+    #[inline]
+    pub(crate) fn waker_fence_free(asymmetric: bool) -> bool {
+        asymmetric && REGISTERED.load(Ordering::Relaxed)
+    }
+
+    /// [`waker`] with [`waker_fence_free`] looked up by the caller.
+    #[inline(always)]
+    pub(crate) fn waker_cached(fence_free: bool) {
+        if fence_free {
             compiler_fence(Ordering::SeqCst);
         } else {
             fence(Ordering::SeqCst);
@@ -90,6 +103,15 @@ pub(crate) mod barrier {
 
     #[inline]
     pub(crate) fn waker(_asymmetric: bool) {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(crate) fn waker_fence_free(_asymmetric: bool) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(crate) fn waker_cached(_fence_free: bool) {
         fence(Ordering::SeqCst);
     }
 
@@ -226,6 +248,25 @@ impl Doorbell {
     pub fn ring(&self) {
         // SYNC: park — pairs with the fence in `prepare_park`.
         barrier::waker(self.asymmetric.load(Ordering::Relaxed) == 1);
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    /// Whether [`ring`](Self::ring)'s fence is only a compiler fence in this process (see the
+    /// module docs). Fixed once true, so a ring end looks it up once, when it is made, and
+    /// rings with [`ring_cached`](Self::ring_cached): two loads and a branch fewer per publish.
+    #[inline]
+    pub(crate) fn waker_fence_free(&self) -> bool {
+        barrier::waker_fence_free(self.asymmetric.load(Ordering::Relaxed) == 1)
+    }
+
+    /// [`ring`](Self::ring), with the fence chosen by a [`waker_fence_free`](Self::waker_fence_free)
+    /// looked up earlier for this doorbell. A stale `false` is only slower, never wrong.
+    #[inline(always)]
+    pub(crate) fn ring_cached(&self, fence_free: bool) {
+        // SYNC: park — pairs with the fence in `prepare_park`.
+        barrier::waker_cached(fence_free);
         if self.sleepers.load(Ordering::Relaxed) != 0 {
             self.wake_all();
         }

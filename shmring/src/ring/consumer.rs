@@ -44,6 +44,9 @@ pub struct Consumer<M: RingMemory> {
     prefetched: u64,
     mask: u64,
     config: RingConfig,
+    /// The `space` doorbell's waker fence is a compiler fence here
+    /// (`Doorbell::waker_fence_free`, looked up once).
+    wake_fence_free: bool,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -88,6 +91,7 @@ impl<M: RingMemory> Consumer<M> {
             prefetched: head,
             mask: config.capacity_bytes as u64 - 1,
             config,
+            wake_fence_free: mem.control().space.waker_fence_free(),
             mem,
             _not_sync: PhantomData,
         })
@@ -103,49 +107,54 @@ impl<M: RingMemory> Consumer<M> {
         &self.mem
     }
 
-    /// Looks at the header at `head`; skips a skip marker (end of lap or line padding). Every value read from shared
-    /// memory is checked before it is used.
-    #[inline]
+    /// Looks at the header at `head`; skips a skip marker (end of lap or line padding). Every
+    /// value read from shared memory is checked before it is used. Always inlined, with the
+    /// uncommon cases and every error out of line: as one out-of-line function with the error
+    /// formatting in its body, every poll of an empty ring was a call and a 160-byte stack
+    /// frame.
+    #[inline(always)]
     fn next_frame(&mut self) -> Result<Option<Found>> {
-        if self.head == self.cached_tail {
-            // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
-            let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
-            if tail < self.head
-                || tail - self.head > self.config.capacity_bytes as u64
-                || tail % FRAME_ALIGN as u64 != 0
-            {
-                return Err(Error::Corrupt(format!(
-                    "producer tail {tail} with consumer head {}",
-                    self.head
-                )));
-            }
-            if tail == self.head {
-                return Ok(None);
-            }
-            self.cached_tail = tail;
+        if self.head == self.cached_tail && !self.refresh_tail()? {
+            return Ok(None);
         }
-        let mut off = (self.head & self.mask) as usize;
-        let mut word = self.mem.header(off).load(Ordering::Relaxed);
+        let off = (self.head & self.mask) as usize;
+        let word = self.mem.header(off).load(Ordering::Relaxed);
+        let len_bytes = (word & HDR_LEN_MASK) as usize;
+        let size_bytes = frame_bytes(len_bytes);
+        // Exactly `VALID | len` (no other bit above the length), inside the buffer and the
+        // published part of it: the common case. Anything else — a skip marker, or a value no
+        // correct producer writes — is `next_frame_slow`.
+        if word >> 32 != HDR_VALID >> 32
+            || len_bytes > self.config.max_frame_bytes
+            || off + size_bytes > self.config.capacity_bytes
+            || self.head + size_bytes as u64 > self.cached_tail
+        {
+            return self.next_frame_slow(off, word).map(Some);
+        }
+        Ok(Some(self.found(off, len_bytes, size_bytes)))
+    }
+
+    /// The frame of `len_bytes` at `off` is published and inside the buffer: prefetch past it.
+    #[inline(always)]
+    fn found(&mut self, off: usize, len_bytes: usize, size_bytes: usize) -> Found {
+        self.mem.track_read(off, size_bytes);
+        self.prefetch_published(self.head + size_bytes as u64);
+        Found {
+            payload_offset: off + FRAME_HEADER_BYTES,
+            len_bytes,
+            size_bytes,
+        }
+    }
+
+    /// [`Self::next_frame`] when the header at `off` is not a frame that is plainly fine: a
+    /// skip marker (then the frame after it), or an error naming what is wrong.
+    #[inline(never)]
+    fn next_frame_slow(&mut self, mut off: usize, mut word: u64) -> Result<Found> {
         if word & HDR_SKIP != 0 {
-            let gap = (word & HDR_LEN_MASK) as usize;
-            if word & !(HDR_SKIP | HDR_LEN_MASK) != 0
-                || gap < FRAME_HEADER_BYTES
-                || gap % FRAME_ALIGN != 0
-                || off + gap > self.config.capacity_bytes
-                || self.head + gap as u64 >= self.cached_tail
-            {
-                return Err(Error::Corrupt(format!(
-                    "bad skip marker {word:#x} at offset {off}"
-                )));
-            }
-            self.head += gap as u64;
-            off = (self.head & self.mask) as usize;
-            word = self.mem.header(off).load(Ordering::Relaxed);
+            (off, word) = self.skip_gap(off, word)?;
         }
-        if word & !(HDR_VALID | HDR_LEN_MASK) != 0 || word & HDR_VALID == 0 {
-            return Err(Error::Corrupt(format!(
-                "bad frame header {word:#x} at offset {off}"
-            )));
+        if word >> 32 != HDR_VALID >> 32 {
+            return Err(bad_header(word, off));
         }
         let len_bytes = (word & HDR_LEN_MASK) as usize;
         let size_bytes = frame_bytes(len_bytes);
@@ -153,17 +162,44 @@ impl<M: RingMemory> Consumer<M> {
             || off + size_bytes > self.config.capacity_bytes
             || self.head + size_bytes as u64 > self.cached_tail
         {
-            return Err(Error::Corrupt(format!(
-                "frame of {len_bytes} bytes at offset {off} overruns the ring"
-            )));
+            return Err(overrun(len_bytes, off));
         }
-        self.mem.track_read(off, size_bytes);
-        self.prefetch_published(self.head + size_bytes as u64);
-        Ok(Some(Found {
-            payload_offset: off + FRAME_HEADER_BYTES,
-            len_bytes,
-            size_bytes,
-        }))
+        Ok(self.found(off, len_bytes, size_bytes))
+    }
+
+    /// Re-reads the producer's tail; `Ok(false)` when nothing new is published.
+    #[inline(always)]
+    fn refresh_tail(&mut self) -> Result<bool> {
+        // SYNC: tail-publish — pairs with the Release store in `Producer::publish`.
+        let tail = self.mem.control().producer.tail.load(Ordering::Acquire);
+        if tail == self.head {
+            return Ok(false);
+        }
+        if tail < self.head
+            || tail - self.head > self.config.capacity_bytes as u64
+            || tail % FRAME_ALIGN as u64 != 0
+        {
+            return Err(bad_tail(tail, self.head));
+        }
+        self.cached_tail = tail;
+        Ok(true)
+    }
+
+    /// Steps over the skip marker `word` at `off`; the offset and header word after the gap.
+    #[inline]
+    fn skip_gap(&mut self, off: usize, word: u64) -> Result<(usize, u64)> {
+        let gap = (word & HDR_LEN_MASK) as usize;
+        if word & !(HDR_SKIP | HDR_LEN_MASK) != 0
+            || gap < FRAME_HEADER_BYTES
+            || gap % FRAME_ALIGN != 0
+            || off + gap > self.config.capacity_bytes
+            || self.head + gap as u64 >= self.cached_tail
+        {
+            return Err(bad_skip(word, off));
+        }
+        self.head += gap as u64;
+        let off = (self.head & self.mask) as usize;
+        Ok((off, self.mem.header(off).load(Ordering::Relaxed)))
     }
 
     /// Prefetches, for reading, up to `PREFETCH_LINES_PER_FRAME` published lines from `from`
@@ -235,7 +271,7 @@ impl<M: RingMemory> Consumer<M> {
                 .consumer
                 .head
                 .store(self.head, Ordering::Release);
-            self.mem.control().space.ring();
+            self.mem.control().space.ring_cached(self.wake_fence_free);
         }
     }
 
@@ -337,4 +373,30 @@ impl<M: RingMemory> Deref for ReadFrame<'_, M> {
     fn deref(&self) -> &[u8] {
         self.consumer.payload(self.found)
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_tail(tail: u64, head: u64) -> Error {
+    Error::Corrupt(format!("producer tail {tail} with consumer head {head}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_skip(word: u64, off: usize) -> Error {
+    Error::Corrupt(format!("bad skip marker {word:#x} at offset {off}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_header(word: u64, off: usize) -> Error {
+    Error::Corrupt(format!("bad frame header {word:#x} at offset {off}"))
+}
+
+#[cold]
+#[inline(never)]
+fn overrun(len_bytes: usize, off: usize) -> Error {
+    Error::Corrupt(format!(
+        "frame of {len_bytes} bytes at offset {off} overruns the ring"
+    ))
 }

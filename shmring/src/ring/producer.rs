@@ -25,6 +25,9 @@ pub struct Producer<M: RingMemory> {
     published_tail: u64,
     mask: u64,
     config: RingConfig,
+    /// The doorbell's waker fence is a compiler fence here (`Doorbell::waker_fence_free`,
+    /// looked up once).
+    wake_fence_free: bool,
     /// Producers are not `Sync`: one thread writes at a time.
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
@@ -61,6 +64,7 @@ impl<M: RingMemory> Producer<M> {
             published_tail: tail,
             mask: config.capacity_bytes as u64 - 1,
             config,
+            wake_fence_free: mem.doorbell().waker_fence_free(),
             mem,
             _not_sync: PhantomData,
         })
@@ -78,6 +82,7 @@ impl<M: RingMemory> Producer<M> {
 
     /// Bytes this producer has written (published or not) and the consumer has not released,
     /// as of the last refresh.
+    #[inline]
     pub fn used_bytes(&self) -> usize {
         (self.tail - self.cached_head) as usize
     }
@@ -113,10 +118,7 @@ impl<M: RingMemory> Producer<M> {
         // SYNC: head-publish — pairs with the store in `Consumer::publish_release`.
         let head = self.mem.control().consumer.head.load(Ordering::Acquire);
         if head < self.cached_head || head > self.tail {
-            return Err(Error::Corrupt(format!(
-                "consumer head {head} outside {}..={}",
-                self.cached_head, self.tail
-            )));
+            return Err(bad_head(head, self.cached_head, self.tail));
         }
         self.cached_head = head;
         Ok(())
@@ -129,8 +131,42 @@ impl<M: RingMemory> Producer<M> {
 
     /// Reserves room for a frame of `len_bytes` and returns its payload to fill in place.
     /// Nothing is visible to the consumer until the grant is committed.
-    #[inline]
+    ///
+    /// The common case — the frame needs no line padding, does not reach the end of the
+    /// buffer and fits the free space as last seen — is a handful of compares, inlined; the
+    /// rest (padding, wrap-around, re-reading `head`, errors) is [`Self::reserve_slow`].
+    #[inline(always)]
     pub fn reserve(&mut self, len_bytes: usize) -> Result<WriteGrant<'_, M>> {
+        let capacity_bytes = self.config.capacity_bytes;
+        if len_bytes <= self.config.max_frame_bytes {
+            let size = frame_bytes(len_bytes);
+            let off = (self.tail & self.mask) as usize;
+            if (size <= CACHE_LINE_BYTES || off % CACHE_LINE_BYTES == 0)
+                && off + size <= capacity_bytes
+                && self.used_bytes() + size <= capacity_bytes
+            {
+                self.mem.track_write(off, size);
+                return Ok(WriteGrant {
+                    start: self.tail,
+                    producer: self,
+                    wrap_from: None,
+                    len_bytes,
+                });
+            }
+        }
+        let (start, wrap_from) = self.reserve_slow(len_bytes)?;
+        Ok(WriteGrant {
+            producer: self,
+            start,
+            wrap_from,
+            len_bytes,
+        })
+    }
+
+    /// [`Self::reserve`] when the frame needs padding or a skip to the next lap, or the ring
+    /// looks full: the frame's position and the position of a skip marker in front of it.
+    #[inline(never)]
+    fn reserve_slow(&mut self, len_bytes: usize) -> Result<(u64, Option<u64>)> {
         if len_bytes > self.config.max_frame_bytes {
             return Err(Error::FrameTooLarge {
                 len_bytes,
@@ -149,12 +185,7 @@ impl<M: RingMemory> Producer<M> {
         }
         let off = (start & self.mask) as usize;
         self.mem.track_write(off, frame_bytes(len_bytes));
-        Ok(WriteGrant {
-            producer: self,
-            start,
-            wrap_from,
-            len_bytes,
-        })
+        Ok((start, wrap_from))
     }
 
     /// Copies `payload` into a new frame and publishes it.
@@ -166,7 +197,7 @@ impl<M: RingMemory> Producer<M> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn commit_frame(&mut self, start: u64, wrap_from: Option<u64>, len_bytes: usize) {
         let off = (start & self.mask) as usize;
         self.mem
@@ -186,15 +217,15 @@ impl<M: RingMemory> Producer<M> {
     pub fn publish(&mut self) {
         if self.tail != self.published_tail {
             self.published_tail = self.tail;
-            // SYNC: tail-publish — pairs with the Acquire load in `Consumer::next_frame`; the
-            // headers and payloads written before it become visible with it. `ring` fences
-            // after it (SYNC: park).
+            // SYNC: tail-publish — pairs with the Acquire load in `Consumer::refresh_tail`;
+            // the headers and payloads written before it become visible with it. `ring`
+            // fences after it (SYNC: park).
             self.mem
                 .control()
                 .producer
                 .tail
                 .store(self.tail, Ordering::Release);
-            self.mem.doorbell().ring();
+            self.mem.doorbell().ring_cached(self.wake_fence_free);
         }
     }
 
@@ -256,7 +287,7 @@ pub struct WriteGrant<'a, M: RingMemory> {
 
 impl<M: RingMemory> WriteGrant<'_, M> {
     /// Writes the frame and publishes it (and any deferred frames before it).
-    #[inline]
+    #[inline(always)]
     pub fn commit(self) {
         let p = self.producer;
         p.commit_frame(self.start, self.wrap_from, self.len_bytes);
@@ -291,4 +322,12 @@ impl<M: RingMemory> DerefMut for WriteGrant<'_, M> {
         // SAFETY: as in `deref`; `&mut self` makes this the only reference to those bytes.
         unsafe { std::slice::from_raw_parts_mut(self.producer.mem.data().add(off), self.len_bytes) }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_head(head: u64, cached_head: u64, tail: u64) -> Error {
+    Error::Corrupt(format!(
+        "consumer head {head} outside {cached_head}..={tail}"
+    ))
 }
