@@ -352,7 +352,7 @@ fn probe_recorded_rows() {
         if i % 20 == 19 || i + 1 == intervals.len() {
             eprintln!(
                 "t {:>6.2} s  rows {:?}  costs {:?}  solution {:?}  c0 {:.0}  wake {:?}  root {:?}  \
-                 identified {:?}  independence {:?}  samples {:?}",
+                 identified {:?}  independence {:?}  rel.err {:?}  samples {:?}",
                 iv[0].t_s,
                 est.rows(),
                 est.costs(),
@@ -362,6 +362,7 @@ fn probe_recorded_rows() {
                 est.root_us(),
                 est.identified(),
                 est.independence(),
+                est.relative_error(),
                 est.samples()
             );
         }

@@ -242,6 +242,8 @@ pub struct BusyTimeEstimator {
     /// identified now but the rows still carry weight (see [`BusyTimeEstimator::costs`]).
     held: [Option<f64>; 3],
     independence: [f64; 3],
+    /// Per coefficient, its standard error over its value at the last solve (∞ when unknown).
+    relative_error: [f64; 3],
     positive_rows: [usize; 3],
     samples: [usize; 3],
     rows_used: usize,
@@ -277,6 +279,7 @@ impl BusyTimeEstimator {
             identified: [false; 3],
             held: [None; 3],
             independence: [0.0; 3],
+            relative_error: [f64::INFINITY; 3],
             positive_rows: [0; 3],
             samples: [0; 3],
             rows_used: 0,
@@ -399,6 +402,7 @@ impl BusyTimeEstimator {
         for i in 0..3 {
             let col = i + 1;
             self.independence[i] = schur_ratio(&self.info, col);
+            self.relative_error[i] = (sigma2 * m_inv[(col, col)]).max(0.0).sqrt() / self.theta[col];
             self.identified[i] = identified(col, self.independence[i], self.positive_rows[i]);
             if self.identified[i] {
                 self.held[i] = Some(self.theta[col]);
@@ -514,6 +518,11 @@ impl BusyTimeEstimator {
     /// Per coefficient: the fraction of its weighted regressor the others do not explain.
     pub fn independence(&self) -> [f64; 3] {
         self.independence
+    }
+
+    /// Per coefficient: its standard error over its value at the last solve (∞ when unknown).
+    pub fn relative_error(&self) -> [f64; 3] {
+        self.relative_error
     }
 
     /// Rows that entered the regression, and rows skipped as implausible.
