@@ -190,6 +190,23 @@ fn write_durably(dir: &Path, name: &str, body: &[u8]) -> Result<u32, CheckpointE
     Ok(crc)
 }
 
+/// Reads the part at `path` (a worker restoring from a checkpoint), checking it against the
+/// manifest's checksum `crc32` as well as its own.
+pub fn read_part(path: &Path, crc32: u32) -> Result<Part, CheckpointError> {
+    let body = read_checked(path)?;
+    let corrupt = |why: String| CheckpointError::Corrupt {
+        path: path.display().to_string(),
+        why,
+    };
+    let crc = crc32fast::hash(&body);
+    if crc != crc32 {
+        return Err(corrupt(format!(
+            "CRC {crc:08x}, the manifest says {crc32:08x}"
+        )));
+    }
+    Part::decode(&body).map_err(corrupt)
+}
+
 /// Reads a file written by [`write_durably`], checking its magic, length and checksum.
 fn read_checked(path: &Path) -> Result<Vec<u8>, CheckpointError> {
     let bytes = fs::read(path)

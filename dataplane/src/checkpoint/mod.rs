@@ -20,7 +20,7 @@ mod part;
 #[cfg(test)]
 mod tests;
 
-pub use file::FileStore;
+pub use file::{FileStore, read_part};
 pub use manifest::{Manifest, OperatorBase, PartRef};
 pub use part::{GroupState, Part};
 

@@ -354,6 +354,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
     view.extra_lines = crate::cmd::source::lines(&report.sources);
+    view.extra_lines.extend(super::recovery::lines(&report));
     let rec = record(&args, n, &view, live, &report)?;
     // The output first: a failure to write the files must not lose it.
     let mut stdout = output::stdout();
@@ -374,6 +375,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
+    super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }
 

@@ -96,6 +96,8 @@ pub fn prepare(
         sink: args.sink.clone(),
         sink_per_worker,
         source: args.source.clone(),
+        checkpoint: super::recovery::config(args)?,
+        fault: args.fault,
     };
     Ok((cfg, spawned))
 }
@@ -131,8 +133,10 @@ pub fn drive(
     let mut ctl = Interruptible {
         inner: ctl,
         stop: crate::signals::stop_flag(),
+        workers: &mut spawned,
     };
-    match run_driver_with(spec, cfg, &mut ctl) {
+    let result = run_driver_with(spec, cfg, &mut ctl);
+    match result {
         Ok(mut report) => {
             report.errors.extend(spawned.finish(false));
             Ok(report)

@@ -21,6 +21,7 @@ mod error;
 mod join;
 mod leave;
 mod receiver;
+mod snapshot;
 mod start;
 mod summary;
 
@@ -131,6 +132,8 @@ struct Running {
     interval: Option<Duration>,
     /// Where this process's CPU time is read (its own cgroup when capped).
     cpu: crate::cpu_usage::CpuSource,
+    /// The executors' snapshot mailboxes, and the checkpoint being taken.
+    snap: snapshot::Snapshots,
 }
 
 impl Running {
@@ -341,6 +344,7 @@ impl Node {
         let mut faults = Vec::new();
         let deltas = &mut self.deltas;
         let mut migration = Vec::new();
+        let snap = &mut run.snap;
         let n = run
             .coordinator
             .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
@@ -349,6 +353,7 @@ impl Node {
                 // Already a message (the executor encoded it): forwarded as it is.
                 Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
                 Report::Error(e) => faults.push(e.into_owned()),
+                Report::Snapshotted => snap.reported(),
             });
         let n = match n {
             Ok(n) => n,
@@ -375,6 +380,7 @@ impl Node {
         for op in run.coordinator.take_flushed() {
             self.push(&Message::EosAck { operator: op });
         }
+        snapshot::advance(self, run);
         n > 0
     }
 
@@ -670,7 +676,7 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
                 Event::PeerLost { peer, .. } | Event::ConnectFailed { peer, .. }
                     if node.departed.contains(&peer) => {}
                 // A lost link loses the requests between the two workers: the driver ends
-                // the run naming both (recovery is not implemented).
+                // the run naming both, or restarts it from its last checkpoint.
                 Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
                     node.link_lost(peer, reason)
                 }
@@ -722,6 +728,7 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
         }
         Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
         Message::PeerLeft { peer } => leave::peer_left(node, run, peer),
+        Message::Snapshot { id, dir } => snapshot::start(node, run, id, dir),
         Message::Finish => return Ok(true),
         Message::Bye => {
             return Err(NodeError::Driver(
