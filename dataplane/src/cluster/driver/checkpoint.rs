@@ -173,7 +173,7 @@ impl Driver<'_> {
         match ctl.kill_worker(f.worker) {
             Ok(()) => {
                 tracing::warn!("--fault: killed worker {} ({})", f.worker, phase.name());
-                self.carry.killed_at = Some(Instant::now());
+                self.carry.killed_at = Some((Instant::now(), phase));
             }
             Err(e) => self.fault(format!("--fault: {e}")),
         }
