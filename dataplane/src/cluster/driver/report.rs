@@ -71,17 +71,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
             }
         }
     }
-    // What the operators did before the cut the last attempt started from.
-    for (op, base) in d.carry.base(ops).iter().enumerate() {
-        let s = &mut summaries[op];
-        s.processed += base.processed;
-        s.malformed += base.malformed;
-        s.inputs.combine(&base.inputs);
-        s.outputs.combine(&base.outputs);
-        for (r, n) in &base.malformed_reasons {
-            *malformed[op].entry(r.clone()).or_default() += n;
-        }
-    }
+    add_base(&d.carry.base(ops), &mut summaries, &mut malformed);
     for op in 0..ops {
         metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
     }
@@ -115,5 +105,23 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
         checkpoints: carry.checkpoint_report(d.cfg.checkpoint.is_some()),
         recoveries: carry.recoveries,
         resumed_from: carry.resumed_from,
+    }
+}
+
+/// Adds what the operators did before the cut the last attempt started from (a recovery or a
+/// resume: the checkpoint's counters and digests).
+fn add_base(
+    base: &[crate::checkpoint::OperatorBase],
+    summaries: &mut [OperatorSummary],
+    malformed: &mut [BTreeMap<String, u64>],
+) {
+    for ((b, s), m) in base.iter().zip(summaries).zip(malformed) {
+        s.processed += b.processed;
+        s.malformed += b.malformed;
+        s.inputs.combine(&b.inputs);
+        s.outputs.combine(&b.outputs);
+        for (r, n) in &b.malformed_reasons {
+            *m.entry(r.clone()).or_default() += n;
+        }
     }
 }
