@@ -166,7 +166,15 @@ fn open_sink(job: &Job, worker: PeerId, executors: usize) -> Result<Option<Sink>
     }
     let target = SinkTarget::parse(&job.sink)?;
     let per_worker = job.sink_per_worker.then_some(worker);
-    Sink::open(&target, per_worker, executors, SINK_BUFFER_BYTES_MAX).map(Some)
+    let resumed = !job.restore.is_empty();
+    Sink::open_resumed(
+        &target,
+        per_worker,
+        resumed,
+        executors,
+        SINK_BUFFER_BYTES_MAX,
+    )
+    .map(Some)
 }
 
 /// Longest frame the transport carries to another worker: what one batch carries (the peers
