@@ -82,6 +82,9 @@ pub struct RecoveryOutcome {
     pub events: u64,
 }
 
+/// Per operator: each key's last record number.
+type OpStates = [BTreeMap<u64, u64>; 2];
+
 /// A message; `job` is the attempt it belongs to (a restart drops the older ones).
 #[derive(Clone, Debug)]
 enum Body {
@@ -176,7 +179,7 @@ struct Sim<'a> {
     driver_sent: Vec<u64>,
     ck: Ck,
     statuses: BTreeMap<usize, (Vec<u64>, Vec<u64>)>,
-    parts: BTreeMap<usize, ([BTreeMap<u64, u64>; 2], [u64; 2])>,
+    parts: BTreeMap<usize, (OpStates, [u64; 2])>,
     cut: Cut,
     /// What the operators had processed at the cut this job started from.
     job_base: [u64; 2],
