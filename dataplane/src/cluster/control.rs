@@ -158,9 +158,10 @@ pub trait Controller {
         Ok(())
     }
 
-    /// The run restarted from a checkpoint (a migration under way was abandoned; the table is
-    /// the checkpoint's).
-    fn on_recovered(&mut self) {}
+    /// The run restarted from a checkpoint at `t_s` seconds (a migration under way was
+    /// abandoned; the table is the checkpoint's): a policy waiting for that migration's end
+    /// stops waiting.
+    fn on_recovered(&mut self, _t_s: f64) {}
 }
 
 /// A static run: the initial placement throughout.

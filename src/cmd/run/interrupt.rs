@@ -67,7 +67,7 @@ impl Controller for Interruptible<'_> {
         self.workers.start(peer).map_err(|e| format!("{e:#}"))
     }
 
-    fn on_recovered(&mut self) {
-        self.inner.on_recovered();
+    fn on_recovered(&mut self, t_s: f64) {
+        self.inner.on_recovered(t_s);
     }
 }

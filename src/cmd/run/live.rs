@@ -249,6 +249,13 @@ impl Controller for Live {
         );
     }
 
+    fn on_recovered(&mut self, t_s: f64) {
+        // A policy move under way was abandoned with the job: decide afresh from here.
+        if let Some(a) = self.auto.as_mut() {
+            a.migrated(t_s * 1e6);
+        }
+    }
+
     fn on_migrated(&mut self, r: &MigrationRecord) {
         self.migrations += 1;
         self.watch.on_migrated(r);

@@ -420,7 +420,7 @@ pub fn run_driver_with(
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
         carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
-        ctl.on_recovered();
+        ctl.on_recovered(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()));
     }
 }
 
