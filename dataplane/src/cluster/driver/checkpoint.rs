@@ -83,8 +83,9 @@ impl Driver<'_> {
                 c.checkpoints.last_id = Some(id);
                 c.checkpoints.bytes_last = bytes;
                 c.pauses_ms.push(m.pause_ms);
-                c.ledger_at_cut = Some(self.rx.ledger.clone());
+                c.ledger_at_cut = Some((id, self.rx.ledger.clone()));
                 c.admitted_ns.clear();
+                c.admitted_ns_from = admitted;
                 tracing::debug!(
                     "checkpoint {id}: {bytes} bytes, paused {:.1} ms",
                     m.pause_ms

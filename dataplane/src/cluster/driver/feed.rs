@@ -217,7 +217,18 @@ impl Driver<'_> {
         if !is_tracked || self.cfg.checkpoint.is_none() {
             return now_ns();
         }
-        *self.carry.admitted_ns.entry(i).or_insert_with(now_ns)
+        // Tracked roots are every `sample`-th record: this is the p-th since the cut.
+        let sample = self.cfg.sample_every.max(1);
+        let from = self.carry.admitted_ns_from.div_ceil(sample);
+        let p = (i / sample).saturating_sub(from) as usize;
+        let times = &mut self.carry.admitted_ns;
+        if let Some(&t) = times.get(p) {
+            return t;
+        }
+        debug_assert_eq!(p, times.len(), "tracked roots are admitted in order");
+        let t = now_ns();
+        times.push(t);
+        t
     }
 
     /// Sends record `i` (in `s`) to the worker that owns its key group.

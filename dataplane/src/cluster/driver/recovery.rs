@@ -19,7 +19,6 @@ use crate::cluster::control::{Controller, IntervalView, MigrationRecord};
 use crate::message::RestorePart;
 use crate::runtime::ledger::Ledger;
 use crate::transport::PeerId;
-use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Recoveries a run attempts before it gives up (a second failure during a recovery is one
@@ -158,11 +157,13 @@ pub(super) struct Carry {
     pub(super) first_admit: Option<Instant>,
     /// The next checkpoint's id.
     pub(super) next_id: u64,
-    /// The ledger at the last cut.
-    pub(super) ledger_at_cut: Option<Ledger>,
-    /// Admission times of the tracked roots admitted since the last cut, by record: a replayed
-    /// root keeps its first admission time.
-    pub(super) admitted_ns: HashMap<u64, u64>,
+    /// The ledger at the last cut, with that checkpoint's id.
+    pub(super) ledger_at_cut: Option<(u64, Ledger)>,
+    /// Admission times of the tracked roots admitted since the last cut, in order (one push per
+    /// tracked root: the admission path stays cheap): a replayed root keeps its first.
+    pub(super) admitted_ns: Vec<u64>,
+    /// The first record after the last cut (`admitted_ns[0]` is the first tracked one from it).
+    pub(super) admitted_ns_from: u64,
     pub(super) migrations: Vec<MigrationRecord>,
     pub(super) intervals: Vec<IntervalView>,
     pub(super) worker_seconds: f64,
@@ -223,6 +224,7 @@ impl Carry {
                 }
                 c.next_id = l.manifest.id + 1;
                 c.resumed_from = Some(l.manifest.id);
+                c.admitted_ns_from = l.manifest.admitted;
                 c.resume = Some(point(&store, l.manifest, None));
             }
         }
@@ -288,10 +290,18 @@ impl Carry {
                 None => "the start of the run (no checkpoint yet)".into(),
             }
         );
-        let ledger = match &loaded {
-            Some(_) => self.ledger_at_cut.clone(),
-            None => Some(Ledger::new()),
+        // The ledger of that very cut (else a fresh one: the latencies before it are lost,
+        // as after a resume), and the admission times kept from it on.
+        let ledger = match (&loaded, &self.ledger_at_cut) {
+            (Some(m), Some((id, l))) if *id == m.id => Some(l.clone()),
+            (Some(_), _) => None,
+            (None, _) => Some(Ledger::new()),
         };
+        let restart_at = loaded.as_ref().map_or(0, |m| m.admitted);
+        if restart_at != self.admitted_ns_from {
+            self.admitted_ns.clear();
+            self.admitted_ns_from = restart_at;
+        }
         self.resume = Some(match loaded {
             Some(m) => point(&store, m, ledger),
             None => ResumePoint {
