@@ -189,3 +189,19 @@ fn a_full_disk_fails_that_checkpoint_only() {
     checkpoint(&store, 3);
     assert_eq!(store.load_latest().unwrap().manifest.id, 3);
 }
+
+proptest::proptest! {
+    /// A part's bytes come from a file another process wrote: any bytes are an error or a
+    /// part, never a panic; mutating a valid part's bytes never panics either.
+    #[test]
+    fn decoding_a_part_never_panics(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+        flip in 0usize..4096,
+    ) {
+        let _ = Part::decode(&bytes);
+        let mut valid = part(3, 9, 4).encode();
+        let i = flip % valid.len();
+        valid[i] ^= 0xa5;
+        let _ = Part::decode(&valid);
+    }
+}
