@@ -181,6 +181,9 @@ fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
             "20000",
             "--chaos-migrations",
             "300",
+            // Without checkpoints a lost worker ends the run (tests/cli_recovery.rs recovers).
+            "--checkpoint-interval-ms",
+            "0",
             "--json",
         ],
         &[("CLASP_CLUSTER_SECRET", secret)],

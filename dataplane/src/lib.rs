@@ -5,6 +5,7 @@
 
 pub mod affinity;
 pub mod cgroup_layout;
+pub mod checkpoint;
 pub mod clock;
 pub mod cluster;
 pub mod cpu_usage;

@@ -131,6 +131,8 @@ fn run_with(
         sink: None,
         sink_per_worker: false,
         source: Default::default(),
+        checkpoint: None,
+        fault: None,
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {

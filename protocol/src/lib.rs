@@ -83,6 +83,7 @@ pub mod ids;
 pub mod message;
 pub mod plan;
 pub mod planner;
+pub mod recovery_sim;
 pub mod rng;
 pub mod routing;
 pub mod sim;

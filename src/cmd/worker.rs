@@ -199,6 +199,12 @@ fn serve_jobs(
                 );
                 return Ok(());
             }
+            // The driver went away mid-job (it restarts the job after losing another worker,
+            // or it died and is resumed): not a job served; wait for the next.
+            Err(e @ NodeError::Driver(_)) => {
+                say(id, format!("the job failed: {e}; waiting for the next"));
+                continue;
+            }
             Err(e) if max_jobs != 1 && e.ends_only_the_job() => {
                 say(id, format!("the job failed: {e}; waiting for the next"));
             }

@@ -30,6 +30,11 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     // No test reads the user's machine profile (`clasp calibrate`): a config directory that
     // does not exist, unless the test gives its own.
     cmd.env("XDG_CONFIG_HOME", no_config_dir());
+    // Checkpoints of runs that fail on purpose stay out of the user's state directory.
+    cmd.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join(format!("clasp-tests-state-{}", std::process::id())),
+    );
     for (k, v) in env {
         cmd.env(k, v);
     }

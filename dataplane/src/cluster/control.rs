@@ -148,6 +148,25 @@ pub trait Controller {
     /// The worker at index `worker` of the slots left the run (its key groups were moved to
     /// the others); the run now has `workers`. No move may place key groups on it again.
     fn on_left(&mut self, _worker: usize, _workers: usize) {}
+
+    /// Testing (`--fault kill-worker=ID@PHASE`): kill worker `peer` outright (SIGKILL) now.
+    fn kill_worker(&mut self, peer: crate::transport::PeerId) -> Result<(), String> {
+        Err(format!(
+            "this run cannot kill worker {peer} (it did not start it)"
+        ))
+    }
+
+    /// Worker `peer` was lost: make it available again under the same id (the run restarts
+    /// its job from the last checkpoint once every worker is back). By default nothing: a
+    /// cluster file's workers are restarted by their supervisor.
+    fn replace_worker(&mut self, _peer: crate::transport::PeerId) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The run restarted from a checkpoint at `t_s` seconds (a migration under way was
+    /// abandoned; the table is the checkpoint's): a policy waiting for that migration's end
+    /// stops waiting.
+    fn on_recovered(&mut self, _t_s: f64) {}
 }
 
 /// A static run: the initial placement throughout.

@@ -2,7 +2,8 @@
 //!
 //! [`Message`] is the whole vocabulary: what the driver tells workers (the job, end of stream,
 //! probes, plans, finish, bye), what workers answer (ready, acknowledgements, status, ledger
-//! deltas, counters, summaries, migration reports and progress, faults), and what executors
+//! deltas, counters, summaries, migration reports and progress, faults, checkpoint parts
+//! written), and what executors
 //! send each other in line with their requests during a migration (markers, seals, state).
 //! Control messages travel as the transport's control frames; markers, seals and state parts
 //! as the body of a control *request frame* (`FLAG_CONTROL`) on the rings and connections that
@@ -25,12 +26,14 @@
 //! message (the data path's frame format, checked on arrival like any request). A state part
 //! carries a slice of an encoded [`Message::State`], reassembled and decoded by this codec.
 
+pub mod checkpoint;
 pub mod codec;
 pub mod migration;
 pub mod run;
 #[cfg(test)]
 mod tests;
 
+pub use checkpoint::{RestorePart, Snapshotted};
 pub use codec::{CONTROL_KIND, Decoder, MessageError, VERSION, decode, encode, encode_into};
 pub use migration::{
     PeerCode, Plans, Progress, Report, RoutingRow, Seal, SlotPlan, StateMsg, StatePart,
@@ -122,6 +125,16 @@ pub enum Message {
         /// `ip:port`.
         addr: String,
     },
+    /// Driver → workers, at a quiescent cut: export every key group and write this worker's
+    /// part of checkpoint `id` into `dir` (`crate::checkpoint`).
+    Snapshot {
+        /// The checkpoint.
+        id: u64,
+        /// The checkpoint store's directory.
+        dir: String,
+    },
+    /// Worker → driver: its part of a checkpoint is written, or why not.
+    Snapshotted(Box<Snapshotted>),
 }
 
 impl Message {
@@ -152,6 +165,8 @@ impl Message {
             Message::PeerJoined { .. } => "peer joined",
             Message::Leave => "leave",
             Message::PeerLeft { .. } => "peer left",
+            Message::Snapshot { .. } => "snapshot",
+            Message::Snapshotted(_) => "snapshot written",
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct Job {
     /// The workers the receiver connects to, with their addresses (a joining worker has no
     /// cluster file); empty: the receiver's cluster file's workers.
     pub peers: Vec<(PeerId, String)>,
+    /// The checkpoint parts whose key groups the executors import before they start (a run
+    /// restarted after a lost worker); empty: every executor starts empty.
+    pub restore: Vec<super::RestorePart>,
 }
 
 /// [`Spread`] on the wire (the routing module's type stays free of the codec).

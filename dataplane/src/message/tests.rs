@@ -42,6 +42,10 @@ fn job() -> impl Strategy<Value = Message> {
                 sink_per_worker: pin,
                 epoch: u64::from(interval_ms),
                 routing: Vec::new(),
+                restore: vec![RestorePart {
+                    path: driver_addr.clone(),
+                    crc32: interval_ms,
+                }],
                 driver_addr,
                 interval_ms,
             }))
@@ -271,6 +275,30 @@ fn message() -> impl Strategy<Value = Message> {
         any::<u32>().prop_map(|peer| Message::PeerLeft { peer }),
         plans(),
         migration(),
+        (any::<u64>(), text()).prop_map(|(id, dir)| Message::Snapshot { id, dir }),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            text(),
+            any::<u32>(),
+            any::<u64>()
+        )
+            .prop_map(|(id, worker, name, crc32, bytes)| {
+                Message::Snapshotted(Box::new(Snapshotted {
+                    id,
+                    worker,
+                    crc32,
+                    bytes,
+                    groups: bytes / 3,
+                    error: name.chars().rev().collect(),
+                    summaries: vec![OperatorSummary {
+                        processed: id,
+                        ..OperatorSummary::default()
+                    }],
+                    malformed: vec![vec![(name.clone(), bytes)]],
+                    name,
+                }))
+            }),
     ]
 }
 

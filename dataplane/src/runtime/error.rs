@@ -33,6 +33,9 @@ pub enum RuntimeError {
     /// An executor thread panicked (its state is lost).
     #[error("executor {0} panicked")]
     Panicked(usize),
+    /// Key groups restored from a checkpoint could not be imported.
+    #[error("restoring from a checkpoint: {0}")]
+    Restore(String),
     /// The sink could not be opened.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),

@@ -41,7 +41,10 @@ use std::time::Duration;
 
 mod migrating;
 mod outbound;
+mod snapshot;
 mod timers;
+
+pub use snapshot::{ExecutorSnapshot, SnapshotBox};
 
 /// Longest error message an executor reports (a frame must fit its report ring).
 const ERROR_REPORT_BYTES_MAX: usize = 4096;
@@ -91,6 +94,8 @@ pub struct NetLink {
     pub waker: crate::transport::Waker,
     /// Migration plans for this executor (announced by `Command::Plan`).
     pub plans: Arc<Mutex<VecDeque<Assignment>>>,
+    /// Snapshots for checkpoints, and the key groups to restore (`snapshot.rs`).
+    pub snapshot: Arc<Mutex<SnapshotBox>>,
 }
 
 impl NetLink {
@@ -225,6 +230,16 @@ impl Executor {
         let slot_base = seat.slots.slot(seat.index, 0).index();
         let my_slot = (slot_base + me) as u16;
         let plans = net.as_ref().map(|n| n.plans.clone());
+        let mut instances: Vec<Box<dyn OperatorInstance>> = (0..spec.operators.len())
+            .map(|op| spec.instantiate(op))
+            .collect();
+        if let Some(link) = &net {
+            let restore = match link.snapshot.lock() {
+                Ok(mut b) => std::mem::take(&mut b.restore),
+                Err(_) => return Err(RuntimeError::Restore("a poisoned mailbox".into())),
+            };
+            snapshot::restore(&mut instances, &restore).map_err(RuntimeError::Restore)?;
+        }
         Ok(Executor {
             inputs: FanIn::new(consumers).map_err(e("fan-in"))?,
             engine: Engine {
@@ -239,9 +254,7 @@ impl Executor {
                     .min(frame_bytes_max.min(seat.remote_frame_bytes_max))
                     .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
                     .max(MIN_STATE_PART_BYTES),
-                instances: (0..spec.operators.len())
-                    .map(|op| spec.instantiate(op))
-                    .collect(),
+                instances,
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
                 deltas: Vec::new(),
@@ -287,6 +300,10 @@ impl Executor {
                     Ok(Command::Plan) => {
                         self.run_own_queue();
                         self.engine.take_plans()
+                    }
+                    Ok(Command::Snapshot) => {
+                        self.run_own_queue();
+                        self.engine.snapshot()
                     }
                     Err(e) => {
                         let me = self.engine.me;

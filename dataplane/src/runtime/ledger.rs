@@ -52,6 +52,7 @@ impl Delta {
 }
 
 /// The open ledgers of one home, and the latency of the completed trees.
+#[derive(Clone)]
 pub struct Ledger {
     open: HashMap<u64, (u64, u64)>,
     latency_ns: Histogram<u64>,

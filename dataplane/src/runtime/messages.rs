@@ -44,18 +44,23 @@ pub enum Command {
     Stop,
     /// A migration plan waits in the executor's plan mailbox.
     Plan,
+    /// Export every key group this executor owns (keeping them), with its counters, into its
+    /// snapshot mailbox, and report [`Report::Snapshotted`] (a checkpoint's quiescent cut).
+    Snapshot,
 }
 
 mod tag {
     pub const END_OF_STREAM: u8 = 1;
     pub const STOP: u8 = 2;
     pub const PLAN: u8 = 3;
+    pub const SNAPSHOT: u8 = 4;
     pub const DELTAS: u8 = 11;
     pub const FLUSHED: u8 = 12;
     pub const PRODUCER_DIED: u8 = 13;
     pub const ERROR: u8 = 14;
     pub const MIGRATED: u8 = 15;
     pub const PROGRESS: u8 = 16;
+    pub const SNAPSHOTTED: u8 = 17;
 }
 
 /// Bytes of an encoded [`Command`] (the longest; shorter ones are padded with zeros).
@@ -71,6 +76,7 @@ impl Command {
             }
             Command::Stop => [tag::STOP, 0, 0],
             Command::Plan => [tag::PLAN, 0, 0],
+            Command::Snapshot => [tag::SNAPSHOT, 0, 0],
         }
     }
 
@@ -88,9 +94,10 @@ impl Command {
                     operator: u16::from_le_bytes([lo, hi]),
                 })
             }
-            tag::STOP | tag::PLAN if body != [0, 0] => Err(bad()),
+            tag::STOP | tag::PLAN | tag::SNAPSHOT if body != [0, 0] => Err(bad()),
             tag::STOP => Ok(Command::Stop),
             tag::PLAN => Ok(Command::Plan),
+            tag::SNAPSHOT => Ok(Command::Snapshot),
             other => Err(MessageError::UnknownTag(other)),
         }
     }
@@ -138,6 +145,8 @@ pub enum Report<'a> {
     /// A slot in a migration says what it waits for (body: an encoded
     /// [`Message::Progress`](crate::message::Message::Progress)).
     Progress(&'a [u8]),
+    /// Its snapshot waits in its snapshot mailbox ([`Command::Snapshot`]).
+    Snapshotted,
 }
 
 impl Report<'_> {
@@ -168,6 +177,7 @@ impl Report<'_> {
                 out.push(tag::PROGRESS);
                 out.extend_from_slice(b);
             }
+            Report::Snapshotted => out.push(tag::SNAPSHOTTED),
         }
     }
 
@@ -204,6 +214,8 @@ impl Report<'_> {
             tag::ERROR => Report::Error(String::from_utf8_lossy(body)),
             tag::MIGRATED => Report::Migrated(body),
             tag::PROGRESS => Report::Progress(body),
+            tag::SNAPSHOTTED if body.is_empty() => Report::Snapshotted,
+            tag::SNAPSHOTTED => return Err(bad()),
             tag::DELTAS => return Err(bad()),
             other => return Err(MessageError::UnknownTag(other)),
         })
@@ -248,6 +260,7 @@ mod tests {
             Command::EndOfStream { operator: 513 },
             Command::Stop,
             Command::Plan,
+            Command::Snapshot,
         ] {
             assert_eq!(Command::decode(&c.encode()), Ok(c));
         }
@@ -286,6 +299,7 @@ mod tests {
             Report::Error("a fault".into()),
             Report::Migrated(&[1, 2, 3]),
             Report::Progress(&[]),
+            Report::Snapshotted,
         ] {
             assert_eq!(Report::decode(&r.encode()), Ok(r));
         }

@@ -93,7 +93,19 @@ impl Sink {
         executors: usize,
         buffer_bytes: usize,
     ) -> Result<Sink, SinkError> {
-        let dest = target.open(per_worker)?;
+        Self::open_resumed(target, per_worker, false, executors, buffer_bytes)
+    }
+
+    /// [`Sink::open`] for a job restarted from a checkpoint (`resumed`): a worker's own file
+    /// is appended to, not emptied, so the lines written before the restart stay.
+    pub fn open_resumed(
+        target: &SinkTarget,
+        per_worker: Option<u32>,
+        resumed: bool,
+        executors: usize,
+        buffer_bytes: usize,
+    ) -> Result<Sink, SinkError> {
+        let dest = target.open(per_worker, resumed)?;
         let chunk = chunk_bytes(buffer_bytes, executors);
         // Executors' buffers and the chunk being written take `executors + 1` chunks.
         let queued = (buffer_bytes / chunk).saturating_sub(executors + 1).max(1);

@@ -79,16 +79,21 @@ impl SinkTarget {
     }
 
     /// Opens the destination for a worker: `per_worker` is `Some(id)` when each worker writes
-    /// its own file (`PATH.w<ID>`, created or emptied here), `None` when the workers of this
-    /// host append to one (see [`super::Sink`] on why whole-line appends do not interleave).
-    pub(super) fn open(&self, per_worker: Option<u32>) -> Result<Destination, SinkError> {
+    /// its own file (`PATH.w<ID>`, created or emptied here; appended to with `resumed`: a job
+    /// restarted from a checkpoint continues it), `None` when the workers of this host append
+    /// to one (see [`super::Sink`] on why whole-line appends do not interleave).
+    pub(super) fn open(
+        &self,
+        per_worker: Option<u32>,
+        resumed: bool,
+    ) -> Result<Destination, SinkError> {
         match self {
             SinkTarget::File(path) => {
                 let path = Self::file_path(path, per_worker);
                 let mut o = OpenOptions::new();
                 match per_worker {
-                    Some(_) => o.write(true).create(true).truncate(true),
-                    None => o.append(true).create(true),
+                    Some(_) if !resumed => o.write(true).create(true).truncate(true),
+                    _ => o.append(true).create(true),
                 };
                 let f = o.open(&path).map_err(|e| self.io("open", e))?;
                 Ok(Destination::File(f))

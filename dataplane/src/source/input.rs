@@ -76,6 +76,27 @@ impl Input {
         }
     }
 
+    /// Moves past the first `n` records (a run restarted from a checkpoint resumes with record
+    /// `n`): a generator needs nothing, a replayable source reads and drops them, so its offset
+    /// and its counts of bad data are those of one uninterrupted run.
+    pub fn skip(&mut self, n: u64) -> Result<(), SourceError> {
+        let Input::Read { feed, .. } = self else {
+            return Ok(());
+        };
+        let mut skipped = 0;
+        while skipped < n {
+            match feed.poll()? {
+                Polled::Record(_) => {
+                    feed.admitted();
+                    skipped += 1;
+                }
+                Polled::Pending => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Polled::End => break,
+            }
+        }
+        Ok(())
+    }
+
     /// The record last written by [`Input::next_into`] was admitted.
     pub fn admitted(&mut self) {
         if let Input::Read { feed, .. } = self {

@@ -31,6 +31,12 @@ impl SourceSpec {
         *self == SourceSpec::Generator
     }
 
+    /// Whether the records can be read again from the start (a run restarted from a
+    /// checkpoint replays them): generated and file records can, streams cannot.
+    pub fn is_replayable(&self) -> bool {
+        !matches!(self, SourceSpec::Stdin | SourceSpec::Tcp(_))
+    }
+
     /// Checks what can be checked before a run starts: a file or directory can be opened, an
     /// address can be listened on.
     pub fn check(&self) -> Result<(), SourceError> {

@@ -5,6 +5,7 @@
 //! module and never the other way round (docs/cluster.md).
 
 pub mod file;
+mod launch;
 pub mod net;
 pub mod spawn;
 

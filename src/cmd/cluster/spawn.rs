@@ -12,18 +12,17 @@
 //! With `--worker-cpu`/`--cpus`, each worker joins its own capped cgroup and CPU set before it
 //! execs, and the guard removes the groups once the workers are gone.
 
-use super::file::{ClusterFile, SECRET_ENV, WorkerEntry};
+use super::file::{ClusterFile, WorkerEntry};
+use super::launch::Launcher;
 use super::net::NetArgs;
-use crate::cgroup::join::{BeforeExec, install};
 use crate::cgroup::{CpuCap, CpuList, RunGroups, create_for_workers};
 use crate::cleanup::{self, Registration};
 use crate::cmd::usage_error;
-use crate::lifeline;
 use crate::stale::RUN_DIR_PREFIX;
 use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, PeerId};
 use std::io::Write as _;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -33,8 +32,6 @@ const MAX_LOCAL_WORKERS: usize = 64;
 const WORKER_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of the random secret `clasp run` makes for the workers it starts.
 const GENERATED_SECRET_BYTES: usize = 32;
-/// How long a started worker waits for the driver's job (s).
-const SPAWNED_JOB_TIMEOUT_S: &str = "60";
 /// Ports for local workers come from below the kernel's ephemeral range, so no `bind(0)` or
 /// outgoing connection of any process can take one between the moment we pick it and the
 /// moment the worker binds it.
@@ -68,6 +65,8 @@ pub struct Spawned {
     groups: Option<Arc<RunGroups>>,
     /// The cleanup actions for the children and the directory (dropped after they are gone).
     registrations: Vec<Registration>,
+    /// How a worker is started (again, after a recovery).
+    launcher: Option<Launcher>,
 }
 
 /// The children, even if a thread panicked while holding them.
@@ -83,7 +82,38 @@ impl Spawned {
             dir: None,
             groups: None,
             registrations: Vec::new(),
+            launcher: None,
         }
+    }
+
+    /// Starts worker `id`, or starts it again under the same id after it was lost (its old
+    /// process reaped first, so its cgroup is empty; the new one joins the same group).
+    pub fn start(&mut self, id: u32) -> anyhow::Result<()> {
+        let launcher = (self.launcher.as_ref())
+            .ok_or_else(|| anyhow::anyhow!("worker {id} was not started by this run"))?;
+        let mut children = lock(&self.children);
+        if let Some(i) = children.iter().position(|c| c.0 == id) {
+            let (_, mut old) = children.remove(i);
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        let child = launcher.start(id, self.groups.as_deref())?;
+        children.push((id, child));
+        Ok(())
+    }
+
+    /// Whether this run started its workers (else they are a cluster file's).
+    pub fn started_any(&self) -> bool {
+        self.launcher.is_some()
+    }
+
+    /// Kills worker `id` outright (SIGKILL; the testing option `--fault`). It is reaped later.
+    pub fn kill(&mut self, id: u32) -> anyhow::Result<()> {
+        let mut children = lock(&self.children);
+        let (_, c) = (children.iter_mut())
+            .find(|c| c.0 == id)
+            .ok_or_else(|| anyhow::anyhow!("no worker {id} in this run"))?;
+        c.kill().with_context(|| format!("killing worker {id}"))
     }
 
     /// Workers that have already exited unsuccessfully, one line each.
@@ -225,41 +255,18 @@ pub fn spawn_workers(
         .map(|cap| create_for_workers(cap, &ids).map(Arc::new))
         .transpose()?;
     let (dir, path) = run_dir(&file)?;
-    let spawned = guard(dir, groups);
+    let mut spawned = guard(dir, groups);
+    spawned.launcher = Some(Launcher {
+        cluster_file: path,
+        net_args: net.to_args(),
+        limits: limits.clone(),
+        fresh_secret: fresh_text,
+        secret_file: secret_file.map(Into::into),
+    });
     for (w, listener) in file.workers.iter().zip(held) {
-        // From this (the main) thread: the workers die when it does (`lifeline`).
-        let mut cmd = lifeline::command()?;
-        cmd.arg("worker")
-            .args(["--id", &w.id.to_string()])
-            .arg("--cluster")
-            .arg(&path)
-            .args(["--job-timeout-s", SPAWNED_JOB_TIMEOUT_S])
-            // One run, one job: the run waits for its workers to exit after it.
-            .args(["--max-jobs", "1"])
-            .args(net.to_args())
-            .stdin(Stdio::null())
-            .stdout(if limits.inherit_stdout {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            });
-        match (&fresh_text, secret_file) {
-            (Some(text), _) => cmd.env(SECRET_ENV, text),
-            (None, Some(path)) => cmd.arg("--secret-file").arg(path),
-            (None, None) => &mut cmd,
-        };
-        let limited = limit_before_exec(&mut cmd, spawned.groups.as_deref(), w.id, limits)?;
         // Free the port for the worker that is about to bind it.
         drop(listener);
-        let child = cmd.spawn().with_context(|| {
-            let how = if limited {
-                " (in its cgroup and CPU set)"
-            } else {
-                ""
-            };
-            format!("starting clasp worker {}{how}", w.id)
-        })?;
-        lock(&spawned.children).push((w.id, child));
+        spawned.start(w.id)?;
     }
     Ok((file, secret, spawned))
 }
@@ -289,27 +296,8 @@ fn guard(dir: tempfile::TempDir, groups: Option<Arc<RunGroups>>) -> Spawned {
         children,
         dir: Some(dir),
         groups,
+        launcher: None,
     }
-}
-
-/// Makes `cmd`'s child join worker `id`'s groups and CPU set before it execs; whether there
-/// was anything to join.
-fn limit_before_exec(
-    cmd: &mut Command,
-    groups: Option<&RunGroups>,
-    id: u32,
-    limits: &WorkerLimits,
-) -> anyhow::Result<bool> {
-    let before = BeforeExec {
-        procs: match groups {
-            Some(g) => g.worker_procs(id).map_err(anyhow::Error::msg)?,
-            None => Vec::new(),
-        },
-        cpus: limits.cpus.as_ref().map(CpuList::to_set),
-    };
-    let limited = !before.is_empty();
-    install(cmd, before);
-    Ok(limited)
 }
 
 /// A fresh secret as hex (it travels to the workers in their environment).

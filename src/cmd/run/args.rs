@@ -192,6 +192,26 @@ pub struct RunArgs {
     pub(crate) sink: Option<SinkTarget>,
     #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
     pub(crate) source: SourceSpec,
+    /// Take a consistent checkpoint every this many ms; a lost worker is then recovered from
+    /// the last one (0: no checkpoints, and a lost worker ends the run). See docs/recovery.md.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub(crate) checkpoint_interval_ms: u64,
+    /// Where checkpoints are kept (default: $XDG_STATE_HOME/clasp/checkpoints/RUN, else
+    /// ~/.local/state/clasp/checkpoints/RUN; printed at the start). Workers on other hosts
+    /// write their parts there too: give a path every host shares.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) checkpoint_dir: Option<PathBuf>,
+    /// Keep the checkpoints after a successful run (a failed or interrupted run keeps them).
+    #[arg(long)]
+    pub(crate) keep_checkpoints: bool,
+    /// Restart a run whose driver died from the newest complete checkpoint in DIR, with fresh
+    /// workers (give the same app, seed, source, records and worker count).
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint_dir")]
+    pub(crate) resume: Option<PathBuf>,
+    /// Testing: SIGKILL worker ID the first time the run is in PHASE (steady, migration,
+    /// checkpoint-snapshot, checkpoint-commit); the run must recover.
+    #[arg(long, hide = true, value_name = "kill-worker=ID@PHASE")]
+    pub(crate) fault: Option<clasp_dataplane::cluster::driver::Fault>,
 }
 
 /// `--sink`'s value, refused (exit 2) with the reason when it does not parse.

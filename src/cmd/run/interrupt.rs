@@ -1,8 +1,11 @@
 //! A run that SIGINT/SIGTERM can stop: the controller the driver sees says "done" once the stop
 //! flag is set, so the driver stops admitting, drains what it admitted and ends the stream the
-//! ordinary way; everything else is the run's own controller's.
+//! ordinary way; everything else is the run's own controller's, except what is done to the
+//! worker processes the run started (killed by `--fault`, started again after a loss).
 
+use crate::cmd::cluster::Spawned;
 use clasp_dataplane::cluster::control::{Controller, IntervalView, MigrationRecord, Move};
+use clasp_dataplane::transport::PeerId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Interruptible<'a> {
     pub inner: &'a mut dyn Controller,
     pub stop: Arc<AtomicBool>,
+    /// The worker processes the run started (none for a cluster file's).
+    pub workers: &'a mut Spawned,
 }
 
 impl Controller for Interruptible<'_> {
@@ -48,5 +53,21 @@ impl Controller for Interruptible<'_> {
 
     fn on_left(&mut self, worker: usize, workers: usize) {
         self.inner.on_left(worker, workers);
+    }
+
+    fn kill_worker(&mut self, peer: PeerId) -> Result<(), String> {
+        self.workers.kill(peer).map_err(|e| format!("{e:#}"))
+    }
+
+    fn replace_worker(&mut self, peer: PeerId) -> Result<(), String> {
+        if !self.workers.started_any() {
+            // A cluster file's worker: its supervisor restarts it; the new job waits for it.
+            return Ok(());
+        }
+        self.workers.start(peer).map_err(|e| format!("{e:#}"))
+    }
+
+    fn on_recovered(&mut self, t_s: f64) {
+        self.inner.on_recovered(t_s);
     }
 }

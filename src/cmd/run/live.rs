@@ -255,6 +255,13 @@ impl Controller for Live {
         );
     }
 
+    fn on_recovered(&mut self, t_s: f64) {
+        // A policy move under way was abandoned with the job: decide afresh from here.
+        if let Some(a) = self.auto.as_mut() {
+            a.migrated(t_s * 1e6);
+        }
+    }
+
     fn on_migrated(&mut self, r: &MigrationRecord) {
         self.migrations += 1;
         self.watch.on_migrated(r);
@@ -360,6 +367,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
     view.extra_lines = crate::cmd::source::lines(&report.sources);
+    view.extra_lines.extend(super::recovery::lines(&report));
     let rec = record(&args, n, &view, live, &report)?;
     // The output first: a failure to write the files must not lose it.
     let mut stdout = output::stdout();
@@ -380,6 +388,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
+    super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }
 

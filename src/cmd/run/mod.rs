@@ -10,7 +10,8 @@
 //!   migrations (docs/planner.md);
 //! - [`static_run`]: `--static`, fixed workers and placement (docs/cluster.md);
 //! - [`view`]: a finished run as the run view `clasp local` prints too;
-//! - [`out`]: a live run's record as files, a text summary and a progress line.
+//! - [`out`]: a live run's record as files, a text summary and a progress line;
+//! - [`recovery`]: where checkpoints go, what the summary says of them and of recoveries.
 //!
 //! Cluster setup that is not about these options (the cluster file, the secret, spawning
 //! workers) lives in `cmd::cluster`, which knows nothing of this module.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod interrupt;
 pub mod live;
 pub mod out;
+pub mod recovery;
 pub mod setup;
 pub mod static_run;
 pub mod view;

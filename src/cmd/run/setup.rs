@@ -42,7 +42,8 @@ pub fn prepare(
     // Workers this run starts share this host and one file, emptied before they append to it;
     // a cluster file's workers each write their own `PATH.w<ID>` on their host.
     let sink_per_worker = spawn.is_none();
-    if let (Some(sink), false) = (&args.sink, sink_per_worker) {
+    // A resumed run appends to what the run it resumes wrote.
+    if let (Some(sink), false, None) = (&args.sink, sink_per_worker, &args.resume) {
         sink.truncate_shared()?;
     }
     let (file, secret, spawned) = match (spawn, &args.cluster) {
@@ -96,6 +97,8 @@ pub fn prepare(
         sink: args.sink.clone(),
         sink_per_worker,
         source: args.source.clone(),
+        checkpoint: super::recovery::config(args)?,
+        fault: args.fault,
     };
     Ok((cfg, spawned))
 }
@@ -131,8 +134,10 @@ pub fn drive(
     let mut ctl = Interruptible {
         inner: ctl,
         stop: crate::signals::stop_flag(),
+        workers: &mut spawned,
     };
-    match run_driver_with(spec, cfg, &mut ctl) {
+    let result = run_driver_with(spec, cfg, &mut ctl);
+    match result {
         Ok(mut report) => {
             report.errors.extend(spawned.finish(false));
             Ok(report)

@@ -71,5 +71,6 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
+    super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }

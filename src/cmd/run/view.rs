@@ -34,7 +34,7 @@ pub fn run_view<'a>(
     r: &'a ClusterReport,
 ) -> anyhow::Result<RunView<'a>> {
     let t = |k: &str| r.totals.get(k).copied().unwrap_or(0);
-    let view = RunView {
+    let mut view = RunView {
         spec,
         records,
         seed: args.seed,
@@ -92,6 +92,8 @@ pub fn run_view<'a>(
             .collect(),
         interrupted: RunView::interrupted_now(),
     };
+    view.extra.extend(super::recovery::json(r)?);
+    view.extra_lines.extend(super::recovery::lines(r));
     Ok(view)
 }
 

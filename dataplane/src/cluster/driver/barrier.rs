@@ -33,6 +33,8 @@ pub(super) struct Barrier {
     acks: BTreeMap<Ack, usize>,
     statuses: BTreeMap<u64, Vec<(PeerId, Status)>>,
     pub(super) summaries: Vec<WorkerSummary>,
+    /// The last probe round sent (checkpoints probe too; rounds never repeat in a run).
+    pub(super) round: u64,
 }
 
 impl Barrier {
@@ -81,7 +83,7 @@ impl Driver<'_> {
     /// oracle drains between them), collects every worker's summary and says goodbye.
     pub(super) fn end_of_stream(&mut self, spec: &AppSpec) -> Result<(), DriverError> {
         let stall = self.cfg.stall_timeout;
-        let mut round = 0u64;
+        let mut round = self.barrier.round;
         self.quiesce(&mut round)?;
         for op in spec.topological_order() {
             let op = op as u16;
@@ -89,6 +91,7 @@ impl Driver<'_> {
             self.wait_acks(Ack::EosDone(op), "end of stream", stall)?;
             self.quiesce(&mut round)?;
         }
+        self.barrier.round = round;
         self.broadcast(&Message::Finish)?;
         let deadline = Instant::now() + stall;
         // Workers that left the run sent theirs already.
@@ -119,7 +122,7 @@ impl Driver<'_> {
     /// Waits until the cluster is quiescent (module docs), at most the stall timeout: the
     /// deadline is fixed when the wait starts, so neither the statuses that answer the probes
     /// nor frames still moving extend it (a lost link keeps the counts apart for good).
-    fn quiesce(&mut self, round: &mut u64) -> Result<(), DriverError> {
+    pub(super) fn quiesce(&mut self, round: &mut u64) -> Result<(), DriverError> {
         let after = self.cfg.stall_timeout;
         let deadline = Instant::now() + after;
         let mut clean = 0u32;

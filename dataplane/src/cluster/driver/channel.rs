@@ -188,11 +188,7 @@ impl Driver<'_> {
                 peer,
                 addr: self.addr_of(peer),
                 during: match &self.mig.in_flight {
-                    Some(f) => format!(
-                        " during the migration to epoch {} (its key groups' state is lost; \
-                         recovery is not implemented)",
-                        f.record.epoch
-                    ),
+                    Some(f) => format!(" during the migration to epoch {}", f.record.epoch),
                     None => String::new(),
                 },
                 reason: self.with_last_words(peer, reason),
@@ -223,7 +219,7 @@ impl Driver<'_> {
     }
 
     /// A fault the run survives: logged, and listed once in the report.
-    fn fault(&mut self, e: String) {
+    pub(super) fn fault(&mut self, e: String) {
         tracing::warn!("{e}");
         if !self.errors.contains(&e) {
             self.errors.push(e);
@@ -253,6 +249,7 @@ impl Driver<'_> {
             Message::EosAck { operator } => self.barrier.ack(Ack::EosDone(operator)),
             Message::Status(st) => self.barrier.status(from, st),
             Message::Summary(s) => self.barrier.summaries.push(*s),
+            Message::Snapshotted(s) => self.snapshots.push(*s),
             Message::Migrated(r) => {
                 if self.slots.worker_of(Slot(r.slot)) != Some(from) {
                     return Err(DriverError::Protocol {

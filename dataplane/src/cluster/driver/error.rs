@@ -46,10 +46,10 @@ pub enum DriverError {
         reason: String,
     },
     /// The connection between two workers was lost: the requests between them cannot be
-    /// delivered (recovery is not implemented).
+    /// delivered (without checkpoints the run ends; with them it restarts from the last one).
     #[error(
         "lost the link between worker {worker} at {addr} and worker {peer} at {peer_addr}: \
-         {reason}; the requests between them cannot be delivered (recovery is not implemented)"
+         {reason}; the requests between them cannot be delivered"
     )]
     LinkLost {
         /// The worker that reported it.
@@ -120,6 +120,22 @@ pub enum DriverError {
 }
 
 impl DriverError {
+    /// Whether the run can restart from a checkpoint after this fault: a worker or a link
+    /// lost, a worker that cannot be reached, a run that stopped moving (a worker that
+    /// froze). Bad settings, a bad source or a worker breaking the protocol are not.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(
+            self,
+            DriverError::Lost { .. }
+                | DriverError::LinkLost { .. }
+                | DriverError::Unreachable { .. }
+                | DriverError::NotQuiescent { .. }
+                | DriverError::Stalled { .. }
+                | DriverError::Timeout(_)
+                | DriverError::Transport { .. }
+        )
+    }
+
     /// A transport error while doing `context`.
     pub(super) fn transport(context: impl Into<String>, source: TransportError) -> DriverError {
         DriverError::Transport {

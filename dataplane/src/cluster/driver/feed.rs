@@ -88,14 +88,27 @@ impl Driver<'_> {
         let sample = cfg.sample_every.max(1);
         let max_in_flight = cfg.max_in_flight.max(1);
         let mut scratch = Scratch::default();
+        // A restarted attempt resumes at its checkpoint's record, with the ledger of that cut
+        // (every tracked root before it completed).
+        let start = (self.carry.resume.as_ref())
+            .and_then(|r| r.manifest.as_ref())
+            .map_or(0, |m| m.admitted);
+        input.skip(start)?;
         let mut fed = Fed {
-            admitted: 0,
-            tracked: 0,
-            first_admit: None,
+            admitted: start,
+            tracked: self.rx.ledger.completed_inputs(),
+            first_admit: self.carry.first_admit,
             source: Default::default(),
         };
+        self.admitted = start;
         self.last_progress = Instant::now();
         self.meter.start();
+        match self.carry.t0 {
+            Some(t0) => self.meter.t0 = t0,
+            None => self.carry.t0 = Some(self.meter.t0),
+        }
+        self.phase = super::Phase::Steady;
+        self.last_checkpoint = Instant::now();
         // A move asked for before any input (an autoscaler's first placement).
         self.maintain(ctl, 0, ops)?;
         let mut pacer = Pacer {
@@ -106,6 +119,9 @@ impl Driver<'_> {
         let mut held = false;
         loop {
             let i = fed.admitted;
+            if i % POLL_EVERY_RECORDS == 0 {
+                self.between_admissions(spec, ctl, i, &input)?;
+            }
             let t_s = self.meter.t0.elapsed().as_secs_f64();
             if i >= cfg.records || ctl.done(t_s, i) {
                 fed.source = input.report(i);
@@ -146,13 +162,38 @@ impl Driver<'_> {
             self.admit(spec, i, is_tracked, &mut scratch)?;
             input.admitted();
             held = false;
-            fed.first_admit.get_or_insert_with(Instant::now);
+            if fed.first_admit.is_none() {
+                fed.first_admit = Some(Instant::now());
+                self.carry.first_admit = fed.first_admit;
+            }
             fed.admitted += 1;
+            self.admitted = fed.admitted;
             if fed.admitted % POLL_EVERY_RECORDS == 0 {
                 self.turn(Duration::ZERO)?;
                 self.maintain(ctl, fed.admitted, ops)?;
             }
         }
+    }
+
+    /// Every few records: a checkpoint when one is due, a testing fault when its phase
+    /// comes, and the end of a recovery's replay.
+    fn between_admissions(
+        &mut self,
+        spec: &AppSpec,
+        ctl: &mut dyn Controller,
+        i: u64,
+        input: &Input,
+    ) -> Result<(), DriverError> {
+        self.carry.replayed(i, false);
+        if self.mig.in_flight.is_some() {
+            self.inject(super::Phase::Migration, ctl);
+        } else if self.carry.checkpoints.taken > 0 && self.carry.pending.is_none() {
+            self.inject(super::Phase::Steady, ctl);
+        }
+        if self.checkpoint_due() {
+            self.checkpoint(spec, ctl, i, input.report(i).offset)?;
+        }
+        Ok(())
     }
 
     /// A turn while the input waits (for its pace, or for a source to read more): not a
@@ -168,6 +209,26 @@ impl Driver<'_> {
         self.last_progress = Instant::now();
         self.turn(wait)?;
         self.maintain(ctl, admitted, ops)
+    }
+
+    /// Record `i`'s admission time: now, or for a tracked root replayed after a recovery its
+    /// first admission's (kept since the last checkpoint), so its latency counts the outage.
+    fn admitted_ns(&mut self, i: u64, is_tracked: bool) -> u64 {
+        if !is_tracked || self.cfg.checkpoint.is_none() {
+            return now_ns();
+        }
+        // Tracked roots are every `sample`-th record: this is the p-th since the cut.
+        let sample = self.cfg.sample_every.max(1);
+        let from = self.carry.admitted_ns_from.div_ceil(sample);
+        let p = (i / sample).saturating_sub(from) as usize;
+        let times = &mut self.carry.admitted_ns;
+        if let Some(&t) = times.get(p) {
+            return t;
+        }
+        debug_assert_eq!(p, times.len(), "tracked roots are admitted in order");
+        let t = now_ns();
+        times.push(t);
+        t
     }
 
     /// Sends record `i` (in `s`) to the worker that owns its key group.
@@ -200,7 +261,7 @@ impl Driver<'_> {
             key_hash: hash,
             request_id: id,
             root_id: id,
-            admitted_ns: now_ns(),
+            admitted_ns: self.admitted_ns(i, is_tracked),
         };
         s.frame.resize(frame_len(s.key.len(), s.payload.len()), 0);
         header.write(&s.key, &s.payload, &mut s.frame);

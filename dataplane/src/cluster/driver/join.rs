@@ -62,6 +62,11 @@ pub(super) struct Joins {
 }
 
 impl Joins {
+    /// Whether a join is under way.
+    pub(super) fn busy(&self) -> bool {
+        self.current.is_some()
+    }
+
     /// Whether `peer` is joining (asked, or under way).
     pub(super) fn is_joining(&self, peer: PeerId) -> bool {
         self.current.as_ref().is_some_and(|j| j.id == peer)

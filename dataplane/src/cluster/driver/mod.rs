@@ -5,19 +5,25 @@
 //! admit the input (`feed.rs`) while the control channel (`channel.rs`) applies ledger
 //! deltas, meters intervals (`metering.rs`), carries out migrations (`migration.rs`) and takes
 //! in workers that join (`join.rs`) or leave (`leave.rs`); then the end-of-stream barrier
-//! (`barrier.rs`) and the report (`report.rs`).
+//! (`barrier.rs`) and the report (`report.rs`). Checkpoints are taken between admissions
+//! (`checkpoint.rs`); a run that loses a worker restarts from the last one (`recovery.rs`),
+//! each restart one more *attempt* of the run.
 
+mod attempt;
 mod barrier;
 mod channel;
+mod checkpoint;
 mod error;
 mod feed;
 mod join;
 mod leave;
 mod metering;
 mod migration;
+mod recovery;
 mod report;
 
 pub use error::DriverError;
+pub use recovery::{CheckpointReport, Fault, MAX_RECOVERIES, Phase, RecoveryRecord};
 
 use super::control::{Controller, IntervalView, MigrationRecord, Static, active_workers};
 use super::{DRIVER_ID, Job, WorkerSummary};
@@ -106,6 +112,24 @@ pub struct DriverConfig {
     pub sink_per_worker: bool,
     /// Where the records come from (the app's generator by default).
     pub source: crate::source::SourceSpec,
+    /// Checkpoints, and recovery from them (`None`: off; a lost worker ends the run).
+    pub checkpoint: Option<CheckpointConfig>,
+    /// Testing: a worker to kill, and when (`--fault`).
+    pub fault: Option<Fault>,
+}
+
+/// Checkpoint settings of a run (`crate::checkpoint`, `docs/recovery.md`).
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    /// The store's directory (on several hosts: a path every host shares).
+    pub dir: std::path::PathBuf,
+    /// Between two checkpoints (zero: none are taken, but a run can still resume or recover
+    /// from the ones in `dir`).
+    pub interval: Duration,
+    /// Complete checkpoints kept.
+    pub keep: usize,
+    /// Start from the newest complete checkpoint in `dir` (a run whose driver died).
+    pub resume: bool,
 }
 
 /// Per operator metrics over the cluster.
@@ -155,6 +179,12 @@ pub struct ClusterReport {
     pub refused_connections: u64,
     /// Each source's offset and malformed counts when the input ended.
     pub sources: Vec<crate::source::SourceReport>,
+    /// Every recovery from a lost worker.
+    pub recoveries: Vec<RecoveryRecord>,
+    /// The run's checkpoints (`None`: off).
+    pub checkpoints: Option<CheckpointReport>,
+    /// The checkpoint the run resumed from (`--resume`).
+    pub resumed_from: Option<u64>,
 }
 
 struct Driver<'a> {
@@ -178,11 +208,25 @@ struct Driver<'a> {
     mig: Migrations,
     meter: Metering,
     barrier: Barrier,
+    /// What this attempt took over from the last, and hands the next (`recovery.rs`).
+    carry: recovery::Carry,
+    /// What the run is doing (a lost worker is reported with it).
+    phase: Phase,
+    /// When the last checkpoint ended (or the input began).
+    last_checkpoint: Instant,
+    /// The workers' answers to the checkpoint being taken.
+    snapshots: Vec<crate::message::Snapshotted>,
+    /// Records admitted so far.
+    admitted: u64,
 }
 
 impl<'a> Driver<'a> {
     /// Starts the transport and the protocol planner on the initial placement.
-    fn new(spec: &AppSpec, cfg: &'a DriverConfig) -> Result<Driver<'a>, DriverError> {
+    fn new(
+        spec: &AppSpec,
+        cfg: &'a DriverConfig,
+        carry: recovery::Carry,
+    ) -> Result<Driver<'a>, DriverError> {
         let ids: Vec<PeerId> = cfg.workers.iter().map(|w| w.0).collect();
         let all: Vec<PeerId> = ids.iter().chain(&cfg.joinable).copied().collect();
         let distinct: std::collections::BTreeSet<PeerId> = all.iter().copied().collect();
@@ -209,7 +253,10 @@ impl<'a> Driver<'a> {
             workers: ids.clone(),
             executors: slots.executors,
         };
-        let initial = routing::spread(ops, &starting, cfg.spread)?;
+        let initial = match attempt::resumed_table(&carry, &slots, &starting, ops) {
+            Some(t) => t,
+            None => routing::spread(ops, &starting, cfg.spread)?,
+        };
         let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
         let timeout_ns = cfg.migration_timeout.as_nanos() as u64;
         let pcfg = PlannerConfig {
@@ -217,6 +264,10 @@ impl<'a> Driver<'a> {
             silent_ns: (timeout_ns / 4).max(MIN_SILENT.as_nanos() as u64),
         };
         let active = active_workers(&initial, &slots).len();
+        let mut rx = DriverInbox::new();
+        if let Some(l) = carry.resume.as_ref().and_then(|r| r.ledger.clone()) {
+            rx.ledger = l;
+        }
         Ok(Driver {
             cfg,
             mig: Migrations::new(Planner::new(initial, preds, pcfg)),
@@ -224,7 +275,12 @@ impl<'a> Driver<'a> {
             barrier: Barrier::default(),
             slots,
             t,
-            rx: DriverInbox::new(),
+            rx,
+            carry,
+            phase: Phase::Start,
+            last_checkpoint: Instant::now(),
+            snapshots: Vec::new(),
+            admitted: 0,
             addrs: cfg.workers.iter().copied().collect(),
             joins: join::Joins::default(),
             leaves: leave::Leaves::default(),
@@ -258,6 +314,9 @@ impl<'a> Driver<'a> {
         job.routing = (self.mig.planner.routing().rows())
             .map(RoutingRow::of)
             .collect();
+        if let Some(r) = &self.carry.resume {
+            job.restore = r.parts.clone();
+        }
         self.broadcast(&Message::Job(Box::new(job)))?;
         let deadline = Instant::now() + cfg.ready_timeout;
         while self.barrier.acks(Ack::Ready) < self.ids.len() {
@@ -275,6 +334,7 @@ impl<'a> Driver<'a> {
             self.last_progress = Instant::now();
             self.turn(DRIVER_PARK)?;
         }
+        self.carry.restored();
         Ok(())
     }
 
@@ -301,6 +361,7 @@ impl<'a> Driver<'a> {
             epoch: 0,
             routing: Vec::new(),
             peers,
+            restore: Vec::new(),
         }
     }
 
@@ -331,25 +392,35 @@ pub fn run_driver(spec: &AppSpec, cfg: &DriverConfig) -> Result<ClusterReport, D
 }
 
 /// [`run_driver`] steered by a [`Controller`]: its input rate, and its moves, each carried out
-/// as a live migration while the input keeps flowing.
+/// as a live migration while the input keeps flowing. With checkpoints on, a lost worker is
+/// recovered from the last checkpoint (`recovery.rs`) at most [`MAX_RECOVERIES`] times.
 pub fn run_driver_with(
     spec: &AppSpec,
     cfg: &DriverConfig,
     ctl: &mut dyn Controller,
 ) -> Result<ClusterReport, DriverError> {
-    let mut d = Driver::new(spec, cfg)?;
-    d.start()?;
-    ctl.on_listening(cfg.advertise.unwrap_or(d.t.local_addr()));
-    let fed = d.feed(spec, ctl)?;
-    d.t.flush_now();
-    d.drain(ctl, fed.admitted, fed.tracked, spec.operators.len())?;
-    d.settle_joins(ctl)?;
-    d.settle_leaves(ctl)?;
-    d.account_active();
-    let last_completion = d.rx.last_completion;
-    d.end_of_stream(spec)?;
-    let elapsed = fed.first_admit.map_or(Duration::ZERO, |t| {
-        last_completion.saturating_duration_since(t)
-    });
-    Ok(report::build(spec, d, fed, elapsed))
+    let mut carry = recovery::Carry::first(cfg)?;
+    loop {
+        let mut d = Driver::new(spec, cfg, carry)?;
+        let e = match d.attempt(spec, ctl) {
+            Ok((fed, elapsed)) => return Ok(report::build(spec, d, fed, elapsed)),
+            Err(e) => e,
+        };
+        // A restarted job whose workers do not all come back is not restarted again.
+        let restarting = d.carry.attempts > 0 && d.phase == Phase::Start;
+        let can = cfg.checkpoint.is_some()
+            && !restarting
+            && e.is_recoverable()
+            && cfg.source.is_replayable()
+            && d.carry.attempts < MAX_RECOVERIES;
+        if !can {
+            return Err(e);
+        }
+        let seen = Instant::now();
+        let lost = d.lost_workers(&e);
+        let (phase, admitted) = (d.phase_now(), d.admitted);
+        carry = d.into_carry();
+        carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
+        ctl.on_recovered(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()));
+    }
 }

@@ -71,11 +71,17 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
             }
         }
     }
+    add_base(&d.carry.base(ops), &mut summaries, &mut malformed);
     for op in 0..ops {
         metrics[op].exec_ns_mean = exec_ns[op] as f64 / metrics[op].processed.max(1) as f64;
     }
     totals.insert("driver_sent".into(), d.sent.values().sum());
-    totals.insert("migrations".into(), d.mig.migrations.len() as u64);
+    let mut carry = d.carry;
+    let mut migrations = std::mem::take(&mut carry.migrations);
+    migrations.extend(d.mig.migrations);
+    let mut intervals = std::mem::take(&mut carry.intervals);
+    intervals.extend(d.meter.intervals);
+    totals.insert("migrations".into(), migrations.len() as u64);
     let refused_connections = d.t.counters().refused + totals.get("net_refused").unwrap_or(&0);
     ClusterReport {
         summaries,
@@ -91,10 +97,31 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
         totals,
         errors,
         workers,
-        migrations: d.mig.migrations,
-        intervals: d.meter.intervals,
-        worker_seconds: d.meter.worker_seconds,
+        migrations,
+        intervals,
+        worker_seconds: d.meter.worker_seconds + carry.worker_seconds,
         refused_connections,
         sources: vec![fed.source],
+        checkpoints: carry.checkpoint_report(d.cfg.checkpoint.is_some()),
+        recoveries: carry.recoveries,
+        resumed_from: carry.resumed_from,
+    }
+}
+
+/// Adds what the operators did before the cut the last attempt started from (a recovery or a
+/// resume: the checkpoint's counters and digests).
+fn add_base(
+    base: &[crate::checkpoint::OperatorBase],
+    summaries: &mut [OperatorSummary],
+    malformed: &mut [BTreeMap<String, u64>],
+) {
+    for ((b, s), m) in base.iter().zip(summaries).zip(malformed) {
+        s.processed += b.processed;
+        s.malformed += b.malformed;
+        s.inputs.combine(&b.inputs);
+        s.outputs.combine(&b.outputs);
+        for (r, n) in &b.malformed_reasons {
+            *m.entry(r.clone()).or_default() += n;
+        }
     }
 }

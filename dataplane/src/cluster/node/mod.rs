@@ -20,13 +20,16 @@
 mod error;
 mod join;
 mod leave;
+mod plans;
 mod receiver;
+mod snapshot;
 mod start;
 mod summary;
 
 pub use error::NodeError;
 use receiver::{Receiver, Rings};
 
+use plans::{check_plans, deliver_plans};
 use start::start_executors;
 use summary::{counters, finish};
 
@@ -37,7 +40,7 @@ use crate::routing::Slots;
 use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
 use crate::runtime::deltas::PendingDeltas;
 use crate::runtime::layout::{WorkerSegment, scalar};
-use crate::runtime::messages::{Command, Report};
+use crate::runtime::messages::Report;
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
 use clasp_operators::{AppSpec, Registry};
 use clasp_protocol::Slot;
@@ -131,6 +134,8 @@ struct Running {
     interval: Option<Duration>,
     /// Where this process's CPU time is read (its own cgroup when capped).
     cpu: crate::cpu_usage::CpuSource,
+    /// The executors' snapshot mailboxes, and the checkpoint being taken.
+    snap: snapshot::Snapshots,
 }
 
 impl Running {
@@ -341,6 +346,7 @@ impl Node {
         let mut faults = Vec::new();
         let deltas = &mut self.deltas;
         let mut migration = Vec::new();
+        let snap = &mut run.snap;
         let n = run
             .coordinator
             .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
@@ -349,6 +355,7 @@ impl Node {
                 // Already a message (the executor encoded it): forwarded as it is.
                 Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
                 Report::Error(e) => faults.push(e.into_owned()),
+                Report::Snapshotted => snap.reported(),
             });
         let n = match n {
             Ok(n) => n,
@@ -375,6 +382,7 @@ impl Node {
         for op in run.coordinator.take_flushed() {
             self.push(&Message::EosAck { operator: op });
         }
+        snapshot::advance(self, run);
         n > 0
     }
 
@@ -670,7 +678,7 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
                 Event::PeerLost { peer, .. } | Event::ConnectFailed { peer, .. }
                     if node.departed.contains(&peer) => {}
                 // A lost link loses the requests between the two workers: the driver ends
-                // the run naming both (recovery is not implemented).
+                // the run naming both, or restarts it from its last checkpoint.
                 Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
                     node.link_lost(peer, reason)
                 }
@@ -722,6 +730,7 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
         }
         Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
         Message::PeerLeft { peer } => leave::peer_left(node, run, peer),
+        Message::Snapshot { id, dir } => snapshot::start(node, run, id, dir),
         Message::Finish => return Ok(true),
         Message::Bye => {
             return Err(NodeError::Driver(
@@ -735,62 +744,4 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
         )),
     }
     Ok(false)
-}
-
-/// Hands each slot's plan to its executor.
-fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot, Assignment)>) {
-    let base = run.slots.slot(run.index, 0).index();
-    for (slot, a) in parts {
-        let e = slot.index().wrapping_sub(base);
-        if e >= run.executors {
-            node.fault(format!("a plan for slot {slot}, not on this worker"));
-            continue;
-        }
-        match run.plans[e].lock() {
-            Ok(mut q) => q.push_back(a),
-            Err(_) => {
-                node.fault("a plan mailbox is poisoned".into());
-                continue;
-            }
-        }
-        run.coordinator.command(e, Command::Plan);
-    }
-}
-
-/// Checks decoded plans against the job (a plan from a confused or hostile driver must be an
-/// error here, not an index out of bounds in an executor).
-fn check_plans(
-    parts: Vec<(Slot, Assignment)>,
-    run: &Running,
-) -> Result<Vec<(Slot, Assignment)>, String> {
-    let ops = run.spec.operators.len();
-    for (slot, a) in &parts {
-        run.slots
-            .check(&a.routing, ops)
-            .map_err(|e| e.to_string())?;
-        if a.upstream_old.len() != ops {
-            return Err(format!(
-                "slot {slot}: upstream sets for {} operators",
-                a.upstream_old.len()
-            ));
-        }
-        let n = run.slots.len();
-        let slot_ok = |s: &Slot| s.index() < n;
-        let sets_ok = a.plan.markers_to.iter().all(slot_ok)
-            && a.plan.hear_from.iter().all(slot_ok)
-            && a.fence_to.iter().all(slot_ok)
-            && a.fence_from.iter().all(slot_ok)
-            && a.upstream_old.iter().flatten().all(slot_ok);
-        let sends_ok = a
-            .plan
-            .sends
-            .iter()
-            .all(|t| t.operator < ops && t.to.index() < n);
-        if !sets_ok || !sends_ok {
-            return Err(format!(
-                "slot {slot}: a plan naming an unknown slot or operator"
-            ));
-        }
-    }
-    Ok(parts)
 }

@@ -6,7 +6,7 @@ use super::{ClusterWorkerConfig, Job, Running};
 use crate::routing::Slots;
 use crate::runtime::RuntimeError;
 use crate::runtime::coordinator::{Coordinator, Launch};
-use crate::runtime::executor::{NetLink, Seat};
+use crate::runtime::executor::{NetLink, Seat, SnapshotBox};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkError, SinkTarget};
 use crate::transport::{Limits, PeerId, Transport};
@@ -107,13 +107,26 @@ pub(super) fn start_executors(
     let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
         (0..executors).map(|_| Default::default()).collect();
     let parked = Arc::new(AtomicBool::new(false));
-    let links = plans
-        .iter()
-        .map(|mailbox| {
+    let restore = super::snapshot::restore_groups(&job.restore, &table, &slots, index)
+        .map_err(|e| StartError::Runtime(RuntimeError::Restore(e)))?;
+    let snap = super::snapshot::Snapshots {
+        boxes: (restore.into_iter())
+            .map(|groups| {
+                Arc::new(Mutex::new(SnapshotBox {
+                    taken: None,
+                    restore: groups,
+                }))
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let links = (plans.iter().zip(&snap.boxes))
+        .map(|(mailbox, snapshot)| {
             Some(NetLink {
                 parked: parked.clone(),
                 waker: t.waker(),
                 plans: mailbox.clone(),
+                snapshot: snapshot.clone(),
             })
         })
         .collect();
@@ -142,6 +155,7 @@ pub(super) fn start_executors(
         parked,
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
         cpu: crate::cpu_usage::CpuSource::detect(),
+        snap,
     })
 }
 
@@ -152,7 +166,15 @@ fn open_sink(job: &Job, worker: PeerId, executors: usize) -> Result<Option<Sink>
     }
     let target = SinkTarget::parse(&job.sink)?;
     let per_worker = job.sink_per_worker.then_some(worker);
-    Sink::open(&target, per_worker, executors, SINK_BUFFER_BYTES_MAX).map(Some)
+    let resumed = !job.restore.is_empty();
+    Sink::open_resumed(
+        &target,
+        per_worker,
+        resumed,
+        executors,
+        SINK_BUFFER_BYTES_MAX,
+    )
+    .map(Some)
 }
 
 /// Longest frame the transport carries to another worker: what one batch carries (the peers

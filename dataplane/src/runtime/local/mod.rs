@@ -285,7 +285,7 @@ impl LocalFront {
                         died = Some(format!("the ingress process (pid {pid}) died"))
                     }
                     Report::Error(e) => faults.push(e.into_owned()),
-                    Report::Migrated(_) | Report::Progress(_) => {
+                    Report::Migrated(_) | Report::Progress(_) | Report::Snapshotted => {
                         faults.push(format!("executor {e} reported a migration on its own"))
                     }
                 });

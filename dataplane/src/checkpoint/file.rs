@@ -1,0 +1,234 @@
+//! [`FileStore`]: checkpoints in a directory, one subdirectory per checkpoint
+//! (`ckpt-<id, 20 digits>`, so name order is id order), one file per part and `MANIFEST`.
+//!
+//! Every file is `MAGIC`, the body's length (u64 LE) and CRC-32 (u32 LE), then the body; it is
+//! written as `.NAME.tmp`, fsync'd, renamed to `NAME`, and the directory fsync'd, so a file
+//! that has its name is complete unless the disk lied — which the checksum catches.
+
+use super::{CheckpointError, CheckpointStore, Loaded, Manifest, Part, PartRef};
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every checkpoint file.
+const MAGIC: &[u8; 8] = b"CLASPCK1";
+/// Magic, length and checksum.
+const HEADER_BYTES: usize = 8 + 8 + 4;
+/// The manifest's file name.
+const MANIFEST: &str = "MANIFEST";
+/// Checkpoint directories are named this, then the id.
+const PREFIX: &str = "ckpt-";
+
+/// Checkpoints in a directory (module docs).
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    dir: PathBuf,
+    keep: usize,
+}
+
+impl FileStore {
+    /// A store in `dir` (created, with its parents, if missing) keeping the newest `keep`.
+    pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<FileStore, CheckpointError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir)
+            .map_err(|e| CheckpointError::io(format!("creating {}", dir.display()), e))?;
+        Ok(FileStore {
+            dir,
+            keep: keep.max(1),
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory of checkpoint `id`.
+    pub fn checkpoint_dir(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("{PREFIX}{id:020}"))
+    }
+
+    /// Ids of the checkpoint directories present, newest first (complete or not).
+    fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
+        let what = || format!("listing {}", self.dir.display());
+        let mut ids: Vec<u64> = fs::read_dir(&self.dir)
+            .map_err(|e| CheckpointError::io(what(), e))?
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse().ok())
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(ids)
+    }
+
+    /// Reads checkpoint `id`: its manifest, then every part, each checked.
+    fn load(&self, id: u64) -> Result<Loaded, CheckpointError> {
+        let dir = self.checkpoint_dir(id);
+        let body = read_checked(&dir.join(MANIFEST))?;
+        let manifest: Manifest =
+            serde_json::from_slice(&body).map_err(|e| CheckpointError::Corrupt {
+                path: dir.join(MANIFEST).display().to_string(),
+                why: format!("not a manifest: {e}"),
+            })?;
+        let mut parts = Vec::with_capacity(manifest.parts.len());
+        for r in &manifest.parts {
+            let path = dir.join(&r.name);
+            let corrupt = |why: String| CheckpointError::Corrupt {
+                path: path.display().to_string(),
+                why,
+            };
+            let body = read_checked(&path)?;
+            let crc = crc32fast::hash(&body);
+            if crc != r.crc32 || body.len() as u64 != r.bytes {
+                return Err(corrupt(format!(
+                    "{} bytes with CRC {crc:08x}; the manifest says {} with {:08x}",
+                    body.len(),
+                    r.bytes,
+                    r.crc32
+                )));
+            }
+            parts.push(Part::decode(&body).map_err(corrupt)?);
+        }
+        Ok(Loaded {
+            manifest,
+            parts,
+            skipped: Vec::new(),
+        })
+    }
+}
+
+impl CheckpointStore for FileStore {
+    fn write_part(&self, id: u64, name: &str, part: &Part) -> Result<PartRef, CheckpointError> {
+        let dir = self.checkpoint_dir(id);
+        fs::create_dir_all(&dir)
+            .map_err(|e| CheckpointError::io(format!("creating {}", dir.display()), e))?;
+        let body = part.encode();
+        let crc32 = write_durably(&dir, name, &body)?;
+        Ok(PartRef {
+            name: name.to_string(),
+            crc32,
+            bytes: body.len() as u64,
+            groups: part.groups.len() as u64,
+        })
+    }
+
+    fn commit(&self, manifest: &Manifest) -> Result<(), CheckpointError> {
+        let dir = self.checkpoint_dir(manifest.id);
+        fs::create_dir_all(&dir)
+            .map_err(|e| CheckpointError::io(format!("creating {}", dir.display()), e))?;
+        let body = serde_json::to_vec_pretty(manifest)
+            .map_err(|e| CheckpointError::io("encoding the manifest", e.into()))?;
+        write_durably(&dir, MANIFEST, &body)?;
+        // Prune: keep the newest `keep` complete checkpoints, and nothing older than them.
+        let ids = self.ids()?;
+        let complete: Vec<u64> = (ids.iter().copied())
+            .filter(|&i| self.checkpoint_dir(i).join(MANIFEST).exists())
+            .take(self.keep)
+            .collect();
+        if let Some(&oldest_kept) = complete.last() {
+            for i in ids.into_iter().filter(|&i| i < oldest_kept) {
+                self.discard(i);
+            }
+        }
+        Ok(())
+    }
+
+    fn load_latest(&self) -> Result<Loaded, CheckpointError> {
+        let mut skipped = Vec::new();
+        for id in self.ids()? {
+            if !self.checkpoint_dir(id).join(MANIFEST).exists() {
+                skipped.push(format!("checkpoint {id} has no manifest (incomplete)"));
+                continue;
+            }
+            match self.load(id) {
+                Ok(mut l) => {
+                    l.skipped = skipped;
+                    return Ok(l);
+                }
+                Err(e) => skipped.push(format!("checkpoint {id}: {e}")),
+            }
+        }
+        Err(CheckpointError::NoneComplete {
+            dir: self.dir.display().to_string(),
+            skipped,
+        })
+    }
+
+    fn discard(&self, id: u64) {
+        let dir = self.checkpoint_dir(id);
+        if let Err(e) = fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("removing checkpoint {}: {e}", dir.display());
+        }
+    }
+}
+
+/// Writes `body` as `dir/name` (module docs); its CRC-32.
+fn write_durably(dir: &Path, name: &str, body: &[u8]) -> Result<u32, CheckpointError> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let path = dir.join(name);
+    let crc = crc32fast::hash(body);
+    let mut header = [0u8; HEADER_BYTES];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..16].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    header[16..].copy_from_slice(&crc.to_le_bytes());
+    let written = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(&header)?;
+            f.write_all(body)?;
+            f.sync_all()
+        })
+        .and_then(|()| fs::rename(&tmp, &path))
+        .and_then(|()| File::open(dir)?.sync_all());
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(CheckpointError::io(
+            format!("writing {}", path.display()),
+            e,
+        ));
+    }
+    Ok(crc)
+}
+
+/// Reads the part at `path` (a worker restoring from a checkpoint), checking it against the
+/// manifest's checksum `crc32` as well as its own.
+pub fn read_part(path: &Path, crc32: u32) -> Result<Part, CheckpointError> {
+    let body = read_checked(path)?;
+    let corrupt = |why: String| CheckpointError::Corrupt {
+        path: path.display().to_string(),
+        why,
+    };
+    let crc = crc32fast::hash(&body);
+    if crc != crc32 {
+        return Err(corrupt(format!(
+            "CRC {crc:08x}, the manifest says {crc32:08x}"
+        )));
+    }
+    Part::decode(&body).map_err(corrupt)
+}
+
+/// Reads a file written by [`write_durably`], checking its magic, length and checksum.
+fn read_checked(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let bytes = fs::read(path)
+        .map_err(|e| CheckpointError::io(format!("reading {}", path.display()), e))?;
+    let corrupt = |why: String| CheckpointError::Corrupt {
+        path: path.display().to_string(),
+        why,
+    };
+    if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
+        return Err(corrupt("no checkpoint header".into()));
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes(bytes[16..HEADER_BYTES].try_into().unwrap_or_default());
+    let body = &bytes[HEADER_BYTES..];
+    if body.len() as u64 != len {
+        return Err(corrupt(format!(
+            "{} bytes of body, the header says {len} (truncated?)",
+            body.len()
+        )));
+    }
+    if crc32fast::hash(body) != crc {
+        return Err(corrupt("checksum mismatch".into()));
+    }
+    Ok(body.to_vec())
+}

@@ -1,0 +1,90 @@
+//! The manifest: the one file that makes a checkpoint exist. It is JSON so that an operator
+//! can read what a checkpoint holds (`cat`), and it carries everything that is not per-key
+//! state: the routing table and its epoch, where the input stood, the counters and digests
+//! accumulated before the cut, and the parts with their checksums.
+
+use crate::source::SourceOffset;
+use clasp_operators::digest::Digest;
+use clasp_protocol::{Epoch, RoutingTable, Slot};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One part of a checkpoint, as the manifest names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    /// The file's name in the checkpoint's directory.
+    pub name: String,
+    /// CRC-32 of the part's body.
+    pub crc32: u32,
+    /// Bytes of the body.
+    pub bytes: u64,
+    /// Key groups (of all operators) it holds.
+    pub groups: u64,
+}
+
+/// What one operator had done before the cut, summed over every instance: added to what the
+/// instances of the run that restores from the checkpoint count, so the run's totals are those
+/// of one uninterrupted run. The state digest is not here: it is taken from the state itself at
+/// the end of the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorBase {
+    /// Requests processed.
+    pub processed: u64,
+    /// Requests dropped as malformed.
+    pub malformed: u64,
+    /// Digest of processed inputs (racy operators only).
+    pub inputs: Digest,
+    /// Digest of sink outputs.
+    pub outputs: Digest,
+    /// Malformed requests by reason.
+    pub malformed_reasons: BTreeMap<String, u64>,
+}
+
+/// A complete checkpoint's description (module docs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The checkpoint's id: increasing within a run.
+    pub id: u64,
+    /// When the cut was taken (ms since the Unix epoch).
+    pub created_unix_ms: u64,
+    /// The app's name (a restore refuses another app's checkpoint).
+    pub app: String,
+    /// The generator seed of the run.
+    pub seed: u64,
+    /// The epoch of `routing`.
+    pub epoch: u64,
+    /// Per operator, the owning slot of each key group at the cut.
+    pub routing: Vec<Vec<u32>>,
+    /// The workers of the run at the cut, in slot order.
+    pub workers: Vec<u32>,
+    /// Executors per worker.
+    pub executors: u16,
+    /// Records admitted before the cut: the input resumes with record `admitted`.
+    pub admitted: u64,
+    /// Where the source stood at the cut.
+    pub source: SourceOffset,
+    /// Per operator, in the app's order.
+    pub operators: Vec<OperatorBase>,
+    /// The parts, one per worker.
+    pub parts: Vec<PartRef>,
+    /// How long the cut paused admission (ms): draining, exporting and writing the parts.
+    pub pause_ms: f64,
+}
+
+impl Manifest {
+    /// The routing table of the cut.
+    pub fn routing_table(&self) -> Result<RoutingTable, String> {
+        let rows = (self.routing.iter())
+            .map(|r| r.iter().map(|&s| Slot(s)).collect())
+            .collect();
+        RoutingTable::from_rows(Epoch(self.epoch), rows).map_err(|e| e.to_string())
+    }
+
+    /// `table`'s rows, as the manifest keeps them.
+    pub fn rows_of(table: &RoutingTable) -> Vec<Vec<u32>> {
+        table
+            .rows()
+            .map(|r| r.iter().map(|s| s.0).collect())
+            .collect()
+    }
+}

@@ -1,0 +1,368 @@
+//! Recovery: a run that loses a worker (its connection, a link of it, or its answers) restarts
+//! its job from the last complete checkpoint instead of failing.
+//!
+//! The driver drops its transport, so every surviving worker sees its driver gone, stops its
+//! executors, frees its segment and waits for the next job; the controller starts the lost
+//! worker again under the same id (`Controller::replace_worker`: the processes `clasp run`
+//! started are started again, in the same cgroup; a cluster file's workers are restarted by
+//! their supervisor); then a new attempt of the run starts a fresh job on the same slots with
+//! the checkpoint's routing table, every key group imported from the checkpoint's parts, the
+//! latency ledger, counters and digests of the cut restored, and the input replayed from the
+//! checkpoint's offset. What is carried from one attempt to the next is [`Carry`].
+//!
+//! Before the first checkpoint the cut is the start of the run: nothing to import, the input
+//! replayed from its first record.
+
+use super::{CheckpointConfig, DriverConfig, DriverError};
+use crate::checkpoint::{CheckpointStore, FileStore, Manifest, OperatorBase};
+use crate::cluster::control::{Controller, IntervalView, MigrationRecord};
+use crate::message::RestorePart;
+use crate::runtime::ledger::Ledger;
+use crate::transport::PeerId;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Recoveries a run attempts before it gives up (a second failure during a recovery is one
+/// more).
+pub const MAX_RECOVERIES: usize = 4;
+/// How long the driver waits after dropping its connections before it starts the new job, so
+/// that every surviving worker has seen its old driver go before the new one calls.
+const RESTART_GRACE: Duration = Duration::from_millis(500);
+
+/// What a run was doing when it lost a worker (the testing option `--fault` names one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Connecting to the workers and starting the job.
+    Start,
+    /// Admitting the input, nothing else under way.
+    Steady,
+    /// A migration in progress.
+    Migration,
+    /// A checkpoint: the cut drained, the workers writing their parts.
+    CheckpointSnapshot,
+    /// A checkpoint: every part written, the manifest not yet.
+    CheckpointCommit,
+    /// The input admitted; the end of the stream.
+    EndOfStream,
+}
+
+impl Phase {
+    /// Its name, as `--fault` and the summary spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Start => "start",
+            Phase::Steady => "steady",
+            Phase::Migration => "migration",
+            Phase::CheckpointSnapshot => "checkpoint-snapshot",
+            Phase::CheckpointCommit => "checkpoint-commit",
+            Phase::EndOfStream => "end-of-stream",
+        }
+    }
+}
+
+/// The testing option `--fault kill-worker=ID@PHASE`: SIGKILL worker ID the first time the
+/// run is in PHASE (`steady`: once a checkpoint was taken and no migration is under way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The worker to kill.
+    pub worker: PeerId,
+    /// When.
+    pub phase: Phase,
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Fault, String> {
+        let bad = || {
+            format!(
+                "{s:?}: expected kill-worker=ID@PHASE, PHASE one of steady, migration, \
+                 checkpoint-snapshot, checkpoint-commit"
+            )
+        };
+        let rest = s.strip_prefix("kill-worker=").ok_or_else(bad)?;
+        let (id, phase) = rest.split_once('@').ok_or_else(bad)?;
+        let worker: PeerId = id.parse().map_err(|_| bad())?;
+        let phase = match phase {
+            "steady" => Phase::Steady,
+            "migration" => Phase::Migration,
+            "checkpoint-snapshot" => Phase::CheckpointSnapshot,
+            "checkpoint-commit" => Phase::CheckpointCommit,
+            _ => return Err(bad()),
+        };
+        Ok(Fault { worker, phase })
+    }
+}
+
+/// One recovery, as the summary reports it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RecoveryRecord {
+    /// The workers lost (started again under the same ids).
+    pub workers_lost: Vec<PeerId>,
+    /// What the run was doing.
+    pub phase: String,
+    /// The fault, in words.
+    pub reason: String,
+    /// The checkpoint restored (`None`: none was complete; the run restarted from its start).
+    pub checkpoint_id: Option<u64>,
+    /// How old that checkpoint was when the loss was seen (ms).
+    pub checkpoint_age_ms: f64,
+    /// Records admitted before the loss that were admitted again (from the checkpoint's
+    /// offset up to where the input was).
+    pub records_replayed: u64,
+    /// From the kill to the driver seeing the loss (ms; known only for `--fault` kills).
+    pub detect_ms: Option<f64>,
+    /// From seeing the loss to every worker running the restored job (ms).
+    pub restore_ms: f64,
+    /// From then until the replayed records were admitted again (ms).
+    pub replay_ms: f64,
+}
+
+/// The checkpoints of a run, as the summary reports them.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CheckpointReport {
+    /// Where they are kept.
+    pub dir: String,
+    /// Complete checkpoints written.
+    pub taken: u64,
+    /// Checkpoints that failed (a part or the manifest not written); the run went on.
+    pub failed: u64,
+    /// The newest complete one.
+    pub last_id: Option<u64>,
+    /// Admission paused per checkpoint (drain, export, write), mean and largest (ms).
+    pub pause_ms_mean: f64,
+    /// See `pause_ms_mean`.
+    pub pause_ms_max: f64,
+    /// Bytes of the parts of the newest one.
+    pub bytes_last: u64,
+}
+
+/// Where an attempt starts: a checkpoint's cut.
+pub(super) struct ResumePoint {
+    /// The checkpoint (`None`: the start of the run).
+    pub(super) manifest: Option<Manifest>,
+    /// Its parts, for the job.
+    pub(super) parts: Vec<RestorePart>,
+    /// The driver's ledger at the cut (`None` after the driver itself died: latencies of
+    /// the roots before the cut are not in the summary then).
+    pub(super) ledger: Option<Ledger>,
+}
+
+/// What one attempt of a run hands the next (module docs).
+#[derive(Default)]
+pub(super) struct Carry {
+    pub(super) resume: Option<ResumePoint>,
+    /// The run's clock (the controller's pattern goes on where it was).
+    pub(super) t0: Option<Instant>,
+    pub(super) first_admit: Option<Instant>,
+    /// The next checkpoint's id.
+    pub(super) next_id: u64,
+    /// The ledger at the last cut, with that checkpoint's id.
+    pub(super) ledger_at_cut: Option<(u64, Ledger)>,
+    /// Admission times of the tracked roots admitted since the last cut, in order (one push per
+    /// tracked root: the admission path stays cheap): a replayed root keeps its first.
+    pub(super) admitted_ns: Vec<u64>,
+    /// The first record after the last cut (`admitted_ns[0]` is the first tracked one from it).
+    pub(super) admitted_ns_from: u64,
+    pub(super) migrations: Vec<MigrationRecord>,
+    pub(super) intervals: Vec<IntervalView>,
+    pub(super) worker_seconds: f64,
+    pub(super) recoveries: Vec<RecoveryRecord>,
+    pub(super) checkpoints: CheckpointReport,
+    pub(super) pauses_ms: Vec<f64>,
+    pub(super) fault: Option<Fault>,
+    /// When `--fault` killed its worker, and in which phase (the loss is seen a moment later,
+    /// perhaps in the next phase: the record names the phase of the kill).
+    pub(super) killed_at: Option<(Instant, Phase)>,
+    /// The recovery under way: its record, when the loss was seen, where the input was.
+    pub(super) pending: Option<(RecoveryRecord, Instant, u64)>,
+    /// When the pending recovery's job was running (its replay started).
+    pub(super) replay_from: Option<Instant>,
+    /// Attempts that failed.
+    pub(super) attempts: usize,
+    /// The checkpoint `--resume` started from.
+    pub(super) resumed_from: Option<u64>,
+}
+
+impl Carry {
+    /// What the operators had done before the cut this attempt started from (zero from the
+    /// start).
+    pub(super) fn base(&self, ops: usize) -> Vec<OperatorBase> {
+        match self.resume.as_ref().and_then(|r| r.manifest.as_ref()) {
+            Some(m) if m.operators.len() == ops => m.operators.clone(),
+            _ => vec![OperatorBase::default(); ops],
+        }
+    }
+
+    /// The checkpoints' summary (`None` when they are off).
+    pub(super) fn checkpoint_report(&self, on: bool) -> Option<CheckpointReport> {
+        on.then(|| {
+            let mut r = self.checkpoints.clone();
+            let n = self.pauses_ms.len().max(1) as f64;
+            r.pause_ms_mean = self.pauses_ms.iter().sum::<f64>() / n;
+            r.pause_ms_max = self.pauses_ms.iter().copied().fold(0.0, f64::max);
+            r
+        })
+    }
+
+    /// The first attempt's: from the start, or from the checkpoint `cfg.resume` names.
+    pub(super) fn first(cfg: &DriverConfig) -> Result<Carry, DriverError> {
+        let mut c = Carry {
+            fault: cfg.fault,
+            next_id: 1,
+            ..Carry::default()
+        };
+        if let Some(ck) = &cfg.checkpoint {
+            c.checkpoints.dir = ck.dir.display().to_string();
+            if ck.resume {
+                let store = open(ck)?;
+                let l = store
+                    .load_latest()
+                    .map_err(|e| DriverError::Config(format!("--resume: {e}")))?;
+                for s in &l.skipped {
+                    tracing::warn!("--resume: skipped {s}");
+                }
+                c.next_id = l.manifest.id + 1;
+                c.resumed_from = Some(l.manifest.id);
+                c.admitted_ns_from = l.manifest.admitted;
+                c.resume = Some(point(&store, l.manifest, None));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Starts a recovery after `e`, seen at `seen` to have lost workers `lost` (module docs):
+    /// loads the newest checkpoint, asks the
+    /// controller to start the lost workers again, and waits a moment for the survivors.
+    pub(super) fn recover(
+        &mut self,
+        cfg: &DriverConfig,
+        ctl: &mut dyn Controller,
+        e: &DriverError,
+        (lost, seen): (Vec<PeerId>, Instant),
+        phase: Phase,
+        admitted: u64,
+    ) -> Result<(), DriverError> {
+        let Some(ck) = &cfg.checkpoint else {
+            return Err(DriverError::Config("a recovery needs checkpoints".into()));
+        };
+        let store = open(ck)?;
+        let loaded = match store.load_latest() {
+            Ok(l) => {
+                for s in &l.skipped {
+                    tracing::warn!("recovery: skipped {s}");
+                }
+                Some(l.manifest)
+            }
+            Err(crate::checkpoint::CheckpointError::NoneComplete { skipped, .. }) => {
+                for s in &skipped {
+                    tracing::warn!("recovery: skipped {s}");
+                }
+                None
+            }
+            Err(e) => return Err(DriverError::Config(format!("recovery: {e}"))),
+        };
+        // A failure during a recovery: that one is over, unfinished.
+        let mut admitted = admitted;
+        if let Some((rec, _, upto)) = self.pending.take() {
+            admitted = admitted.max(upto);
+            self.recoveries.push(rec);
+        }
+        let now_ms = unix_ms();
+        let killed = self.killed_at.take();
+        let record = RecoveryRecord {
+            workers_lost: lost.clone(),
+            phase: killed.map_or(phase, |k| k.1).name().into(),
+            reason: e.to_string(),
+            checkpoint_id: loaded.as_ref().map(|m| m.id),
+            checkpoint_age_ms: loaded
+                .as_ref()
+                .map_or(0.0, |m| now_ms.saturating_sub(m.created_unix_ms) as f64),
+            records_replayed: admitted.saturating_sub(loaded.as_ref().map_or(0, |m| m.admitted)),
+            detect_ms: killed.map(|k| seen.saturating_duration_since(k.0).as_secs_f64() * 1e3),
+            ..RecoveryRecord::default()
+        };
+        tracing::warn!(
+            "recovering: {}; restarting from {}",
+            record.reason,
+            match &loaded {
+                Some(m) => format!("checkpoint {} ({} records in)", m.id, m.admitted),
+                None => "the start of the run (no checkpoint yet)".into(),
+            }
+        );
+        // The ledger of that very cut (else a fresh one: the latencies before it are lost,
+        // as after a resume), and the admission times kept from it on.
+        let ledger = match (&loaded, &self.ledger_at_cut) {
+            (Some(m), Some((id, l))) if *id == m.id => Some(l.clone()),
+            (Some(_), _) => None,
+            (None, _) => Some(Ledger::new()),
+        };
+        let restart_at = loaded.as_ref().map_or(0, |m| m.admitted);
+        if restart_at != self.admitted_ns_from {
+            self.admitted_ns.clear();
+            self.admitted_ns_from = restart_at;
+        }
+        self.resume = Some(match loaded {
+            Some(m) => point(&store, m, ledger),
+            None => ResumePoint {
+                manifest: None,
+                parts: Vec::new(),
+                ledger,
+            },
+        });
+        self.pending = Some((record, seen, admitted));
+        for p in lost {
+            ctl.replace_worker(p).map_err(|why| {
+                DriverError::Config(format!("recovery: cannot start worker {p} again: {why}"))
+            })?;
+        }
+        std::thread::sleep(RESTART_GRACE);
+        Ok(())
+    }
+
+    /// The new job's workers run: the restore is over, the replay begins.
+    pub(super) fn restored(&mut self) {
+        if let Some((rec, seen, _)) = &mut self.pending {
+            rec.restore_ms = seen.elapsed().as_secs_f64() * 1e3;
+            self.replay_from = Some(Instant::now());
+        }
+    }
+
+    /// `admitted` records are in: once past where the input was at the loss, the recovery
+    /// is complete (also at the end of the input, `force`).
+    pub(super) fn replayed(&mut self, admitted: u64, force: bool) {
+        let done = matches!(&self.pending, Some((_, _, upto)) if admitted >= *upto || force);
+        if done && let Some((mut rec, _, _)) = self.pending.take() {
+            rec.replay_ms =
+                (self.replay_from.take()).map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+            self.recoveries.push(rec);
+        }
+    }
+}
+
+/// The store of a run's checkpoints.
+pub(super) fn open(ck: &CheckpointConfig) -> Result<FileStore, DriverError> {
+    FileStore::open(&ck.dir, ck.keep).map_err(|e| DriverError::Config(e.to_string()))
+}
+
+/// A checkpoint as a place to start from.
+fn point(store: &FileStore, m: Manifest, ledger: Option<Ledger>) -> ResumePoint {
+    let dir = store.checkpoint_dir(m.id);
+    ResumePoint {
+        parts: (m.parts.iter())
+            .map(|p| RestorePart {
+                path: dir.join(&p.name).display().to_string(),
+                crc32: p.crc32,
+            })
+            .collect(),
+        manifest: Some(m),
+        ledger,
+    }
+}
+
+/// Now, in ms since the Unix epoch.
+pub(super) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,66 @@
+//! Migration plans from the driver: checked against the job (a plan from a confused or hostile
+//! driver must be an error here, not an index out of bounds in an executor), then each slot's
+//! handed to its executor's mailbox.
+
+use super::{Node, Running};
+use crate::runtime::messages::Command;
+use clasp_protocol::Slot;
+use clasp_protocol::assignment::Assignment;
+
+/// Hands each slot's plan to its executor.
+pub(super) fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot, Assignment)>) {
+    let base = run.slots.slot(run.index, 0).index();
+    for (slot, a) in parts {
+        let e = slot.index().wrapping_sub(base);
+        if e >= run.executors {
+            node.fault(format!("a plan for slot {slot}, not on this worker"));
+            continue;
+        }
+        match run.plans[e].lock() {
+            Ok(mut q) => q.push_back(a),
+            Err(_) => {
+                node.fault("a plan mailbox is poisoned".into());
+                continue;
+            }
+        }
+        run.coordinator.command(e, Command::Plan);
+    }
+}
+
+/// Checks decoded plans against the job (a plan from a confused or hostile driver must be an
+/// error here, not an index out of bounds in an executor).
+pub(super) fn check_plans(
+    parts: Vec<(Slot, Assignment)>,
+    run: &Running,
+) -> Result<Vec<(Slot, Assignment)>, String> {
+    let ops = run.spec.operators.len();
+    for (slot, a) in &parts {
+        run.slots
+            .check(&a.routing, ops)
+            .map_err(|e| e.to_string())?;
+        if a.upstream_old.len() != ops {
+            return Err(format!(
+                "slot {slot}: upstream sets for {} operators",
+                a.upstream_old.len()
+            ));
+        }
+        let n = run.slots.len();
+        let slot_ok = |s: &Slot| s.index() < n;
+        let sets_ok = a.plan.markers_to.iter().all(slot_ok)
+            && a.plan.hear_from.iter().all(slot_ok)
+            && a.fence_to.iter().all(slot_ok)
+            && a.fence_from.iter().all(slot_ok)
+            && a.upstream_old.iter().flatten().all(slot_ok);
+        let sends_ok = a
+            .plan
+            .sends
+            .iter()
+            .all(|t| t.operator < ops && t.to.index() < n);
+        if !sets_ok || !sends_ok {
+            return Err(format!(
+                "slot {slot}: a plan naming an unknown slot or operator"
+            ));
+        }
+    }
+    Ok(parts)
+}

@@ -1,0 +1,107 @@
+//! An executor's side of checkpoints: at a quiescent cut it exports every key group it owns
+//! (and imports it straight back, so it keeps running on the same state) into its snapshot
+//! mailbox, which the network thread writes out as the worker's part; and when a job restores
+//! from a checkpoint, it imports the groups the mailbox holds for it before it starts.
+//!
+//! The mailbox is in-process memory shared with the network thread, like the plan mailbox:
+//! a whole worker's state does not fit the report ring, and it never has to leave the process
+//! as a message (the network thread writes it to the checkpoint store directly).
+
+use super::Engine;
+use crate::checkpoint::GroupState;
+use crate::runtime::messages::Report;
+use clasp_operators::key::KEY_GROUPS;
+use clasp_operators::{OperatorInstance, OperatorSummary};
+
+/// What an executor left in its mailbox at a cut.
+#[derive(Debug, Default)]
+pub struct ExecutorSnapshot {
+    /// Every key group it owned, per operator.
+    pub groups: Vec<GroupState>,
+    /// Per operator: its instance's counters and digests at the cut.
+    pub summaries: Vec<OperatorSummary>,
+    /// Per operator: malformed requests by reason at the cut.
+    pub malformed: Vec<Vec<(&'static str, u64)>>,
+}
+
+/// An executor's snapshot mailbox (module docs).
+#[derive(Debug, Default)]
+pub struct SnapshotBox {
+    /// Filled by the executor on `Command::Snapshot`, taken by the network thread.
+    pub taken: Option<ExecutorSnapshot>,
+    /// Key groups to import before the executor starts (a restored job).
+    pub restore: Vec<GroupState>,
+}
+
+/// Imports `groups` into `instances`. An archive that does not import (another app's, a
+/// damaged one that passed the checksum) is an error naming the operator and key group.
+pub(super) fn restore(
+    instances: &mut [Box<dyn OperatorInstance>],
+    groups: &[GroupState],
+) -> Result<(), String> {
+    for g in groups {
+        let inst = instances.get_mut(usize::from(g.operator)).ok_or_else(|| {
+            format!(
+                "a restored group of operator {}, which the app lacks",
+                g.operator
+            )
+        })?;
+        inst.import_group(g.key_group, &g.archive).map_err(|e| {
+            format!(
+                "restoring key group {} of operator {}: {e}",
+                g.key_group, g.operator
+            )
+        })?;
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// `Command::Snapshot`: every owned key group exported (and kept), the counters, into the
+    /// mailbox; then `Report::Snapshotted`.
+    pub(super) fn snapshot(&mut self) {
+        let kgs = usize::from(KEY_GROUPS);
+        let mut groups = Vec::new();
+        let mut failed = None;
+        for (op, inst) in self.instances.iter_mut().enumerate() {
+            for kg in 0..KEY_GROUPS {
+                if self.table[op * kgs + usize::from(kg)] != self.my_slot {
+                    continue;
+                }
+                let archive = inst.export_group(kg);
+                if let Err(e) = inst.import_group(kg, &archive) {
+                    failed = Some(format!("re-importing key group {kg} of operator {op}: {e}"));
+                }
+                groups.push(GroupState {
+                    operator: op as u16,
+                    key_group: kg,
+                    archive,
+                });
+            }
+        }
+        let snap = ExecutorSnapshot {
+            groups,
+            summaries: self.instances.iter().map(|i| i.summary()).collect(),
+            malformed: self
+                .instances
+                .iter()
+                .map(|i| i.malformed_reasons())
+                .collect(),
+        };
+        if let Some(e) = failed {
+            self.report_error(format!("executor {}: a snapshot: {e}", self.me));
+        }
+        let fault = match self.net.as_ref().map(|n| n.snapshot.lock()) {
+            Some(Ok(mut b)) => {
+                b.taken = Some(snap);
+                None
+            }
+            Some(Err(_)) => Some("a snapshot mailbox is poisoned"),
+            None => Some("a snapshot without a network thread"),
+        };
+        if let Some(f) = fault {
+            self.report_error(f.into());
+        }
+        self.push_report(&Report::Snapshotted);
+    }
+}

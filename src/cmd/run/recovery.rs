@@ -1,0 +1,136 @@
+//! `clasp run`'s checkpoints and recovery (docs/recovery.md): where the checkpoints go, what
+//! the summary says about them and about every recovery, and removing them after a run that
+//! succeeded.
+
+use super::args::RunArgs;
+use clasp_dataplane::checkpoint::KEEP_DEFAULT;
+use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The run's checkpoint settings (`None`: off), its directory printed on stderr.
+pub fn config(args: &RunArgs) -> anyhow::Result<Option<CheckpointConfig>> {
+    let interval = Duration::from_millis(args.checkpoint_interval_ms);
+    if let Some(dir) = &args.resume {
+        if !dir.is_dir() {
+            return Err(crate::cmd::usage_error(format!(
+                "--resume {}: not a directory of checkpoints",
+                dir.display()
+            )));
+        }
+        eprintln!(
+            "clasp run: resuming from the checkpoints in {}",
+            dir.display()
+        );
+        return Ok(Some(CheckpointConfig {
+            dir: dir.clone(),
+            interval,
+            keep: KEEP_DEFAULT,
+            resume: true,
+        }));
+    }
+    if interval.is_zero() {
+        return Ok(None);
+    }
+    let dir = match &args.checkpoint_dir {
+        Some(d) => d.clone(),
+        None => default_dir()?,
+    };
+    eprintln!(
+        "clasp run: a checkpoint every {} ms in {} (--checkpoint-interval-ms 0: none)",
+        args.checkpoint_interval_ms,
+        dir.display()
+    );
+    Ok(Some(CheckpointConfig {
+        dir,
+        interval,
+        keep: KEEP_DEFAULT,
+        resume: false,
+    }))
+}
+
+/// `$XDG_STATE_HOME/clasp/checkpoints/RUN`, else `~/.local/state/clasp/checkpoints/RUN`; RUN
+/// is the start time and this process's id, so runs never share one.
+fn default_dir() -> anyhow::Result<PathBuf> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set: give --checkpoint-dir")
+                })?;
+            PathBuf::from(home).join(".local/state")
+        }
+    };
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Ok(base
+        .join("clasp/checkpoints")
+        .join(format!("run-{secs}-{}", std::process::id())))
+}
+
+/// After a run that succeeded: its checkpoints are removed unless asked to keep them (a run
+/// that resumed keeps the directory it was given).
+pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
+    let Some(ck) = cfg else { return };
+    if args.keep_checkpoints || args.resume.is_some() {
+        return;
+    }
+    if let Err(e) = std::fs::remove_dir_all(&ck.dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display());
+    }
+}
+
+/// The summary's lines about checkpoints and recoveries.
+pub fn lines(r: &ClusterReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(c) = &r.checkpoints {
+        out.push(format!(
+            "checkpoints: {} taken ({} failed), pause mean {:.1} ms max {:.1} ms, last {} \
+             ({} bytes) in {}",
+            c.taken,
+            c.failed,
+            c.pause_ms_mean,
+            c.pause_ms_max,
+            c.last_id.map_or_else(|| "-".into(), |i| i.to_string()),
+            c.bytes_last,
+            c.dir
+        ));
+    }
+    if let Some(id) = r.resumed_from {
+        out.push(format!("resumed from checkpoint {id}"));
+    }
+    for v in &r.recoveries {
+        out.push(format!(
+            "recovery: lost worker(s) {:?} during {}; restored {} (age {:.0} ms); {} records \
+             replayed; detect {} restore {:.0} ms replay {:.0} ms ({})",
+            v.workers_lost,
+            v.phase,
+            v.checkpoint_id.map_or_else(
+                || "the start of the run".into(),
+                |i| format!("checkpoint {i}")
+            ),
+            v.checkpoint_age_ms,
+            v.records_replayed,
+            v.detect_ms
+                .map_or_else(|| "-".into(), |d| format!("{d:.0} ms")),
+            v.restore_ms,
+            v.replay_ms,
+            v.reason
+        ));
+    }
+    out
+}
+
+/// The summary's JSON keys about checkpoints and recoveries.
+pub fn json(r: &ClusterReport) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
+    Ok(vec![
+        ("checkpoints".into(), serde_json::to_value(&r.checkpoints)?),
+        ("recoveries".into(), serde_json::to_value(&r.recoveries)?),
+        ("resumed_from".into(), serde_json::to_value(r.resumed_from)?),
+    ])
+}

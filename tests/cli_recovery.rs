@@ -1,0 +1,266 @@
+//! Recovery through the real binary: a worker SIGKILLed (`--fault kill-worker=ID@PHASE`) at
+//! each phase of a run — steady, during a migration, while a checkpoint's parts are written,
+//! before its manifest is — leaves a result equal to `clasp oracle` on every app, and the
+//! summary reports the recovery; a run whose driver was killed resumes from its checkpoints;
+//! a file sink is at-least-once, and exactly the uninterrupted run's lines once deduplicated
+//! by (operator, key, seq). Small runs, each bounded by the runner's timeout.
+
+mod common;
+
+use common::{assert_equals_oracle, clasp, json, start};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("clasp-recovery-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A static run of `app` on two workers that kills worker 2 in `phase`; its summary.
+fn static_run_killing(
+    app: &str,
+    records: &str,
+    seed: &str,
+    phase: &str,
+    tag: &str,
+) -> serde_json::Value {
+    let dir = scratch(tag);
+    let fault = format!("kill-worker=2@{phase}");
+    let dir_s = dir.display().to_string();
+    let mut args = vec![
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        app,
+        "--records",
+        records,
+        "--seed",
+        seed,
+        "--rate",
+        "5000",
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        &dir_s,
+        "--fault",
+        &fault,
+        "--json",
+    ];
+    if phase == "migration" {
+        args.extend(["--chaos-migrations", "6"]);
+    }
+    let run = json(&clasp(&args));
+    assert!(
+        !dir.exists(),
+        "{app}: a successful run removes its checkpoints"
+    );
+    run
+}
+
+/// The one recovery a run reports: in `phase`, worker 2 lost, the records replayed counted.
+fn assert_one_recovery(app: &str, run: &serde_json::Value, phase: &str) {
+    let r = run["recoveries"].as_array().expect("a recoveries list");
+    assert_eq!(r.len(), 1, "{app}: {r:?}");
+    assert_eq!(r[0]["phase"], phase, "{app}: {r:?}");
+    assert_eq!(r[0]["workers_lost"], serde_json::json!([2]), "{app}: {r:?}");
+    for k in [
+        "records_replayed",
+        "restore_ms",
+        "replay_ms",
+        "checkpoint_age_ms",
+    ] {
+        assert!(r[0][k].as_f64().is_some(), "{app}: {k} in {r:?}");
+    }
+    assert!(
+        r[0]["detect_ms"].as_f64().is_some(),
+        "{app}: a --fault kill is timed"
+    );
+}
+
+#[test]
+fn a_worker_killed_at_any_phase_is_recovered_on_every_app_and_equals_the_oracle() {
+    let cases = [
+        ("wc", "steady"),
+        ("sd", "checkpoint-snapshot"),
+        ("aa", "checkpoint-commit"),
+        ("pl", "migration"),
+        ("nwm", "steady"),
+        ("etl", "checkpoint-snapshot"),
+        ("syn", "migration"),
+        ("wc-text", "checkpoint-commit"),
+    ];
+    for (app, phase) in cases {
+        let run = static_run_killing(app, "5000", "7", phase, app);
+        assert_equals_oracle(app, "5000", "7", &run);
+        assert_one_recovery(app, &run, phase);
+        assert!(
+            run["checkpoints"]["taken"].as_u64().unwrap() >= 1,
+            "{app}: {run}"
+        );
+    }
+}
+
+#[test]
+fn a_live_run_with_chaos_migrations_recovers_a_worker_killed_mid_migration() {
+    let dir = scratch("live");
+    let dir_s = dir.display().to_string();
+    let run = json(&clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "6000",
+        "--seed",
+        "9",
+        "--peak-rate",
+        "20000",
+        "--max-workers",
+        "3",
+        "--chaos-migrations",
+        "8",
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        &dir_s,
+        "--fault",
+        "kill-worker=2@migration",
+        "--json",
+    ]));
+    assert_equals_oracle("wc", "6000", "9", &run);
+    assert_one_recovery("wc", &run, "migration");
+}
+
+/// Kills `clasp run` itself (SIGKILL: its workers die with it) once it has checkpoints, then
+/// `--resume` finishes the run from them with fresh workers.
+#[test]
+fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_oracle() {
+    let dir = scratch("resume");
+    let dir_s = dir.display().to_string();
+    let common = [
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "12000",
+        "--seed",
+        "4",
+        "--rate",
+        "4000",
+    ];
+    let mut first: Vec<&str> = common.to_vec();
+    first.extend([
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        &dir_s,
+        "--json",
+    ]);
+    let mut run = start(&first, &[]);
+    // Until a checkpoint is complete (a manifest exists), at most 20 s.
+    let complete = || {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.path().join("MANIFEST").exists())
+            })
+            .unwrap_or(false)
+    };
+    for _ in 0..400 {
+        if complete() || run.finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(complete(), "no checkpoint within 20 s");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(run.pid() as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let killed = run.wait();
+    assert!(!killed.status.success());
+    let mut again: Vec<&str> = common.to_vec();
+    again.extend(["--resume", &dir_s, "--json"]);
+    let resumed = json(&clasp(&again));
+    assert_equals_oracle("wc", "12000", "4", &resumed);
+    assert!(resumed["resumed_from"].as_u64().is_some(), "{resumed}");
+    // A resumed run keeps the directory it was given.
+    assert!(dir.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file sink through a recovery: every line of the uninterrupted run is there, replayed
+/// ones at most repeated (same operator, key, seq and value); deduplicated, WC's counts are
+/// the oracle's.
+#[test]
+fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
+    let dir = scratch("sink");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("counts.jsonl");
+    let sink = format!("file:{}", out.display());
+    let ck = dir.join("ck").display().to_string();
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "4000",
+        "--seed",
+        "3",
+        "--rate",
+        "4000",
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        &ck,
+        "--fault",
+        "kill-worker=2@steady",
+        "--sink",
+        &sink,
+        "--json",
+    ]));
+    assert_equals_oracle("wc", "4000", "3", &run);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut distinct: BTreeSet<(String, String, u64)> = BTreeSet::new();
+    let mut lines = 0u64;
+    let mut last: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        let key = v["key"].as_str().unwrap().to_string();
+        let seq = v["seq"].as_u64().unwrap();
+        let value: u64 = v["value"].as_str().unwrap().parse().unwrap();
+        assert_eq!(value, seq + 1, "a replayed line repeats its first: {line}");
+        lines += 1;
+        distinct.insert((v["operator"].as_str().unwrap().into(), key.clone(), seq));
+        let e = last.entry(key).or_default();
+        *e = (*e).max((seq, value));
+    }
+    // Deduplicated: exactly the outputs the oracle digests (their count ends its digest).
+    let oracle = json(&clasp(&[
+        "oracle",
+        "--app",
+        "wc",
+        "--records",
+        "4000",
+        "--seed",
+        "3",
+        "--json",
+    ]));
+    let digest = oracle["output_digest"].as_str().unwrap();
+    let outputs = u64::from_str_radix(&digest[digest.len() - 16..], 16).unwrap();
+    assert_eq!(distinct.len() as u64, outputs);
+    assert!(lines >= outputs);
+    // Every key's seqs are 0..n with no gap.
+    let words: u64 = last.values().map(|&(seq, _)| seq + 1).sum();
+    assert_eq!(words, outputs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
