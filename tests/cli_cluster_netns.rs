@@ -223,6 +223,11 @@ fn start_linked_run(h: &Hosts, path: &std::path::Path, stall_s: u64) -> Running 
             "5000",
             "--stall-timeout-s",
             &stall,
+            // What a cut link does to a run that cannot recover: a clear error naming the
+            // link. (With checkpoints the run would restart its job from the last one, and
+            // stall again on a link that stays cut, up to its recovery limit.)
+            "--checkpoint-interval-ms",
+            "0",
         ],
         &[("CLASP_CLUSTER_SECRET", SECRET)],
     );

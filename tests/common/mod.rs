@@ -30,10 +30,11 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     // No test reads the user's machine profile (`clasp calibrate`): a config directory that
     // does not exist, unless the test gives its own.
     cmd.env("XDG_CONFIG_HOME", no_config_dir());
-    // Checkpoints of runs that fail on purpose stay out of the user's state directory.
+    // Checkpoints of runs that fail on purpose stay out of the user's state directory: in one
+    // directory every test run shares (one per process would leave a directory per run).
     cmd.env(
         "XDG_STATE_HOME",
-        std::env::temp_dir().join(format!("clasp-tests-state-{}", std::process::id())),
+        std::env::temp_dir().join("clasp-tests-state"),
     );
     for (k, v) in env {
         cmd.env(k, v);
