@@ -216,9 +216,16 @@ impl Node {
         rx.faults.clear();
     }
 
+    /// Reports a fault: logged and sent to the driver the first time, at debug level after
+    /// that (every request dropped on the way to a dead worker is the same fault: hundreds of
+    /// identical warnings would bury the one that matters).
     fn fault(&mut self, e: String) {
+        if self.errors.contains(&e) {
+            tracing::debug!("worker {}: {e} (again)", self.id);
+            return;
+        }
         tracing::warn!("worker {}: {e}", self.id);
-        if self.errors.len() < MAX_ERRORS && !self.errors.contains(&e) {
+        if self.errors.len() < MAX_ERRORS {
             self.errors.push(e.clone());
             self.push(&Message::Error(e));
         }
