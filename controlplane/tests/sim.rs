@@ -167,7 +167,7 @@ fn e2e_probe() {
     }
 }
 
-/// Issue 4's e2e bar on a small cluster (4 workers, one seed, both patterns): CLASP completes
+/// The end-to-end bar on a small cluster (4 workers, one seed, both patterns): CLASP completes
 /// at least what every baseline completes, with no more worker-seconds than Zhang24.
 #[test]
 fn e2e_clasp_keeps_up_with_every_baseline_for_fewer_worker_seconds() {
