@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 /// How long the probe round after a stall waits for the workers' answers.
 const STALL_PROBE_WAIT: Duration = Duration::from_secs(1);
+/// How long the driver waits for the reason of a worker lost while the job starts.
+const LAST_WORDS_WAIT: Duration = Duration::from_millis(500);
 /// The round number of that probe (the quiescence rounds count up from 1 and never reach it).
 const STALL_PROBE_ROUND: u64 = u64::MAX;
 
@@ -184,18 +186,39 @@ impl Driver<'_> {
                 addr: self.addr_of(peer),
                 reason,
             }),
-            Event::PeerLost { peer, reason, .. } => Err(DriverError::Lost {
-                peer,
-                addr: self.addr_of(peer),
-                during: match &self.mig.in_flight {
-                    Some(f) => format!(" during the migration to epoch {}", f.record.epoch),
-                    None => String::new(),
-                },
-                reason: self.with_last_words(peer, reason),
-            }),
+            Event::PeerLost { peer, reason, .. } => {
+                if self.phase == super::Phase::Start {
+                    self.await_last_words(peer);
+                }
+                Err(DriverError::Lost {
+                    peer,
+                    addr: self.addr_of(peer),
+                    during: match &self.mig.in_flight {
+                        Some(f) => format!(" during the migration to epoch {}", f.record.epoch),
+                        None => String::new(),
+                    },
+                    reason: self.with_last_words(peer, reason),
+                })
+            }
             // A stray connection (a scanner, a probe, garbage) is counted and logged by the
             // transport; the cluster is unaffected, so it is not a fault of the run.
             Event::Refused { .. } | Event::PeerUp { .. } => Ok(()),
+        }
+    }
+
+    /// Waits a moment for what worker `peer`, lost while the job starts, said before it went:
+    /// a worker that refuses the job says why and exits, and its reason may trail the loss.
+    fn await_last_words(&mut self, peer: PeerId) {
+        let until = Instant::now() + LAST_WORDS_WAIT;
+        let said = |rx: &DriverInbox| {
+            rx.msgs
+                .iter()
+                .any(|(from, m)| *from == peer && matches!(m, Ok(Message::Error(_))))
+        };
+        while !said(&self.rx) && Instant::now() < until {
+            if self.t.poll(super::DRIVER_PARK, &mut self.rx).is_err() {
+                break;
+            }
         }
     }
 

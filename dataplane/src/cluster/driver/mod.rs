@@ -406,10 +406,12 @@ pub fn run_driver_with(
             Ok((fed, elapsed)) => return Ok(report::build(spec, d, fed, elapsed)),
             Err(e) => e,
         };
-        // A restarted job whose workers do not all come back is not restarted again.
-        let restarting = d.carry.attempts > 0 && d.phase == Phase::Start;
+        // A job that did not start is not restarted: a worker that refuses it (an operator
+        // kind it does not know, a bad app) would refuse it again, and the run must end with
+        // its reason. Nor is a restarted job whose workers do not all come back.
+        let starting = d.phase == Phase::Start;
         let can = cfg.checkpoint.is_some()
-            && !restarting
+            && !starting
             && e.is_recoverable()
             && cfg.source.is_replayable()
             && d.carry.attempts < MAX_RECOVERIES;

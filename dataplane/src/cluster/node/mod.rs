@@ -70,6 +70,9 @@ const BIND_RETRY: Duration = Duration::from_secs(5);
 const MAX_ERRORS: usize = 64;
 /// How long a worker that cannot start its job keeps trying to tell the driver why.
 const START_FAULT_GRACE: Duration = Duration::from_secs(5);
+/// Turns a worker that cannot start its job still polls once its reason is handed to the
+/// transport, so that the reason reaches the driver before the connection closes.
+const START_FAULT_LINGER_TURNS: usize = 5;
 /// A turn of the network thread while it only waits for something (the job, the driver).
 const WAIT_TURN: Duration = Duration::from_millis(10);
 /// A turn while waiting for the job.
@@ -485,6 +488,12 @@ fn run_one(cfg: &ClusterWorkerConfig, node: &mut Node, job: &Job) -> Result<Work
             let until = Instant::now() + START_FAULT_GRACE;
             while !node.outbox.is_empty() && Instant::now() < until {
                 let _ = node.flush_outbox();
+                node.poll(WAIT_TURN, None)?;
+            }
+            // The message left the outbox for the transport; a few more turns let its send
+            // complete before this process exits and closes the connection.
+            node.t.flush_now();
+            for _ in 0..START_FAULT_LINGER_TURNS {
                 node.poll(WAIT_TURN, None)?;
             }
             return Err(e);
