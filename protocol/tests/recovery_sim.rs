@@ -4,27 +4,15 @@
 //! must catch. Replay one seed with
 //! `RECOVERY_SEED=<seed> cargo test -p clasp-protocol --test recovery_sim one_seed -- --nocapture`.
 
+mod common;
+
 use clasp_protocol::recovery_sim::{RecoveryOutcome, RecoverySimConfig, run};
 
 /// Seeds per scenario (debug build: well under a second each).
 const SEEDS: u64 = 300;
 
 fn run_seeds(name: &str, cfg: &RecoverySimConfig) -> Vec<RecoveryOutcome> {
-    let mut outs = Vec::new();
-    let mut failures = Vec::new();
-    for seed in 0..SEEDS {
-        match run(seed, cfg) {
-            Ok(o) => outs.push(o),
-            Err(e) => failures.push(format!("{name}: seed {seed}: {e}")),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failing seeds:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    outs
+    common::run_seeds(name, 0..SEEDS, |seed| run(seed, cfg))
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! many seeds of each shape, with and without a killed worker. A failure prints its seed;
 //! replay one with `PROTOCOL_SEED=<seed> cargo test -p clasp-protocol --test sim one_seed -- --nocapture`.
 
+mod common;
+
 use clasp_protocol::sim::{Shape, SimConfig, SimOutcome, run};
 
 /// Seeds per shape in CI-sized tests (debug build: a few seconds in all).
@@ -10,21 +12,7 @@ const SEEDS: u64 = 250;
 const KILL_SEEDS: u64 = 100;
 
 fn run_seeds(name: &str, cfg: &SimConfig, seeds: std::ops::Range<u64>) -> Vec<SimOutcome> {
-    let mut outs = Vec::new();
-    let mut failures = Vec::new();
-    for seed in seeds {
-        match run(seed, cfg) {
-            Ok(o) => outs.push(o),
-            Err(e) => failures.push(format!("{name}: seed {seed}: {e}")),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failing seeds:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    outs
+    common::run_seeds(name, seeds, |seed| run(seed, cfg))
 }
 
 #[test]
