@@ -22,6 +22,9 @@
 //! finished and every worker resumed, nothing is left queued, and no machine reported a fault.
 //! With a kill: the planner must time out and name exactly the killed worker as failed.
 
+mod apply;
+mod check;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::assignment::Assignment;
@@ -31,7 +34,7 @@ use crate::planner::{MigrationFailure, MigrationReport, Planner, PlannerAction, 
 use crate::rng::SimRng;
 use crate::routing::RoutingTable;
 use crate::split::{initial_routing, reassign};
-use crate::worker::{Action, Waiting, Worker, WorkerReport};
+use crate::worker::{Waiting, Worker, WorkerReport};
 
 /// Safety net against a protocol that livelocks: no seed of the default size comes near it.
 pub const EVENTS_MAX: u64 = 5_000_000;
@@ -494,223 +497,6 @@ impl Sim<'_> {
                 PlannerAction::Failed(f) => self.out.failure = Some(f),
             }
         }
-    }
-
-    fn apply(&mut self, w: usize, acts: Vec<Action<Body, GroupState>>) {
-        for a in acts {
-            match a {
-                Action::SendRequest { to, req } | Action::ForwardRequest { to, req } => {
-                    self.send(Peer::Worker(Slot::at(w)), to, Msg::Request(req));
-                }
-                Action::SendMarker { to, epoch } => {
-                    self.send(Peer::Worker(Slot::at(w)), to, Msg::Marker { epoch });
-                }
-                Action::ExportState {
-                    to,
-                    epoch,
-                    operator,
-                    key_groups,
-                } => {
-                    let n = &mut self.nodes[w];
-                    let groups: BTreeSet<KeyGroup> = key_groups.iter().copied().collect();
-                    let (queued, rest): (VecDeque<_>, VecDeque<_>) =
-                        n.queue.drain(..).partition(|r: &Req<Body>| {
-                            r.operator == operator && groups.contains(&r.key_group)
-                        });
-                    n.queue = rest;
-                    let state: GroupState = key_groups
-                        .iter()
-                        .filter_map(|&g| n.store.remove(&(operator, g)).map(|s| ((operator, g), s)))
-                        .collect();
-                    let msg = Msg::State {
-                        epoch,
-                        operator,
-                        key_groups,
-                        state,
-                        queued: queued.into(),
-                    };
-                    self.send(Peer::Worker(Slot::at(w)), to, msg);
-                }
-                Action::SendSeal {
-                    to,
-                    epoch,
-                    operator,
-                    key_groups,
-                } => {
-                    let msg = Msg::Seal {
-                        epoch,
-                        operator,
-                        key_groups,
-                    };
-                    self.send(Peer::Worker(Slot::at(w)), to, msg);
-                }
-                Action::InstallState { state, .. } => {
-                    for (k, s) in state {
-                        if self.nodes[w].store.insert(k, s).is_some() {
-                            self.fail(format!("worker {w}: state of {k:?} installed over state"));
-                        }
-                    }
-                }
-                Action::Process(req) => self.nodes[w].queue.push_back(req),
-                Action::Drain => self.nodes[w].drain_pending = true,
-                Action::Resume { .. } => {}
-                Action::Completed(report) => {
-                    let t = self.link(End::Worker(Slot::at(w)), End::Planner);
-                    self.at(t, Event::Completed(report));
-                }
-                Action::Progress { epoch, waiting } => {
-                    let t = self.link(End::Worker(Slot::at(w)), End::Planner);
-                    self.at(
-                        t,
-                        Event::Progress {
-                            from: Slot::at(w),
-                            epoch,
-                            waiting,
-                        },
-                    );
-                }
-                Action::Fault(e) => self.fail(e.to_string()),
-            }
-        }
-        self.settle(w);
-    }
-
-    /// After a batch of actions: report a finished drain, start the next execution.
-    fn settle(&mut self, w: usize) {
-        let n = &mut self.nodes[w];
-        if !n.alive || n.busy {
-            return;
-        }
-        if n.drain_pending {
-            n.drain_pending = false;
-            let acts = n.sm.on_drained(self.now);
-            self.apply(w, acts);
-            return;
-        }
-        if n.sm.paused() || n.queue.is_empty() {
-            return;
-        }
-        n.busy = true;
-        let (lo, hi) = self.cfg.service_ns;
-        let d = lo + self.rng.below((hi - lo + 1) as usize) as u64;
-        self.at(self.now + d, Event::ExecDone(w));
-    }
-
-    fn exec_done(&mut self, w: usize) {
-        if !self.nodes[w].alive {
-            return;
-        }
-        let n = &mut self.nodes[w];
-        n.busy = false;
-        let req = n
-            .queue
-            .pop_front()
-            .expect("an execution runs the queue's head");
-        let Body { key, seq, path } = req.body;
-        let st = n.store.entry((req.operator, req.key_group)).or_default();
-        let prev = st.get(&(path, key)).copied().unwrap_or(0);
-        if seq != prev + 1 {
-            self.fail(format!(
-                "worker {w}: operator {} key group {} key {key} path {path:#x}: number {seq} \
-                 after {prev} (epoch tag {})",
-                req.operator, req.key_group, req.epoch
-            ));
-            return;
-        }
-        st.insert((path, key), seq);
-        self.out.processed += 1;
-        let succs = self.succs[req.operator].clone();
-        for s in succs {
-            let body = Body {
-                key,
-                seq,
-                path: (path << PATH_BITS) | (s as u64 + 1),
-            };
-            let g = key_group(key, s, self.cfg.key_groups);
-            let acts = self.nodes[w].sm.on_emit(s, g, body);
-            self.apply_no_settle(w, acts);
-        }
-        self.settle(w);
-    }
-
-    /// An execution's chained requests are routed before its end is noted (a drain waits for it).
-    fn apply_no_settle(&mut self, w: usize, acts: Vec<Action<Body, GroupState>>) {
-        let busy = self.nodes[w].busy;
-        self.nodes[w].busy = true;
-        self.apply(w, acts);
-        self.nodes[w].busy = busy;
-    }
-
-    fn check(&mut self) -> Result<(), String> {
-        self.out.end_ns = self.now;
-        if let Some(victim) = self.out.killed {
-            let Some(f) = &self.out.failure else {
-                return Err(format!(
-                    "worker {victim} was killed but no migration failed"
-                ));
-            };
-            if f.silent != vec![victim] {
-                return Err(format!("worker {victim} was killed, but: {f}"));
-            }
-            return Ok(());
-        }
-        if let Some(f) = &self.out.failure {
-            return Err(format!("no worker was killed, but: {f}"));
-        }
-        if self.out.migrations.len() != self.migrations_started {
-            return Err(format!(
-                "{} migrations started, {} finished",
-                self.migrations_started,
-                self.out.migrations.len()
-            ));
-        }
-        for (w, n) in self.nodes.iter().enumerate() {
-            if n.sm.in_migration() || n.sm.paused() {
-                return Err(format!("worker {w} never completed its migration"));
-            }
-            if !n.queue.is_empty() || n.busy {
-                return Err(format!("worker {w} has {} requests left", n.queue.len()));
-            }
-        }
-        // Every key group's state on one worker; every key complete along every path.
-        let mut state: BTreeMap<(usize, KeyGroup), &Store> = BTreeMap::new();
-        for (w, n) in self.nodes.iter().enumerate() {
-            for (k, s) in &n.store {
-                if state.insert(*k, s).is_some() {
-                    return Err(format!("state of {k:?} on two workers (one is {w})"));
-                }
-            }
-        }
-        let mut paths: Vec<(usize, u64)> =
-            self.sources.iter().map(|&s| (s, s as u64 + 1)).collect();
-        let mut i = 0;
-        while i < paths.len() {
-            let (o, p) = paths[i];
-            for &s in &self.succs[o] {
-                paths.push((s, (p << PATH_BITS) | (s as u64 + 1)));
-            }
-            i += 1;
-        }
-        for (o, path) in paths {
-            for (key, &n) in self.emitted.iter().enumerate() {
-                if n == 0 {
-                    continue;
-                }
-                let key = key as u32;
-                let g = key_group(key, o, self.cfg.key_groups);
-                let last = state
-                    .get(&(o, g))
-                    .and_then(|s| s.get(&(path, key)))
-                    .copied()
-                    .unwrap_or(0);
-                if last != n {
-                    return Err(format!(
-                        "operator {o} path {path:#x} key {key}: last number {last} of {n} emitted"
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }
 
