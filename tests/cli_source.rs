@@ -39,6 +39,13 @@ impl Drop for TempDir {
 }
 
 /// `lines` lines of lowercase words from a small vocabulary, seeded.
+/// `clasp run --static --workers N` followed by `rest`.
+fn static_run<'a>(workers: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "--static", "--workers", workers];
+    args.extend_from_slice(rest);
+    args
+}
+
 fn text(lines: usize, seed: u64) -> Vec<u8> {
     const WORDS: [&str; 12] = [
         "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home",
@@ -104,38 +111,30 @@ fn wc_over_a_file_on_a_two_worker_static_cluster_counts_every_word() {
     let path = d.file("corpus.txt", &corpus);
     let source = format!("file:{}", path.display());
     let counts = word_counts(&corpus);
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app",
-        "wc",
-        "--source",
-        &source,
-        "--json",
-    ]));
+        &["--app", "wc", "--source", &source, "--json"],
+    )));
     assert_counted(&run, &counts, 3000);
     let s = &run["sources"][0];
     assert_eq!(s["source"], source);
     assert_eq!(s["byte_offset"], corpus.len() as u64, "{s}");
     assert_eq!(s["file_index"], 0);
     // With migrations while the input flows (their moments spread over --records).
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app",
-        "wc",
-        "--source",
-        &source,
-        "--records",
-        "3000",
-        "--chaos-migrations",
-        "2",
-        "--json",
-    ]));
+        &[
+            "--app",
+            "wc",
+            "--source",
+            &source,
+            "--records",
+            "3000",
+            "--chaos-migrations",
+            "2",
+            "--json",
+        ],
+    )));
     assert_counted(&run, &counts, 3000);
     assert_eq!(run["migrations"].as_array().map(Vec::len), Some(2), "{run}");
 }
@@ -164,19 +163,18 @@ fn every_app_reading_its_generated_input_from_a_file_equals_the_oracle() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let run = json(&clasp(&[
-            "run",
-            "--static",
-            "--workers",
+        let run = json(&clasp(&static_run(
             "2",
-            "--app",
-            app,
-            "--seed",
-            "5",
-            "--source",
-            &format!("file:{path}"),
-            "--json",
-        ]));
+            &[
+                "--app",
+                app,
+                "--seed",
+                "5",
+                "--source",
+                &format!("file:{path}"),
+                "--json",
+            ],
+        )));
         assert_measured_run_equals_oracle(app, "3000", "5", &run);
     }
 }
@@ -220,17 +218,10 @@ fn a_directory_is_read_file_after_file() {
     d.file("a.txt", &a);
     let counts = word_counts(&[a.clone(), b.clone()].concat());
     let source = format!("dir:{}", d.0.display());
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app",
-        "wc",
-        "--source",
-        &source,
-        "--json",
-    ]));
+        &["--app", "wc", "--source", &source, "--json"],
+    )));
     assert_counted(&run, &counts, 1200);
     let s = &run["sources"][0];
     assert_eq!(
@@ -275,7 +266,7 @@ fn stdin_is_a_source_of_clasp_local_and_of_a_static_cluster() {
     let counts = word_counts(&corpus);
     for args in [
         &["local", "--app", "wc", "--executors", "2"][..],
-        &["run", "--static", "--workers", "2", "--app", "wc"][..],
+        &static_run("2", &["--app", "wc"]),
     ] {
         let args: Vec<&str> = [args, &["--source", "stdin:", "--json"][..]].concat();
         let run = json(&clasp_with_stdin(&args, corpus.clone()));
@@ -297,17 +288,16 @@ fn bad_source_data_is_counted_and_nothing_else_is_lost() {
     lines.extend(std::iter::repeat_n(b'z', 2000));
     lines.extend_from_slice(b"\nalpha");
     let path = d.file("bad.txt", &lines);
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app",
-        "wc",
-        "--source",
-        &format!("file:{}", path.display()),
-        "--json",
-    ]));
+        &[
+            "--app",
+            "wc",
+            "--source",
+            &format!("file:{}", path.display()),
+            "--json",
+        ],
+    )));
     let counts = word_counts(b"alpha beta\ngamma delta\nalpha");
     assert_eq!(
         run["state_digests"]["count"],
@@ -374,19 +364,18 @@ fn a_paced_tcp_source_slows_a_fast_client_and_drops_nothing() {
     let addr = probe.local_addr().unwrap();
     drop(probe);
     let run = start(
-        &[
-            "run",
-            "--static",
-            "--workers",
+        &static_run(
             "1",
-            "--app",
-            "syn",
-            "--source",
-            &format!("tcp:{addr}"),
-            "--rate",
-            &RATE.to_string(),
-            "--json",
-        ],
+            &[
+                "--app",
+                "syn",
+                "--source",
+                &format!("tcp:{addr}"),
+                "--rate",
+                &RATE.to_string(),
+                "--json",
+            ],
+        ),
         &[],
     );
     let client = std::thread::spawn(move || {
@@ -435,17 +424,7 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
 fn driver_peak_kib(path: &Path) -> u64 {
     let source = format!("file:{}", path.display());
     let mut run = start(
-        &[
-            "run",
-            "--static",
-            "--workers",
-            "1",
-            "--app",
-            "wc",
-            "--source",
-            &source,
-            "--json",
-        ],
+        &static_run("1", &["--app", "wc", "--source", &source, "--json"]),
         &[],
     );
     let pid = run.pid();
@@ -486,65 +465,40 @@ fn reading_a_large_file_does_not_grow_memory() {
 fn a_bad_source_is_refused_naming_it() {
     for (args, named) in [
         (
-            &[
-                "run",
-                "--static",
-                "--workers",
-                "1",
-                "--app",
-                "wc",
-                "--source",
-                "ftp:x",
-            ][..],
+            static_run("1", &["--app", "wc", "--source", "ftp:x"]),
             "ftp:x",
         ),
         (
-            &[
-                "run",
-                "--static",
-                "--workers",
+            static_run(
                 "1",
-                "--app",
-                "wc",
-                "--source",
-                "file:/nonexistent/corpus",
-            ][..],
+                &["--app", "wc", "--source", "file:/nonexistent/corpus"],
+            ),
             "/nonexistent/corpus",
         ),
         (
-            &["local", "--app", "wc", "--source", "dir:/nonexistent/dir"][..],
+            vec!["local", "--app", "wc", "--source", "dir:/nonexistent/dir"],
             "/nonexistent/dir",
         ),
         (
-            &[
-                "run",
-                "--static",
-                "--workers",
-                "1",
-                "--app",
-                "wc",
-                "--source",
-                "tcp:nowhere",
-            ][..],
+            static_run("1", &["--app", "wc", "--source", "tcp:nowhere"]),
             "tcp:nowhere",
         ),
         (
-            &[
-                "run",
-                "--static",
-                "--workers",
+            static_run(
                 "1",
-                "--app",
-                "wc",
-                "--source",
-                "stdin:",
-                "--chaos-migrations",
-                "1",
-            ][..],
+                &[
+                    "--app",
+                    "wc",
+                    "--source",
+                    "stdin:",
+                    "--chaos-migrations",
+                    "1",
+                ],
+            ),
             "--records",
         ),
     ] {
-        let out = clasp(args);
+        let out = clasp(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(named), "{args:?}: {err}");
@@ -552,16 +506,7 @@ fn a_bad_source_is_refused_naming_it() {
     // An address already taken is refused before any worker starts.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let source = format!("tcp:{}", taken.local_addr().unwrap());
-    let out = clasp(&[
-        "run",
-        "--static",
-        "--workers",
-        "1",
-        "--app",
-        "wc",
-        "--source",
-        &source,
-    ]);
+    let out = clasp(&static_run("1", &["--app", "wc", "--source", &source]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -613,35 +558,27 @@ fn an_app_file_names_its_source_and_sink_and_the_flags_override_them() {
     let app_file = d.file("wc-file.toml", toml.as_bytes());
     let app_arg = app_file.to_str().unwrap();
     let counts = word_counts(&corpus);
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app-file",
-        app_arg,
-        "--records",
-        "2000",
-        "--chaos-migrations",
-        "2",
-        "--json",
-    ]));
+        &[
+            "--app-file",
+            app_arg,
+            "--records",
+            "2000",
+            "--chaos-migrations",
+            "2",
+            "--json",
+        ],
+    )));
     assert_counted(&run, &counts, 2000);
     assert_eq!(sink_counts(&named), counts);
     let other = d.0.join("other.jsonl");
     let sink = format!("file:{}", other.display());
     std::fs::remove_file(&named).unwrap();
-    let run = json(&clasp(&[
-        "run",
-        "--static",
-        "--workers",
+    let run = json(&clasp(&static_run(
         "2",
-        "--app-file",
-        app_arg,
-        "--sink",
-        &sink,
-        "--json",
-    ]));
+        &["--app-file", app_arg, "--sink", &sink, "--json"],
+    )));
     assert_counted(&run, &counts, 2000);
     assert_eq!(sink_counts(&other), counts);
     assert!(!named.exists(), "the app file's sink was overridden");
