@@ -70,6 +70,14 @@ pub fn rows(plan: &Plan, ran: &Ran) -> Vec<Row> {
         }
     }
     rows.push(live_rows::fig14_live(ran));
+    // A part another figure needed may have run: only the selected figures are judged.
+    for r in rows.iter_mut().filter(|r| !plan.wants(r.figure)) {
+        if r.verdict != Verdict::NoCounterpart {
+            r.verdict = Verdict::NotRun;
+            r.ours.clear();
+            r.command.clear();
+        }
+    }
     rows
 }
 
