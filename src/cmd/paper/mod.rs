@@ -8,6 +8,7 @@
 //! computed only from the files those runs wrote, so the "ours" column can never drift from
 //! the outputs beside it. The reference numbers are constants in [`figures`].
 
+mod explain;
 mod figures;
 mod live_rows;
 mod read;

@@ -81,8 +81,8 @@ pub fn readme(plan: &Plan, ran: &Ran, rows: &[Row], total_s: f64) -> String {
          ({} seed{} per simulation); live runs on up to 3 worker processes of this machine, each \
          capped at 0.3 of a core ({} seed{} of the autoscaling runs, {} s of input each). Every \
          \"ours\" cell is computed from the files in this directory; every \"original\" cell is \
-         the reference prototype's evaluation, figure by figure. `clasp paper --help` lists the \
-         options; `docs/paper.md` explains each row.\n\n",
+         the reference prototype's evaluation, figure by figure; below the table, each \
+         figure's section says what its rows compute.\n\n",
         machine(),
         total_s,
         join(&plan.sim_workers),
@@ -111,6 +111,10 @@ pub fn readme(plan: &Plan, ran: &Ran, rows: &[Row], total_s: f64) -> String {
             r.verdict.word(),
             cell(&r.command),
         );
+    }
+    s += "\n## How each row is computed\n\n";
+    for (fig, text) in super::explain::EXPLAINED {
+        s += &format!("- **{fig}**: {text}\n");
     }
     s += "\n## The parts that ran\n\n| part | wall time (s) | command |\n|---|---|---|\n";
     for (key, p) in &ran.parts {
