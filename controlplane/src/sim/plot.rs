@@ -271,9 +271,13 @@ fn timeline_panel(
         .y_desc("workers")
         .draw()
         .map_err(io_err)?;
-    let line = |c: RGBColor| move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 12, y)], c);
+    let line =
+        |c: RGBColor| move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 12, y)], c);
     chart
-        .draw_series(LineSeries::new(r.timeline.iter().map(|x| (x.0, x.1)), BLACK))
+        .draw_series(LineSeries::new(
+            r.timeline.iter().map(|x| (x.0, x.1)),
+            BLACK,
+        ))
         .map_err(io_err)?
         .label("input")
         .legend(line(BLACK));

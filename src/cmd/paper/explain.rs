@@ -36,7 +36,8 @@ pub const EXPLAINED: [(&str, &str); 10] = [
     (
         "fig9",
         "Simulated: the estimator's α, β, γ at the end of the worker-count experiment's \
-         calibration (seed 1), averaged over the apps; the simulated cluster's true costs are \
+         calibration (seed 1), averaged over the apps (it calibrates on 1..10 workers at every \
+         cluster size, so one row covers them all); the simulated cluster's true costs are \
          the original's, so the row judges whether the estimator recovers them. Live: the \
          estimates at the end of the main job started from the built-in priors (`clasp \
          experiment estimates`); absolute costs depend on the hardware, so only whether a \
@@ -69,8 +70,9 @@ pub const EXPLAINED: [(&str, &str); 10] = [
     ),
     (
         "fig14",
-        "`clasp sim --experiment e2e` on burst and gradual input (with --quick, burst only above \
-         10 workers): CLASP, FaaSFlow, Zhang24 and the two -SP ablations (their own worker \
+        "`clasp sim --experiment e2e` on burst and gradual input (with --quick, above 10 \
+         workers burst only, on WC and SYN: an e2e run of all apps on 100 workers takes ~5 \
+         minutes): CLASP, FaaSFlow, Zhang24 and the two -SP ablations (their own worker \
          counts with CLASP's placement) autoscale N simulated workers; throughput, p50 latency \
          and worker-seconds per app. Live: `clasp experiment policies` on WC with ≤ 3 capped \
          workers (with --quick CLASP and FaaSFlow, one seed each).",

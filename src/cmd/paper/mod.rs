@@ -78,12 +78,15 @@ fn plan(args: PaperArgs) -> anyhow::Result<Plan> {
     } else {
         let mut f = Vec::new();
         for name in &args.only {
-            let known = FIGURES.iter().find(|k| **k == name.as_str()).ok_or_else(|| {
-                usage_error(format!(
-                    "--only: `{name}` is not a figure here ({})",
-                    FIGURES.join(", ")
-                ))
-            })?;
+            let known = FIGURES
+                .iter()
+                .find(|k| **k == name.as_str())
+                .ok_or_else(|| {
+                    usage_error(format!(
+                        "--only: `{name}` is not a figure here ({})",
+                        FIGURES.join(", ")
+                    ))
+                })?;
             f.push(*known);
         }
         f
@@ -142,7 +145,14 @@ pub fn run_paper(args: PaperArgs) -> anyhow::Result<()> {
     crate::cmd::run::out::write_atomic(&readme, text.as_bytes()).map_err(anyhow::Error::msg)?;
     let mut out = crate::cmd::output::stdout();
     for r in &rows {
-        writeln!(out, "{:<8} {:<11} {}", r.figure, r.verdict.word(), r.ours)?;
+        writeln!(
+            out,
+            "{:<6} {:<38} {:<14} {}",
+            r.figure,
+            r.setting,
+            r.verdict.word(),
+            r.ours
+        )?;
     }
     writeln!(
         out,

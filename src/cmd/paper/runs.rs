@@ -17,8 +17,12 @@ pub const PLANNER_HEADROOM: f64 = clasp_controlplane::model::DEFAULT_HEADROOM;
 /// Headroom of the worker-count experiment: its observed optimum is defined at maximum
 /// throughput (as `clasp sim` uses by default).
 const WORKER_COUNT_HEADROOM: f64 = 1.0;
-/// `--quick` simulates both e2e patterns only up to this many workers (burst above it).
-pub const QUICK_BOTH_PATTERNS_UP_TO: usize = 10;
+/// `--quick` simulates e2e on every app and both patterns only up to this many workers; above
+/// it, burst on [`QUICK_LARGE_E2E_APPS`] (one e2e run of all apps on 100 workers takes ~5 min).
+pub const QUICK_FULL_E2E_UP_TO: usize = 10;
+/// The apps of `--quick`'s large e2e runs: the original's two it singles out (WC, the largest
+/// fan-out; SYN, the uniform pipeline).
+pub const QUICK_LARGE_E2E_APPS: [&str; 2] = ["wc", "syn"];
 
 /// One part that ran: where its files are, the command that reruns it, and its wall time.
 #[derive(Debug, Clone)]
@@ -83,6 +87,8 @@ struct SimJob {
     workers: usize,
     headroom: Option<f64>,
     dir: PathBuf,
+    /// Only these of the plan's apps (None: all of them).
+    only_apps: Option<&'static [&'static str]>,
 }
 
 impl SimJob {
@@ -107,6 +113,7 @@ fn sim_jobs(plan: &Plan, n: usize) -> Vec<SimJob> {
         workers: n,
         headroom,
         dir,
+        only_apps: None,
     };
     let mut jobs = Vec::new();
     if plan.wants("fig10") {
@@ -116,7 +123,12 @@ fn sim_jobs(plan: &Plan, n: usize) -> Vec<SimJob> {
         .iter()
         .any(|f| plan.wants(f))
     {
-        jobs.push(job("worker-count", Experiment::WorkerCount, None, dir.clone()));
+        jobs.push(job(
+            "worker-count",
+            Experiment::WorkerCount,
+            None,
+            dir.clone(),
+        ));
     }
     if plan.wants("fig11") {
         let sub = dir.join("headroom-0.9");
@@ -124,14 +136,17 @@ fn sim_jobs(plan: &Plan, n: usize) -> Vec<SimJob> {
         jobs.push(job("worker-count-h0.9", Experiment::WorkerCount, h, sub));
     }
     if plan.wants("fig14") {
-        let patterns: &[Pattern] = if plan.quick && n > QUICK_BOTH_PATTERNS_UP_TO {
-            &[Pattern::Burst]
-        } else {
+        let small = !plan.quick || n <= QUICK_FULL_E2E_UP_TO;
+        let patterns: &[Pattern] = if small {
             &[Pattern::Burst, Pattern::Gradual]
+        } else {
+            &[Pattern::Burst]
         };
         for &p in patterns {
             let name = format!("e2e-{}", p.name());
-            jobs.push(job(&name, Experiment::E2e(p), None, dir.clone()));
+            let mut j = job(&name, Experiment::E2e(p), None, dir.clone());
+            j.only_apps = (!small).then_some(&QUICK_LARGE_E2E_APPS[..]);
+            jobs.push(j);
         }
     }
     jobs
@@ -150,6 +165,18 @@ fn run_sims(plan: &Plan, apps: &[AppModel], mut jobs: Vec<SimJob>) -> anyhow::Re
                 loop {
                     let next = queue.lock().expect("sim queue").pop();
                     let Some(j) = next else { break };
+                    let some: Vec<AppModel>;
+                    let apps = match j.only_apps {
+                        Some(names) => {
+                            some = apps
+                                .iter()
+                                .filter(|a| names.contains(&a.name.as_str()))
+                                .cloned()
+                                .collect();
+                            if some.is_empty() { apps } else { &some[..] }
+                        }
+                        None => apps,
+                    };
                     let r = sim_part(plan, apps, j.exp, j.workers, j.headroom, &j.dir);
                     let failed = r.is_err();
                     done.lock().expect("sim results").push((j.key, r));
@@ -197,7 +224,7 @@ fn sim_part(
     let command = format!(
         "clasp sim --experiment {name}{pattern} --workers {workers} --seeds {}{flag}{} --out {}",
         plan.sim_seeds,
-        app_flag(plan),
+        app_flag(apps),
         dir.display()
     );
     progress(&command);
@@ -210,12 +237,16 @@ fn sim_part(
     })
 }
 
-/// ` --app NAME` when the plan simulates one app only (`clasp sim` takes one or all).
-fn app_flag(plan: &Plan) -> String {
-    match plan.sim_apps.as_slice() {
-        [one] => format!(" --app {one}"),
-        _ if plan.sim_apps.len() == clasp_controlplane::app::BUILTIN_APPS.len() => String::new(),
-        more => format!(" (apps {})", more.join(", ")),
+/// ` --app NAME` for one app, nothing for all; `clasp sim` takes one app or all, so a subset
+/// is one `--app` per run.
+fn app_flag(apps: &[AppModel]) -> String {
+    match apps {
+        [one] => format!(" --app {}", one.name),
+        _ if apps.len() == clasp_controlplane::app::BUILTIN_APPS.len() => String::new(),
+        more => {
+            let names: Vec<&str> = more.iter().map(|a| a.name.as_str()).collect();
+            format!(" --app {} (one run per app)", names.join("|"))
+        }
     }
 }
 

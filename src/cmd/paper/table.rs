@@ -30,7 +30,11 @@ impl Verdict {
     }
 
     pub fn judged(ok: bool) -> Verdict {
-        if ok { Verdict::Agree } else { Verdict::Disagree }
+        if ok {
+            Verdict::Agree
+        } else {
+            Verdict::Disagree
+        }
     }
 }
 
