@@ -70,6 +70,10 @@ enum Command {
     /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
     /// (docs/planner.md, "Live experiments").
     Experiment(cmd::experiment::ExperimentArgs),
+    /// Regenerate every figure of the evaluation that has a counterpart here (simulated at 10
+    /// and 100 workers, live on capped workers) and a README table that sets each beside the
+    /// original's headline numbers (docs/paper/).
+    Paper(cmd::paper::PaperArgs),
     /// Remove what clasp processes that died left behind: named segments in /dev/shm and
     /// clasp-run-* directories (every start of run, local and worker does this too).
     Clean(cmd::clean::CleanArgs),
@@ -121,6 +125,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Place(a) => cmd::place::run(a),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Experiment(a) => cmd::experiment::run_experiment(a),
+        Command::Paper(a) => cmd::paper::run_paper(a),
         Command::Apps(a) => cmd::apps::run_apps(a),
         Command::Gen(a) => cmd::apps::run_gen(a),
         Command::Oracle(a) => cmd::apps::run_oracle(a),

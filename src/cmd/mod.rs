@@ -18,6 +18,7 @@ pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod output;
+pub mod paper;
 pub mod place;
 pub mod priors;
 pub mod profile;

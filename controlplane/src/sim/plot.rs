@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::e2e::E2eResult;
@@ -21,7 +22,8 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-/// Fig. 10: throughput per policy per app, normalised to CLASP.
+/// Fig. 10: throughput per policy per app, normalised to CLASP. Every app's name is drawn under
+/// its group of bars (a numeric axis would label only the "round" positions: 4 of 7 apps).
 pub fn placement_bars(path: &Path, v: &Value, apps: &[AppModel]) -> std::io::Result<()> {
     let policies = ["clasp", "faasflow", "zhang24"];
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
@@ -34,18 +36,23 @@ pub fn placement_bars(path: &Path, v: &Value, apps: &[AppModel]) -> std::io::Res
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(50)
-        .build_cartesian_2d(0.0..apps.len() as f64, 0.0..1.3f64)
+        .build_cartesian_2d(0.0..apps.len() as f64, LABEL_Y..1.3f64)
         .map_err(io_err)?;
     chart
         .configure_mesh()
-        .x_labels(apps.len())
-        .x_label_formatter(&|x| {
-            apps.get(*x as usize)
-                .map(|a| a.name.clone())
-                .unwrap_or_default()
-        })
+        .x_labels(0)
         .y_desc("throughput / CLASP")
         .draw()
+        .map_err(io_err)?;
+    let centred = TextStyle::from(("sans-serif", 14)).pos(Pos::new(HPos::Center, VPos::Center));
+    chart
+        .draw_series(apps.iter().enumerate().map(|(i, a)| {
+            Text::new(
+                a.name.clone(),
+                (i as f64 + 0.5, LABEL_Y / 2.0),
+                centred.clone(),
+            )
+        }))
         .map_err(io_err)?;
     for (pi, p) in policies.iter().enumerate() {
         let bars: Vec<Rectangle<(f64, f64)>> = apps
@@ -80,6 +87,9 @@ pub fn placement_bars(path: &Path, v: &Value, apps: &[AppModel]) -> std::io::Res
         .map_err(io_err)?;
     root.present().map_err(io_err)
 }
+
+/// The bottom of the placement chart: the band below 0 holds the apps' names.
+const LABEL_Y: f64 = -0.1;
 
 /// Fig. 11–13: mean predicted workers and MAE per target rate, per policy.
 pub fn worker_count(path: &Path, v: &Value) -> std::io::Result<()> {
@@ -180,71 +190,121 @@ pub fn worker_count(path: &Path, v: &Value) -> std::io::Result<()> {
     root.present().map_err(io_err)
 }
 
-/// Fig. 14's pictures: input rate, throughput and workers over time, first app of each run.
+/// Fig. 14's pictures: input rate, throughput and workers over time, one row per app and one
+/// column per policy (each row on its app's own scales).
 pub fn e2e_timelines(path: &Path, runs: &[(String, Vec<E2eResult>)]) -> std::io::Result<()> {
-    let Some((app, rs)) = runs.first() else {
+    let cols = runs.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    if cols == 0 {
         return Ok(());
-    };
-    let rows = rs.len();
-    let root = SVGBackend::new(path, (1000, 220 * rows as u32)).into_drawing_area();
+    }
+    let size = (300 * cols as u32, 190 * runs.len() as u32);
+    let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(io_err)?;
-    let areas = root.split_evenly((rows, 1));
-    let t_end = rs
-        .iter()
-        .flat_map(|r| r.timeline.last().map(|x| x.0))
-        .fold(1.0, f64::max);
-    let y_max = rs
-        .iter()
-        .flat_map(|r| r.timeline.iter().map(|x| x.1.max(x.2)))
-        .fold(1.0, f64::max)
-        * 1.1;
-    let w_max = rs
-        .iter()
-        .flat_map(|r| r.timeline.iter().map(|x| x.3))
-        .max()
-        .unwrap_or(1) as f64
-        + 1.0;
-    for ((area, r), k) in areas.iter().zip(rs).zip(PolicyKind::COMPARED) {
-        let mut chart = ChartBuilder::on(area)
-            .caption(format!("{app} / {}", k.name()), ("sans-serif", 14))
-            .margin(6)
-            .x_label_area_size(20)
-            .y_label_area_size(50)
-            .right_y_label_area_size(30)
-            .build_cartesian_2d(0.0..t_end, 0.0..y_max)
-            .map_err(io_err)?
-            .set_secondary_coord(0.0..t_end, 0.0..w_max);
-        chart
-            .configure_mesh()
-            .y_desc("per s")
-            .draw()
-            .map_err(io_err)?;
-        chart
-            .configure_secondary_axes()
-            .y_desc("workers")
-            .draw()
-            .map_err(io_err)?;
-        chart
-            .draw_series(LineSeries::new(
-                r.timeline.iter().map(|x| (x.0, x.1)),
-                BLACK,
-            ))
-            .map_err(io_err)?
-            .label("input");
-        chart
-            .draw_series(LineSeries::new(
-                r.timeline.iter().map(|x| (x.0, x.2)),
-                COLORS[0],
-            ))
-            .map_err(io_err)?
-            .label("throughput");
-        chart
-            .draw_secondary_series(LineSeries::new(
-                r.timeline.iter().map(|x| (x.0, x.3 as f64)),
-                COLORS[3],
-            ))
-            .map_err(io_err)?
-            .label("workers");
+    let areas = root.split_evenly((runs.len(), cols));
+    for (row, (app, rs)) in runs.iter().enumerate() {
+        let scales = Scales::of(rs);
+        let cells = areas[row * cols..(row + 1) * cols].iter();
+        for (i, ((area, r), k)) in cells.zip(rs).zip(PolicyKind::COMPARED).enumerate() {
+            let legend = row == 0 && i == 0;
+            timeline_panel(area, &format!("{app} / {}", k.name()), r, &scales, legend)?;
+        }
     }
     root.present().map_err(io_err)
+}
+
+/// The axes' ends shared by one app's panels.
+struct Scales {
+    t_end: f64,
+    y_max: f64,
+    w_max: f64,
+}
+
+impl Scales {
+    fn of(rs: &[E2eResult]) -> Scales {
+        let t_end = rs
+            .iter()
+            .flat_map(|r| r.timeline.last().map(|x| x.0))
+            .fold(1.0, f64::max);
+        let y_max = rs
+            .iter()
+            .flat_map(|r| r.timeline.iter().map(|x| x.1.max(x.2)))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let w_max = rs
+            .iter()
+            .flat_map(|r| r.timeline.iter().map(|x| x.3))
+            .max()
+            .unwrap_or(1) as f64
+            + 1.0;
+        Scales {
+            t_end,
+            y_max,
+            w_max,
+        }
+    }
+}
+
+/// One run's timeline: input (black) and throughput (blue) per s, workers (red, right axis).
+fn timeline_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    r: &E2eResult,
+    sc: &Scales,
+    legend: bool,
+) -> std::io::Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 13))
+        .margin(5)
+        .x_label_area_size(20)
+        .y_label_area_size(45)
+        .right_y_label_area_size(25)
+        .build_cartesian_2d(0.0..sc.t_end, 0.0..sc.y_max)
+        .map_err(io_err)?
+        .set_secondary_coord(0.0..sc.t_end, 0.0..sc.w_max);
+    chart
+        .configure_mesh()
+        .y_desc("per s")
+        .draw()
+        .map_err(io_err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("workers")
+        .draw()
+        .map_err(io_err)?;
+    let line =
+        |c: RGBColor| move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 12, y)], c);
+    chart
+        .draw_series(LineSeries::new(
+            r.timeline.iter().map(|x| (x.0, x.1)),
+            BLACK,
+        ))
+        .map_err(io_err)?
+        .label("input")
+        .legend(line(BLACK));
+    chart
+        .draw_series(LineSeries::new(
+            r.timeline.iter().map(|x| (x.0, x.2)),
+            COLORS[0],
+        ))
+        .map_err(io_err)?
+        .label("throughput")
+        .legend(line(COLORS[0]));
+    chart
+        .draw_secondary_series(LineSeries::new(
+            r.timeline.iter().map(|x| (x.0, x.3 as f64)),
+            COLORS[3],
+        ))
+        .map_err(io_err)?
+        .label("workers")
+        .legend(line(COLORS[3]));
+    if legend {
+        chart
+            .configure_series_labels()
+            .label_font(("sans-serif", 10))
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()
+            .map_err(io_err)?;
+    }
+    Ok(())
 }

@@ -26,6 +26,11 @@ use runner::Runner;
 use std::io::Write as _;
 use std::path::PathBuf;
 
+/// The options' defaults (the flags' and `clasp paper`'s).
+const DEFAULT_WORKER_CPU: f64 = 0.3;
+const DEFAULT_MAX_WORKERS: usize = 3;
+const DEFAULT_DURATION_S: f64 = 20.0;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Experiment {
     Scaling,
@@ -46,13 +51,13 @@ pub struct ExperimentArgs {
     #[arg(long, default_value = "docs/live")]
     out: PathBuf,
     /// Each worker's CPU cap, as a fraction of one core (0.1 ..= CPUs).
-    #[arg(long, default_value_t = 0.3, conflicts_with = "uncapped")]
+    #[arg(long, default_value_t = DEFAULT_WORKER_CPU, conflicts_with = "uncapped")]
     worker_cpu: f64,
     /// Run the workers uncapped (they then share the host's cores).
     #[arg(long)]
     uncapped: bool,
     /// Most workers a point uses (1 ..= 8).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = DEFAULT_MAX_WORKERS)]
     max_workers: usize,
     /// Apps, comma-separated (default: all seven).
     #[arg(long, value_delimiter = ',')]
@@ -61,7 +66,7 @@ pub struct ExperimentArgs {
     #[arg(long, default_value_t = 3)]
     seeds: u64,
     /// Seconds of input per live run (`migrations` uses at least 21).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = DEFAULT_DURATION_S)]
     duration: f64,
     /// Small sizes (seconds instead of minutes), for a smoke test of the harness.
     #[arg(long)]
@@ -92,8 +97,36 @@ impl Setup {
     }
 }
 
+impl ExperimentArgs {
+    /// `clasp experiment NAME --out OUT [--quick] --seeds SEEDS --duration DURATION_S`, every
+    /// other option at its default: how `clasp paper` runs the live experiments in-process.
+    pub fn new(name: Experiment, out: PathBuf, quick: bool, seeds: u64, duration_s: f64) -> Self {
+        ExperimentArgs {
+            name,
+            out,
+            worker_cpu: DEFAULT_WORKER_CPU,
+            uncapped: false,
+            max_workers: DEFAULT_MAX_WORKERS,
+            apps: Vec::new(),
+            seeds,
+            duration: duration_s,
+            quick,
+        }
+    }
+}
+
 /// `clasp experiment`.
 pub fn run_experiment(args: ExperimentArgs) -> anyhow::Result<()> {
+    let written = run_experiments(&args)?;
+    let mut out = crate::cmd::output::stdout();
+    for f in &written {
+        writeln!(out, "wrote {}", f.display())?;
+    }
+    out.finish()
+}
+
+/// Runs the experiment(s) `args` names; the files written.
+pub fn run_experiments(args: &ExperimentArgs) -> anyhow::Result<Vec<PathBuf>> {
     if !(1..=8).contains(&args.max_workers)
         || args.seeds == 0
         || !(args.duration.is_finite() && args.duration >= 2.0)
@@ -149,11 +182,7 @@ pub fn run_experiment(args: ExperimentArgs) -> anyhow::Result<()> {
     if all || args.name == Experiment::Policies {
         written.extend(live::policies(&setup, &args.out, &maxima()?)?);
     }
-    let mut out = crate::cmd::output::stdout();
-    for f in &written {
-        writeln!(out, "wrote {}", f.display())?;
-    }
-    out.finish()
+    Ok(written)
 }
 
 /// Progress on stderr: experiments take minutes.
