@@ -13,6 +13,10 @@ use super::runs::{Ran, sim_key};
 use super::table::{Row, Verdict};
 use serde_json::Value;
 
+/// The "ours" cell of a row this invocation did not run.
+const NOT_RUN: &str = "not run by this invocation (`--quick` leaves it out, as `--only` leaves out \
+                       what it does not name); the full `clasp paper` runs it";
+
 /// What a row's check gives: our numbers in words, and whether they are within tolerance.
 pub type Checked = Result<(String, bool), String>;
 
@@ -27,7 +31,11 @@ pub fn row(
 ) -> Row {
     let found = part.and_then(|(ran, key)| ran.get(key));
     let (ours, verdict, command) = match found {
-        None => (String::new(), Verdict::NotRun, String::new()),
+        None => (
+            NOT_RUN.to_owned(),
+            Verdict::NotRun,
+            "clasp paper".to_owned(),
+        ),
         Some(p) => match check(&p.dir) {
             Ok((ours, ok)) => (ours, Verdict::judged(ok), p.command.clone()),
             Err(e) => (e, Verdict::Missing, p.command.clone()),
@@ -75,8 +83,8 @@ pub fn rows(plan: &Plan, ran: &Ran) -> Vec<Row> {
     for r in rows.iter_mut().filter(|r| !plan.wants(r.figure)) {
         if r.verdict != Verdict::NoCounterpart {
             r.verdict = Verdict::NotRun;
-            r.ours.clear();
-            r.command.clear();
+            NOT_RUN.clone_into(&mut r.ours);
+            "clasp paper".clone_into(&mut r.command);
         }
     }
     rows
