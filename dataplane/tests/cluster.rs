@@ -90,6 +90,7 @@ fn run_with(
                 leave: None,
                 leave_timeout: Duration::from_secs(20),
                 registry: clasp_operators::Registry::builtin(),
+                idle: None,
             };
             let tx = tx.clone();
             std::thread::spawn(move || {
@@ -119,6 +120,7 @@ fn run_with(
         spread,
         ring_bytes,
         pin: false,
+        idle: Default::default(),
         records,
         seed: 3,
         rate_per_s: None,
