@@ -73,7 +73,12 @@ impl Spread3 {
 pub struct IdleRow {
     /// The policy, as `--idle` takes it.
     pub policy: String,
-    /// The latency one hop adds at low load (ns).
+    /// The hop alone (`hop.rs`): one-way latency of a chained hop between two pinned threads
+    /// waiting as executors wait (ns).
+    pub ring_hop_ns: Spread3,
+    /// The same for the first hop after an idle gap (the far end wakes from its park), ns.
+    pub ring_first_hop_ns: Spread3,
+    /// Through the worker: the latency one hop adds at low load (ns).
     pub one_way_ns: Spread3,
     /// Median end-to-end latency of a ten-stage SYN tree at low load (µs).
     pub chain_us: Spread3,
@@ -98,6 +103,8 @@ pub fn idle_policies() -> [IdlePolicy; 2] {
 const LOW_RATE_PER_S: f64 = 2000.0;
 /// Records of a low-load run.
 const LOW_RECORDS: u64 = 1000;
+/// Rounds of a hop-alone run (`hop.rs`).
+const HOP_ROUNDS: usize = 1000;
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
@@ -291,14 +298,15 @@ pub fn measure_alpha(records: u64, repetitions: u32) -> Result<Spread3, String> 
     Ok(Spread3::of(runs))
 }
 
-/// One repetition of one idle policy, executors pinned: (ns a hop adds at low load, µs of a
-/// ten-stage tree, α, idle-spin ns per tree).
+/// One repetition of one idle policy, executors pinned: (chained and first hop alone, ns a
+/// hop adds at low load, µs of a ten-stage tree, α, idle-spin ns per tree).
 fn idle_sample(
     syn10: &Arc<AppSpec>,
     syn2: &Arc<AppSpec>,
     idle: IdlePolicy,
     records: u64,
-) -> Result<[f64; 4], String> {
+) -> Result<[f64; 6], String> {
+    let alone = crate::hop::measure(idle.wait_policy(2), HOP_ROUNDS)?;
     let pinned = Deploy {
         pin: true,
         idle,
@@ -315,7 +323,14 @@ fn idle_sample(
         ..Deploy::ONE
     };
     let (a, _) = alpha(&run_syn(syn10, one, records, 1, None)?);
-    Ok([hop_ns, long.latency.p50, a, spin_ns])
+    Ok([
+        alone.chained_ns,
+        alone.first_ns,
+        hop_ns,
+        long.latency.p50,
+        a,
+        spin_ns,
+    ])
 }
 
 /// Runs the local dispatch benchmark.
@@ -334,7 +349,7 @@ pub fn run(
     let policies = idle_policies();
     let (mut one, mut cross, mut untracked, mut thr1, mut thr2) =
         (vec![], vec![], vec![], vec![], vec![]);
-    let mut per_policy: Vec<[Vec<f64>; 4]> = policies.iter().map(|_| Default::default()).collect();
+    let mut per_policy: Vec<[Vec<f64>; 6]> = policies.iter().map(|_| Default::default()).collect();
     for rep in 0..cfg.repetitions {
         let (a, t) = alpha(&run_syn(&spec, Deploy::ONE, cfg.records, 1, None)?);
         one.push(a);
@@ -353,8 +368,10 @@ pub fn run(
         progress(rep + 1);
     }
     let idle: Vec<IdleRow> = (policies.iter().zip(per_policy))
-        .map(|(policy, [hop, chain, a, spin])| IdleRow {
+        .map(|(policy, [alone, first, hop, chain, a, spin])| IdleRow {
             policy: policy.to_string(),
+            ring_hop_ns: Spread3::of(alone),
+            ring_first_hop_ns: Spread3::of(first),
             one_way_ns: Spread3::of(hop),
             chain_us: Spread3::of(chain),
             alpha_ns_per_request: Spread3::of(a),
@@ -382,12 +399,26 @@ pub fn run(
 /// The idle-policy rows as text.
 fn idle_table(r: &LocalDispatchReport) -> String {
     let mut out = String::from(
-        "local hop at low load, executors pinned to their own cores, per idle policy \
-         (median [min..max]):\n",
+        "local hop at low load, per idle policy (median [min..max] over the repetitions):\n\
+         \x20 the hop alone, two threads pinned to two cores:\n",
     );
     for row in &r.idle {
         out += &format!(
-            "  {:<8} one-way hop {:>7.0} ns [{:.0}..{:.0}]; ten-stage tree {:.1} µs; \
+            "    {:<8} chained hop {:>7.0} ns [{:.0}..{:.0}]; first hop after an idle gap \
+             {:.0} ns [{:.0}..{:.0}]\n",
+            row.policy,
+            row.ring_hop_ns.median,
+            row.ring_hop_ns.min,
+            row.ring_hop_ns.max,
+            row.ring_first_hop_ns.median,
+            row.ring_first_hop_ns.min,
+            row.ring_first_hop_ns.max,
+        );
+    }
+    out += "  through the worker (SYN, two executors, --pin):\n";
+    for row in &r.idle {
+        out += &format!(
+            "    {:<8} one-way hop {:>7.0} ns [{:.0}..{:.0}]; ten-stage tree {:.1} µs; \
              α {:.1} ns [{:.1}..{:.1}]; idle spin {:.1} µs CPU per tree\n",
             row.policy,
             row.one_way_ns.median,

@@ -4,6 +4,7 @@
 pub mod affinity;
 pub mod dispatch;
 pub mod dispatch_local;
+pub mod hop;
 pub mod place;
 pub mod ring;
 pub mod wake;
