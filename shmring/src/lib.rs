@@ -34,8 +34,8 @@ pub use doorbell::{Doorbell, ParkMode, ParkToken};
 pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{
-    Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig, RingControl,
-    RingMemory, WaitPolicy, WriteGrant, frame_bytes,
+    Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig,
+    RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes,
 };
 #[cfg(not(loom))]
 pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

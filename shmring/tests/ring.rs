@@ -256,8 +256,12 @@ fn threads_exchange_many_frames_without_loss() {
     let writer = std::thread::spawn(move || {
         for i in 0..n {
             let len = 8 + (i % 57) as usize;
-            p.wait_for_space(len, WaitPolicy::spin_then_park(Duration::from_micros(100)), None)
-                .unwrap();
+            p.wait_for_space(
+                len,
+                WaitPolicy::spin_then_park(Duration::from_micros(100)),
+                None,
+            )
+            .unwrap();
             let mut g = p.reserve(len).unwrap();
             g[..8].copy_from_slice(&i.to_le_bytes());
             g[8..].fill(i as u8);
@@ -266,7 +270,8 @@ fn threads_exchange_many_frames_without_loss() {
     });
     let mut next = 0u64;
     while next < n {
-        c.wait(WaitPolicy::spin_then_park(Duration::from_micros(100)), None).unwrap();
+        c.wait(WaitPolicy::spin_then_park(Duration::from_micros(100)), None)
+            .unwrap();
         c.pop_batch(16, |f| {
             assert_eq!(u64::from_le_bytes(f[..8].try_into().unwrap()), next);
             assert_eq!(f.len(), 8 + (next % 57) as usize);

@@ -133,7 +133,10 @@ mod tests {
             ("park:5", "only spin takes a bound"),
         ] {
             let e = text.parse::<IdlePolicy>().unwrap_err();
-            assert!(e.contains(why) && e.contains(&format!("{text:?}")), "{text}: {e}");
+            assert!(
+                e.contains(why) && e.contains(&format!("{text:?}")),
+                "{text}: {e}"
+            );
         }
     }
 

@@ -4,10 +4,10 @@
 
 use super::{ClusterWorkerConfig, Job, Running};
 use crate::routing::Slots;
-use crate::runtime::{IdlePolicy, RuntimeError};
 use crate::runtime::coordinator::{Coordinator, Launch};
 use crate::runtime::executor::{NetLink, Seat, SnapshotBox};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
+use crate::runtime::{IdlePolicy, RuntimeError};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkError, SinkTarget};
 use crate::transport::{Limits, PeerId, Transport};
 use clasp_operators::AppSpec;

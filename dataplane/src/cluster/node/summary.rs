@@ -33,10 +33,15 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         c.frames_in += m.get(scalar::FRAMES_IN);
     }
     // The network thread's idle spin in this job, like the executors'.
-    c.idle_spin_ns += node.t.counters().idle_spin_ns.saturating_sub(run.net_spin_from_ns);
+    c.idle_spin_ns += node
+        .t
+        .counters()
+        .idle_spin_ns
+        .saturating_sub(run.net_spin_from_ns);
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
-    c.sent_to = node.sent
+    c.sent_to = node
+        .sent
         .iter()
         .enumerate()
         .filter(|&(_, &n)| n > 0)
