@@ -3,6 +3,7 @@
 
 pub mod affinity;
 pub mod dispatch;
+pub mod dispatch_idle;
 pub mod dispatch_local;
 pub mod hop;
 pub mod place;

@@ -200,7 +200,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
     let mut base: Vec<f64> = Vec::new();
     let mut gamma: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut multishot = false;
-    let policies = crate::dispatch_local::idle_policies();
+    let policies = crate::dispatch_idle::idle_policies();
     let mut one_way: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
     for _ in 0..opts.repetitions {
         for (p, v) in policies.iter().zip(&mut one_way) {
