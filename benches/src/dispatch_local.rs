@@ -13,15 +13,22 @@
 //!   core: expect noise).
 //! - `tracking_ns_per_request`: α with every root tracked minus α with 1 in 2^20 tracked — what
 //!   exact end-to-end latency tracking costs per request.
-//! - `local_one_way_ns`: median end-to-end latency of a SYN tree at a low rate on two
-//!   alternating executors, divided by its ten hops (ingress → op1 → … → op10).
+//! - `idle` (one row per idle policy, `park` and `spin:50`, side by side in every
+//!   repetition), with the two executors pinned to two cores ("dedicated cores"; on a 2-core
+//!   machine CPUs 0 and 1): `one_way_ns`, the latency a hop adds at low load — the median
+//!   end-to-end latency of a ten-stage SYN tree minus that of a two-stage one, both at a low
+//!   rate on two alternating executors, over the eight hops between (so the ingress's hand-off,
+//!   the first wake-ups and the report to the coordinator cancel out); and α with that policy
+//!   (one executor, pinned; its idle spin left out of its CPU, as the planner leaves it out).
+//!   `local_one_way_ns` is the `park` row's.
 //!
 //! Medians of interleaved repetitions, with the spread.
 
+use crate::dispatch_idle::{IdleRow, idle_policies, idle_sample, idle_table};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
-use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
-use clasp_operators::{AppSpec, apps};
+use clasp_dataplane::runtime::{IdlePolicy, LocalConfig, LocalReport, run_local_worker};
+use clasp_operators::{AppSpec, Registry, apps};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -75,8 +82,10 @@ pub struct LocalDispatchReport {
     pub cross_core_ns_per_request: Spread3,
     /// What exact latency tracking adds per request.
     pub tracking_ns_per_request: f64,
-    /// One-way latency of a hop at low load.
+    /// One-way latency of a hop at low load, executors parking (the `park` row of `idle`).
     pub local_one_way_ns: f64,
+    /// Per idle policy: hop latency at low load and α, executors on cores of their own.
+    pub idle: Vec<IdleRow>,
     /// What the per-request metrics cost: the counter updates and clock reads an executor
     /// makes for one request, timed alone in a loop.
     pub metrics_ns_per_request: f64,
@@ -99,19 +108,45 @@ fn segment_name() -> String {
     )
 }
 
+/// How a SYN run is deployed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deploy {
+    pub(crate) executors: usize,
+    pub(crate) spread: Spread,
+    /// Pin the executors (executor e to the (e+1)-th allowed CPU, wrapping).
+    pub(crate) pin: bool,
+    pub(crate) idle: IdlePolicy,
+}
+
+impl Deploy {
+    pub(crate) const ONE: Deploy = Deploy {
+        executors: 1,
+        spread: Spread::Even,
+        pin: false,
+        idle: IdlePolicy::Auto,
+    };
+    pub(crate) const ALTERNATE: Deploy = Deploy {
+        executors: 2,
+        spread: Spread::Alternate,
+        pin: false,
+        idle: IdlePolicy::Auto,
+    };
+}
+
 /// Runs SYN on an in-process worker with the ingress on a thread.
-fn run_syn(
+pub(crate) fn run_syn(
     spec: &Arc<AppSpec>,
-    executors: usize,
-    spread: Spread,
+    deploy: Deploy,
     records: u64,
     sample_every: u64,
     rate: Option<f64>,
 ) -> Result<LocalReport, String> {
     let cfg = LocalConfig {
         segment_name: segment_name(),
-        executors,
-        spread,
+        executors: deploy.executors,
+        spread: deploy.spread,
+        pin: deploy.pin,
+        idle: deploy.idle,
         sample_every,
         max_in_flight: 4096,
         ..LocalConfig::default()
@@ -149,7 +184,7 @@ fn run_syn(
     if !report.errors.is_empty() {
         return Err(report.errors.join("; "));
     }
-    let expected = records * 10;
+    let expected = records * spec.operators.len() as u64;
     if report.totals["frames_in"] != expected {
         return Err(format!(
             "SYN processed {} requests, expected {expected}",
@@ -159,9 +194,10 @@ fn run_syn(
     Ok(report)
 }
 
-/// (CPU ns per local chained request excluding operator execution, records per second).
-fn alpha(r: &LocalReport) -> (f64, f64) {
-    let cpu = r.totals["cpu_ns"] as f64;
+/// (CPU ns per local chained request excluding operator execution and idle spinning, records
+/// per second).
+pub(crate) fn alpha(r: &LocalReport) -> (f64, f64) {
+    let cpu = r.totals["cpu_ns"].saturating_sub(r.totals["idle_spin_ns"]) as f64;
     let exec = r.totals["busy_ns"] as f64;
     let chained = r.totals["local_sent"].max(1) as f64;
     (
@@ -220,7 +256,7 @@ pub fn measure_alpha(records: u64, repetitions: u32) -> Result<Spread3, String> 
     }
     let spec = Arc::new(apps::builtin("syn").ok_or("the syn app is missing")?);
     let runs = (0..repetitions)
-        .map(|_| Ok(alpha(&run_syn(&spec, 1, Spread::Even, records, 1, None)?).0))
+        .map(|_| Ok(alpha(&run_syn(&spec, Deploy::ONE, records, 1, None)?).0))
         .collect::<Result<Vec<f64>, String>>()?;
     Ok(Spread3::of(runs))
 }
@@ -235,30 +271,41 @@ pub fn run(
     }
     let machine = crate::ring::machine_description();
     let spec = Arc::new(apps::builtin("syn").ok_or("the syn app is missing")?);
-    let (mut one, mut cross, mut untracked, mut thr1, mut thr2, mut lat) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let syn2 = Arc::new(
+        AppSpec::from_def(&Registry::builtin(), apps::syn::def(2)).map_err(|e| e.to_string())?,
+    );
+    let policies = idle_policies();
+    let (mut one, mut cross, mut untracked, mut thr1, mut thr2) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut per_policy: Vec<[Vec<f64>; 6]> = policies.iter().map(|_| Default::default()).collect();
     for rep in 0..cfg.repetitions {
-        let (a, t) = alpha(&run_syn(&spec, 1, Spread::Even, cfg.records, 1, None)?);
+        let (a, t) = alpha(&run_syn(&spec, Deploy::ONE, cfg.records, 1, None)?);
         one.push(a);
         thr1.push(t);
-        let (a, t) = alpha(&run_syn(&spec, 2, Spread::Alternate, cfg.records, 1, None)?);
+        let (a, t) = alpha(&run_syn(&spec, Deploy::ALTERNATE, cfg.records, 1, None)?);
         cross.push(a);
         thr2.push(t);
-        untracked.push(
-            alpha(&run_syn(
-                &spec,
-                1,
-                Spread::Even,
-                cfg.records,
-                1 << 20,
-                None,
-            )?)
-            .0,
-        );
-        let low = run_syn(&spec, 2, Spread::Alternate, 2000, 1, Some(2000.0))?;
-        lat.push(low.latency.p50 * 1000.0 / 10.0);
+        let sparse = run_syn(&spec, Deploy::ONE, cfg.records, 1 << 20, None)?;
+        untracked.push(alpha(&sparse).0);
+        for (policy, series) in policies.iter().zip(&mut per_policy) {
+            let sample = idle_sample(&spec, &syn2, *policy, cfg.records)?;
+            for (v, s) in sample.into_iter().zip(series.iter_mut()) {
+                s.push(v);
+            }
+        }
         progress(rep + 1);
     }
+    let idle: Vec<IdleRow> = (policies.iter().zip(per_policy))
+        .map(|(policy, [alone, first, hop, chain, a, spin])| IdleRow {
+            policy: policy.to_string(),
+            ring_hop_ns: Spread3::of(alone),
+            ring_first_hop_ns: Spread3::of(first),
+            one_way_ns: Spread3::of(hop),
+            chain_us: Spread3::of(chain),
+            alpha_ns_per_request: Spread3::of(a),
+            idle_spin_ns_per_tree: Spread3::of(spin),
+        })
+        .collect();
     let one = Spread3::of(one);
     let untracked = Spread3::of(untracked);
     Ok(LocalDispatchReport {
@@ -267,7 +314,8 @@ pub fn run(
         local_ns_per_request_spread: one,
         cross_core_ns_per_request: Spread3::of(cross),
         tracking_ns_per_request: one.median - untracked.median,
-        local_one_way_ns: Spread3::of(lat).median,
+        local_one_way_ns: idle[0].one_way_ns.median,
+        idle,
         metrics_ns_per_request: metrics_cost(&spec)?,
         syn_throughput_per_s: Spread3::of(thr1),
         syn_throughput_two_executors_per_s: Spread3::of(thr2),
@@ -282,9 +330,8 @@ pub fn table(r: &LocalDispatchReport) -> String {
         "machine: {}\nlocal chained request (α), one executor: {:.1} ns CPU [{:.1}..{:.1}]\n\
          local chained request across cores, two executors: {:.1} ns CPU [{:.1}..{:.1}]\n\
          of which exact latency tracking: {:.1} ns, per-request metrics: {:.1} ns\n\
-         local one-way hop latency at low load: {:.0} ns\n\
          SYN throughput, one executor: {:.0} records/s; two executors: {:.0} records/s\n\
-         ({} records, median of {} repetitions)\n",
+         {}({} records, median of {} repetitions)\n",
         r.machine,
         r.local_ns_per_request,
         r.local_ns_per_request_spread.min,
@@ -294,9 +341,9 @@ pub fn table(r: &LocalDispatchReport) -> String {
         r.cross_core_ns_per_request.max,
         r.tracking_ns_per_request,
         r.metrics_ns_per_request,
-        r.local_one_way_ns,
         r.syn_throughput_per_s.median,
         r.syn_throughput_two_executors_per_s.median,
+        idle_table(r),
         r.records,
         r.repetitions
     )

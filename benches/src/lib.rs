@@ -3,7 +3,9 @@
 
 pub mod affinity;
 pub mod dispatch;
+pub mod dispatch_idle;
 pub mod dispatch_local;
+pub mod hop;
 pub mod place;
 pub mod ring;
 pub mod wake;

@@ -7,6 +7,7 @@ use clasp_dataplane::cluster::control::{Chaos, Controller, Move, Static};
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
 use clasp_dataplane::routing::{Slots, Spread};
+use clasp_dataplane::runtime::IdlePolicy;
 use clasp_dataplane::transport::{ClusterSecret, Limits};
 use clasp_operators::{Comparable, apps, oracle};
 use clasp_protocol::ids::{Epoch, Slot};
@@ -37,6 +38,12 @@ fn free_addr() -> (SocketAddr, rustix::fd::OwnedFd) {
             return (addr.into(), fd);
         }
     }
+}
+
+thread_local! {
+    /// The idle policy of the next `run_with` on this thread: the job's, and worker 1's own.
+    static IDLE: std::cell::Cell<(IdlePolicy, Option<IdlePolicy>)> =
+        const { std::cell::Cell::new((IdlePolicy::Auto, None)) };
 }
 
 fn run(app: &str, workers: u32, spread: Spread, ring_bytes: usize, limits: Limits, records: u64) {
@@ -90,6 +97,7 @@ fn run_with(
                 leave: None,
                 leave_timeout: Duration::from_secs(20),
                 registry: clasp_operators::Registry::builtin(),
+                idle: if id == 1 { IDLE.get().1 } else { None },
             };
             let tx = tx.clone();
             std::thread::spawn(move || {
@@ -119,6 +127,7 @@ fn run_with(
         spread,
         ring_bytes,
         pin: false,
+        idle: IDLE.get().0,
         records,
         seed: 3,
         rate_per_s: None,
@@ -165,6 +174,28 @@ fn every_app_on_three_workers_in_one_process_equals_the_oracle() {
     for app in apps::builtin_names() {
         run(app, 3, Spread::Even, 1 << 20, Limits::default(), 1500);
     }
+}
+
+#[test]
+fn a_job_that_spins_runs_to_the_oracle_beside_a_worker_that_parks() {
+    // The job asks every worker to spin (executors and network threads); worker 1 was started
+    // with its own policy and parks. Every chained request crosses between the two.
+    IDLE.set((IdlePolicy::Spin { us: 20 }, Some(IdlePolicy::Park)));
+    let limits = Limits::default();
+    let report = run_with(
+        "syn",
+        2,
+        1,
+        Spread::Alternate,
+        1 << 16,
+        limits,
+        2000,
+        &mut Static,
+    );
+    IDLE.set((IdlePolicy::Auto, None));
+    // Worker 2 took the job's spin: its executors spun (and counted it apart from work).
+    let spun_ns = report.totals.get("idle_spin_ns").copied().unwrap_or(0);
+    assert!(spun_ns > 0, "{:?}", report.totals);
 }
 
 /// Tiny batches and credit: the data window holds one small batch.

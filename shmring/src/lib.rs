@@ -16,8 +16,8 @@
 //! - [`FanIn`]: many producers into one consumer as a set of SPSC rings polled fairly;
 //! - [`heap::channel`]: an in-process ring.
 //!
-//! Waiting spins briefly, then parks ([`WaitPolicy`]); with more runnable threads than cores it
-//! does not spin at all. A closed peer is reported as [`Error::Closed`], a dead peer process as
+//! Waiting spins for a bound of wall time, then parks ([`WaitPolicy`]); with more runnable
+//! threads than cores it does not spin at all. A closed peer is reported as [`Error::Closed`], a dead peer process as
 //! [`Error::PeerDead`].
 
 mod doorbell;
@@ -34,8 +34,8 @@ pub use doorbell::{Doorbell, ParkMode, ParkToken};
 pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{
-    Consumer, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig, RingControl,
-    RingMemory, WaitPolicy, WriteGrant, frame_bytes,
+    Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig,
+    RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes,
 };
 #[cfg(not(loom))]
 pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

@@ -256,8 +256,12 @@ fn threads_exchange_many_frames_without_loss() {
     let writer = std::thread::spawn(move || {
         for i in 0..n {
             let len = 8 + (i % 57) as usize;
-            p.wait_for_space(len, WaitPolicy { spins: 100 }, None)
-                .unwrap();
+            p.wait_for_space(
+                len,
+                WaitPolicy::spin_then_park(Duration::from_micros(100)),
+                None,
+            )
+            .unwrap();
             let mut g = p.reserve(len).unwrap();
             g[..8].copy_from_slice(&i.to_le_bytes());
             g[8..].fill(i as u8);
@@ -266,7 +270,8 @@ fn threads_exchange_many_frames_without_loss() {
     });
     let mut next = 0u64;
     while next < n {
-        c.wait(WaitPolicy { spins: 100 }, None).unwrap();
+        c.wait(WaitPolicy::spin_then_park(Duration::from_micros(100)), None)
+            .unwrap();
         c.pop_batch(16, |f| {
             assert_eq!(u64::from_le_bytes(f[..8].try_into().unwrap()), next);
             assert_eq!(f.len(), 8 + (next % 57) as usize);
@@ -300,4 +305,36 @@ fn both_park_modes_wake_a_parked_consumer() {
         drop(p);
         assert_eq!(reader.join().unwrap(), 300, "{mode:?}");
     }
+}
+
+#[test]
+fn a_spinning_consumer_parks_once_its_spin_is_over() {
+    let bell = Arc::new(clasp_shmring::Doorbell::new());
+    let (mut p, mut c) =
+        heap::channel_with_doorbell(RingConfig::new(256), Arc::clone(&bell)).unwrap();
+    let policy = WaitPolicy::spin_then_park(Duration::from_millis(1));
+    let reader = std::thread::spawn(move || {
+        c.wait(policy, Some(Duration::from_secs(30))).unwrap();
+        pop(&mut c).unwrap()
+    });
+    // Nothing arrives: after its 1 ms of spinning the consumer must sleep on the doorbell.
+    let start = std::time::Instant::now();
+    while bell.sleepers() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a consumer with a 1 ms spin never parked"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    p.push(b"wake").unwrap();
+    assert_eq!(reader.join().unwrap(), b"wake");
+}
+
+#[test]
+fn a_spinning_consumer_sees_a_frame_without_parking() {
+    let (mut p, mut c) = ring(256);
+    let policy = WaitPolicy::spin_then_park(Duration::from_secs(5));
+    p.push(b"now").unwrap();
+    c.wait(policy, None).unwrap();
+    assert_eq!(pop(&mut c).unwrap(), b"now");
 }

@@ -15,7 +15,8 @@ pub enum BenchCommand {
     /// std's mpsc, side by side in one run.
     Ring(RingArgs),
     /// What a chained request costs through the real worker path: CPU ns per local chained
-    /// request (α) on SYN, across cores, the cost of latency tracking, one-way hop latency.
+    /// request (α) on SYN, across cores, the cost of latency tracking; one-way hop latency at
+    /// low load, local and remote, with idle threads parking and spinning, side by side.
     Dispatch(DispatchArgs),
     /// CLASP placement time for 10 operators × 100 workers and 100 × 1000 (median, ms).
     Place(PlaceBenchArgs),
@@ -221,7 +222,18 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                 "  each extra destination: {:.1} ns per request",
                 r.per_destination_ns
             )?;
-            writeln!(out, "  one-way latency: {:.1} µs", r.remote_one_way_us)?;
+            writeln!(
+                out,
+                "  one-way latency, network threads on cores of their own, per idle policy \
+                 (median [min..max]):"
+            )?;
+            for row in &r.remote_idle {
+                writeln!(
+                    out,
+                    "    {:<8} {:.1} µs [{:.1}..{:.1}]",
+                    row.policy, row.one_way_us, row.one_way_us_min, row.one_way_us_max
+                )?;
+            }
         }
     }
     out.finish()

@@ -17,7 +17,7 @@ use crate::{lifeline, signals};
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress};
-use clasp_dataplane::runtime::{LocalConfig, LocalReport, run_local_worker};
+use clasp_dataplane::runtime::{IdlePolicy, LocalConfig, LocalReport, run_local_worker};
 use clasp_dataplane::source::{SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
 use clasp_shmring::Segment;
@@ -81,6 +81,12 @@ pub struct LocalArgs {
     /// Pin executors to cores (verified with sched_getcpu) when there are enough cores.
     #[arg(long)]
     pin: bool,
+    /// What idle executors do: `park` (sleep at once), `spin:US` (poll up to US µs of wall
+    /// time, then sleep; `spin` alone: 50 µs) or `auto` (spin 50 µs only when every busy
+    /// thread has a core, else park). Spin where the executors have cores of their own
+    /// (--pin): a hop at low load then takes a cache miss instead of a wake-up.
+    #[arg(long, value_name = "POLICY", default_value_t = IdlePolicy::Auto)]
+    idle: IdlePolicy,
     /// Metrics sampling interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     interval_ms: u64,
@@ -235,6 +241,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         max_in_flight: args.max_in_flight,
         sample_every: args.sample_every,
         pin: args.pin,
+        idle: args.idle,
         interval: Duration::from_millis(args.interval_ms),
         sink: args.sink.clone(),
         ..LocalConfig::default()

@@ -9,6 +9,7 @@ use crate::cmd::cluster::{ClusterFile, NetArgs, read_secret};
 use crate::cmd::usage_error;
 use clap::Args;
 use clasp_dataplane::cluster::node::{ClusterWorker, ClusterWorkerConfig, NodeError};
+use clasp_dataplane::runtime::IdlePolicy;
 use clasp_dataplane::transport::MAX_PEER_ID;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -64,6 +65,11 @@ pub struct WorkerArgs {
     /// by the driver) then pins executors inside this set.
     #[arg(long, value_name = "LIST", value_parser = CpuList::parse_arg)]
     cpus: Option<CpuList>,
+    /// What this worker's idle executors and network thread do, whatever the driver's job
+    /// says (default: the job's `clasp run --idle`): `park`, `spin:US` (poll up to US µs of
+    /// wall time, then sleep; `spin` alone: 50 µs) or `auto`.
+    #[arg(long, value_name = "POLICY")]
+    idle: Option<IdlePolicy>,
     /// On SIGTERM during a run, the worker leaves it: the driver moves its key groups to the
     /// other workers, then lets it go and it exits 0. A leave not done within this many
     /// seconds is a failure (exit 1). A second SIGTERM exits at once.
@@ -152,6 +158,7 @@ fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterW
         leave: Some(Arc::clone(leave)),
         leave_timeout: Duration::from_secs(args.leave_timeout_s),
         registry: crate::registry::get().clone(),
+        idle: args.idle,
     })
 }
 

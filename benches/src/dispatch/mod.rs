@@ -103,14 +103,31 @@ pub struct RemoteDispatch {
     /// The tokio + postcard baseline, CPU ns per request, by batch size (empty in a build
     /// without the `baselines` feature).
     pub baseline_remote_ns_per_request: BTreeMap<String, f64>,
-    /// One-way latency of one request (half a round trip), median, µs.
+    /// One-way latency of one request (half a round trip), median, µs: network threads on
+    /// cores of their own, waiting in the kernel at once (the `park` row of `remote_idle`).
     pub remote_one_way_us: f64,
+    /// Per idle policy of the network threads: one-way latency (µs; median, min, max over
+    /// the repetitions).
+    pub remote_idle: Vec<RemoteIdleRow>,
     /// The same for the baseline, µs (None in a build without the `baselines` feature).
     pub baseline_one_way_us: Option<f64>,
     /// Receive path the transport used ("multishot" or "plain").
     pub receive_path: String,
     /// Repetitions each median is over.
     pub repetitions: usize,
+}
+
+/// One idle policy's remote hop.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RemoteIdleRow {
+    /// The policy, as `--idle` takes it.
+    pub policy: String,
+    /// One-way latency, µs: median over the repetitions.
+    pub one_way_us: f64,
+    /// Lowest.
+    pub one_way_us_min: f64,
+    /// Highest.
+    pub one_way_us_max: f64,
 }
 
 /// Checks that both paths deliver every request intact before anything is timed.
@@ -171,7 +188,7 @@ pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>)
 #[cfg(feature = "baselines")]
 pub fn latency(round_trips: usize) -> (f64, f64) {
     (
-        remote_latency_us(round_trips),
+        remote_latency_us(round_trips, std::time::Duration::ZERO),
         baseline::latency_us(round_trips),
     )
 }
@@ -183,7 +200,12 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
     let mut base: Vec<f64> = Vec::new();
     let mut gamma: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut multishot = false;
+    let policies = crate::dispatch_idle::idle_policies();
+    let mut one_way: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
     for _ in 0..opts.repetitions {
+        for (p, v) in policies.iter().zip(&mut one_way) {
+            v.push(remote_latency_us(opts.round_trips, p.network_spin()));
+        }
         for &b in &BATCH_SIZES {
             let (ns, m) = remote_run(b, opts.requests_for(b));
             multishot = m;
@@ -204,6 +226,18 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
         .collect();
     let g1 = detail.get("1").copied().unwrap_or(f64::NAN);
     let g4 = detail.get("4").copied().unwrap_or(f64::NAN);
+    let remote_idle: Vec<RemoteIdleRow> = (policies.iter().zip(one_way))
+        .map(|(p, v)| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            RemoteIdleRow {
+                policy: p.to_string(),
+                one_way_us: median(v),
+                one_way_us_min: lo,
+                one_way_us_max: hi,
+            }
+        })
+        .collect();
     RemoteDispatch {
         remote_ns_per_request: remote
             .into_iter()
@@ -216,7 +250,8 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
             .then(|| ("32".to_string(), median(base)))
             .into_iter()
             .collect(),
-        remote_one_way_us: remote_latency_us(opts.round_trips),
+        remote_one_way_us: remote_idle[0].one_way_us,
+        remote_idle,
         baseline_one_way_us: baseline_latency_us(opts.round_trips),
         receive_path: if multishot {
             "multishot".into()
@@ -252,6 +287,8 @@ mod tests {
             r.baseline_remote_ns_per_request
         );
         assert!(r.remote_one_way_us > 0.0);
+        assert_eq!(r.remote_idle.len(), 2);
+        assert!(r.remote_idle.iter().all(|row| row.one_way_us > 0.0));
         let json = serde_json::to_value(&r).expect("json");
         assert!(json.get("per_destination_ns").is_some());
     }

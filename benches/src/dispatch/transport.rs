@@ -175,15 +175,25 @@ pub(super) fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
 }
 
 /// One-way latency: half the median round trip of one request A → B → A, batches leaving at
-/// once (age limit 0).
-pub(super) fn remote_latency_us(round_trips: usize) -> f64 {
+/// once (age limit 0), both network threads pinned to cores of their own and watching their
+/// rings for `idle_spin` before they wait in the kernel (zero: they wait at once).
+pub(super) fn remote_latency_us(round_trips: usize, idle_spin: Duration) -> f64 {
+    // Side A on a thread of its own too: pinning it leaves the caller's thread as it was.
+    spawn_named("latency-a", move || one_way_us(round_trips, idle_spin))
+        .join()
+        .expect("the latency run does not panic")
+}
+
+fn one_way_us(round_trips: usize, idle_spin: Duration) -> f64 {
     let limits = limits_for(1, 0);
     let meet = Rendezvous::new(2);
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {
         let (stop, meet, limits) = (stop.clone(), meet.clone(), limits.clone());
         std::thread::spawn(move || {
+            pin(1);
             let mut b = meet.join(2, &[1], &limits);
+            b.set_idle_spin(idle_spin);
             let mut sink = RingSink::new(true);
             while !stop.load(Ordering::Acquire) {
                 b.poll(Duration::from_millis(1), &mut sink).expect("poll");
@@ -206,7 +216,9 @@ pub(super) fn remote_latency_us(round_trips: usize) -> f64 {
             }
         })
     };
+    pin(0);
     let mut a = meet.join(1, &[2], &limits);
+    a.set_idle_spin(idle_spin);
     let mut sink = RingSink::new(false);
     let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
     let mut rtts = Vec::with_capacity(round_trips);

@@ -40,7 +40,9 @@ pub use migration::{
     TransferCode, table_of,
 };
 pub use run::ArchivedLedgerDelta;
-pub use run::{Counters, DELTAS_PER_MESSAGE, Job, LedgerDelta, SpreadCode, Status, WorkerSummary};
+pub use run::{
+    Counters, DELTAS_PER_MESSAGE, IdleCode, Job, LedgerDelta, SpreadCode, Status, WorkerSummary,
+};
 
 use rkyv::{Archive, Deserialize, Serialize};
 

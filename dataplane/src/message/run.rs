@@ -3,6 +3,7 @@
 
 use super::RoutingRow;
 use crate::routing::Spread;
+use crate::runtime::IdlePolicy;
 use crate::runtime::ledger::Delta;
 use crate::transport::PeerId;
 use clasp_operators::OperatorSummary;
@@ -23,6 +24,8 @@ pub struct Job {
     pub ring_bytes: u64,
     /// Pin executors to cores.
     pub pin: bool,
+    /// What idle executors and network threads do (a worker's own `--idle` overrides it).
+    pub idle: IdleCode,
     /// The workers, in the order the routing table spreads over.
     pub workers: Vec<PeerId>,
     /// The driver's id and the address workers connect back to.
@@ -49,6 +52,40 @@ pub struct Job {
     /// The checkpoint parts whose key groups the executors import before they start (a run
     /// restarted after a lost worker); empty: every executor starts empty.
     pub restore: Vec<super::RestorePart>,
+}
+
+/// [`IdlePolicy`] on the wire (the runtime's type stays free of the codec).
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleCode {
+    /// [`IdlePolicy::Auto`].
+    Auto,
+    /// [`IdlePolicy::Park`].
+    Park,
+    /// [`IdlePolicy::Spin`], its bound in µs.
+    Spin(u32),
+}
+
+impl From<IdlePolicy> for IdleCode {
+    fn from(p: IdlePolicy) -> Self {
+        match p {
+            IdlePolicy::Auto => IdleCode::Auto,
+            IdlePolicy::Park => IdleCode::Park,
+            IdlePolicy::Spin { us } => IdleCode::Spin(us),
+        }
+    }
+}
+
+impl From<IdleCode> for IdlePolicy {
+    fn from(c: IdleCode) -> Self {
+        match c {
+            IdleCode::Auto => IdlePolicy::Auto,
+            IdleCode::Park => IdlePolicy::Park,
+            // A bound out of range from a peer is clamped, not trusted.
+            IdleCode::Spin(us) => IdlePolicy::Spin {
+                us: us.clamp(1, crate::runtime::idle::IDLE_SPIN_US_MAX),
+            },
+        }
+    }
 }
 
 /// [`Spread`] on the wire (the routing module's type stays free of the codec).

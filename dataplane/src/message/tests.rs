@@ -35,6 +35,11 @@ fn job() -> impl Strategy<Value = Message> {
                 },
                 ring_bytes,
                 pin,
+                idle: match interval_ms % 3 {
+                    0 => IdleCode::Auto,
+                    1 => IdleCode::Park,
+                    _ => IdleCode::Spin(driver),
+                },
                 peers: workers.iter().map(|&w| (w, driver_addr.clone())).collect(),
                 workers,
                 driver,

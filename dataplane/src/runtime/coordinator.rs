@@ -130,8 +130,11 @@ impl Coordinator {
         // worker's other threads), so workers restricted to different CPU sets on one host
         // never pin onto the same CPU. `available_parallelism` would count a CPU quota too,
         // but a capped worker still runs on every CPU of its set.
+        // Executors that spin own their cores: with as many executors as CPUs each is still
+        // pinned to one (the worker's other threads, which mostly sleep, then share them).
         let cpus = crate::affinity::allowed_cpus();
-        let pin = launch.pin && executors < cpus.len();
+        let fits = executors < cpus.len() || (launch.policy.spins() && executors == cpus.len());
+        let pin = launch.pin && fits;
         self.sink = launch.sink.take();
         for (e, link) in launch.links.into_iter().enumerate() {
             let exec = Executor::new(

@@ -422,7 +422,7 @@ impl Executor {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         // A wait that may spin burns CPU that is not work: measured, so the planner's CPU
         // figure can leave it out. A parking-only wait costs ~nothing and is not measured.
-        let spin_from_ns = (self.policy.spins > 0).then(crate::clock::thread_cpu_ns);
+        let spin_from_ns = self.policy.spins().then(crate::clock::thread_cpu_ns);
         let result = self.inputs.wait(self.policy, timeout);
         if let Some(from) = spin_from_ns {
             m.add(

@@ -16,6 +16,7 @@ pub mod coordinator;
 pub(crate) mod deltas;
 mod error;
 pub mod executor;
+pub mod idle;
 pub mod ingress;
 pub mod layout;
 pub mod ledger;
@@ -24,4 +25,5 @@ pub mod messages;
 pub(crate) mod results;
 
 pub use error::RuntimeError;
+pub use idle::IdlePolicy;
 pub use local::{IntervalSample, LocalConfig, LocalReport, OperatorMetrics, run_local_worker};

@@ -47,7 +47,7 @@ pub(crate) fn merge(operators: usize, results: Vec<ExecutorResult>) -> Merged {
 }
 
 /// Counters every worker reports in its totals, by name.
-pub(crate) const TOTALS: [(&str, usize); 10] = [
+pub(crate) const TOTALS: [(&str, usize); 11] = [
     ("parks", scalar::PARKS),
     ("wakeups", scalar::WAKEUPS),
     ("frames_in", scalar::FRAMES_IN),
@@ -58,6 +58,7 @@ pub(crate) const TOTALS: [(&str, usize); 10] = [
     ("busy_ns", scalar::BUSY_NS),
     ("cpu_ns", scalar::CPU_NS),
     ("timing_outliers", scalar::TIMING_OUTLIERS),
+    ("idle_spin_ns", scalar::IDLE_SPIN_NS),
 ];
 
 /// The counters `names` summed over the executors of `seg`.

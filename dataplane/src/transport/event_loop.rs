@@ -103,6 +103,8 @@ pub struct Transport {
     busy: bool,
     /// The kernel supports `min_wait` on a wait (`IORING_FEAT_MIN_TIMEOUT`).
     min_wait: bool,
+    /// How long an idle turn watches the ring before it waits in the kernel (`idle_spin.rs`).
+    pub(super) idle_spin: Duration,
 }
 
 /// An id of the calling thread that costs no system call: the address of a thread-local.
@@ -212,6 +214,7 @@ impl Transport {
             owner: 0,
             busy: false,
             min_wait,
+            idle_spin: Duration::ZERO,
         };
         t.arm_wake()?;
         t.arm_accept()?;
@@ -282,7 +285,8 @@ impl Transport {
             self.enter(None)?;
         } else {
             let wait = self.next_deadline().map_or(timeout, |d| d.min(timeout));
-            self.enter(Some(wait))?;
+            let arrived = self.spin_for_completion(wait);
+            self.enter((!arrived).then_some(wait))?;
             self.work(inbound)?;
             self.busy = self.delivered_this_turn >= COALESCE_AFTER;
             // What the wake-up queued (typically the next batch, now that the last send

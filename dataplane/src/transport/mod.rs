@@ -46,7 +46,8 @@
 //!   handshake slots, and which connection is dropped when they are all taken;
 //! - `wire.rs`: the frame format; `bufring.rs`: the provided receive buffers; `config.rs`:
 //!   [`TransportConfig`], [`Limits`] and [`Faults`]; `refusals.rs`: the rate-limited log of
-//!   refused connections.
+//!   refused connections; `idle_spin.rs`: watching the ring a while before waiting in the
+//!   kernel, where the deployment chose to spin.
 //!
 //! # Example
 //! ```no_run
@@ -90,6 +91,7 @@ mod conn;
 mod event_loop;
 mod framing;
 mod handshake;
+mod idle_spin;
 mod lifecycle;
 mod op;
 mod pending;
@@ -241,6 +243,8 @@ pub struct TransportCounters {
     pub enters: u64,
     /// Turns of `poll`.
     pub turns: u64,
+    /// Thread CPU ns spent watching the ring before waiting (the idle spin; not work).
+    pub idle_spin_ns: u64,
     /// Whether receive uses multishot into provided buffers (false: plain recv).
     pub multishot: bool,
 }

@@ -1,4 +1,4 @@
-//! How an end of a ring waits for its peer: spin as [`WaitPolicy`] says, then park on a
+//! How an end of a ring waits for its peer: spin for as long as [`WaitPolicy`] says, then park on a
 //! doorbell in slices of [`LIVENESS_POLL`], re-checking the condition after announcing the park
 //! (so a wake-up between the check and the sleep is never lost) and the peer's liveness after
 //! every slice (so a dead peer process is reported instead of waited for).
@@ -11,32 +11,71 @@ use std::time::{Duration, Instant};
 /// How long a parked side sleeps before it checks whether its peer process is still alive.
 pub const LIVENESS_POLL: Duration = Duration::from_millis(50);
 
-/// How a side waits: spin this many times, then park.
+/// How a side waits: poll for up to [`spin`](Self::spin) of wall time, then park.
+///
+/// The bound is wall time, not a poll count: a count means 10 µs on one CPU and 40 on another,
+/// and what a deployment decides is how long an idle core may burn before it gives the core
+/// back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitPolicy {
-    /// Polls before parking. 0 when runnable threads outnumber cores: a spinner would take the
-    /// core from the very thread it waits for.
-    pub spins: u32,
+    /// Longest spin before parking. Zero when runnable threads outnumber cores: a spinner
+    /// would take the core from the very thread it waits for.
+    pub spin: Duration,
 }
 
-/// Polls before parking when every runnable thread has a core of its own. About 10-30 µs on a
-/// current x86 core: long enough to ride out a burst's gaps, short against a park/wake pair.
-pub const DEFAULT_SPINS: u32 = 10_000;
+/// Spin before parking when every runnable thread has a core of its own: long enough to
+/// ride out the gaps of a burst and the hand-offs along a chain of operators, short against
+/// the gaps of a stream at low load (a core that spins longer is a core not given back).
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// Polls between two reads of the clock while spinning (a clock read costs tens of ns on a
+/// virtual machine; a poll a few).
+const POLLS_PER_CLOCK_READ: u32 = 32;
 
 impl WaitPolicy {
     /// Never spin: park as soon as there is nothing to do.
-    pub const PARK: WaitPolicy = WaitPolicy { spins: 0 };
+    pub const PARK: WaitPolicy = WaitPolicy {
+        spin: Duration::ZERO,
+    };
 
-    /// The policy for a process that runs `runnable_threads` busy threads: spin only when each
-    /// has a core.
+    /// Spin up to `spin`, then park.
+    pub const fn spin_then_park(spin: Duration) -> Self {
+        WaitPolicy { spin }
+    }
+
+    /// The policy for a process that runs `runnable_threads` busy threads: spin
+    /// [`DEFAULT_SPIN`] only when each has a core.
     pub fn for_runnable_threads(runnable_threads: usize) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if runnable_threads > cores {
             Self::PARK
         } else {
-            WaitPolicy {
-                spins: DEFAULT_SPINS,
+            Self::spin_then_park(DEFAULT_SPIN)
+        }
+    }
+
+    /// Whether this policy spins at all.
+    pub fn spins(&self) -> bool {
+        !self.spin.is_zero()
+    }
+}
+
+/// Polls `probe` until it says the condition holds (`Ok(true)`) or `policy.spin` of wall time
+/// has passed (`Ok(false)`). A zero bound reads no clock (loom models stay deterministic).
+fn spin_until(policy: WaitPolicy, probe: &mut impl FnMut(Probe) -> Result<bool>) -> Result<bool> {
+    if !policy.spins() {
+        return Ok(false);
+    }
+    let deadline = Instant::now() + policy.spin;
+    loop {
+        for _ in 0..POLLS_PER_CLOCK_READ {
+            if probe(Probe::Poll)? {
+                return Ok(true);
             }
+            spin_loop();
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
         }
     }
 }
@@ -61,11 +100,8 @@ pub(crate) fn park_until(
     timeout: Option<Duration>,
     mut probe: impl FnMut(Probe) -> Result<bool>,
 ) -> Result<()> {
-    for _ in 0..policy.spins {
-        if probe(Probe::Poll)? {
-            return Ok(());
-        }
-        spin_loop();
+    if spin_until(policy, &mut probe)? {
+        return Ok(());
     }
     let start = Instant::now();
     let mut last_liveness_check = start;

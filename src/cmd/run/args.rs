@@ -7,6 +7,7 @@ use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
+use clasp_dataplane::runtime::IdlePolicy;
 use clasp_dataplane::sink::SinkTarget;
 use clasp_dataplane::source::SourceSpec;
 use std::net::SocketAddr;
@@ -116,6 +117,13 @@ pub struct RunArgs {
     /// With --cpus, that is the (e+1)-th CPU of the list.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// What the workers' idle executors and network threads do: `park` (sleep at once),
+    /// `spin:US` (poll up to US µs of wall time, then sleep; `spin` alone: 50 µs) or `auto`
+    /// (executors spin 50 µs only when every thread of every worker has a core, else park;
+    /// network threads park). Sent to the workers in the job; a worker started with its own
+    /// --idle keeps that. Spin where the workers have cores of their own (--pin, --cpus).
+    #[arg(long, value_name = "POLICY", default_value_t = IdlePolicy::Auto)]
+    pub(crate) idle: IdlePolicy,
     /// Cap each worker process this run starts at F of one core (e.g. 0.3): its own cgroup
     /// with a CPU quota of F × 10 ms per 10 ms period, joined before it execs; removed after
     /// the run. F must be at least 0.1 (the kernel's 1 ms minimum quota) and at most the

@@ -85,6 +85,7 @@ pub fn prepare(
         },
         ring_bytes: args.ring_bytes,
         pin: args.pin,
+        idle: args.idle,
         records,
         seed: args.seed,
         rate_per_s: args.rate,

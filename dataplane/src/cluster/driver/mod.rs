@@ -29,6 +29,7 @@ use super::control::{Controller, IntervalView, MigrationRecord, Static, active_w
 use super::{DRIVER_ID, Job, WorkerSummary};
 use crate::message::{Message, RoutingRow};
 use crate::routing::{self, Slots, Spread};
+use crate::runtime::IdlePolicy;
 use crate::runtime::ledger::LatencySummary;
 use crate::transport::{ClusterSecret, Limits, PeerId, Transport, TransportConfig};
 use barrier::{Ack, Barrier};
@@ -86,6 +87,8 @@ pub struct DriverConfig {
     pub ring_bytes: usize,
     /// Pin the workers' executors.
     pub pin: bool,
+    /// What the workers' idle threads do (unless a worker was started with its own).
+    pub idle: IdlePolicy,
     /// Records to admit.
     pub records: u64,
     /// Generator seed.
@@ -348,6 +351,7 @@ impl<'a> Driver<'a> {
             spread: cfg.spread.into(),
             ring_bytes: cfg.ring_bytes as u64,
             pin: cfg.pin,
+            idle: cfg.idle.into(),
             workers: self.slots.workers.clone(),
             driver: DRIVER_ID,
             driver_addr: cfg.advertise.unwrap_or(self.t.local_addr()).to_string(),

@@ -37,6 +37,7 @@ use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
 use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
 use crate::request::RequestHeader;
 use crate::routing::Slots;
+use crate::runtime::IdlePolicy;
 use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
 use crate::runtime::deltas::PendingDeltas;
 use crate::runtime::layout::{WorkerSegment, scalar};
@@ -108,6 +109,8 @@ pub struct ClusterWorkerConfig {
     /// The operator kinds this worker can run: a job whose app names another kind is refused,
     /// naming it (the worker was started from a binary that does not register it).
     pub registry: Registry,
+    /// What idle executors and the network thread do; `None`: what each job says.
+    pub idle: Option<IdlePolicy>,
 }
 
 /// How a cluster worker's run ended (it had a job; errors before that are `Err`).
@@ -139,6 +142,8 @@ struct Running {
     cpu: crate::cpu_usage::CpuSource,
     /// The executors' snapshot mailboxes, and the checkpoint being taken.
     snap: snapshot::Snapshots,
+    /// The transport's idle-spin counter when the job started.
+    net_spin_from_ns: u64,
 }
 
 impl Running {
@@ -619,6 +624,9 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
     };
     let mut run = start_executors(cfg, job, Arc::new(spec), &node.t)
         .map_err(|e| NodeError::Job(e.to_string()))?;
+    node.t
+        .set_idle_spin(start::idle_policy(cfg, job).network_spin());
+    run.net_spin_from_ns = node.t.counters().idle_spin_ns;
     run.peers = peers;
     Ok(run)
 }
@@ -654,7 +662,7 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
             && Instant::now() >= next_counters
         {
             next_counters = Instant::now() + iv;
-            let c = counters(node.id, run, &node.sent);
+            let c = counters(node, run);
             node.push(&Message::Counters(Box::new(c)));
         }
         let moved = node.pump_out(run);

@@ -4,15 +4,14 @@
 
 use super::{ClusterWorkerConfig, Job, Running};
 use crate::routing::Slots;
-use crate::runtime::RuntimeError;
 use crate::runtime::coordinator::{Coordinator, Launch};
 use crate::runtime::executor::{NetLink, Seat, SnapshotBox};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
+use crate::runtime::{IdlePolicy, RuntimeError};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkError, SinkTarget};
 use crate::transport::{Limits, PeerId, Transport};
 use clasp_operators::AppSpec;
 use clasp_protocol::assignment::Assignment;
-use clasp_shmring::WaitPolicy;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -135,9 +134,9 @@ pub(super) fn start_executors(
         spec: &spec,
         worker: cfg.id,
         seat: &seat,
-        // Every worker of the cluster may share this machine: spin only if every thread of
-        // every worker has a core.
-        policy: WaitPolicy::for_runnable_threads((executors + 1) * job.workers.len() + 1),
+        // Auto: every worker of the cluster may share this machine, so spin only if every
+        // thread of every worker has a core.
+        policy: idle_policy(cfg, job).wait_policy((executors + 1) * job.workers.len() + 1),
         pin: job.pin,
         links,
         sink,
@@ -156,7 +155,13 @@ pub(super) fn start_executors(
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
         cpu: crate::cpu_usage::CpuSource::detect(),
         snap,
+        net_spin_from_ns: 0,
     })
+}
+
+/// What this worker's idle threads do: its own `--idle` if it was given one, else the job's.
+pub(super) fn idle_policy(cfg: &ClusterWorkerConfig, job: &Job) -> IdlePolicy {
+    cfg.idle.unwrap_or_else(|| job.idle.into())
 }
 
 /// Opens the job's sink for this worker, if it names one.

@@ -7,10 +7,10 @@ use crate::runtime::results::{TOTALS, counter_totals, merge};
 use std::collections::BTreeMap;
 
 /// The worker's cumulative counters now.
-pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
+pub(super) fn counters(node: &Node, run: &Running) -> Counters {
     let ops = run.spec.operators.len();
     let mut c = Counters {
-        worker: id,
+        worker: node.id,
         t_ns: crate::clock::monotonic_ns(),
         processed: vec![0; ops],
         exec_ns: vec![0; ops],
@@ -32,9 +32,16 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
         c.idle_spin_ns += m.get(scalar::IDLE_SPIN_NS);
         c.frames_in += m.get(scalar::FRAMES_IN);
     }
+    // The network thread's idle spin in this job, like the executors'.
+    c.idle_spin_ns += node
+        .t
+        .counters()
+        .idle_spin_ns
+        .saturating_sub(run.net_spin_from_ns);
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
-    c.sent_to = sent
+    c.sent_to = node
+        .sent
         .iter()
         .enumerate()
         .filter(|&(_, &n)| n > 0)
@@ -59,7 +66,7 @@ pub(super) fn finish(
     results: Vec<ExecutorResult>,
 ) -> Result<(), NodeError> {
     // The per-operator metrics are the last counters.
-    let c = counters(node.id, run, &node.sent);
+    let c = counters(node, run);
     let merged = merge(run.spec.operators.len(), results);
     let mut s = WorkerSummary {
         worker: node.id,

@@ -20,13 +20,13 @@ pub use report::{IntervalSample, LocalReport, OperatorMetrics};
 use super::RuntimeError;
 use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, StallWatch};
 use super::executor::Seat;
+use super::idle::IdlePolicy;
 use super::layout::{self, SegmentSizes, WorkerSegment};
 use super::ledger::Ledger;
 use super::messages::Report;
 use crate::routing::{self, Slots, Spread};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkTarget};
 use clasp_operators::AppSpec;
-use clasp_shmring::WaitPolicy;
 use report::Sampler;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -56,6 +56,8 @@ pub struct LocalConfig {
     pub sample_every: u64,
     /// Pin executors to cores (verified), when there are enough cores.
     pub pin: bool,
+    /// What idle executors do: park, or spin a while first.
+    pub idle: IdlePolicy,
     /// Metrics sampling interval.
     pub interval: Duration,
     /// Give up when nothing progresses for this long with work outstanding.
@@ -75,6 +77,7 @@ impl Default for LocalConfig {
             max_in_flight: 4096,
             sample_every: 1,
             pin: false,
+            idle: IdlePolicy::Auto,
             interval: Duration::from_millis(100),
             stall_timeout: Duration::from_secs(60),
             sink: None,
@@ -158,7 +161,7 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         worker: cfg.worker_id,
         seat: &seat,
         // The executors, the coordinator and the ingress.
-        policy: WaitPolicy::for_runnable_threads(cfg.executors + 2),
+        policy: cfg.idle.wait_policy(cfg.executors + 2),
         pin: cfg.pin,
         links: vec![None; cfg.executors],
         sink,
