@@ -47,6 +47,7 @@ use std::collections::VecDeque;
 use crate::app::AppModel;
 use crate::baselines::{Observed, Policy, policy};
 use crate::estimator::CapacityEstimator;
+use crate::headroom::{HeadroomModel, HeadroomTarget, chain_hops};
 use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor, scheduling_and_execution_us_per_s,
@@ -173,6 +174,8 @@ pub struct Autoscaler {
     drained_since_us: Option<f64>,
     /// A decision was returned and its migration is not over yet.
     migrating: bool,
+    /// Per-worker queueing fits and headrooms (`AutoscaleConfig::latency_target_ms`).
+    headroom: Option<HeadroomModel>,
 }
 
 /// The rate a decision plans for: `base·(1 + margin) + drain`.
@@ -224,6 +227,15 @@ impl Autoscaler {
             edges_per_s: per_edge,
         };
         let first = rate_or_zero(first_rate_per_s);
+        let headroom = cfg.latency_target_ms.map(|ms| {
+            HeadroomModel::new(HeadroomTarget {
+                target_us: ms * 1e3,
+                floor: cfg.headroom_floor,
+                ceiling: cfg.headroom,
+                executors: cfg.executors_per_worker,
+                hops: chain_hops(app.operators.len(), &edges),
+            })
+        });
         Autoscaler {
             names: app.operators.iter().map(|o| o.name.clone()).collect(),
             edges,
@@ -246,6 +258,7 @@ impl Autoscaler {
             drain_planned_per_s: 0.0,
             drained_since_us: None,
             migrating: false,
+            headroom,
             cfg,
         }
     }
@@ -323,6 +336,7 @@ impl Autoscaler {
             // Policies with an overhead model (Zhang24) refit it from measured times.
             let (sched, exec) = scheduling_and_execution_us_per_s(samples);
             self.policy.observe_overhead(sched, exec);
+            self.observe_queueing(samples);
         }
         let saturated = self.observe_saturation(samples);
         self.record_rates(t_us, samples, planner);
@@ -565,6 +579,9 @@ impl Autoscaler {
             })
         });
         self.workers = rest;
+        if let Some(m) = &mut self.headroom {
+            m.worker_left(index);
+        }
         for row in &mut self.parallelism {
             if index < row.len() {
                 row.remove(index);
@@ -605,6 +622,25 @@ impl Autoscaler {
         &self.cfg
     }
 
+    /// The latency-aware option: every active worker's interval refits its queueing relation
+    /// (with the costs and W̄ planned with, so ρ is the quantity the headroom bounds).
+    fn observe_queueing(&mut self, samples: &[WorkerSample]) {
+        let (costs, w_bar) = (self.learner.costs(), self.capacity_us_per_s());
+        if let Some(m) = &mut self.headroom {
+            for s in samples {
+                m.observe(s, costs, w_bar);
+            }
+        }
+    }
+
+    /// The headroom of each of the first `max_workers` workers the next plan packs: h_w from
+    /// the latency target, or empty when the option is off (every worker: h).
+    pub fn worker_headrooms(&self) -> Vec<f64> {
+        self.headroom
+            .as_ref()
+            .map_or_else(Vec::new, |m| m.headrooms(self.cfg.max_workers))
+    }
+
     /// The problem the policy would see at `rate_per_s` inputs per second now.
     pub fn problem_at(&self, rate_per_s: f64) -> Problem {
         let ctx = DerivationContext {
@@ -619,6 +655,7 @@ impl Autoscaler {
         Problem {
             packing: self.cfg.packing,
             beta_receiver_share: self.cfg.beta_receiver_share,
+            worker_headroom: self.worker_headrooms(),
             ..derive_problem(&ctx, &self.profile, rate_or_zero(rate_per_s))
         }
     }

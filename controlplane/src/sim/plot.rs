@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::e2e::E2eResult;
 use crate::app::AppModel;
-use crate::baselines::PolicyKind;
 
 const COLORS: [RGBColor; 5] = [
     RGBColor(31, 119, 180),
@@ -204,9 +203,9 @@ pub fn e2e_timelines(path: &Path, runs: &[(String, Vec<E2eResult>)]) -> std::io:
         .max()
         .unwrap_or(1) as f64
         + 1.0;
-    for ((area, r), k) in areas.iter().zip(rs).zip(PolicyKind::COMPARED) {
+    for (area, r) in areas.iter().zip(rs) {
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{app} / {}", k.name()), ("sans-serif", 14))
+            .caption(format!("{app} / {}", r.policy), ("sans-serif", 14))
             .margin(6)
             .x_label_area_size(20)
             .y_label_area_size(50)
