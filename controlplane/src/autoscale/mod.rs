@@ -336,7 +336,6 @@ impl Autoscaler {
             // Policies with an overhead model (Zhang24) refit it from measured times.
             let (sched, exec) = scheduling_and_execution_us_per_s(samples);
             self.policy.observe_overhead(sched, exec);
-            self.observe_queueing(samples);
         }
         let saturated = self.observe_saturation(samples);
         self.record_rates(t_us, samples, planner);
@@ -345,6 +344,9 @@ impl Autoscaler {
             self.saturated_per_worker_per_s = Some(big_lambda / self.workers as f64);
         }
         self.refresh_profile(t_us, lam, big_lambda);
+        if !self.migrating && !saturated && self.steady(t_us, lam, big_lambda) {
+            self.observe_queueing(samples);
+        }
         let now_us = if t_us.is_finite() {
             t_us.max(0.0) as u64
         } else {
@@ -387,9 +389,15 @@ impl Autoscaler {
         let s = projection_factor(lam, big_lambda);
         let plan = self.plan_rate(lam);
         let rate = plan.rate_per_s;
-        let problem = self.problem_at(rate);
+        let mut problem = self.problem_at(rate);
         let observed = self.observed(self.workers, rate);
-        let d = self.policy.decide(&problem, observed.as_ref());
+        let mut d = self.policy.decide(&problem, observed.as_ref());
+        if d.placement.saturated && !problem.worker_headroom.is_empty() {
+            // The latency target never costs throughput: when its headrooms cannot hold the
+            // demand on the workers there are, plan with h.
+            problem.worker_headroom.clear();
+            d = self.policy.decide(&problem, observed.as_ref());
+        }
         // The dead band of the rate trigger is centred on the input rate, not on the margin
         // or the backlog: the `drained` trigger takes the backlog's share away again.
         self.triggers.planned(plan.base_per_s);
@@ -623,7 +631,10 @@ impl Autoscaler {
     }
 
     /// The latency-aware option: every active worker's interval refits its queueing relation
-    /// (with the costs and W̄ planned with, so ρ is the quantity the headroom bounds).
+    /// (with the costs and W̄ planned with, so ρ is the quantity the headroom bounds). Steady
+    /// windows without a saturated worker only: a backlog's queueing says how far behind the
+    /// cluster is, not what a utilisation costs, and fitting it would lower the headrooms,
+    /// which deepens the next backlog.
     fn observe_queueing(&mut self, samples: &[WorkerSample]) {
         let (costs, w_bar) = (self.learner.costs(), self.capacity_us_per_s());
         if let Some(m) = &mut self.headroom {
@@ -679,17 +690,22 @@ impl Autoscaler {
         })
     }
 
-    /// Mixes a steady window into the per-input profile.
-    fn refresh_profile(&mut self, t_us: f64, lam: f64, big_lambda: f64) {
+    /// A full window after the last migration in which Λ is within the steady tolerance of λ.
+    fn steady(&self, t_us: f64, lam: f64, big_lambda: f64) -> bool {
         let k = self.window.len();
-        let steady = k == self.cfg.rate_window_intervals
+        k == self.cfg.rate_window_intervals
             && t_us - self.last_migration_us > k as f64 * self.cfg.interval_us
             && lam > 0.0
             && big_lambda > 0.0
-            && (big_lambda - lam).abs() <= self.cfg.profile_steady_tolerance * lam;
-        if !steady {
+            && (big_lambda - lam).abs() <= self.cfg.profile_steady_tolerance * lam
+    }
+
+    /// Mixes a steady window into the per-input profile.
+    fn refresh_profile(&mut self, t_us: f64, lam: f64, big_lambda: f64) {
+        if !self.steady(t_us, lam, big_lambda) {
             return;
         }
+        let k = self.window.len();
         let all: Vec<WorkerSample> = self
             .window
             .iter()
