@@ -333,7 +333,6 @@ mod tests {
             operators: vec![OperatorSample {
                 processed_per_s,
                 exec_us: 400.0,
-                ..OperatorSample::default()
             }],
             ..WorkerSample::default()
         }

@@ -461,7 +461,7 @@ fn a_latency_target_lowers_the_headroom_of_workers_that_queue() {
     let calm = headrooms_after(Some(20.0), 1);
     let queueing = headrooms_after(Some(20.0), 30);
     assert_eq!(calm.len(), 8);
-    assert!(calm.iter().all(|&h| h <= 0.9 && h >= 0.5), "{calm:?}");
+    assert!(calm.iter().all(|h| (0.5..=0.9).contains(h)), "{calm:?}");
     assert!(
         queueing[0] < calm[0] && queueing[0] >= 0.5,
         "queueing {queueing:?} calm {calm:?}"

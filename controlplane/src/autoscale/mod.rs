@@ -45,7 +45,7 @@
 use std::collections::VecDeque;
 
 use crate::app::AppModel;
-use crate::baselines::{Observed, Policy, policy};
+use crate::baselines::{Decision, Observed, Policy, policy};
 use crate::estimator::CapacityEstimator;
 use crate::headroom::{HeadroomModel, HeadroomTarget, chain_hops};
 use crate::metrics::{
@@ -391,13 +391,7 @@ impl Autoscaler {
         let rate = plan.rate_per_s;
         let mut problem = self.problem_at(rate);
         let observed = self.observed(self.workers, rate);
-        let mut d = self.policy.decide(&problem, observed.as_ref());
-        if d.placement.saturated && !problem.worker_headroom.is_empty() {
-            // The latency target never costs throughput: when its headrooms cannot hold the
-            // demand on the workers there are, plan with h.
-            problem.worker_headroom.clear();
-            d = self.policy.decide(&problem, observed.as_ref());
-        }
+        let d = self.decide(&mut problem, observed.as_ref());
         // The dead band of the rate trigger is centred on the input rate, not on the margin
         // or the backlog: the `drained` trigger takes the backlog's share away again.
         self.triggers.planned(plan.base_per_s);
@@ -628,6 +622,18 @@ impl Autoscaler {
 
     pub fn config(&self) -> &AutoscaleConfig {
         &self.cfg
+    }
+
+    /// The policy's decision on `problem`. The latency target never costs throughput: when its
+    /// headrooms cannot hold the demand on the workers there are, the problem drops them and
+    /// the decision plans with h.
+    fn decide(&mut self, problem: &mut Problem, observed: Option<&Observed>) -> Decision {
+        let d = self.policy.decide(problem, observed);
+        if d.placement.saturated && !problem.worker_headroom.is_empty() {
+            problem.worker_headroom.clear();
+            return self.policy.decide(problem, observed);
+        }
+        d
     }
 
     /// The latency-aware option: every active worker's interval refits its queueing relation
