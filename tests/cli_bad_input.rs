@@ -370,6 +370,12 @@ fn sim_and_place_refuse_unknown_rules_and_bad_cost_profiles_naming_the_flag() {
         (sim(&["--placement", "best-fit"]), "--placement"),
         (sim(&["--parallelism", "maybe"]), "--parallelism"),
         (sim(&["--cost-shape", "cubic"]), "--cost-shape"),
+        (sim(&["--latency-target-ms", "0"]), "--latency-target-ms"),
+        (sim(&["--latency-target-ms", "NaN"]), "--latency-target-ms"),
+        (
+            clasp(&["run", "--app", "wc", "--placement", "best-fit"]),
+            "--placement",
+        ),
         (
             sim(&["--cost-profile", "/nonexistent/profile.json"]),
             "--cost-profile",

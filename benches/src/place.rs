@@ -56,6 +56,7 @@ pub fn problem(operators: usize, workers: usize) -> Problem {
         edges,
         packing: Default::default(),
         beta_receiver_share: 0.0,
+        worker_headroom: Vec::new(),
     }
 }
 

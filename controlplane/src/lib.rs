@@ -8,6 +8,7 @@
 //! - [`model`]: the placement problem, the load model `L_w(Φ)` (eq. 5), the problem file;
 //! - [`placement`]: CLASP's reverse-topological packing and the bisection on s;
 //! - [`exact`]: the exhaustive reference for small instances (the heuristic's gap);
+//! - [`headroom`]: per-worker headroom from a p95 latency target and the measured queueing;
 //! - [`baselines`]: the `Policy` interface; FaaSFlow, Zhang24 and their -SP ablations;
 //! - [`metrics`]: Table 2, saturation detection, load derivation and projection;
 //! - [`estimator`]: RLS of α, β, γ and W̄ smoothing;
@@ -25,6 +26,7 @@ pub mod autoscale;
 pub mod baselines;
 pub mod estimator;
 pub mod exact;
+pub mod headroom;
 pub mod metrics;
 pub mod model;
 pub mod pattern;

@@ -235,5 +235,6 @@ pub fn derive_problem(ctx: &DerivationContext<'_>, agg: &Aggregate, s: f64) -> P
             .collect(),
         packing: crate::placement::Packing::default(),
         beta_receiver_share: 0.0,
+        worker_headroom: Vec::new(),
     }
 }

@@ -89,6 +89,10 @@ pub struct Problem {
     /// side half, what a live data plane pays and what the busy-time estimator measures when
     /// it counts both sides. A receiver charged nothing looks idle while it saturates.
     pub beta_receiver_share: f64,
+    /// `worker_headroom[w]`: h_w, the headroom of the w-th worker the packing opens, when it
+    /// is below h (`headroom::HeadroomModel`, the latency-aware option); empty, or a worker
+    /// beyond its end: h.
+    pub worker_headroom: Vec<f64>,
 }
 
 impl Problem {
@@ -104,6 +108,15 @@ impl Problem {
     /// The budget B every worker's load must respect.
     pub fn budget_us_per_s(&self) -> f64 {
         self.headroom * self.capacity_us_per_s
+    }
+
+    /// Worker `w`'s budget as a fraction of B: `min(h_w, h) / h` (1 without a per-worker
+    /// headroom; a value that is not a positive number counts as none).
+    pub fn budget_factor(&self, w: usize) -> f64 {
+        match self.worker_headroom.get(w) {
+            Some(&hw) if hw > 0.0 && self.headroom > 0.0 => (hw / self.headroom).min(1.0),
+            _ => 1.0,
+        }
     }
 
     /// The same problem with every demand and rate multiplied by `s` (the projection of demand to a new input rate).
@@ -410,6 +423,7 @@ pub fn parse_problem(json: &str) -> Result<Problem, ProblemError> {
         edges,
         packing: crate::placement::Packing::default(),
         beta_receiver_share: 0.0,
+        worker_headroom: Vec::new(),
     };
     p.validate()?;
     Ok(p)

@@ -149,7 +149,7 @@ struct Packer<'a> {
     problem: &'a Problem,
     /// `out[o]`: indices of o's out-edges.
     out: Vec<Vec<usize>>,
-    /// The budget B, less a hair of margin.
+    /// The budget B, less a hair of margin (worker w's: B·`Problem::budget_factor(w)`).
     budget_us_per_s: f64,
     /// Free budget at or below which a worker counts as full.
     budget_eps: f64,
@@ -280,7 +280,8 @@ impl<'a> Packer<'a> {
     ) -> Option<f64> {
         let c = self.problem.costs;
         let ow = &self.open[w];
-        let free = self.budget_us_per_s - ow.load_us_per_s;
+        // A latency-aware headroom lowers some workers' budgets (`Problem::budget_factor`).
+        let free = self.budget_us_per_s * self.problem.budget_factor(w) - ow.load_us_per_s;
         let new_dests = succ_hosts
             .iter()
             .filter(|&&v| v != w && !ow.reaches[v])
@@ -475,6 +476,7 @@ mod tests {
             }],
             packing: Packing::AnyFit,
             beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
         }
     }
 
@@ -516,6 +518,27 @@ mod tests {
                     .iter()
                     .all(|&l| l <= p.budget_us_per_s() * (1.0 + 1e-9))
             );
+        }
+    }
+
+    #[test]
+    fn each_worker_stays_within_its_own_headroom() {
+        let mut rng = SimRng::new(11);
+        for _ in 0..200 {
+            let mut p = random_instance(&mut rng);
+            p.max_workers = 8;
+            let uniform = place(&p);
+            p.worker_headroom = (0..8).map(|_| 0.5 + 0.5 * rng.uniform()).collect();
+            let pl = place(&p);
+            let loads =
+                crate::model::worker_loads(&p.scaled(pl.fraction_placed), &pl.shares, pl.workers);
+            for (w, &l) in loads.iter().enumerate() {
+                let b = p.budget_us_per_s() * p.budget_factor(w);
+                assert!(l <= b * (1.0 + 1e-9), "worker {w}: {l} > {b}");
+            }
+            // h_w above h changes nothing: h stays the ceiling.
+            p.worker_headroom = vec![1.0; 8];
+            assert_eq!(place(&p), uniform);
         }
     }
 

@@ -21,7 +21,8 @@ pub const DEFAULT_LAG_HOLD_US: u64 = 3_000_000;
 pub const DEFAULT_LAG_TOLERANCE: f64 = 0.05;
 
 /// Executors of each worker that run operator o:
-/// `P_{o,w} = clamp(⌈L_{o,w} / ((B − γ·δ_w) / E)⌉, 1, E)` where σ_o(w) > 0, else 0.
+/// `P_{o,w} = clamp(⌈L_{o,w} / ((B_w − γ·δ_w) / E)⌉, 1, E)` where σ_o(w) > 0, else 0, with
+/// `B_w = B` unless a latency target lowered w's headroom (`Problem::budget_factor`).
 ///
 /// `L_{o,w} = σ_o(w)·(D̃_o + Σ_{o→o_s} Ẽ·[α·σ_{o_s}(w) + β·(1 − σ_{o_s}(w))])` is the work o
 /// brings to w (its execution and the dispatch of its chained requests, which the executor that
@@ -43,8 +44,12 @@ pub fn executor_parallelism(
     let budget = problem.budget_us_per_s();
     // At least a hundredth of the budget per executor: a worker whose connections eat it all
     // gets all its executors for anything it hosts.
-    let per_executor_us_per_s =
-        |w: usize| (budget - c.gamma_us * delta[w] as f64).max(0.01 * budget) / e as f64;
+    // Worker w's budget is B·`Problem::budget_factor(w)` (below B under a latency target): each
+    // of its executors is sized to the same utilisation as the worker.
+    let per_executor_us_per_s = |w: usize| {
+        let budget = budget * problem.budget_factor(w);
+        (budget - c.gamma_us * delta[w] as f64).max(0.01 * budget) / e as f64
+    };
     let out = problem.out_edges();
     let share = |o: usize, w: usize| shares.get(o).and_then(|r| r.get(w)).copied().unwrap_or(0.0);
     (0..problem.operators.len())

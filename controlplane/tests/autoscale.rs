@@ -439,3 +439,34 @@ fn the_selected_estimator_gives_the_costs_and_their_samples() {
         }
     }
 }
+
+/// The headrooms after 40 steady intervals at 1500 roots/s whose workers each queue `queue`
+/// requests (mean wait `queue × 200 µs`).
+fn headrooms_after(latency_target_ms: Option<f64>, queue: usize) -> Vec<f64> {
+    let cfg = AutoscaleConfig {
+        latency_target_ms,
+        ..config()
+    };
+    let mut a = Autoscaler::new(&app(), cfg, PAPER_COSTS, 1500.0);
+    a.initial();
+    a.migrated(0.0);
+    let mut t = 0.0;
+    run(&mut a, &mut t, 40, 1500.0, |_| 1500.0, |_, _| queue);
+    a.worker_headrooms()
+}
+
+#[test]
+fn a_latency_target_lowers_the_headroom_of_workers_that_queue() {
+    assert!(headrooms_after(None, 30).is_empty(), "off by default");
+    let calm = headrooms_after(Some(20.0), 1);
+    let queueing = headrooms_after(Some(20.0), 30);
+    assert_eq!(calm.len(), 8);
+    assert!(calm.iter().all(|h| (0.5..=0.9).contains(h)), "{calm:?}");
+    assert!(
+        queueing[0] < calm[0] && queueing[0] >= 0.5,
+        "queueing {queueing:?} calm {calm:?}"
+    );
+    // A looser target allows more.
+    let loose = headrooms_after(Some(200.0), 30);
+    assert!(loose[0] > queueing[0], "loose {loose:?} tight {queueing:?}");
+}

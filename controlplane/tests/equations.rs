@@ -49,6 +49,7 @@ fn two_ops(demand_a: f64, demand_b: f64, edge_rate: f64) -> Problem {
         }],
         packing: Default::default(),
         beta_receiver_share: 0.0,
+        worker_headroom: Vec::new(),
     }
 }
 

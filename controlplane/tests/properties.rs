@@ -57,6 +57,7 @@ fn problem_strategy() -> impl Strategy<Value = Problem> {
             edges,
             packing: Default::default(),
             beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
         }
     })
 }

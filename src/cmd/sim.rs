@@ -85,6 +85,12 @@ pub struct SimArgs {
     /// lost (0: unbounded queues).
     #[arg(long, default_value_t = 0)]
     input_queue: usize,
+    /// e2e: also run CLASP with latency-aware packing, reported as `clasp+target`: each
+    /// worker's headroom is the largest utilisation (0.5 to --headroom) at which the queueing
+    /// it measures predicts an end-to-end p95 within this many ms (split over the app's
+    /// longest chain).
+    #[arg(long)]
+    latency_target_ms: Option<f64>,
     /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
     /// (every executor takes any request).
     #[arg(long, default_value = "apply")]
@@ -202,6 +208,15 @@ fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
             )));
         }
     };
+    let latency_target_ms = match args.latency_target_ms {
+        Some(ms) if !(ms.is_finite() && ms > 0.0) => {
+            return Err(usage_error(format!(
+                "--latency-target-ms {}: must be a positive number of ms",
+                super::limits::show(ms)
+            )));
+        }
+        ms => ms,
+    };
     let cost_shape = CostShape::parse(&args.cost_shape).ok_or_else(|| {
         usage_error(format!(
             "--cost-shape {:?}: expected model, per-batch, receiver-beta or fanin-gamma",
@@ -227,5 +242,6 @@ fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
         seeds: (0..args.seeds as u64).map(|i| args.seed + i).collect(),
         apply_parallelism,
         packing,
+        latency_target_ms,
     })
 }

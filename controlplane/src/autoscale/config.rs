@@ -4,6 +4,7 @@
 
 use crate::baselines::PolicyKind;
 use crate::estimator::{BusyTimeConfig, EstimatorConfig, EstimatorKind};
+use crate::headroom::DEFAULT_HEADROOM_FLOOR;
 use crate::metrics::SaturationConfig;
 use crate::model::{DEFAULT_HEADROOM, DEFAULT_SLOTS_PER_WORKER};
 use crate::placement::Packing;
@@ -78,6 +79,12 @@ pub struct AutoscaleConfig {
     pub draining_backlog_us: Option<f64>,
     /// Plan for `(1 + rate_margin)·λ`: capacity for the rise the rate trigger lets pass.
     pub rate_margin: f64,
+    /// The latency-aware packing option (None: off, every worker packs to h): an end-to-end
+    /// p95 latency target (ms) from which each worker's headroom h_w ≤ h is chosen using the
+    /// queueing it measures (`headroom::HeadroomModel`).
+    pub latency_target_ms: Option<f64>,
+    /// The lowest h_w the latency target may choose (at most h).
+    pub headroom_floor: f64,
 }
 
 impl AutoscaleConfig {
@@ -110,12 +117,15 @@ impl AutoscaleConfig {
             backlog_drain_us: Some(DEFAULT_BACKLOG_DRAIN_US),
             draining_backlog_us: Some(DEFAULT_DRAINING_BACKLOG_US),
             rate_margin: DEFAULT_RATE_MARGIN,
+            latency_target_ms: None,
+            headroom_floor: DEFAULT_HEADROOM_FLOOR,
         }
     }
 
     /// The same settings with every number made usable (no panics on bad input): at least one
     /// worker, slot and window interval, headroom in (0, 1], positive interval, finite
-    /// non-negative tolerances, priors dropped unless positive and finite.
+    /// non-negative tolerances, priors and the latency target dropped unless positive and
+    /// finite, the headroom floor within (0, h].
     pub(super) fn sanitized(mut self) -> Self {
         let finite_or = |v: f64, d: f64| if v.is_finite() { v } else { d };
         self.max_workers = self.max_workers.max(1);
@@ -137,6 +147,9 @@ impl AutoscaleConfig {
             positive(self.saturated_throughput_per_worker_prior_per_s);
         self.backlog_drain_us = positive(self.backlog_drain_us);
         self.rate_margin = finite_or(self.rate_margin, DEFAULT_RATE_MARGIN).clamp(0.0, 10.0);
+        self.latency_target_ms = positive(self.latency_target_ms);
+        self.headroom_floor =
+            finite_or(self.headroom_floor, DEFAULT_HEADROOM_FLOOR).clamp(0.01, self.headroom);
         self.draining_backlog_us = self
             .draining_backlog_us
             .filter(|x| x.is_finite() && *x >= 0.0);

@@ -45,8 +45,9 @@
 use std::collections::VecDeque;
 
 use crate::app::AppModel;
-use crate::baselines::{Observed, Policy, policy};
+use crate::baselines::{Decision, Observed, Policy, policy};
 use crate::estimator::CapacityEstimator;
+use crate::headroom::{HeadroomModel, HeadroomTarget, chain_hops};
 use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor, scheduling_and_execution_us_per_s,
@@ -173,6 +174,8 @@ pub struct Autoscaler {
     drained_since_us: Option<f64>,
     /// A decision was returned and its migration is not over yet.
     migrating: bool,
+    /// Per-worker queueing fits and headrooms (`AutoscaleConfig::latency_target_ms`).
+    headroom: Option<HeadroomModel>,
 }
 
 /// The rate a decision plans for: `base·(1 + margin) + drain`.
@@ -224,6 +227,15 @@ impl Autoscaler {
             edges_per_s: per_edge,
         };
         let first = rate_or_zero(first_rate_per_s);
+        let headroom = cfg.latency_target_ms.map(|ms| {
+            HeadroomModel::new(HeadroomTarget {
+                target_us: ms * 1e3,
+                floor: cfg.headroom_floor,
+                ceiling: cfg.headroom,
+                executors: cfg.executors_per_worker,
+                hops: chain_hops(app.operators.len(), &edges),
+            })
+        });
         Autoscaler {
             names: app.operators.iter().map(|o| o.name.clone()).collect(),
             edges,
@@ -246,6 +258,7 @@ impl Autoscaler {
             drain_planned_per_s: 0.0,
             drained_since_us: None,
             migrating: false,
+            headroom,
             cfg,
         }
     }
@@ -331,6 +344,9 @@ impl Autoscaler {
             self.saturated_per_worker_per_s = Some(big_lambda / self.workers as f64);
         }
         self.refresh_profile(t_us, lam, big_lambda);
+        if !self.migrating && !saturated && self.steady(t_us, lam, big_lambda) {
+            self.observe_queueing(samples);
+        }
         let now_us = if t_us.is_finite() {
             t_us.max(0.0) as u64
         } else {
@@ -373,9 +389,9 @@ impl Autoscaler {
         let s = projection_factor(lam, big_lambda);
         let plan = self.plan_rate(lam);
         let rate = plan.rate_per_s;
-        let problem = self.problem_at(rate);
+        let mut problem = self.problem_at(rate);
         let observed = self.observed(self.workers, rate);
-        let d = self.policy.decide(&problem, observed.as_ref());
+        let d = self.decide(&mut problem, observed.as_ref());
         // The dead band of the rate trigger is centred on the input rate, not on the margin
         // or the backlog: the `drained` trigger takes the backlog's share away again.
         self.triggers.planned(plan.base_per_s);
@@ -565,6 +581,9 @@ impl Autoscaler {
             })
         });
         self.workers = rest;
+        if let Some(m) = &mut self.headroom {
+            m.worker_left(index);
+        }
         for row in &mut self.parallelism {
             if index < row.len() {
                 row.remove(index);
@@ -605,6 +624,40 @@ impl Autoscaler {
         &self.cfg
     }
 
+    /// The policy's decision on `problem`. The latency target never costs throughput: when its
+    /// headrooms cannot hold the demand on the workers there are, the problem drops them and
+    /// the decision plans with h.
+    fn decide(&mut self, problem: &mut Problem, observed: Option<&Observed>) -> Decision {
+        let d = self.policy.decide(problem, observed);
+        if d.placement.saturated && !problem.worker_headroom.is_empty() {
+            problem.worker_headroom.clear();
+            return self.policy.decide(problem, observed);
+        }
+        d
+    }
+
+    /// The latency-aware option: every active worker's interval refits its queueing relation
+    /// (with the costs and W̄ planned with, so ρ is the quantity the headroom bounds). Steady
+    /// windows without a saturated worker only: a backlog's queueing says how far behind the
+    /// cluster is, not what a utilisation costs, and fitting it would lower the headrooms,
+    /// which deepens the next backlog.
+    fn observe_queueing(&mut self, samples: &[WorkerSample]) {
+        let (costs, w_bar) = (self.learner.costs(), self.capacity_us_per_s());
+        if let Some(m) = &mut self.headroom {
+            for s in samples {
+                m.observe(s, costs, w_bar);
+            }
+        }
+    }
+
+    /// The headroom of each of the first `max_workers` workers the next plan packs: h_w from
+    /// the latency target, or empty when the option is off (every worker: h).
+    pub fn worker_headrooms(&self) -> Vec<f64> {
+        self.headroom
+            .as_ref()
+            .map_or_else(Vec::new, |m| m.headrooms(self.cfg.max_workers))
+    }
+
     /// The problem the policy would see at `rate_per_s` inputs per second now.
     pub fn problem_at(&self, rate_per_s: f64) -> Problem {
         let ctx = DerivationContext {
@@ -619,6 +672,7 @@ impl Autoscaler {
         Problem {
             packing: self.cfg.packing,
             beta_receiver_share: self.cfg.beta_receiver_share,
+            worker_headroom: self.worker_headrooms(),
             ..derive_problem(&ctx, &self.profile, rate_or_zero(rate_per_s))
         }
     }
@@ -642,17 +696,22 @@ impl Autoscaler {
         })
     }
 
-    /// Mixes a steady window into the per-input profile.
-    fn refresh_profile(&mut self, t_us: f64, lam: f64, big_lambda: f64) {
+    /// A full window after the last migration in which Λ is within the steady tolerance of λ.
+    fn steady(&self, t_us: f64, lam: f64, big_lambda: f64) -> bool {
         let k = self.window.len();
-        let steady = k == self.cfg.rate_window_intervals
+        k == self.cfg.rate_window_intervals
             && t_us - self.last_migration_us > k as f64 * self.cfg.interval_us
             && lam > 0.0
             && big_lambda > 0.0
-            && (big_lambda - lam).abs() <= self.cfg.profile_steady_tolerance * lam;
-        if !steady {
+            && (big_lambda - lam).abs() <= self.cfg.profile_steady_tolerance * lam
+    }
+
+    /// Mixes a steady window into the per-input profile.
+    fn refresh_profile(&mut self, t_us: f64, lam: f64, big_lambda: f64) {
+        if !self.steady(t_us, lam, big_lambda) {
             return;
         }
+        let k = self.window.len();
         let all: Vec<WorkerSample> = self
             .window
             .iter()

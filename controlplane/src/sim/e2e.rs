@@ -22,12 +22,18 @@ pub use crate::pattern::{STAGE_MAX_US, STAGE_MIN_US, stages};
 /// Extra time after the pattern for the backlog to drain before throughput is counted (µs).
 pub const DRAIN_US: f64 = 2_000_000.0;
 
+/// The name of CLASP's run with the latency target (`SimSettings::latency_target_ms`).
+pub const CLASP_TARGET: &str = "clasp+target";
+
 /// One policy's run.
 #[derive(Clone, Debug, Default)]
 pub struct E2eResult {
+    /// The policy's name, `clasp+target` for CLASP with the latency target.
+    pub policy: String,
     pub throughput_per_s: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
+    pub latency_p99_ms: f64,
     pub worker_seconds: f64,
     /// Roots completed by the end of the drain over roots admitted.
     pub completed_fraction: f64,
@@ -36,6 +42,9 @@ pub struct E2eResult {
     /// Seconds of the pattern during which some active worker was saturated (mean queue
     /// above the saturation depth or mean wait above the saturation wait of the sim).
     pub saturated_s: f64,
+    /// Mean over the pattern's intervals of the active workers' mean headroom h_w (h without
+    /// the latency target).
+    pub headroom_mean: f64,
     pub decisions: Vec<String>,
     /// (t_s, input_per_s, throughput_per_s, workers)
     pub timeline: Vec<(f64, f64, f64, usize)>,
@@ -44,6 +53,7 @@ pub struct E2eResult {
 fn run_policy(
     lab: &mut Lab<'_>,
     kind: PolicyKind,
+    latency_target_ms: Option<f64>,
     pattern: &[(f64, f64)],
     t_max: f64,
     seed: u64,
@@ -71,6 +81,7 @@ fn run_policy(
         executors_per_worker: settings.cluster.executors,
         packing: settings.packing,
         beta_receiver_share: 0.0,
+        latency_target_ms,
         ..AutoscaleConfig::new(kind, big_n)
     };
     // The estimator and the per-input profile as calibration left them (§5.3).
@@ -83,7 +94,14 @@ fn run_policy(
         settings.apply_parallelism.then(|| d.parallelism.clone())
     };
     cluster.set_parallelism(parallelism(&d).as_deref());
-    let mut res = E2eResult::default();
+    let mut res = E2eResult {
+        policy: match latency_target_ms {
+            Some(_) => CLASP_TARGET.to_string(),
+            None => kind.name().to_string(),
+        },
+        ..E2eResult::default()
+    };
+    let (mut headroom_sum, mut intervals) = (0.0, 0usize);
     let total_us: f64 = pattern.iter().map(|p| p.1).sum();
     let (mut t, mut stage, mut stage_end) = (0.0, 0usize, pattern[0].1);
     cluster.set_input_rate(first_rate);
@@ -115,6 +133,8 @@ fn run_policy(
         }) {
             res.saturated_s += iv / 1e6;
         }
+        headroom_sum += mean_headroom(&auto, settings.headroom);
+        intervals += 1;
         if let Some(d) = auto.on_interval(t, &samples, &planner) {
             cluster.migrate(&d.shares);
             cluster.set_parallelism(parallelism(&d).as_deref());
@@ -126,11 +146,23 @@ fn run_policy(
     res.throughput_per_s = cluster.total_completed as f64 / (total_us / 1e6);
     res.latency_p50_ms = cluster.latency.quantile_us(0.5) / 1e3;
     res.latency_p95_ms = cluster.latency.quantile_us(0.95) / 1e3;
+    res.latency_p99_ms = cluster.latency.quantile_us(0.99) / 1e3;
+    res.headroom_mean = headroom_sum / intervals.max(1) as f64;
     res.worker_seconds = cluster.busy_worker_us / 1e6;
     res.completed_fraction = cluster.total_completed as f64 / cluster.total_admitted.max(1) as f64;
     let offered = cluster.total_admitted + cluster.total_lost;
     res.lost_fraction = cluster.total_lost as f64 / offered.max(1) as f64;
     res
+}
+
+/// The active workers' mean headroom h_w (`h` without the latency target).
+fn mean_headroom(auto: &Autoscaler, h: f64) -> f64 {
+    let hs = auto.worker_headrooms();
+    let n = auto.workers().min(hs.len());
+    if n == 0 {
+        return h;
+    }
+    hs[..n].iter().sum::<f64>() / n as f64
 }
 
 /// One app's e2e runs, one per compared policy (seed of the first run).
@@ -142,7 +174,12 @@ pub fn e2e(
     apps: &[AppModel],
     pattern: Pattern,
 ) -> (Value, Vec<String>, Vec<AppRuns>) {
-    let kinds = PolicyKind::COMPARED;
+    // The compared policies, then CLASP with the latency target when there is one.
+    let mut runs: Vec<(PolicyKind, Option<f64>)> =
+        PolicyKind::COMPARED.iter().map(|&k| (k, None)).collect();
+    if let Some(ms) = settings.latency_target_ms {
+        runs.push((PolicyKind::Clasp, Some(ms)));
+    }
     let per = par_map(apps, &settings.seeds, |app, seed| {
         let mut base = Lab::new(app, settings, seed);
         base.calibrate();
@@ -151,23 +188,27 @@ pub fn e2e(
             base.max_throughput(&sh, settings.workers, false).0
         };
         let pat = stages(pattern, seed);
-        kinds
-            .iter()
-            .map(|&k| {
+        runs.iter()
+            .map(|&(k, target)| {
                 let mut lab = Lab::new(app, settings, seed);
                 lab.estimator = base.estimator.clone();
                 lab.profile = base.profile.clone();
-                run_policy(&mut lab, k, &pat, t_max, seed)
+                run_policy(&mut lab, k, target, &pat, t_max, seed)
             })
             .collect::<Vec<_>>()
     });
     let mut results = serde_json::Map::new();
     let mut csv = vec![
-        "app,policy,throughput_per_s,throughput_sd,latency_p50_ms,latency_p95_ms,worker_seconds,worker_seconds_sd,lost_fraction,saturated_s"
+        "app,policy,throughput_per_s,throughput_sd,latency_p50_ms,latency_p95_ms,worker_seconds,worker_seconds_sd,lost_fraction,saturated_s,latency_p99_ms"
             .to_string(),
     ];
     let mut first_runs = Vec::new();
-    for (ki, k) in kinds.iter().enumerate() {
+    for (ki, &(k, target)) in runs.iter().enumerate() {
+        let name = if target.is_some() {
+            CLASP_TARGET
+        } else {
+            k.name()
+        };
         let mut m = serde_json::Map::new();
         for (ai, app) in apps.iter().enumerate() {
             let rs: Vec<&E2eResult> = per[ai].iter().map(|v| &v[ki]).collect();
@@ -176,6 +217,8 @@ pub fn e2e(
             let (thr, thr_sd) = f(|r| r.throughput_per_s);
             let (p50, _) = f(|r| r.latency_p50_ms);
             let (p95, _) = f(|r| r.latency_p95_ms);
+            let (p99, _) = f(|r| r.latency_p99_ms);
+            let (headroom, _) = f(|r| r.headroom_mean);
             let (ws, ws_sd) = f(|r| r.worker_seconds);
             let (done, _) = f(|r| r.completed_fraction);
             let (lost, _) = f(|r| r.lost_fraction);
@@ -183,17 +226,18 @@ pub fn e2e(
             m.insert(
                 app.name.clone(),
                 json!({"throughput_per_s": thr, "throughput_spread_sd": thr_sd, "latency_p50_ms": p50,
-                       "latency_p95_ms": p95, "worker_seconds": ws, "worker_seconds_spread_sd": ws_sd,
+                       "latency_p95_ms": p95, "latency_p99_ms": p99, "headroom_mean": headroom,
+                       "worker_seconds": ws, "worker_seconds_spread_sd": ws_sd,
                        "completed_fraction": done, "lost_fraction": lost, "saturated_s": sat,
                        "decisions_seed0": rs[0].decisions.len()}),
             );
             csv.push(format!(
-                "{},{},{thr:.1},{thr_sd:.1},{p50:.2},{p95:.2},{ws:.1},{ws_sd:.1},{lost:.5},{sat:.2}",
+                "{},{},{thr:.1},{thr_sd:.1},{p50:.2},{p95:.2},{ws:.1},{ws_sd:.1},{lost:.5},{sat:.2},{p99:.2}",
                 app.name,
-                k.name()
+                name
             ));
         }
-        results.insert(k.name().to_string(), Value::Object(m));
+        results.insert(name.to_string(), Value::Object(m));
     }
     for (ai, app) in apps.iter().enumerate() {
         first_runs.push((app.name.clone(), per[ai][0].clone()));
@@ -201,6 +245,7 @@ pub fn e2e(
     let v = json!({"experiment": "e2e", "pattern": pattern.name(), "workers": settings.workers,
                    "seeds": settings.seeds, "parallelism_applied": settings.apply_parallelism,
                    "input_queue_bound": settings.cluster.input_queue_bound,
-                   "packing": settings.packing.name(), "results": results});
+                   "packing": settings.packing.name(),
+                   "latency_target_ms": settings.latency_target_ms, "results": results});
     (v, csv, first_runs)
 }

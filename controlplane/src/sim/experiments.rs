@@ -305,6 +305,7 @@ fn predict_target(
         crate::model::Problem {
             packing: settings.packing,
             beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
             ..crate::metrics::derive_problem(&ctx, agg, scale)
         }
     };

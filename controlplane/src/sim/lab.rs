@@ -42,6 +42,9 @@ pub struct SimSettings {
     pub apply_parallelism: bool,
     /// The packing rule of every CLASP placement (and the -SP ablations').
     pub packing: Packing,
+    /// e2e: also run CLASP with this end-to-end p95 latency target (ms) choosing each worker's
+    /// headroom (`AutoscaleConfig::latency_target_ms`), reported as `clasp+target`.
+    pub latency_target_ms: Option<f64>,
 }
 
 impl Default for SimSettings {
@@ -55,6 +58,7 @@ impl Default for SimSettings {
             seeds: super::DEFAULT_SEEDS.to_vec(),
             apply_parallelism: true,
             packing: Packing::default(),
+            latency_target_ms: None,
         }
     }
 }
@@ -139,6 +143,7 @@ impl<'a> Lab<'a> {
         Problem {
             packing: self.settings.packing,
             beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
             ..derive_problem(&ctx, &self.profile, rate_per_s)
         }
     }

@@ -82,9 +82,9 @@ pub fn run(
                     vec!["app,policy,t_s,input_per_s,throughput_per_s,workers".to_string()];
                 let mut log = Vec::new();
                 for (app, rs) in &runs {
-                    for (k, r) in crate::baselines::PolicyKind::COMPARED.iter().zip(rs) {
+                    for r in rs {
                         for &(t, i, th, w) in &r.timeline {
-                            tl.push(format!("{app},{},{t:.2},{i:.1},{th:.1},{w}", k.name()));
+                            tl.push(format!("{app},{},{t:.2},{i:.1},{th:.1},{w}", r.policy));
                         }
                         log.extend(r.decisions.iter().map(|d| format!("app={app} {d}")));
                     }
@@ -152,6 +152,7 @@ pub fn random_instance(rng: &mut SimRng) -> Problem {
         edges,
         packing: crate::placement::Packing::default(),
         beta_receiver_share: 0.0,
+        worker_headroom: Vec::new(),
     }
 }
 

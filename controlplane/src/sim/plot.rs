@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::e2e::E2eResult;
 use crate::app::AppModel;
-use crate::baselines::PolicyKind;
 
 const COLORS: [RGBColor; 5] = [
     RGBColor(31, 119, 180),
@@ -204,9 +203,9 @@ pub fn e2e_timelines(path: &Path, runs: &[(String, Vec<E2eResult>)]) -> std::io:
     for (row, (app, rs)) in runs.iter().enumerate() {
         let scales = Scales::of(rs);
         let cells = areas[row * cols..(row + 1) * cols].iter();
-        for (i, ((area, r), k)) in cells.zip(rs).zip(PolicyKind::COMPARED).enumerate() {
+        for (i, (area, r)) in cells.zip(rs).enumerate() {
             let legend = row == 0 && i == 0;
-            timeline_panel(area, &format!("{app} / {}", k.name()), r, &scales, legend)?;
+            timeline_panel(area, &format!("{app} / {}", r.policy), r, &scales, legend)?;
         }
     }
     root.present().map_err(io_err)

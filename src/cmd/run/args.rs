@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// never saturates a worker. W̄ comes from saturated intervals (else the prior) either way.
     #[arg(long, default_value = "busy-time", value_parser = ["busy-time", "saturated"])]
     pub(crate) estimator: String,
+    /// Live runs: the packing rule of the policy's placements: any-fit (every open worker,
+    /// successor hosts first) | next-fit (only the worker opened last).
+    #[arg(long, default_value = "any-fit", value_parser = ["any-fit", "next-fit"])]
+    pub(crate) placement: String,
     /// Metrics interval (ms): workers report counters, the planner looks at them.
     #[arg(long, default_value_t = 250)]
     pub(crate) interval_ms: u64,

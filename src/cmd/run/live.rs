@@ -23,6 +23,7 @@ use clasp_controlplane::baselines::PolicyKind;
 use clasp_controlplane::estimator::EstimatorKind;
 use clasp_controlplane::metrics::{OperatorSample, PlannerSample, WorkerSample};
 use clasp_controlplane::pattern::RatePattern;
+use clasp_controlplane::placement::Packing;
 use clasp_dataplane::cluster::control::{
     Chaos, Controller, IntervalView, MigrationRecord, Move, WorkerInterval,
 };
@@ -505,6 +506,8 @@ fn start_autoscaler(
     acfg.saturation.wait_us = LIVE_SATURATION_WAIT_US;
     acfg.estimator_kind = EstimatorKind::parse(&args.estimator)
         .ok_or_else(|| usage_error(format!("--estimator {}: unknown", args.estimator)))?;
+    acfg.packing = Packing::parse(&args.placement)
+        .ok_or_else(|| usage_error(format!("--placement {}: unknown", args.placement)))?;
     let priors = live.priors.as_ref().map_or_else(
         || priors::parse(priors::BUILT_IN_PRIORS_US),
         |p| Ok(p.costs),
