@@ -57,6 +57,9 @@ pub(super) struct Fed {
 struct Pacer {
     due: f64,
     last_fill: Instant,
+    /// The end of the current wait: a turn that returns early (a report arrived) waits out
+    /// the rest rather than send the one record due by then, which would undo the batching.
+    hold_until: Option<Instant>,
 }
 
 impl Pacer {
@@ -68,6 +71,12 @@ impl Pacer {
         self.due += rate * now.saturating_duration_since(self.last_fill).as_secs_f64();
         self.last_fill = now;
         let backlog = self.due as u64;
+        if let Some(until) = self.hold_until {
+            if now < until {
+                return (backlog, Err(until - now));
+            }
+            self.hold_until = None;
+        }
         if self.due >= 1.0 {
             self.due -= 1.0;
             return (backlog, Ok(()));
@@ -81,6 +90,7 @@ impl Pacer {
         } else {
             DRIVER_PARK
         };
+        self.hold_until = Some(now + wait);
         (backlog, Err(wait))
     }
 }
@@ -132,6 +142,7 @@ impl Driver<'_> {
         let mut pacer = Pacer {
             due: 0.0,
             last_fill: Instant::now(),
+            hold_until: None,
         };
         // Whether record `i` is in the scratch buffers, waiting for its turn.
         let mut held = false;
@@ -320,9 +331,13 @@ mod tests {
         let mut pacer = Pacer {
             due: 0.0,
             last_fill: Instant::now(),
+            hold_until: None,
         };
         let (_, wait) = pacer.take(8_000.0);
         let wait = wait.expect_err("no record is due yet");
-        assert!(wait >= PACING_QUANTUM_MAX && wait <= DRIVER_PARK, "{wait:?}");
+        assert!(
+            wait >= PACING_QUANTUM_MAX && wait <= DRIVER_PARK,
+            "{wait:?}"
+        );
     }
 }

@@ -34,6 +34,7 @@ pub(super) fn counters(id: PeerId, run: &Running, sent: &[u64]) -> Counters {
     }
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
+    c.throttled_periods = run.throttling.read_periods();
     c.sent_to = sent
         .iter()
         .enumerate()
