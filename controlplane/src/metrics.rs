@@ -56,6 +56,10 @@ pub struct WorkerSample {
     /// Times per second a thread of the worker went to sleep (voluntary context switches; 0:
     /// not measured). Each costs a wake-up the busy-time estimator prices on its own.
     pub sleeps_per_s: f64,
+    /// CPU-quota periods in which the worker's group was throttled in the interval (None: not
+    /// capped, or not measured). Throttled, its CPU time is held at the cap: a bound, not a
+    /// measurement of what its work cost.
+    pub throttled_periods: Option<u64>,
 }
 
 impl WorkerSample {

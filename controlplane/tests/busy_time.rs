@@ -75,6 +75,7 @@ fn interval(rng: &mut SimRng, t_s: f64, n: usize, rate_per_s: f64, uneven: bool)
                 sleeps_per_s: roots / (1.0 + roots / WAKES_HALF_PER_S)
                     * (1.0 + WAKE_NOISE * rng.normal()).max(0.0),
                 roots_per_s: 0.0,
+                throttled_periods: None,
             };
             let cpu = row.exec_us_per_s
                 + C0_US_PER_S
@@ -141,6 +142,69 @@ fn recovers_with_seed(seed: u64) {
     );
     let s = est.samples();
     assert!(s.iter().all(|&k| k >= 20), "samples {s:?}");
+}
+
+/// A worker's CPU cap (µs per second) for the censoring test: below the busiest rows' demand.
+const CAP_US_PER_S: f64 = 330_000.0;
+
+/// `rows` as capped workers report them: a row whose demand exceeds the cap measured the cap
+/// and says it was throttled; the others say they were not.
+fn censored(rows: Vec<BusyRow>) -> Vec<BusyRow> {
+    rows.into_iter()
+        .map(|r| BusyRow {
+            cpu_us_per_s: r.cpu_us_per_s.min(CAP_US_PER_S),
+            throttled_periods: Some(u64::from(r.cpu_us_per_s > CAP_US_PER_S) * 7),
+            ..r
+        })
+        .collect()
+}
+
+#[test]
+fn throttled_rows_are_left_out_and_the_rest_recover_the_costs() {
+    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let mut kept_all = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let mut rng = SimRng::new(7);
+    let mut t_s = 0.0;
+    for phase in 0..12 {
+        let n = [1, 2, 3, 2][phase % 4];
+        for _ in 0..12 {
+            t_s += 0.25;
+            let rate = rate_at_30_percent(&mut rng, n);
+            let rows = censored(interval(&mut rng, t_s, n, rate, true));
+            let unflagged: Vec<BusyRow> = rows
+                .iter()
+                .map(|r| BusyRow {
+                    throttled_periods: None,
+                    ..*r
+                })
+                .collect();
+            est.observe_interval(&rows);
+            kept_all.observe_interval(&unflagged);
+        }
+    }
+    let throttled = est.rows_throttled();
+    let (used, _) = est.rows();
+    assert!(
+        throttled > 20 && used > 100,
+        "{used} used, {throttled} throttled"
+    );
+    assert_eq!(kept_all.rows_throttled(), 0);
+    let c = est.costs();
+    assert_eq!(est.identified(), [true; 3], "{c:?}");
+    assert!(within(c.alpha_us, TRUTH.alpha_us, 0.1), "alpha {c:?}");
+    assert!(within(c.beta_us, TRUTH.beta_us, 0.1), "beta {c:?}");
+    assert!(within(c.gamma_us, TRUTH.gamma_us, 0.1), "gamma {c:?}");
+    // The same rows taken at face value (the cap read as what the work cost) fit worse.
+    let off = |m: CostModel| {
+        ((m.alpha_us - TRUTH.alpha_us) / TRUTH.alpha_us).abs()
+            + ((m.beta_us - TRUTH.beta_us) / TRUTH.beta_us).abs()
+    };
+    assert!(
+        off(kept_all.solution()) > off(est.solution()),
+        "censored rows kept: {:?}, left out: {:?}",
+        kept_all.solution(),
+        est.solution()
+    );
 }
 
 #[test]
@@ -314,6 +378,7 @@ fn row_strategy() -> impl Strategy<Value = BusyRow> {
             sleeps_per_s: local.abs().sqrt(),
             remote_received_per_s: Some(dest),
             roots_per_s: exec.abs().sqrt(),
+            throttled_periods: (worker == 3).then_some(worker as u64),
         },
     )
 }
@@ -351,10 +416,11 @@ fn probe_recorded_rows() {
         est.observe_interval(iv);
         if i % 20 == 19 || i + 1 == intervals.len() {
             eprintln!(
-                "t {:>6.2} s  rows {:?}  costs {:?}  solution {:?}  c0 {:.0}  wake {:?}  root {:?}  \
+                "t {:>6.2} s  rows {:?} throttled {}  costs {:?}  solution {:?}  c0 {:.0}  wake {:?}  root {:?}  \
                  identified {:?}  independence {:?}  rel.err {:?}  samples {:?}",
                 iv[0].t_s,
                 est.rows(),
+                est.rows_throttled(),
                 est.costs(),
                 est.solution(),
                 est.intercept_us_per_s(),
@@ -439,6 +505,7 @@ fn separates_the_per_record_cost_from_alpha_and_beta() {
             destinations: f64::from(stay < 1.0),
             sleeps_per_s: 0.0,
             roots_per_s: roots,
+            throttled_periods: None,
         };
         let sink = BusyRow {
             worker: 1,
@@ -451,6 +518,7 @@ fn separates_the_per_record_cost_from_alpha_and_beta() {
             destinations: 0.0,
             sleeps_per_s: 0.0,
             roots_per_s: 0.0,
+            throttled_periods: None,
         };
         let rows: Vec<BusyRow> = [source, sink]
             .into_iter()

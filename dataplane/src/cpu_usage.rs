@@ -93,6 +93,55 @@ impl CpuSource {
     }
 }
 
+/// Where a capped worker's throttling is read: the `cpu.stat` of its own clasp group in the
+/// hierarchy that caps it (v1 `cpu`, or v2), whose `nr_throttled` counts the enforcement
+/// periods in which the group ran out of quota.
+///
+/// Why the planner needs it: a throttled worker's CPU time is its cap, whatever its work
+/// would have cost — the kernel stopped it. Its measured CPU is then a bound, not a
+/// measurement, and the busy-time estimator leaves such intervals out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Throttling {
+    stat: Option<PathBuf>,
+}
+
+impl Throttling {
+    /// The calling process's: its own clasp group's where it is capped, else none.
+    pub fn detect() -> Throttling {
+        let stat = cgroup_layout::detect()
+            .ok()
+            .and_then(|l| Self::from_layout(&l, Path::exists));
+        Throttling { stat }
+    }
+
+    /// The `cpu.stat` of this process's own clasp group in `layout`'s capping hierarchy, if it
+    /// has one; `exists` says whether a file is there.
+    pub fn from_layout(layout: &Layout, exists: fn(&Path) -> bool) -> Option<PathBuf> {
+        layout
+            .hierarchies
+            .iter()
+            .filter(|h| h.caps && is_clasp_group(&h.own_dir))
+            .map(|h| h.own_dir.join("cpu.stat"))
+            .find(|p| exists(p))
+    }
+
+    /// Enforcement periods throttled so far (`nr_throttled`); `None` when the process is not
+    /// in a capped clasp group or the file cannot be read.
+    pub fn read_periods(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.stat.as_ref()?).ok()?;
+        parse_nr_throttled(&text)
+    }
+}
+
+/// The `nr_throttled` line of a `cpu.stat` (v1 and v2 both have it).
+fn parse_nr_throttled(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("nr_throttled "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// CPU time of the whole calling process (every thread, user + system), in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
@@ -148,6 +197,36 @@ mod tests {
                 usage: PathBuf::from("/sys/fs/cgroup/cpuacct/clasp-12-ab/w1/cpuacct.usage")
             })
         );
+    }
+
+    #[test]
+    fn throttling_is_read_from_the_capping_hierarchy_of_a_clasp_group_only() {
+        let v1 = Layout {
+            hierarchies: vec![
+                hierarchy(Version::V1, "/sys/fs/cgroup/cpu/clasp-12-ab/w1", true),
+                hierarchy(Version::V1, "/sys/fs/cgroup/cpuacct/clasp-12-ab/w1", false),
+            ],
+        };
+        assert_eq!(
+            Throttling::from_layout(&v1, |_| true),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu/clasp-12-ab/w1/cpu.stat"))
+        );
+        let shared = Layout {
+            hierarchies: vec![hierarchy(Version::V2, "/sys/fs/cgroup/user.slice", true)],
+        };
+        assert_eq!(Throttling::from_layout(&shared, |_| true), None);
+        assert_eq!(Throttling::from_layout(&v1, |_| false), None);
+    }
+
+    #[test]
+    fn nr_throttled_is_parsed_from_v1_and_v2_cpu_stat() {
+        let v1 = "nr_periods 120\nnr_throttled 37\nthrottled_time 912345678\n";
+        assert_eq!(parse_nr_throttled(v1), Some(37));
+        let v2 = "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 9\nnr_throttled 0\n";
+        assert_eq!(parse_nr_throttled(v2), Some(0));
+        assert_eq!(parse_nr_throttled("nr_periods 3\n"), None);
+        assert_eq!(parse_nr_throttled("nr_throttled many\n"), None);
+        assert_eq!(Throttling { stat: None }.read_periods(), None);
     }
 
     #[test]

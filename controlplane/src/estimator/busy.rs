@@ -174,6 +174,9 @@ pub struct BusyRow {
     pub sleeps_per_s: f64,
     /// I_w: input records per second it took in from the ingress (0: not measured).
     pub roots_per_s: f64,
+    /// CPU-quota periods in which its group was throttled in the interval (None: uncapped or
+    /// not measured). A throttled row's CPU is held at the cap — censored — and is left out.
+    pub throttled_periods: Option<u64>,
 }
 
 impl BusyRow {
@@ -190,7 +193,15 @@ impl BusyRow {
             destinations: s.destinations as f64,
             sleeps_per_s: s.sleeps_per_s,
             roots_per_s: s.roots_per_s,
+            throttled_periods: s.throttled_periods,
         })
+    }
+
+    /// Whether the kernel throttled the worker in the interval: its CPU time then says what the
+    /// cap allowed, not what its work cost (at the cap a worker also does more per wake-up,
+    /// so the same counts cost less than they would uncapped — a row no linear model fits).
+    pub fn throttled(&self) -> bool {
+        self.throttled_periods.is_some_and(|n| n > 0)
     }
 
     /// A measurement, not garbage: finite, non-negative, below the sanity bounds.
@@ -250,6 +261,7 @@ pub struct BusyTimeEstimator {
     samples: [usize; 3],
     rows_used: usize,
     rows_skipped: usize,
+    rows_throttled: usize,
 }
 
 impl BusyTimeEstimator {
@@ -286,6 +298,7 @@ impl BusyTimeEstimator {
             samples: [0; 3],
             rows_used: 0,
             rows_skipped: 0,
+            rows_throttled: 0,
         }
     }
 
@@ -295,7 +308,8 @@ impl BusyTimeEstimator {
     }
 
     /// One interval's rows (one per worker with a measured CPU time): forgets the older rows
-    /// by one step, adds these, and re-solves. Implausible rows are skipped and counted.
+    /// by one step, adds these, and re-solves. Implausible rows are skipped and counted, and so
+    /// are throttled ones (censored: see [`BusyRow::throttled`]).
     pub fn observe_interval(&mut self, rows: &[BusyRow]) {
         let f = self.cfg.forgetting;
         self.info *= f;
@@ -304,7 +318,9 @@ impl BusyTimeEstimator {
         self.weight *= f;
         let mut positive = [0usize; 3];
         for r in rows {
-            if self.add_row(r) {
+            if r.throttled() {
+                self.rows_throttled += 1;
+            } else if self.add_row(r) {
                 self.rows_used += 1;
                 let regs = [r.local_per_s, r.remote_regressor(), r.destinations];
                 for (p, v) in positive.iter_mut().zip(regs) {
@@ -530,6 +546,11 @@ impl BusyTimeEstimator {
     /// Rows that entered the regression, and rows skipped as implausible.
     pub fn rows(&self) -> (usize, usize) {
         (self.rows_used, self.rows_skipped)
+    }
+
+    /// Rows left out because their worker was throttled (CPU held at its cap).
+    pub fn rows_throttled(&self) -> usize {
+        self.rows_throttled
     }
 
     /// The priors it started from.

@@ -7,6 +7,8 @@ use super::busy::BusyRow;
 
 /// The optional column of wake-ups: times per second a thread of the worker went to sleep.
 pub const SLEEPS_COLUMN: &str = "sleeps_per_s";
+/// The optional column of CPU-quota periods throttled in the interval (empty: uncapped).
+pub const THROTTLED_COLUMN: &str = "throttled_periods";
 /// The optional column of remote requests received per second (CSVs written before it
 /// existed lack it: their rows price a remote request on its sender's row only).
 pub const RECEIVED_COLUMN: &str = "remote_received_per_s";
@@ -30,9 +32,9 @@ impl fmt::Display for BusyCsvError {
 impl std::error::Error for BusyCsvError {}
 
 /// The columns a rows CSV must have (in any order; others are ignored). `sleeps_per_s`,
-/// `remote_received_per_s` and `roots_per_s` may be there too (CSVs written before they
-/// existed lack them: their rows have no wake-up count, no count of what they received and of
-/// input records taken in).
+/// `remote_received_per_s`, `roots_per_s` and `throttled_periods` may be there too (CSVs
+/// written before they existed lack them: their rows have no wake-up count, no count of what
+/// they received and of input records taken in, and are taken as not throttled).
 pub const CSV_COLUMNS: [&str; 7] = [
     "worker",
     "t_s",
@@ -71,6 +73,7 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
         sleeps_at: names.iter().position(|n| *n == SLEEPS_COLUMN),
         received_at: names.iter().position(|n| *n == RECEIVED_COLUMN),
         roots_at: names.iter().position(|n| *n == ROOTS_COLUMN),
+        throttled_at: names.iter().position(|n| *n == THROTTLED_COLUMN),
     };
     let mut rows = Vec::new();
     for (line, l) in lines {
@@ -95,6 +98,7 @@ struct Optional {
     sleeps_at: Option<usize>,
     received_at: Option<usize>,
     roots_at: Option<usize>,
+    throttled_at: Option<usize>,
 }
 
 /// The optional number in column `at` of `fields`: None when the column or its value is
@@ -142,6 +146,18 @@ fn csv_row(
         optional_num(line, &fields, optional.sleeps_at, SLEEPS_COLUMN)?.unwrap_or(0.0);
     let remote_received_per_s = optional_num(line, &fields, optional.received_at, RECEIVED_COLUMN)?;
     let roots_per_s = optional_num(line, &fields, optional.roots_at, ROOTS_COLUMN)?.unwrap_or(0.0);
+    let throttled_periods = optional_num(line, &fields, optional.throttled_at, THROTTLED_COLUMN)?
+        .map(|n| {
+            if n.is_finite() && n >= 0.0 && n.fract() == 0.0 {
+                Ok(n as u64)
+            } else {
+                Err(BusyCsvError {
+                    line,
+                    message: format!("{THROTTLED_COLUMN}: {n} is not a count"),
+                })
+            }
+        })
+        .transpose()?;
     let worker = get(0)?.parse::<usize>().map_err(|_| BusyCsvError {
         line,
         message: format!("worker: {:?} is not an index", fields[at[0]]),
@@ -157,5 +173,6 @@ fn csv_row(
         destinations: num(6)?,
         sleeps_per_s,
         roots_per_s,
+        throttled_periods,
     }))
 }

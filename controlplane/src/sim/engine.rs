@@ -702,6 +702,7 @@ impl Cluster {
                 cpu_us_per_s: Some((c.exec_busy_us + c.net_busy_us) * per_s),
                 // Threads that sleep and wake are not simulated: no wake-up cost to price.
                 sleeps_per_s: 0.0,
+                throttled_periods: None,
             });
         }
         self.interval_id += 1;

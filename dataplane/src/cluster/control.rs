@@ -38,6 +38,9 @@ pub struct WorkerInterval {
     pub roots_per_s: f64,
     /// Times per second a thread of the worker went to sleep (voluntary context switches).
     pub sleeps_per_s: f64,
+    /// CPU-quota periods in which its group was throttled during the interval (None: the
+    /// worker has no cap of its own, or it was not read).
+    pub throttled_periods: Option<u64>,
     /// The worker's cumulative counters at the end of the interval (for metrics endpoints,
     /// which export totals rather than rates).
     #[serde(skip)]

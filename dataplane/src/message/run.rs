@@ -160,6 +160,10 @@ pub struct Counters {
     /// cumulative): each costs a wake-up later, which the busy-time estimator prices apart
     /// from the chained requests.
     pub sleeps: u64,
+    /// CPU-quota enforcement periods in which the worker's group was throttled, cumulative;
+    /// `None` for a worker without a cap of its own. An interval in which it grew measured a
+    /// CPU time held at the cap, not what the work cost.
+    pub throttled_periods: Option<u64>,
 }
 
 /// What one worker ran: per-operator summaries (to compare with the oracle), metrics, faults.

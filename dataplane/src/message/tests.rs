@@ -71,10 +71,15 @@ fn counters() -> impl Strategy<Value = Message> {
             any::<Option<u64>>(),
             any::<u64>(),
             any::<u64>(),
+            any::<Option<u64>>(),
         ),
     )
         .prop_map(
-            |(a, (busy_ns, sent_to), (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps))| {
+            |(
+                a,
+                (busy_ns, sent_to),
+                (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps, throttled_periods),
+            )| {
                 let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
                 Message::Counters(Box::new(Counters {
                     worker,
@@ -90,6 +95,7 @@ fn counters() -> impl Strategy<Value = Message> {
                     queued_bytes,
                     frames_in,
                     sleeps,
+                    throttled_periods,
                 }))
             },
         )

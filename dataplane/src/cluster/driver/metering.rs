@@ -139,6 +139,10 @@ impl Driver<'_> {
                 queued_bytes: c.queued_bytes,
                 destinations,
                 sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
+                throttled_periods: c
+                    .throttled_periods
+                    .zip(p.throttled_periods)
+                    .map(|(now, before)| now.saturating_sub(before)),
                 // Set from every worker's counters once all are in (`count_received`).
                 remote_received_per_s: 0.0,
                 roots_per_s: 0.0,

@@ -140,6 +140,8 @@ struct Running {
     interval: Option<Duration>,
     /// Where this process's CPU time is read (its own cgroup when capped).
     cpu: crate::cpu_usage::CpuSource,
+    /// Where its throttling is read (its own cgroup when capped).
+    throttling: crate::cpu_usage::Throttling,
     /// The executors' snapshot mailboxes, and the checkpoint being taken.
     snap: snapshot::Snapshots,
     /// The transport's idle-spin counter when the job started.

@@ -154,6 +154,7 @@ pub(super) fn start_executors(
         parked,
         interval: (job.interval_ms > 0).then(|| Duration::from_millis(job.interval_ms.into())),
         cpu: crate::cpu_usage::CpuSource::detect(),
+        throttling: crate::cpu_usage::Throttling::detect(),
         snap,
         net_spin_from_ns: 0,
     })

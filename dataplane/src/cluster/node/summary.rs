@@ -40,6 +40,7 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         .saturating_sub(run.net_spin_from_ns);
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
+    c.throttled_periods = run.throttling.read_periods();
     c.sent_to = node
         .sent
         .iter()

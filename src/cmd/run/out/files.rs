@@ -43,7 +43,7 @@ const MIGRATION_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 11] = [
+const WORKER_HEADER: [&str; 12] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -55,9 +55,10 @@ const WORKER_HEADER: [&str; 11] = [
     "sleeps_per_s",
     "remote_received_per_s",
     "roots_per_s",
+    "throttled_periods",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 11] {
+fn worker_fields(r: &WorkerRow) -> [String; 12] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -70,6 +71,9 @@ fn worker_fields(r: &WorkerRow) -> [String; 11] {
         r.sleeps_per_s.to_string(),
         r.remote_received_per_s.to_string(),
         r.roots_per_s.to_string(),
+        r.throttled_periods
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
     ]
 }
 
