@@ -71,6 +71,10 @@ pub struct ExperimentArgs {
     /// Small sizes (seconds instead of minutes), for a smoke test of the harness.
     #[arg(long)]
     quick: bool,
+    /// Records of each static throughput point of `scaling` (default 100 000; 4 000 with
+    /// --quick, too few for steady figures on fast apps).
+    #[arg(long)]
+    records: Option<u64>,
 }
 
 /// Records of a static throughput point.
@@ -88,12 +92,14 @@ pub struct Setup {
     pub seeds: u64,
     pub duration_s: f64,
     pub quick: bool,
+    /// Records a static throughput point admits.
+    pub records: u64,
 }
 
 impl Setup {
     /// Records a static throughput point admits.
     pub fn records(&self) -> u64 {
-        if self.quick { QUICK_RECORDS } else { RECORDS }
+        self.records
     }
 }
 
@@ -111,7 +117,14 @@ impl ExperimentArgs {
             seeds,
             duration: duration_s,
             quick,
+            records: None,
         }
+    }
+
+    /// The same, with `records` per static throughput point.
+    pub fn with_records(mut self, records: u64) -> Self {
+        self.records = Some(records);
+        self
     }
 }
 
@@ -130,9 +143,11 @@ pub fn run_experiments(args: &ExperimentArgs) -> anyhow::Result<Vec<PathBuf>> {
     if !(1..=8).contains(&args.max_workers)
         || args.seeds == 0
         || !(args.duration.is_finite() && args.duration >= 2.0)
+        || args.records == Some(0)
     {
         return Err(usage_error(
-            "--max-workers must be 1..=8, --seeds at least 1, --duration at least 2 s",
+            "--max-workers must be 1..=8, --seeds at least 1, --duration at least 2 s, \
+             --records at least 1",
         ));
     }
     let apps: Vec<String> = if args.apps.is_empty() {
@@ -154,6 +169,9 @@ pub fn run_experiments(args: &ExperimentArgs) -> anyhow::Result<Vec<PathBuf>> {
         seeds: args.seeds,
         duration_s: args.duration,
         quick: args.quick,
+        records: args
+            .records
+            .unwrap_or(if args.quick { QUICK_RECORDS } else { RECORDS }),
     };
     let all = args.name == Experiment::All;
     let mut written = Vec::new();

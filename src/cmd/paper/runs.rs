@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// Records of each live throughput point with `--quick`: `clasp experiment --quick`'s 4 000 end
+/// SYN's points within milliseconds of their start, so one run's figure swung 0.4–2.9×.
+const QUICK_SCALING_RECORDS: u64 = 30_000;
+
 /// The headroom the worker-count experiment is judged at besides h = 1 (the planner's default).
 pub const PLANNER_HEADROOM: f64 = clasp_controlplane::model::DEFAULT_HEADROOM;
 /// Headroom of the worker-count experiment: its observed optimum is defined at maximum
@@ -279,7 +283,11 @@ fn live(plan: &Plan, ran: &mut Ran) -> anyhow::Result<()> {
     };
     for (exp, names) in batches {
         let label = if exp == Live::All { "all" } else { names[0] };
-        let quick = if plan.quick { " --quick" } else { "" };
+        let quick = if plan.quick {
+            format!(" --quick --records {QUICK_SCALING_RECORDS}")
+        } else {
+            String::new()
+        };
         let command = format!(
             "clasp experiment {label}{quick} --seeds {} --duration {} --out {}",
             plan.live_seeds,
@@ -288,13 +296,16 @@ fn live(plan: &Plan, ran: &mut Ran) -> anyhow::Result<()> {
         );
         progress(&command);
         let t0 = Instant::now();
-        let args = ExperimentArgs::new(
+        let mut args = ExperimentArgs::new(
             exp,
             dir.clone(),
             plan.quick,
             plan.live_seeds,
             plan.live_seconds,
         );
+        if plan.quick {
+            args = args.with_records(QUICK_SCALING_RECORDS);
+        }
         run_experiments(&args)?;
         let seconds = t0.elapsed().as_secs_f64();
         for n in names {
