@@ -35,7 +35,7 @@ pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{
     Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig,
-    RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes,
+    RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes, spin_for,
 };
 #[cfg(not(loom))]
 pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

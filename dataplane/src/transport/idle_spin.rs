@@ -12,10 +12,7 @@
 //! work, and a worker's CPU figure must be able to leave it out.
 
 use super::Transport;
-use std::time::{Duration, Instant};
-
-/// Polls of the ring between two reads of the clock.
-const POLLS_PER_CLOCK_READ: u32 = 16;
+use std::time::Duration;
 
 impl Transport {
     /// How long an idle `poll` watches its ring before it waits in the kernel (zero: it waits
@@ -37,18 +34,9 @@ impl Transport {
             return false;
         }
         let from_ns = crate::clock::thread_cpu_ns();
-        let deadline = Instant::now() + bound;
-        let arrived = 'spin: loop {
-            for _ in 0..POLLS_PER_CLOCK_READ {
-                if self.ring_has_work() {
-                    break 'spin true;
-                }
-                std::hint::spin_loop();
-            }
-            if Instant::now() >= deadline {
-                break false;
-            }
-        };
+        let Ok(arrived) = clasp_shmring::spin_for(bound, || {
+            Ok::<_, std::convert::Infallible>(self.ring_has_work())
+        });
         self.counters.idle_spin_ns += crate::clock::thread_cpu_ns().saturating_sub(from_ns);
         arrived
     }

@@ -72,7 +72,7 @@ mod wait;
 
 pub use consumer::{Consumer, ReadFrame};
 pub use producer::{Producer, WriteGrant};
-pub use wait::{DEFAULT_SPIN, LIVENESS_POLL, WaitPolicy};
+pub use wait::{DEFAULT_SPIN, LIVENESS_POLL, WaitPolicy, spin_for};
 pub(crate) use wait::{Probe, park_until};
 
 use crate::doorbell::Doorbell;

@@ -60,16 +60,21 @@ impl WaitPolicy {
     }
 }
 
-/// Polls `probe` until it says the condition holds (`Ok(true)`) or `policy.spin` of wall time
-/// has passed (`Ok(false)`). A zero bound reads no clock (loom models stay deterministic).
-fn spin_until(policy: WaitPolicy, probe: &mut impl FnMut(Probe) -> Result<bool>) -> Result<bool> {
-    if !policy.spins() {
+/// Calls `poll` until it says the condition holds (`Ok(true)`) or `bound` of wall time has
+/// passed (`Ok(false)`), reading the clock once every few polls. A zero bound polls nothing
+/// and reads no clock (loom models stay deterministic). Every idle spin of the data plane —
+/// a ring end's, a network thread's — waits this way.
+pub fn spin_for<E>(
+    bound: Duration,
+    mut poll: impl FnMut() -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    if bound.is_zero() {
         return Ok(false);
     }
-    let deadline = Instant::now() + policy.spin;
+    let deadline = Instant::now() + bound;
     loop {
         for _ in 0..POLLS_PER_CLOCK_READ {
-            if probe(Probe::Poll)? {
+            if poll()? {
                 return Ok(true);
             }
             spin_loop();
@@ -100,7 +105,7 @@ pub(crate) fn park_until(
     timeout: Option<Duration>,
     mut probe: impl FnMut(Probe) -> Result<bool>,
 ) -> Result<()> {
-    if spin_until(policy, &mut probe)? {
+    if spin_for(policy.spin, || probe(Probe::Poll))? {
         return Ok(());
     }
     let start = Instant::now();
