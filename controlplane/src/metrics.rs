@@ -60,6 +60,10 @@ pub struct WorkerSample {
     /// capped, or not measured). Throttled, its CPU time is held at the cap: a bound, not a
     /// measurement of what its work cost.
     pub throttled_periods: Option<u64>,
+    /// TCP batches per second the worker's transport sent and received (0: not measured).
+    /// Each costs the same whatever it carries, which the busy-time estimator prices apart
+    /// from the remote requests in it.
+    pub batches_per_s: f64,
 }
 
 impl WorkerSample {

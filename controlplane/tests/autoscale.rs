@@ -79,6 +79,7 @@ fn interval(
             cpu_us_per_s: None,
             sleeps_per_s: 0.0,
             throttled_periods: None,
+            batches_per_s: 0.0,
         })
         .collect();
     let planner = PlannerSample {

@@ -703,6 +703,8 @@ impl Cluster {
                 // Threads that sleep and wake are not simulated: no wake-up cost to price.
                 sleeps_per_s: 0.0,
                 throttled_periods: None,
+                // Nor are TCP batches: a remote request's cost is all in β.
+                batches_per_s: 0.0,
             });
         }
         self.interval_id += 1;

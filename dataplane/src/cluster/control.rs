@@ -41,6 +41,8 @@ pub struct WorkerInterval {
     /// CPU-quota periods in which its group was throttled during the interval (None: the
     /// worker has no cap of its own, or it was not read).
     pub throttled_periods: Option<u64>,
+    /// TCP batches per second its transport sent and received (all peers, the driver included).
+    pub batches_per_s: f64,
     /// The worker's cumulative counters at the end of the interval (for metrics endpoints,
     /// which export totals rather than rates).
     #[serde(skip)]

@@ -164,6 +164,10 @@ pub struct Counters {
     /// `None` for a worker without a cap of its own. An interval in which it grew measured a
     /// CPU time held at the cap, not what the work cost.
     pub throttled_periods: Option<u64>,
+    /// TCP batches the worker's transport sent and received, over all its peers (the driver
+    /// included), cumulative: each costs a system call's share, a wake-up of the network
+    /// thread and its framing, whatever the number of requests in it.
+    pub batches: u64,
 }
 
 /// What one worker ran: per-operator summaries (to compare with the oracle), metrics, faults.

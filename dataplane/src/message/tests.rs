@@ -72,13 +72,14 @@ fn counters() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u64>(),
             any::<Option<u64>>(),
+            any::<u64>(),
         ),
     )
         .prop_map(
             |(
                 a,
                 (busy_ns, sent_to),
-                (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps, throttled_periods),
+                (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps, throttled_periods, batches),
             )| {
                 let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
                 Message::Counters(Box::new(Counters {
@@ -96,6 +97,7 @@ fn counters() -> impl Strategy<Value = Message> {
                     frames_in,
                     sleeps,
                     throttled_periods,
+                    batches,
                 }))
             },
         )

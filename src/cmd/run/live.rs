@@ -141,6 +141,7 @@ impl Live {
             cpu_us_per_s: w.cpu_us_per_s,
             sleeps_per_s: w.sleeps_per_s,
             throttled_periods: w.throttled_periods,
+            batches_per_s: w.batches_per_s,
         }
     }
 }
@@ -593,6 +594,7 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         busy_us_per_s: w.busy_us_per_s,
         sleeps_per_s: w.sleeps_per_s,
         throttled_periods: w.throttled_periods,
+        batches_per_s: w.batches_per_s,
     };
     report
         .intervals

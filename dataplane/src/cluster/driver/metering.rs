@@ -139,6 +139,7 @@ impl Driver<'_> {
                 queued_bytes: c.queued_bytes,
                 destinations,
                 sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
+                batches_per_s: c.batches.saturating_sub(p.batches) as f64 / wdt,
                 throttled_periods: c
                     .throttled_periods
                     .zip(p.throttled_periods)

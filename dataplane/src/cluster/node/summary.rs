@@ -41,6 +41,12 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
     c.throttled_periods = run.throttling.read_periods();
+    c.batches = (0..node.sent.len().max(node.rx.received.len()))
+        .map(|p| {
+            let pc = node.t.peer_counters(p as PeerId);
+            pc.batches_sent + pc.batches_received
+        })
+        .sum();
     c.sent_to = node
         .sent
         .iter()

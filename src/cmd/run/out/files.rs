@@ -43,7 +43,7 @@ const MIGRATION_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 12] = [
+const WORKER_HEADER: [&str; 13] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -56,9 +56,10 @@ const WORKER_HEADER: [&str; 12] = [
     "remote_received_per_s",
     "roots_per_s",
     "throttled_periods",
+    "batches_per_s",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 12] {
+fn worker_fields(r: &WorkerRow) -> [String; 13] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -74,6 +75,7 @@ fn worker_fields(r: &WorkerRow) -> [String; 12] {
         r.throttled_periods
             .map(|n| n.to_string())
             .unwrap_or_default(),
+        r.batches_per_s.to_string(),
     ]
 }
 

@@ -114,4 +114,6 @@ pub struct WorkerRow {
     pub sleeps_per_s: f64,
     /// CPU-quota periods in which its group was throttled in the interval (None: uncapped).
     pub throttled_periods: Option<u64>,
+    /// TCP batches per second its transport sent and received.
+    pub batches_per_s: f64,
 }

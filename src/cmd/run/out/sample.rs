@@ -95,6 +95,7 @@ pub(super) fn record() -> RunRecord {
                 busy_us_per_s: 200_000.0,
                 sleeps_per_s: 3_000.0,
                 throttled_periods: Some((i % 3) as u64),
+                batches_per_s: 2_000.0,
             })
             .collect(),
     }
