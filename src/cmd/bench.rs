@@ -234,6 +234,13 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                     row.policy, row.one_way_us, row.one_way_us_min, row.one_way_us_max
                 )?;
             }
+            if let Some([mid, lo, hi]) = r.tcp_floor_one_way_us {
+                writeln!(
+                    out,
+                    "    floor: loopback TCP, plain write and busy-polled read, {mid:.1} µs \
+                     [{lo:.1}..{hi:.1}]"
+                )?;
+            }
         }
     }
     out.finish()

@@ -22,6 +22,7 @@
 #[cfg(feature = "baselines")]
 mod baseline;
 mod costs;
+mod floor;
 mod harness;
 mod transport;
 
@@ -111,6 +112,9 @@ pub struct RemoteDispatch {
     pub remote_idle: Vec<RemoteIdleRow>,
     /// The same for the baseline, µs (None in a build without the `baselines` feature).
     pub baseline_one_way_us: Option<f64>,
+    /// The floor: plain loopback TCP between two pinned, busy-polling threads, one-way µs
+    /// (median, min, max over the repetitions; None where loopback TCP could not be used).
+    pub tcp_floor_one_way_us: Option<[f64; 3]>,
     /// Receive path the transport used ("multishot" or "plain").
     pub receive_path: String,
     /// Repetitions each median is over.
@@ -202,7 +206,12 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
     let mut multishot = false;
     let policies = crate::dispatch_idle::idle_policies();
     let mut one_way: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
+    let mut floor_us: Vec<f64> = Vec::new();
     for _ in 0..opts.repetitions {
+        match floor::tcp_floor_one_way_us(opts.round_trips) {
+            Ok(us) => floor_us.push(us),
+            Err(e) => tracing::warn!("dispatch bench: the loopback TCP floor: {e}"),
+        }
         for (p, v) in policies.iter().zip(&mut one_way) {
             v.push(remote_latency_us(opts.round_trips, p.network_spin()));
         }
@@ -228,13 +237,12 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
     let g4 = detail.get("4").copied().unwrap_or(f64::NAN);
     let remote_idle: Vec<RemoteIdleRow> = (policies.iter().zip(one_way))
         .map(|(p, v)| {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let [one_way_us, one_way_us_min, one_way_us_max] = spread(v).unwrap_or([f64::NAN; 3]);
             RemoteIdleRow {
                 policy: p.to_string(),
-                one_way_us: median(v),
-                one_way_us_min: lo,
-                one_way_us_max: hi,
+                one_way_us,
+                one_way_us_min,
+                one_way_us_max,
             }
         })
         .collect();
@@ -253,6 +261,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
         remote_one_way_us: remote_idle[0].one_way_us,
         remote_idle,
         baseline_one_way_us: baseline_latency_us(opts.round_trips),
+        tcp_floor_one_way_us: spread(floor_us),
         receive_path: if multishot {
             "multishot".into()
         } else {
@@ -260,6 +269,13 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
         },
         repetitions: opts.repetitions,
     }
+}
+
+/// Median, lowest and highest (None for no value).
+fn spread(v: Vec<f64>) -> Option<[f64; 3]> {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (!v.is_empty()).then(|| [median(v), lo, hi])
 }
 
 #[cfg(test)]
@@ -289,6 +305,11 @@ mod tests {
         assert!(r.remote_one_way_us > 0.0);
         assert_eq!(r.remote_idle.len(), 2);
         assert!(r.remote_idle.iter().all(|row| row.one_way_us > 0.0));
+        let floor = r.tcp_floor_one_way_us.expect("loopback TCP works here");
+        assert!(
+            floor[0] > 0.0 && floor[1] <= floor[0] && floor[0] <= floor[2],
+            "{floor:?}"
+        );
         let json = serde_json::to_value(&r).expect("json");
         assert!(json.get("per_destination_ns").is_some());
     }
