@@ -611,6 +611,7 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
         key_groups_moved: m.key_groups_moved,
         planner_ms: m.planner_ms,
         worker_pause_ms: m.worker_pause_ms,
+        marker_wait_ms: m.marker_wait_ms,
         exported: m.exported,
         forwarded: m.forwarded,
         held: m.held,

@@ -50,6 +50,7 @@ impl Driver<'_> {
                 let mut rec = f.record;
                 rec.planner_ms = r.planner_ns as f64 / 1e6;
                 rec.worker_pause_ms = r.pause_ns_max as f64 / 1e6;
+                rec.marker_wait_ms = r.marker_wait_ns_max as f64 / 1e6;
                 rec.exported = r.exported;
                 rec.forwarded = r.forwarded;
                 rec.held = r.held;

@@ -27,7 +27,7 @@ const INTERVAL_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `migrations.csv`, in [`MigrationRow`]'s field order.
-const MIGRATION_HEADER: [&str; 12] = [
+const MIGRATION_HEADER: [&str; 13] = [
     "epoch",
     "t_s",
     "workers_before",
@@ -35,6 +35,7 @@ const MIGRATION_HEADER: [&str; 12] = [
     "key_groups_moved",
     "planner_ms",
     "worker_pause_ms",
+    "marker_wait_ms",
     "exported",
     "forwarded",
     "held",
@@ -94,7 +95,7 @@ fn interval_fields(r: &IntervalRow) -> [String; 12] {
     ]
 }
 
-fn migration_fields(m: &MigrationRow) -> [String; 12] {
+fn migration_fields(m: &MigrationRow) -> [String; 13] {
     [
         m.epoch.to_string(),
         m.t_s.to_string(),
@@ -103,6 +104,7 @@ fn migration_fields(m: &MigrationRow) -> [String; 12] {
         m.key_groups_moved.to_string(),
         m.planner_ms.to_string(),
         m.worker_pause_ms.to_string(),
+        m.marker_wait_ms.to_string(),
         m.exported.to_string(),
         m.forwarded.to_string(),
         m.held.to_string(),

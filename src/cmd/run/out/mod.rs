@@ -60,6 +60,8 @@ pub struct MigrationRow {
     pub planner_ms: f64,
     /// The longest worker pause.
     pub worker_pause_ms: f64,
+    /// The longest wait of a worker's executor for its markers (it executes meanwhile).
+    pub marker_wait_ms: f64,
     pub exported: u64,
     pub forwarded: u64,
     pub held: u64,
