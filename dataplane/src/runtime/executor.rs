@@ -42,6 +42,7 @@ use std::time::Duration;
 mod migrating;
 mod outbound;
 mod snapshot;
+mod spans;
 mod timers;
 
 pub use snapshot::{ExecutorSnapshot, SnapshotBox};

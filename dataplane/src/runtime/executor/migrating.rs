@@ -88,6 +88,8 @@ pub(crate) struct Migration {
     /// No migration, nothing early, nothing ready: the fast path applies.
     pub(super) settled: bool,
     last_progress_ns: u64,
+    /// Where this migration's time goes (logged).
+    spans: super::spans::Spans,
 }
 
 impl Migration {
@@ -107,6 +109,7 @@ impl Migration {
             outgoing: VecDeque::new(),
             settled: true,
             last_progress_ns: 0,
+            spans: super::spans::Spans::default(),
         }
     }
 
@@ -148,6 +151,7 @@ impl Engine {
             }
         }
         for a in plans {
+            self.mig.spans.plan();
             self.mig.next = Some((a.epoch(), Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
             self.apply(actions);
@@ -368,6 +372,8 @@ impl Engine {
                 Action::InstallState {
                     operator, state, ..
                 } => {
+                    let start_ns = now_ns();
+                    let groups = state.len();
                     for (g, bytes) in state {
                         if let Err(e) = self.instances[operator].import_group(g as u16, &bytes) {
                             self.report_error(format!(
@@ -375,11 +381,13 @@ impl Engine {
                             ));
                         }
                     }
+                    self.mig.spans.installed(start_ns, groups);
                 }
                 Action::Process(req) => self.mig.ready.push_back(req.body),
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
+                    self.mig.spans.completed(self.my_slot, &report);
                     let msg = Message::Migrated(message::Report::from(&report));
                     if let Some(body) = self.encoded(&msg) {
                         self.push_report(&Report::Migrated(&body));
@@ -484,6 +492,7 @@ impl Engine {
                     queued,
                 } => {
                     let (to, epoch, operator) = (*to, *epoch, *operator);
+                    let start_ns = now_ns();
                     let take: Vec<KeyGroup> = (0..EXPORT_GROUPS_PER_TURN)
                         .map_while(|_| groups.pop_front())
                         .collect();
@@ -512,6 +521,10 @@ impl Engine {
                     };
                     for part in state_parts(&bytes, self.state_part_bytes) {
                         self.send_message(&Message::StatePart(part), epoch, to);
+                    }
+                    self.mig.spans.packed(start_ns, take.len(), bytes.len());
+                    if done {
+                        self.mig.spans.exported(self.my_slot, epoch);
                     }
                     sent += 1;
                     // One chunk per turn: the kept key groups' requests run in between.
