@@ -610,6 +610,7 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
         workers_after: m.workers_after,
         key_groups_moved: m.key_groups_moved,
         planner_ms: m.planner_ms,
+        narrowing_ms: m.narrowing_ms,
         worker_pause_ms: m.worker_pause_ms,
         marker_wait_ms: m.marker_wait_ms,
         exported: m.exported,

@@ -27,12 +27,13 @@ const INTERVAL_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `migrations.csv`, in [`MigrationRow`]'s field order.
-const MIGRATION_HEADER: [&str; 13] = [
+const MIGRATION_HEADER: [&str; 14] = [
     "epoch",
     "t_s",
     "workers_before",
     "workers_after",
     "key_groups_moved",
+    "narrowing_ms",
     "planner_ms",
     "worker_pause_ms",
     "marker_wait_ms",
@@ -95,13 +96,14 @@ fn interval_fields(r: &IntervalRow) -> [String; 12] {
     ]
 }
 
-fn migration_fields(m: &MigrationRow) -> [String; 13] {
+fn migration_fields(m: &MigrationRow) -> [String; 14] {
     [
         m.epoch.to_string(),
         m.t_s.to_string(),
         m.workers_before.to_string(),
         m.workers_after.to_string(),
         m.key_groups_moved.to_string(),
+        m.narrowing_ms.to_string(),
         m.planner_ms.to_string(),
         m.worker_pause_ms.to_string(),
         m.marker_wait_ms.to_string(),

@@ -56,6 +56,8 @@ pub struct MigrationRow {
     pub workers_before: usize,
     pub workers_after: usize,
     pub key_groups_moved: usize,
+    /// The decision → the plan sent (the roots in flight narrowing first).
+    pub narrowing_ms: f64,
     /// Plan sent → all completions in.
     pub planner_ms: f64,
     /// The longest worker pause.
