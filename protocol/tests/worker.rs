@@ -106,7 +106,10 @@ fn old_owner_drains_then_exports(a: &mut W, part: Assignment) {
             },
         ]
     );
-    assert!(!a.paused(), "A runs what it keeps while it waits for the ingress marker");
+    assert!(
+        !a.paused(),
+        "A runs what it keeps while it waits for the ingress marker"
+    );
 }
 
 /// After the export, A forwards an old root to B; the ingress marker lets A seal and finish.
@@ -162,7 +165,10 @@ fn new_owner_installs_and_runs_in_order(b: &mut W) {
         processed(&b.on_message(32, Peer::Worker(Slot(0)), Msg::Request(req(0, 20)))).is_empty()
     );
     let acts = b.on_message(33, Peer::Worker(Slot(0)), Msg::Marker { epoch: Epoch(1) });
-    assert!(acts.is_empty(), "the marker alone releases nothing: {acts:?}");
+    assert!(
+        acts.is_empty(),
+        "the marker alone releases nothing: {acts:?}"
+    );
     let acts = b.on_message(
         34,
         Peer::Worker(Slot(0)),

@@ -39,9 +39,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod installs;
 mod migrating;
 mod outbound;
-mod installs;
 mod snapshot;
 mod spans;
 mod timers;

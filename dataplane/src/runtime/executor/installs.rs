@@ -74,7 +74,11 @@ impl Engine {
             if let Err(e) = self.instances[operator].import_group(g as u16, &bytes) {
                 self.report_error(format!("importing operator {operator} key group {g}: {e}"));
             }
-            let parked = self.mig.installs.parked.remove(&(operator as u16, g as u16));
+            let parked = self
+                .mig
+                .installs
+                .parked
+                .remove(&(operator as u16, g as u16));
             released.extend(parked.unwrap_or_default());
         }
         // Each key group's requests keep their order; they all arrived after its state.
@@ -88,7 +92,52 @@ impl Engine {
     /// Installs everything queued (before state is read, exported or a plan taken).
     pub(super) fn flush_installs(&mut self) {
         while self.install_next() {}
-        debug_assert!(self.mig.installs.is_empty(), "every parked key group installed");
+        debug_assert!(
+            self.mig.installs.is_empty(),
+            "every parked key group installed"
+        );
         self.mig.refresh();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Installs;
+    use crate::request::{RequestHeader, frame_len};
+
+    /// A request frame of `operator`, key group `key_group`, told apart by `payload`.
+    fn frame(operator: u16, key_group: u16, payload: u8) -> Vec<u8> {
+        let h = RequestHeader {
+            operator,
+            key_group,
+            ..RequestHeader::default()
+        };
+        let mut f = vec![0; frame_len(1, 1)];
+        h.write(b"k", &[payload], &mut f);
+        f
+    }
+
+    #[test]
+    fn requests_of_a_key_group_still_installing_are_parked_in_order_the_rest_pass() {
+        let mut i = Installs::default();
+        assert!(i.is_empty());
+        i.push(1, vec![(7, b"archive".to_vec())]);
+        assert!(
+            !i.is_empty(),
+            "a queued install keeps the executor off the fast path"
+        );
+        assert!(i.admit(frame(1, 7, 1)).is_none(), "its own key group waits");
+        assert!(
+            i.admit(frame(0, 7, 2)).is_some(),
+            "another operator's does not"
+        );
+        assert!(
+            i.admit(frame(1, 8, 3)).is_some(),
+            "another key group's does not"
+        );
+        assert!(i.admit(frame(1, 7, 4)).is_none());
+        let parked = &i.parked[&(1, 7)];
+        let payloads: Vec<u8> = parked.iter().map(|f| f[f.len() - 1]).collect();
+        assert_eq!(payloads, vec![1, 4], "in arrival order");
     }
 }

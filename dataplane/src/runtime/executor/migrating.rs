@@ -284,8 +284,7 @@ impl Engine {
     /// Installs one received state message and runs released requests, while not paused.
     /// Returns how many items (installs and requests) it took.
     pub(super) fn run_ready(&mut self, max: usize) -> usize {
-        if self.mig.proto.paused() || (self.mig.ready.is_empty() && self.mig.installs.is_empty())
-        {
+        if self.mig.proto.paused() || (self.mig.ready.is_empty() && self.mig.installs.is_empty()) {
             return 0;
         }
         let mut n = usize::from(self.install_next());

@@ -336,9 +336,11 @@ mod tests {
         for (row, m) in rows.iter().zip(&rec.migrations) {
             assert_eq!(row.len(), MIGRATION_HEADER.len());
             assert_eq!(row[0].parse::<u64>().unwrap(), m.epoch);
-            assert_eq!(row[5].parse::<f64>().unwrap(), m.planner_ms);
-            assert_eq!(row[10].parse::<u64>().unwrap(), m.admitted_during);
-            assert_eq!(row[11], m.reason);
+            assert_eq!(row[5].parse::<f64>().unwrap(), m.narrowing_ms);
+            assert_eq!(row[6].parse::<f64>().unwrap(), m.planner_ms);
+            assert_eq!(row[8].parse::<f64>().unwrap(), m.marker_wait_ms);
+            assert_eq!(row[12].parse::<u64>().unwrap(), m.admitted_during);
+            assert_eq!(row[13], m.reason);
         }
 
         let decisions = std::fs::read_to_string(dir.join("decisions.txt")).unwrap();
@@ -378,8 +380,8 @@ mod tests {
         let written = write_out(&tmp.0, &rec).unwrap();
         check_files(&tmp.0, &written);
         for (file, header) in [
-            ("intervals.csv", INTERVAL_HEADER),
-            ("migrations.csv", MIGRATION_HEADER),
+            ("intervals.csv", &INTERVAL_HEADER[..]),
+            ("migrations.csv", &MIGRATION_HEADER[..]),
         ] {
             let (h, rows) = parse_csv(&std::fs::read_to_string(tmp.0.join(file)).unwrap());
             assert_eq!(h, header);
