@@ -47,9 +47,10 @@
 //! 3. B holds every request for G until G's state and seal are both in, then releases, in this
 //!    order, the queued requests exported with the state, the forwarded ones, and the held
 //!    new-epoch ones (each in arrival order);
-//! 4. a worker resumes as soon as its own expected markers are in (no global barrier), and
-//!    reports completion once it has also sealed what it gave up, installed what it receives,
-//!    and collected its *fence* markers (below).
+//! 4. a worker resumes as soon as it has drained — no global barrier, and no wait for markers:
+//!    what steps 2 and 3 and the gate below do not hold back is safe to run — and reports
+//!    completion once it has also sealed what it gave up, installed what it receives, and
+//!    collected its *fence* markers (below).
 //!
 //! **Upstream gate and fence (the simulation's first finding).** The rule above protects the
 //! key group that moves, not the ones *downstream* of it. When upstream key group U moves from
@@ -68,8 +69,7 @@
 //! The last point also makes a completed migration a flush: no request routed by an older
 //! table is still in flight, which is what lets the plan's hear-from lists look only at the old
 //! and the new table (a worker that hosted a predecessor two tables ago is in neither). The
-//! gate costs no pause: a worker resumes on its plan's markers, and only the gated requests
-//! wait; fence markers are sent at the drain, unconditionally, so waiting on them cannot
+//! gate costs no pause: a worker resumes at its drain, and only the gated requests wait; fence markers are sent at the drain, unconditionally, so waiting on them cannot
 //! deadlock.
 //!
 //! The data plane runs one machine per *executor* (its "worker" here is an executor slot), so a

@@ -86,6 +86,8 @@ pub struct MigrationReport {
     pub pause_ns: Vec<(Slot, u64)>,
     /// The longest pause.
     pub pause_ns_max: u64,
+    /// The longest wait from a slot's plan to its markers being in (it then sealed).
+    pub marker_wait_ns_max: u64,
 }
 
 /// A migration that did not complete in time.
@@ -285,6 +287,12 @@ impl Planner {
                 admitted_during: self.admitted - f.admitted_at_start,
                 pause_ns_max: pause_ns.iter().map(|p| p.1).max().unwrap_or(0),
                 pause_ns,
+                marker_wait_ns_max: f
+                    .completed
+                    .values()
+                    .map(|r| r.marker_wait_ns)
+                    .max()
+                    .unwrap_or(0),
             }));
         }
         out

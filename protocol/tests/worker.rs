@@ -58,14 +58,21 @@ fn old_owner_forwards_ahead_of_seal_and_new_owner_holds_until_state_and_seal() {
     assert!(!a.in_migration() && !b.in_migration());
 }
 
-/// The new owner (B) hears of the new epoch first: it drains, stays paused until its state
-/// sender's marker, and holds a new-epoch root for the moving group.
+/// The new owner (B) hears of the new epoch first: it drains, executes again at once, and
+/// holds a new-epoch root for the moving group until its state and seal are in.
 fn new_owner_holds_a_new_epoch_root(b: &mut W, part: Assignment) {
     // B hears of the new epoch first: a new-epoch root for the group is held.
     assert_eq!(b.on_plan(10, part), vec![A::Drain]);
-    // B hears from A (its state sender): it stays paused until A's marker.
-    assert!(b.on_drained(12).is_empty());
-    assert!(b.paused());
+    assert!(b.paused(), "nothing starts before the drain");
+    // B hears from A (its state sender): it resumes at the drain, not at A's marker.
+    assert_eq!(
+        b.on_drained(12),
+        vec![A::Resume {
+            epoch: Epoch(1),
+            pause_ns: 2
+        }]
+    );
+    assert!(!b.paused());
     assert!(processed(&b.on_message(13, Peer::Ingress, Msg::Request(req(1, 30)))).is_empty());
 }
 
@@ -93,7 +100,15 @@ fn old_owner_drains_then_exports(a: &mut W, part: Assignment) {
                 operator: 0,
                 key_groups: vec![KeyGroup(0)]
             },
+            A::Resume {
+                epoch: Epoch(1),
+                pause_ns: 5
+            },
         ]
+    );
+    assert!(
+        !a.paused(),
+        "A runs what it keeps while it waits for the ingress marker"
     );
 }
 
@@ -117,14 +132,10 @@ fn old_owner_forwards_then_seals(a: &mut W) {
             key_groups: vec![KeyGroup(0)]
         }
     );
-    assert_eq!(
-        acts[1],
-        A::Resume {
-            epoch: Epoch(1),
-            pause_ns: 10
-        }
-    );
-    assert!(matches!(acts[2], A::Completed(_)));
+    let Some(A::Completed(r)) = acts.get(1) else {
+        panic!("A completes once sealed: {acts:?}");
+    };
+    assert_eq!((r.pause_ns, r.marker_wait_ns), (5, 10));
 }
 
 /// B, on A's FIFO connection, gets the state (with the queued root), the forward, the marker
@@ -154,13 +165,9 @@ fn new_owner_installs_and_runs_in_order(b: &mut W) {
         processed(&b.on_message(32, Peer::Worker(Slot(0)), Msg::Request(req(0, 20)))).is_empty()
     );
     let acts = b.on_message(33, Peer::Worker(Slot(0)), Msg::Marker { epoch: Epoch(1) });
-    assert_eq!(
-        acts,
-        vec![A::Resume {
-            epoch: Epoch(1),
-            pause_ns: 23
-        }],
-        "resumes; the group stays held"
+    assert!(
+        acts.is_empty(),
+        "the marker alone releases nothing: {acts:?}"
     );
     let acts = b.on_message(
         34,
@@ -180,6 +187,7 @@ fn new_owner_installs_and_runs_in_order(b: &mut W) {
         panic!("B completes once the group is installed: {acts:?}");
     };
     assert_eq!((r.received_queued, r.held), (1, 1));
+    assert_eq!((r.pause_ns, r.marker_wait_ns), (2, 23));
 }
 
 #[test]
@@ -202,4 +210,47 @@ fn markers_go_to_every_peer_in_the_plan_even_with_nothing_else() {
         "{acts:?}"
     );
     assert!(acts.iter().any(|a| matches!(a, Action::Completed(_))));
+}
+
+#[test]
+fn a_kept_key_group_runs_between_the_drain_and_the_markers() {
+    // Key group 1 moves from worker 0 to worker 1; worker 0 keeps key group 0. Between its
+    // drain and the ingress marker it may execute: an old-epoch root of the kept group is
+    // released at once, one of the group it gave up is forwarded, and the seal waits.
+    let old = table(0, &[&[0, 0]]);
+    let new = Arc::new(table(1, &[&[0, 1]]));
+    let preds = vec![vec![]];
+    let p = plan(&old, &new, &preds);
+    let parts = assignments(&p, &old, &new, &preds, 2);
+    let mut a: W = Worker::new(Slot(0), Arc::new(old), Epoch(0));
+    assert_eq!(a.on_plan(0, parts[0].clone()), vec![A::Drain]);
+    let acts = a.on_drained(1);
+    assert!(acts.contains(&A::Resume {
+        epoch: Epoch(1),
+        pause_ns: 1
+    }));
+    assert!(!a.paused() && a.in_migration());
+    let kept = a.on_message(2, Peer::Ingress, Msg::Request(req(0, 7)));
+    assert_eq!(processed(&kept), vec![7]);
+    let moved = Req {
+        key_group: KeyGroup(1),
+        ..req(0, 8)
+    };
+    let acts = a.on_message(3, Peer::Ingress, Msg::Request(moved.clone()));
+    assert_eq!(
+        acts,
+        vec![A::ForwardRequest {
+            to: Slot(1),
+            req: moved
+        }]
+    );
+    let acts = a.on_message(9, Peer::Ingress, Msg::Marker { epoch: Epoch(1) });
+    assert!(
+        matches!(acts.first(), Some(A::SendSeal { .. })),
+        "seals on the marker: {acts:?}"
+    );
+    let Some(A::Completed(r)) = acts.last() else {
+        panic!("completes once sealed: {acts:?}");
+    };
+    assert_eq!((r.pause_ns, r.marker_wait_ns, r.forwarded), (1, 9, 1));
 }

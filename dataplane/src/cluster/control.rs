@@ -99,10 +99,16 @@ pub struct MigrationRecord {
     pub workers_after: usize,
     /// (operator, key group) pairs that changed slot.
     pub key_groups_moved: usize,
+    /// The move's decision → its plan broadcast: the wait for the roots in flight to fall to
+    /// the migration's narrower bound.
+    pub narrowing_ms: f64,
     /// Plan broadcast → every slot's completion (the planner's duration of a migration).
     pub planner_ms: f64,
-    /// The longest pause of any slot (plan arrival → resume).
+    /// The longest pause of any slot (plan arrival → resume: its drain).
     pub worker_pause_ms: f64,
+    /// The longest wait of any slot for its expected markers (plan arrival → its seal); the
+    /// slot executes meanwhile, only held and gated requests wait.
+    pub marker_wait_ms: f64,
     /// Queued requests moved with state.
     pub exported: u64,
     /// Old-epoch requests forwarded to new owners.

@@ -229,8 +229,10 @@ pub struct Report {
     pub slot: u32,
     /// The epoch completed.
     pub epoch: u64,
-    /// From the plan's arrival to resuming.
+    /// From the plan's arrival to resuming (the drain).
     pub pause_ns: u64,
+    /// From the plan's arrival to its expected markers being in (the seal).
+    pub marker_wait_ns: u64,
     /// Queued requests that arrived with state.
     pub received_queued: u64,
     /// Old-epoch requests forwarded to new owners.
@@ -249,6 +251,7 @@ impl From<&WorkerReport> for Report {
             slot: r.worker.0,
             epoch: r.epoch.0,
             pause_ns: r.pause_ns,
+            marker_wait_ns: r.marker_wait_ns,
             received_queued: r.received_queued,
             forwarded: r.forwarded,
             held: r.held,
@@ -264,6 +267,7 @@ impl From<Report> for WorkerReport {
             worker: Slot(r.slot),
             epoch: Epoch(r.epoch),
             pause_ns: r.pause_ns,
+            marker_wait_ns: r.marker_wait_ns,
             received_queued: r.received_queued,
             forwarded: r.forwarded,
             held: r.held,

@@ -193,10 +193,11 @@ fn migration() -> impl Strategy<Value = Message> {
         any::<u32>().prop_map(PeerCode::Slot)
     ];
     prop_oneof![
-        (any::<u32>(), any::<[u64; 7]>()).prop_map(|(slot, v)| Message::Migrated(Report {
+        (any::<u32>(), any::<[u64; 8]>()).prop_map(|(slot, v)| Message::Migrated(Report {
             slot,
             epoch: v[0],
             pause_ns: v[1],
+            marker_wait_ns: v[7],
             received_queued: v[2],
             forwarded: v[3],
             held: v[4],
@@ -440,6 +441,7 @@ fn reports_and_progress_convert_both_ways() {
         worker: Slot(3),
         epoch: Epoch(9),
         pause_ns: 1,
+        marker_wait_ns: 7,
         received_queued: 2,
         forwarded: 3,
         held: 4,

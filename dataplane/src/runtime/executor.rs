@@ -39,9 +39,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod installs;
 mod migrating;
 mod outbound;
 mod snapshot;
+mod spans;
 mod timers;
 
 pub use snapshot::{ExecutorSnapshot, SnapshotBox};
@@ -295,7 +297,10 @@ impl Executor {
             work += self.poll_input(INPUT_CONTROL, 16, |_, f| commands.push(Command::decode(f)));
             for cmd in commands {
                 match cmd {
-                    Ok(Command::EndOfStream { operator }) => self.engine.end_of_stream(operator),
+                    Ok(Command::EndOfStream { operator }) => {
+                        self.engine.flush_installs();
+                        self.engine.end_of_stream(operator)
+                    }
                     Ok(Command::Stop) => stop = true,
                     Ok(Command::Plan) => {
                         self.run_own_queue();
@@ -303,6 +308,7 @@ impl Executor {
                     }
                     Ok(Command::Snapshot) => {
                         self.run_own_queue();
+                        self.engine.flush_installs();
                         self.engine.snapshot()
                     }
                     Err(e) => {
@@ -335,6 +341,8 @@ impl Executor {
                 self.idle();
             }
         }
+        // What was received is installed before the state is summarised.
+        self.engine.flush_installs();
         self.engine.flush_sink();
         self.engine.out.publish();
         self.engine.flush_reports();

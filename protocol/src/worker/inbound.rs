@@ -270,7 +270,7 @@ impl<P, S> Worker<P, S> {
         }
     }
 
-    /// Seals, resumes and completes as soon as their conditions hold.
+    /// Seals and completes as soon as their conditions hold.
     pub(super) fn progress(&mut self, now_ns: u64, out: &mut Vec<Action<P, S>>) {
         let Some(m) = self.migration.as_mut() else {
             return;
@@ -294,14 +294,10 @@ impl<P, S> Worker<P, S> {
             for phase in m.outgoing.values_mut() {
                 phase.1 = OutPhase::Sealed;
             }
-            m.phase = Phase::Resumed;
-            m.report.pause_ns = now_ns - m.started_ns;
-            out.push(Action::Resume {
-                epoch: m.epoch,
-                pause_ns: m.report.pause_ns,
-            });
+            m.phase = Phase::Sealed;
+            m.report.marker_wait_ns = now_ns - m.started_ns;
         }
-        if m.phase == Phase::Resumed
+        if m.phase == Phase::Sealed
             && m.incoming.is_empty()
             && m.gates.is_empty()
             && m.complete_from.is_subset(&m.markers)

@@ -57,7 +57,8 @@ pub enum Action<P, S> {
     Process(Req<P>),
     /// Stop starting executions; call [`Worker::on_drained`] once the running ones finished.
     Drain,
-    /// Start executing again.
+    /// Start executing again (right after the drain: requests of key groups that do not move
+    /// run while the markers are awaited).
     Resume { epoch: Epoch, pause_ns: u64 },
     /// Tell the planner this worker's part of the migration is complete.
     Completed(WorkerReport),
@@ -72,8 +73,12 @@ pub enum Action<P, S> {
 pub struct WorkerReport {
     pub worker: Slot,
     pub epoch: Epoch,
-    /// From the plan's arrival to resuming.
+    /// From the plan's arrival to resuming: the time no execution starts (the drain).
     pub pause_ns: u64,
+    /// From the plan's arrival to the moment its expected markers were in and what it gives
+    /// up was sealed: the wait that requests of moving key groups (held) and new-epoch ones
+    /// of gated operators may see, while the other requests run.
+    pub marker_wait_ns: u64,
     /// Queued requests that arrived with state this worker received.
     pub received_queued: u64,
     /// Old-epoch requests this worker forwarded to new owners.
@@ -143,12 +148,12 @@ enum OutPhase {
 enum Phase {
     /// The plan is in: no execution starts, the running ones finish.
     Draining,
-    /// Drained: emissions use the new table, markers are sent and state exported; waiting for
-    /// the markers that let it seal what it gave up.
+    /// Drained and executing again: emissions use the new table, markers are sent and state
+    /// exported; waiting for the markers that let it seal what it gave up.
     Sealing,
-    /// Sealed and executing again; waiting for the state and seals it receives and its fence
-    /// markers before it reports completion.
-    Resumed,
+    /// Sealed; waiting for the state and seals it receives and its fence markers before it
+    /// reports completion.
+    Sealed,
 }
 
 /// A key group this worker receives, not yet installed.
@@ -256,11 +261,19 @@ impl<P, S> Worker<P, S> {
         self.migration.is_none() && self.early.is_empty()
     }
 
-    /// True while the worker must not start executions (from the plan to resuming).
+    /// True while the worker must not start executions: from the plan to the drain.
+    ///
+    /// Why not until the markers: once drained, every request the machine releases is safe to
+    /// run. Old-epoch requests of a key group given up are forwarded, never released; those of
+    /// a key group received are held until its state and seal; new-epoch ones of a kept key
+    /// group wait at the upstream gate; and this worker's own emissions already use the new
+    /// table. What remains — old-epoch requests of kept key groups, and new-epoch ones no gate
+    /// holds — runs exactly as it would after the markers, so waiting for them would only add
+    /// the markers' queueing delay to every request.
     pub fn paused(&self) -> bool {
         self.migration
             .as_ref()
-            .is_some_and(|m| m.phase != Phase::Resumed)
+            .is_some_and(|m| m.phase == Phase::Draining)
     }
 
     /// What the worker waits for, if it is in a migration.
@@ -450,6 +463,13 @@ impl<P, S> Worker<P, S> {
                 }
             }
         }
+        // Executing again at once (see [`Worker::paused`]): the markers are awaited only by
+        // the seals and by the requests held or gated for them.
+        m.report.pause_ns = now_ns - m.started_ns;
+        out.push(Action::Resume {
+            epoch: m.epoch,
+            pause_ns: m.report.pause_ns,
+        });
         self.progress(now_ns, &mut out);
         out
     }

@@ -101,7 +101,8 @@ pub fn run_view<'a>(
 fn migration_line(m: &MigrationRecord) -> String {
     format!(
         "migration to epoch {} at {:.3} s ({}): workers {} → {}, {} key groups moved; \
-         planner {:.2} ms, longest pause {:.2} ms; exported {}, forwarded {}, held {}, \
+         planner {:.2} ms, longest pause {:.2} ms, marker wait {:.2} ms; exported {}, \
+         forwarded {}, held {}, \
          gated {}; {} inputs admitted meanwhile",
         m.epoch,
         m.t_s,
@@ -111,6 +112,7 @@ fn migration_line(m: &MigrationRecord) -> String {
         m.key_groups_moved,
         m.planner_ms,
         m.worker_pause_ms,
+        m.marker_wait_ms,
         m.exported,
         m.forwarded,
         m.held,

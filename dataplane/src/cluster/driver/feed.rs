@@ -1,7 +1,7 @@
 //! Admission: the driver as the cluster's ingress. Records are generated or read from a
 //! source, paced at the controller's rate, routed by the protocol planner's current table and
 //! sent to the worker that owns their key group, at most `max_in_flight` tracked roots open at
-//! a time.
+//! a time (fewer around a migration: `migration.rs`, `MIGRATION_IN_FLIGHT`).
 
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::clock::monotonic_ns as now_ns;
@@ -114,7 +114,6 @@ impl Driver<'_> {
         let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
         let ops = spec.operators.len();
         let sample = cfg.sample_every.max(1);
-        let max_in_flight = cfg.max_in_flight.max(1);
         let mut scratch = Scratch::default();
         // A restarted attempt resumes at its checkpoint's record, with the ledger of that cut
         // (every tracked root before it completed).
@@ -129,6 +128,7 @@ impl Driver<'_> {
             source: Default::default(),
         };
         self.admitted = start;
+        self.tracked = fed.tracked;
         self.last_progress = Instant::now();
         self.meter.start();
         match self.carry.t0 {
@@ -181,12 +181,13 @@ impl Driver<'_> {
             }
             let is_tracked = i % sample == 0;
             if is_tracked {
-                while fed.tracked - self.rx.ledger.completed_inputs() >= max_in_flight {
+                while self.in_flight_roots() >= self.in_flight_bound() {
                     self.t.flush_now();
                     self.turn(DRIVER_PARK)?;
                     self.maintain(ctl, i, ops)?;
                 }
                 fed.tracked += 1;
+                self.tracked = fed.tracked;
             }
             self.admit(spec, i, is_tracked, &mut scratch)?;
             input.admitted();

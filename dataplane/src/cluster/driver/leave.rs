@@ -91,7 +91,7 @@ impl Driver<'_> {
     /// One step of the leave under way (or the start of the next, between migrations).
     pub(super) fn advance_leaves(&mut self, ctl: &mut dyn Controller) -> Result<(), DriverError> {
         if self.leaves.current.is_none() {
-            if self.mig.in_flight.is_some() || self.joins_busy() {
+            if self.mig.in_flight.is_some() || self.mig.narrowing.is_some() || self.joins_busy() {
                 return Ok(());
             }
             let Some(id) = self.leaves.queued.pop_front() else {

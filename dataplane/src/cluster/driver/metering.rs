@@ -162,13 +162,13 @@ impl Driver<'_> {
             backlog: self.meter.backlog,
             latency: self.rx.ledger.take_interval(),
             workers,
-            migrating: self.meter.interval_migrating || self.mig.in_flight.is_some(),
+            migrating: self.meter.interval_migrating || self.migrating(),
             active_workers: active_workers(self.mig.planner.routing(), &self.slots).len(),
         };
         self.meter.interval_start = now;
         self.meter.interval_admitted = admitted;
         self.meter.interval_completed = completed;
-        self.meter.interval_migrating = self.mig.in_flight.is_some();
+        self.meter.interval_migrating = self.migrating();
         view
     }
 }

@@ -12,7 +12,21 @@ use crate::transport::PeerId;
 use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
 use clasp_protocol::planner::{Planner, PlannerAction};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Tracked roots in flight, at most, from a move's decision until its migration completes
+/// (when `max_in_flight` is larger).
+///
+/// Why narrower then: the ingress's markers, which every old owner of a source key group
+/// waits for before it seals, go out behind every root already admitted, and so do the
+/// workers' markers behind the chained requests those roots emit. At the default bound of
+/// 4 096 roots a capped worker needs tens of ms to reach them; meanwhile the requests of the
+/// key groups that move are held. A move therefore waits (at most [`NARROWING_MAX`]) until the
+/// roots in flight fall to this bound, and the bound holds until the move completes.
+pub(super) const MIGRATION_IN_FLIGHT: u64 = 256;
+/// The longest a move waits for the roots in flight to fall to [`MIGRATION_IN_FLIGHT`]; then
+/// it starts regardless.
+const NARROWING_MAX: Duration = Duration::from_millis(200);
 
 /// The driver's migrations: the protocol's planner, the one in progress, and those done.
 pub(super) struct Migrations {
@@ -21,6 +35,9 @@ pub(super) struct Migrations {
     pub(super) migrations: Vec<MigrationRecord>,
     /// Completed migrations the controller has not been told about.
     pub(super) finished: Vec<MigrationRecord>,
+    /// A move waiting for the roots in flight to fall to [`MIGRATION_IN_FLIGHT`], and since
+    /// when (a newer move replaces it and keeps the time).
+    pub(super) narrowing: Option<(Move, Instant)>,
 }
 
 impl Migrations {
@@ -30,6 +47,7 @@ impl Migrations {
             in_flight: None,
             migrations: Vec::new(),
             finished: Vec::new(),
+            narrowing: None,
         }
     }
 }
@@ -50,6 +68,7 @@ impl Driver<'_> {
                 let mut rec = f.record;
                 rec.planner_ms = r.planner_ns as f64 / 1e6;
                 rec.worker_pause_ms = r.pause_ns_max as f64 / 1e6;
+                rec.marker_wait_ms = r.marker_wait_ns_max as f64 / 1e6;
                 rec.exported = r.exported;
                 rec.forwarded = r.forwarded;
                 rec.held = r.held;
@@ -208,9 +227,50 @@ impl Driver<'_> {
                 mv = ctl.poll(self.meter.t0.elapsed().as_secs_f64(), admitted);
             }
             if let Some(m) = self.move_to_start(mv) {
-                self.start_move(m, ops)?;
+                let since = self.mig.narrowing.take().map_or_else(Instant::now, |n| n.1);
+                self.mig.narrowing = Some((m, since));
+            }
+            if let Some((m, since)) = self.mig.narrowing.take() {
+                if self.in_flight_roots() <= self.migration_in_flight()
+                    || since.elapsed() >= NARROWING_MAX
+                {
+                    let narrowing_ms = since.elapsed().as_secs_f64() * 1e3;
+                    self.start_move(m, ops)?;
+                    if let Some(f) = self.mig.in_flight.as_mut() {
+                        f.record.narrowing_ms = narrowing_ms;
+                    }
+                } else {
+                    self.mig.narrowing = Some((m, since));
+                }
             }
         }
         Ok(())
+    }
+
+    /// A move is migrating, or waiting for the roots in flight to narrow (an interval that saw
+    /// either counts as migrating: admission is narrowed).
+    pub(super) fn migrating(&self) -> bool {
+        self.mig.in_flight.is_some() || self.mig.narrowing.is_some()
+    }
+
+    /// Tracked roots admitted and not completed.
+    pub(super) fn in_flight_roots(&self) -> u64 {
+        self.tracked
+            .saturating_sub(self.rx.ledger.completed_inputs())
+    }
+
+    /// The bound on tracked roots in flight while a move waits or migrates.
+    fn migration_in_flight(&self) -> u64 {
+        MIGRATION_IN_FLIGHT.min(self.cfg.max_in_flight.max(1))
+    }
+
+    /// The bound on tracked roots in flight now: narrower from a move's decision until its
+    /// migration completes (see [`MIGRATION_IN_FLIGHT`]).
+    pub(super) fn in_flight_bound(&self) -> u64 {
+        if self.migrating() {
+            self.migration_in_flight()
+        } else {
+            self.cfg.max_in_flight.max(1)
+        }
     }
 }

@@ -221,6 +221,8 @@ struct Driver<'a> {
     snapshots: Vec<crate::message::Snapshotted>,
     /// Records admitted so far.
     admitted: u64,
+    /// Tracked roots admitted so far (those completed are the ledger's).
+    tracked: u64,
 }
 
 impl<'a> Driver<'a> {
@@ -284,6 +286,7 @@ impl<'a> Driver<'a> {
             last_checkpoint: Instant::now(),
             snapshots: Vec::new(),
             admitted: 0,
+            tracked: 0,
             addrs: cfg.workers.iter().copied().collect(),
             joins: join::Joins::default(),
             leaves: leave::Leaves::default(),
@@ -380,7 +383,10 @@ impl<'a> Driver<'a> {
     ) -> Result<(), DriverError> {
         loop {
             self.maintain(ctl, admitted, ops)?;
-            if self.rx.ledger.completed_inputs() >= tracked && self.mig.in_flight.is_none() {
+            if self.rx.ledger.completed_inputs() >= tracked
+                && self.mig.in_flight.is_none()
+                && self.mig.narrowing.is_none()
+            {
                 return Ok(());
             }
             self.turn(DRIVER_PARK)?;

@@ -37,9 +37,9 @@ const PROGRESS_POLL_NS: u64 = PROGRESS_POLL.as_nanos() as u64;
 const MAX_EPOCHS_AHEAD: u64 = 1;
 
 /// A request body as the machine carries it: the whole frame.
-type Frame = Vec<u8>;
+pub(super) type Frame = Vec<u8>;
 /// State as the machine carries it: per key group, its archive.
-type State = Vec<(usize, Vec<u8>)>;
+pub(super) type State = Vec<(usize, Vec<u8>)>;
 
 /// Key groups packed per state message: packing runs between batches of requests, so an
 /// executor that gives up much state keeps serving the key groups it keeps.
@@ -74,7 +74,9 @@ enum Outgoing {
 pub(crate) struct Migration {
     proto: Worker<Frame, State>,
     /// Requests released by the machine, to run in this order (paused: not yet).
-    ready: VecDeque<Frame>,
+    pub(super) ready: VecDeque<Frame>,
+    /// Received state not yet installed, and the requests waiting for it.
+    pub(super) installs: super::installs::Installs,
     /// Half-received state messages, per sender slot.
     parts: HashMap<u16, Reassembly>,
     /// Decodes control frames' messages (one scratch buffer for all).
@@ -88,6 +90,8 @@ pub(crate) struct Migration {
     /// No migration, nothing early, nothing ready: the fast path applies.
     pub(super) settled: bool,
     last_progress_ns: u64,
+    /// Where this migration's time goes (logged).
+    pub(super) spans: super::spans::Spans,
 }
 
 impl Migration {
@@ -100,6 +104,7 @@ impl Migration {
         Migration {
             proto: Worker::new(Slot(u32::from(slot)), routing, epoch),
             ready: VecDeque::new(),
+            installs: Default::default(),
             parts: HashMap::new(),
             decoder: Decoder::default(),
             plans,
@@ -107,12 +112,14 @@ impl Migration {
             outgoing: VecDeque::new(),
             settled: true,
             last_progress_ns: 0,
+            spans: super::spans::Spans::default(),
         }
     }
 
-    fn refresh(&mut self) {
+    pub(super) fn refresh(&mut self) {
         self.settled = self.proto.is_settled()
             && self.ready.is_empty()
+            && self.installs.is_empty()
             && self.parts.values().all(Reassembly::is_empty);
     }
 }
@@ -122,6 +129,8 @@ use crate::clock::monotonic_ns as now_ns;
 impl Engine {
     /// Reads the plans the network thread left in the mailbox.
     pub(super) fn take_plans(&mut self) {
+        // A plan may export what was received last time: it is installed first.
+        self.flush_installs();
         let mailbox = self.mig.plans.clone();
         let plans: Vec<Assignment> = match &mailbox {
             Some(m) => match m.lock() {
@@ -148,6 +157,7 @@ impl Engine {
             }
         }
         for a in plans {
+            self.mig.spans.plan();
             self.mig.next = Some((a.epoch(), Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
             self.apply(actions);
@@ -271,15 +281,20 @@ impl Engine {
         })
     }
 
-    /// Runs released requests while not paused. Returns how many ran.
+    /// Installs one received state message and runs released requests, while not paused.
+    /// Returns how many items (installs and requests) it took.
     pub(super) fn run_ready(&mut self, max: usize) -> usize {
-        if self.mig.ready.is_empty() || self.mig.proto.paused() {
+        if self.mig.proto.paused() || (self.mig.ready.is_empty() && self.mig.installs.is_empty()) {
             return 0;
         }
-        let mut n = 0;
+        let mut n = usize::from(self.install_next());
         while n < max {
             let Some(f) = self.mig.ready.pop_front() else {
                 break;
+            };
+            let Some(f) = self.mig.installs.admit(f) else {
+                n += 1;
+                continue;
             };
             match Request::parse(&f) {
                 Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(r),
@@ -367,19 +382,12 @@ impl Engine {
                 } => self.export(to, epoch, operator, &key_groups),
                 Action::InstallState {
                     operator, state, ..
-                } => {
-                    for (g, bytes) in state {
-                        if let Err(e) = self.instances[operator].import_group(g as u16, &bytes) {
-                            self.report_error(format!(
-                                "importing operator {operator} key group {g}: {e}"
-                            ));
-                        }
-                    }
-                }
+                } => self.mig.installs.push(operator, state),
                 Action::Process(req) => self.mig.ready.push_back(req.body),
                 Action::Drain => drain = true,
                 Action::Resume { .. } => {}
                 Action::Completed(report) => {
+                    self.mig.spans.completed(self.my_slot, &report);
                     let msg = Message::Migrated(message::Report::from(&report));
                     if let Some(body) = self.encoded(&msg) {
                         self.push_report(&Report::Migrated(&body));
@@ -484,6 +492,7 @@ impl Engine {
                     queued,
                 } => {
                     let (to, epoch, operator) = (*to, *epoch, *operator);
+                    let start_ns = now_ns();
                     let take: Vec<KeyGroup> = (0..EXPORT_GROUPS_PER_TURN)
                         .map_while(|_| groups.pop_front())
                         .collect();
@@ -512,6 +521,10 @@ impl Engine {
                     };
                     for part in state_parts(&bytes, self.state_part_bytes) {
                         self.send_message(&Message::StatePart(part), epoch, to);
+                    }
+                    self.mig.spans.packed(start_ns, take.len(), bytes.len());
+                    if done {
+                        self.mig.spans.exported(self.my_slot, epoch);
                     }
                     sent += 1;
                     // One chunk per turn: the kept key groups' requests run in between.

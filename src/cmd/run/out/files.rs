@@ -27,14 +27,16 @@ const INTERVAL_HEADER: [&str; 12] = [
 ];
 
 /// The columns of `migrations.csv`, in [`MigrationRow`]'s field order.
-const MIGRATION_HEADER: [&str; 12] = [
+const MIGRATION_HEADER: [&str; 14] = [
     "epoch",
     "t_s",
     "workers_before",
     "workers_after",
     "key_groups_moved",
+    "narrowing_ms",
     "planner_ms",
     "worker_pause_ms",
+    "marker_wait_ms",
     "exported",
     "forwarded",
     "held",
@@ -96,15 +98,17 @@ fn interval_fields(r: &IntervalRow) -> [String; 12] {
     ]
 }
 
-fn migration_fields(m: &MigrationRow) -> [String; 12] {
+fn migration_fields(m: &MigrationRow) -> [String; 14] {
     [
         m.epoch.to_string(),
         m.t_s.to_string(),
         m.workers_before.to_string(),
         m.workers_after.to_string(),
         m.key_groups_moved.to_string(),
+        m.narrowing_ms.to_string(),
         m.planner_ms.to_string(),
         m.worker_pause_ms.to_string(),
+        m.marker_wait_ms.to_string(),
         m.exported.to_string(),
         m.forwarded.to_string(),
         m.held.to_string(),
@@ -334,9 +338,11 @@ mod tests {
         for (row, m) in rows.iter().zip(&rec.migrations) {
             assert_eq!(row.len(), MIGRATION_HEADER.len());
             assert_eq!(row[0].parse::<u64>().unwrap(), m.epoch);
-            assert_eq!(row[5].parse::<f64>().unwrap(), m.planner_ms);
-            assert_eq!(row[10].parse::<u64>().unwrap(), m.admitted_during);
-            assert_eq!(row[11], m.reason);
+            assert_eq!(row[5].parse::<f64>().unwrap(), m.narrowing_ms);
+            assert_eq!(row[6].parse::<f64>().unwrap(), m.planner_ms);
+            assert_eq!(row[8].parse::<f64>().unwrap(), m.marker_wait_ms);
+            assert_eq!(row[12].parse::<u64>().unwrap(), m.admitted_during);
+            assert_eq!(row[13], m.reason);
         }
 
         let decisions = std::fs::read_to_string(dir.join("decisions.txt")).unwrap();
@@ -376,8 +382,8 @@ mod tests {
         let written = write_out(&tmp.0, &rec).unwrap();
         check_files(&tmp.0, &written);
         for (file, header) in [
-            ("intervals.csv", INTERVAL_HEADER),
-            ("migrations.csv", MIGRATION_HEADER),
+            ("intervals.csv", &INTERVAL_HEADER[..]),
+            ("migrations.csv", &MIGRATION_HEADER[..]),
         ] {
             let (h, rows) = parse_csv(&std::fs::read_to_string(tmp.0.join(file)).unwrap());
             assert_eq!(h, header);

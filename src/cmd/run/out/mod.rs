@@ -56,10 +56,14 @@ pub struct MigrationRow {
     pub workers_before: usize,
     pub workers_after: usize,
     pub key_groups_moved: usize,
+    /// The decision → the plan sent (the roots in flight narrowing first).
+    pub narrowing_ms: f64,
     /// Plan sent → all completions in.
     pub planner_ms: f64,
     /// The longest worker pause.
     pub worker_pause_ms: f64,
+    /// The longest wait of a worker's executor for its markers (it executes meanwhile).
+    pub marker_wait_ms: f64,
     pub exported: u64,
     pub forwarded: u64,
     pub held: u64,

@@ -41,7 +41,8 @@ pub fn render_summary(rec: &RunRecord) -> String {
         let _ = writeln!(
             out,
             "  epoch {} t={:.3}s [{}] workers {} -> {}, {} key groups moved; planner {:.3} ms, \
-             longest pause {:.3} ms; exported {}, forwarded {}, held {}, admitted during {}",
+             longest pause {:.3} ms, marker wait {:.3} ms; exported {}, forwarded {}, held {}, \
+             admitted during {}",
             m.epoch,
             m.t_s,
             m.reason,
@@ -50,6 +51,7 @@ pub fn render_summary(rec: &RunRecord) -> String {
             m.key_groups_moved,
             m.planner_ms,
             m.worker_pause_ms,
+            m.marker_wait_ms,
             m.exported,
             m.forwarded,
             m.held,
@@ -190,6 +192,7 @@ mod tests {
                 format!("workers {} -> {}", m.workers_before, m.workers_after),
                 format!("planner {:.3} ms", m.planner_ms),
                 format!("longest pause {:.3} ms", m.worker_pause_ms),
+                format!("marker wait {:.3} ms", m.marker_wait_ms),
                 format!("exported {}", m.exported),
                 format!("forwarded {}", m.forwarded),
                 format!("held {}", m.held),

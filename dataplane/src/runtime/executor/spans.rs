@@ -1,0 +1,76 @@
+//! Where an executor's part of a migration spends its time, logged at `debug` level
+//! (`RUST_LOG=clasp_dataplane::runtime::executor=debug`): the drain (its pause), the wait for
+//! its markers, packing and sending the state it gives up, installing the state it receives.
+//!
+//! Why logs and not report fields: packing runs after the executor reported its part complete
+//! (the receivers' completions wait for it, not the sender's), so a per-migration report cannot
+//! hold it; and these are for finding where a slow move goes, not for the planner.
+
+use crate::clock::monotonic_ns;
+use clasp_protocol::Epoch;
+use clasp_protocol::worker::WorkerReport;
+use tracing::debug;
+
+/// One executor's running totals for the current migration.
+#[derive(Default)]
+pub(super) struct Spans {
+    /// When the executor took the plan.
+    plan_ns: u64,
+    /// Packing state (archives, the message, its parts) and handing the parts to the rings.
+    pack_ns: u64,
+    packed_groups: u64,
+    packed_bytes: u64,
+    /// Installing received state.
+    install_ns: u64,
+    installed_groups: u64,
+}
+
+impl Spans {
+    /// A plan was taken: the totals start again.
+    pub(super) fn plan(&mut self) {
+        *self = Spans {
+            plan_ns: monotonic_ns(),
+            ..Spans::default()
+        };
+    }
+
+    /// `groups` key groups were packed into `bytes` and sent, from `start_ns` to now.
+    pub(super) fn packed(&mut self, start_ns: u64, groups: usize, bytes: usize) {
+        self.pack_ns += monotonic_ns().saturating_sub(start_ns);
+        self.packed_groups += groups as u64;
+        self.packed_bytes += bytes as u64;
+    }
+
+    /// `groups` key groups were installed, from `start_ns` to now.
+    pub(super) fn installed(&mut self, start_ns: u64, groups: usize) {
+        self.install_ns += monotonic_ns().saturating_sub(start_ns);
+        self.installed_groups += groups as u64;
+    }
+
+    /// The executor's part is complete (what it gives up may still be packing).
+    pub(super) fn completed(&self, slot: u16, r: &WorkerReport) {
+        debug!(
+            slot,
+            epoch = r.epoch.0,
+            pause_us = r.pause_ns / 1000,
+            marker_wait_us = r.marker_wait_ns / 1000,
+            installed_groups = self.installed_groups,
+            install_us = self.install_ns / 1000,
+            complete_after_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            "migration part complete"
+        );
+    }
+
+    /// Everything this executor owed for `epoch` is packed and sent.
+    pub(super) fn exported(&self, slot: u16, epoch: Epoch) {
+        debug!(
+            slot,
+            epoch = epoch.0,
+            packed_groups = self.packed_groups,
+            packed_bytes = self.packed_bytes,
+            pack_us = self.pack_ns / 1000,
+            sent_after_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            "migration state sent"
+        );
+    }
+}
