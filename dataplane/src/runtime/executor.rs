@@ -25,7 +25,7 @@ use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, sca
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
-use crate::routing::{Slots, flatten};
+use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
@@ -140,9 +140,9 @@ pub struct Seat {
 pub(crate) struct Engine {
     me: usize,
     worker: u32,
-    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by (the protocol
-    /// table's flat form, narrowed to 16-bit slots).
-    table: Vec<u16>,
+    /// (operator, key group) → slot: the table emissions are routed by (the protocol table's
+    /// flat form).
+    table: FlatRouting,
     /// Epoch of `table`.
     epoch: Epoch,
     /// This executor's slot.
@@ -518,8 +518,7 @@ impl Engine {
                 Target::Operator(to) => {
                     let hash = key_hash(e.key);
                     let kg = key_group(hash);
-                    let slot = self.table
-                        [to as usize * clasp_operators::key::KEY_GROUPS as usize + kg as usize];
+                    let slot = self.table.slot(to as usize, kg);
                     let Some(lane) = self.out.lane_of(slot as usize) else {
                         // A worker without peers owns every key group.
                         self.report_error(format!(
