@@ -162,7 +162,6 @@ pub(crate) struct Engine {
     emitter: Emitter,
     metrics: ExecutorMetrics,
     clock: quanta::Clock,
-    scratch: Vec<u8>,
     /// Requests handled, for sampling execution time.
     tick: u32,
     /// Executors of each worker (a slot's worker is `slot / executors`).
@@ -262,7 +261,6 @@ impl Executor {
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
-                scratch: Vec::new(),
                 tick: 0,
                 executors: idx.executors,
                 net,
@@ -667,10 +665,8 @@ impl Engine {
             let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
                 return;
             };
-            self.scratch.clear();
-            encode_deltas(self.deltas.drain(..n), &mut self.scratch);
-            debug_assert_eq!(self.scratch.len(), deltas_frame_bytes(n));
-            g.copy_from_slice(&self.scratch);
+            // Encoded in place: the frame is written once, into the ring.
+            encode_deltas(self.deltas.drain(..n), &mut g);
             g.commit();
         }
         while let Some(f) = self.pending_reports.front() {
