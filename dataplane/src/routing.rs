@@ -278,7 +278,7 @@ mod tests {
         assert!(s.check(&r, 3).is_err());
         assert_eq!(s.worker_of(Slot(3)), Some(7));
         assert_eq!(s.slot(1, 1), Slot(3));
-        assert_eq!(flatten(&r).len(), 2048);
+        assert_eq!(flatten(&r).slots.len(), 2048);
     }
 
     #[test]
