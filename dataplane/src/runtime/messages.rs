@@ -226,7 +226,11 @@ impl Report<'_> {
 /// [`deltas_frame_bytes`] long (the executor's hot path: written in place into the report
 /// ring's reservation, no intermediate buffer).
 pub(crate) fn encode_deltas(deltas: impl ExactSizeIterator<Item = Delta>, out: &mut [u8]) {
-    assert_eq!(out.len(), deltas_frame_bytes(deltas.len()), "a deltas frame's length");
+    assert_eq!(
+        out.len(),
+        deltas_frame_bytes(deltas.len()),
+        "a deltas frame's length"
+    );
     out[0] = tag::DELTAS;
     for (d, place) in deltas.zip(out[1..].chunks_exact_mut(DELTA_BYTES)) {
         d.write(place.try_into().expect("chunks of DELTA_BYTES"));
