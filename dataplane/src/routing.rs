@@ -138,9 +138,50 @@ pub enum SlotError {
 
 /// A slot routing's flat form, `[op * KEY_GROUPS + kg] → slot`, narrowed to the 16 bits a
 /// frame numbers slots in (the executors' form: half the cache lines of the table's own;
-/// [`Slots::check`] has bounded every slot).
-pub fn flatten(routing: &RoutingTable) -> Vec<u16> {
-    routing.owners().iter().map(|s| s.0 as u16).collect()
+/// [`Slots::check`] has bounded every slot), plus, per operator, the one slot that owns all of
+/// its key groups when one does.
+///
+/// Why the second part: an executor routes every chained request, and a key's group is
+/// random-looking, so the flat table's entry is a cache miss as often as not (an app of ten
+/// operators has a 20 KiB table). An operator that is not split — the common placement, and
+/// every operator of a worker with one executor — answers from a line that stays hot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlatRouting {
+    slots: Vec<u16>,
+    /// Per operator: its slot when one slot owns every key group, else [`SPLIT`].
+    whole: Vec<u32>,
+}
+
+/// `FlatRouting::whole` of an operator whose key groups more than one slot owns.
+const SPLIT: u32 = u32::MAX;
+
+impl FlatRouting {
+    /// The slot that owns key group `kg` of operator `op` (panics if `op` is not in the table,
+    /// as indexing does).
+    #[inline]
+    pub fn slot(&self, op: usize, kg: u16) -> u16 {
+        match self.whole.get(op) {
+            Some(&s) if s != SPLIT => s as u16,
+            _ => self.slots[op * KEY_GROUPS as usize + kg as usize],
+        }
+    }
+}
+
+/// The executors' form of `routing` ([`FlatRouting`]).
+pub fn flatten(routing: &RoutingTable) -> FlatRouting {
+    let slots: Vec<u16> = routing.owners().iter().map(|s| s.0 as u16).collect();
+    let whole = slots
+        .chunks(KEY_GROUPS as usize)
+        .map(|groups| {
+            let first = groups[0];
+            if groups.iter().all(|&s| s == first) {
+                u32::from(first)
+            } else {
+                SPLIT
+            }
+        })
+        .collect();
+    FlatRouting { slots, whole }
 }
 
 /// How a table spreads key groups (a setting of `clasp local` and of tests).
@@ -200,6 +241,26 @@ mod tests {
     }
 
     #[test]
+    fn the_flat_form_answers_as_the_table_for_whole_and_split_operators() {
+        // Operator 0 split over four executors, 1 wholly on executor 1 (alternate, 2 executors).
+        for t in [
+            spread(3, &slots(&[0], 4), Spread::Even).unwrap(),
+            spread(3, &slots(&[0, 1], 2), Spread::Alternate).unwrap(),
+        ] {
+            let flat = flatten(&t);
+            for op in 0..3 {
+                for kg in 0..KEY_GROUPS {
+                    assert_eq!(flat.slot(op, kg), t.owner(op, KeyGroup(kg)).0 as u16);
+                }
+            }
+        }
+        let split = flatten(&spread(2, &slots(&[0], 2), Spread::Even).unwrap());
+        assert_eq!(split.whole, vec![SPLIT, SPLIT]);
+        let whole = flatten(&spread(2, &slots(&[0], 2), Spread::Alternate).unwrap());
+        assert_eq!(whole.whole, vec![0, 1]);
+    }
+
+    #[test]
     fn alternate_places_consecutive_operators_on_different_executors() {
         let t = spread(4, &slots(&[0], 2), Spread::Alternate).unwrap();
         assert_eq!(t.owner(0, KeyGroup(5)), Slot(0));
@@ -217,7 +278,7 @@ mod tests {
         assert!(s.check(&r, 3).is_err());
         assert_eq!(s.worker_of(Slot(3)), Some(7));
         assert_eq!(s.slot(1, 1), Slot(3));
-        assert_eq!(flatten(&r).len(), 2048);
+        assert_eq!(flatten(&r).slots.len(), 2048);
     }
 
     #[test]

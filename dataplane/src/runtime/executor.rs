@@ -25,7 +25,7 @@ use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, sca
 use super::ledger::Delta;
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
-use crate::routing::{Slots, flatten};
+use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Target};
@@ -142,9 +142,9 @@ pub struct Seat {
 pub(crate) struct Engine {
     me: usize,
     worker: u32,
-    /// `[op * KEY_GROUPS + kg]` → slot: the table emissions are routed by (the protocol
-    /// table's flat form, narrowed to 16-bit slots).
-    table: Vec<u16>,
+    /// (operator, key group) → slot: the table emissions are routed by (the protocol table's
+    /// flat form).
+    table: FlatRouting,
     /// Epoch of `table`.
     epoch: Epoch,
     /// This executor's slot.
@@ -164,7 +164,6 @@ pub(crate) struct Engine {
     emitter: Emitter,
     metrics: ExecutorMetrics,
     clock: quanta::Clock,
-    scratch: Vec<u8>,
     /// Requests handled, for sampling execution time.
     tick: u32,
     /// Executors of each worker (a slot's worker is `slot / executors`).
@@ -264,7 +263,6 @@ impl Executor {
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
-                scratch: Vec::new(),
                 tick: 0,
                 executors: idx.executors,
                 net,
@@ -478,12 +476,14 @@ impl Engine {
             self.on_unsettled_request(&req.header, frame);
             return;
         }
-        self.execute(req);
+        self.execute(&req);
     }
 
-    /// Runs one request (already checked) and routes what it emits.
+    /// Runs one request (already checked) and routes what it emits. By reference: moving the
+    /// parsed request (built field by field) into a by-value argument copied it in 16-byte
+    /// loads that waited on those narrow stores.
     #[inline]
-    fn execute(&mut self, req: Request<'_>) {
+    fn execute(&mut self, req: &Request<'_>) {
         let op = req.header.operator as usize;
         self.tick = self.tick.wrapping_add(1);
         let (key_group, key, payload) = (req.header.key_group, req.key, req.payload);
@@ -524,8 +524,7 @@ impl Engine {
                 Target::Operator(to) => {
                     let hash = key_hash(e.key);
                     let kg = key_group(hash);
-                    let slot = self.table
-                        [to as usize * clasp_operators::key::KEY_GROUPS as usize + kg as usize];
+                    let slot = self.table.slot(to as usize, kg);
                     let Some(lane) = self.out.lane_of(slot as usize) else {
                         // A worker without peers owns every key group.
                         self.report_error(format!(
@@ -674,10 +673,8 @@ impl Engine {
             let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
                 return;
             };
-            self.scratch.clear();
-            encode_deltas(self.deltas.drain(..n), &mut self.scratch);
-            debug_assert_eq!(self.scratch.len(), deltas_frame_bytes(n));
-            g.copy_from_slice(&self.scratch);
+            // Encoded in place: the frame is written once, into the ring.
+            encode_deltas(self.deltas.drain(..n), &mut g);
             g.commit();
         }
         while let Some(f) = self.pending_reports.front() {

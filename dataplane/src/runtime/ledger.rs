@@ -29,11 +29,12 @@ pub struct Delta {
 pub const DELTA_BYTES: usize = 24;
 
 impl Delta {
-    /// Appends the wire form.
-    pub fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.root_id.to_le_bytes());
-        out.extend_from_slice(&self.xor.to_le_bytes());
-        out.extend_from_slice(&self.admitted_ns.to_le_bytes());
+    /// Writes the wire form into exactly [`DELTA_BYTES`] bytes.
+    #[inline]
+    pub fn write(&self, out: &mut [u8; DELTA_BYTES]) {
+        out[..8].copy_from_slice(&self.root_id.to_le_bytes());
+        out[8..16].copy_from_slice(&self.xor.to_le_bytes());
+        out[16..].copy_from_slice(&self.admitted_ns.to_le_bytes());
     }
 
     /// Reads one from exactly [`DELTA_BYTES`] bytes.

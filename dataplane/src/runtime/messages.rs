@@ -222,12 +222,18 @@ impl Report<'_> {
     }
 }
 
-/// Appends the wire form of a [`Report::Deltas`] holding `deltas` (the executor's hot path:
-/// no intermediate buffer).
-pub(crate) fn encode_deltas(deltas: impl Iterator<Item = Delta>, out: &mut Vec<u8>) {
-    out.push(tag::DELTAS);
-    for d in deltas {
-        d.write(out);
+/// Writes the wire form of a [`Report::Deltas`] holding `deltas` into `out`, which is exactly
+/// [`deltas_frame_bytes`] long (the executor's hot path: written in place into the report
+/// ring's reservation, no intermediate buffer).
+pub(crate) fn encode_deltas(deltas: impl ExactSizeIterator<Item = Delta>, out: &mut [u8]) {
+    assert_eq!(
+        out.len(),
+        deltas_frame_bytes(deltas.len()),
+        "a deltas frame's length"
+    );
+    out[0] = tag::DELTAS;
+    for (d, place) in deltas.zip(out[1..].chunks_exact_mut(DELTA_BYTES)) {
+        d.write(place.try_into().expect("chunks of DELTA_BYTES"));
     }
 }
 
@@ -287,8 +293,8 @@ mod tests {
                 admitted_ns: 0,
             },
         ];
+        deltas.resize(deltas_frame_bytes(2), 0);
         encode_deltas(ds.iter().copied(), &mut deltas);
-        assert_eq!(deltas.len(), deltas_frame_bytes(2));
         match Report::decode(&deltas) {
             Ok(Report::Deltas(b)) => assert_eq!(b.iter().collect::<Vec<_>>(), ds),
             other => panic!("{other:?}"),

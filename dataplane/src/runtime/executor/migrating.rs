@@ -297,7 +297,7 @@ impl Engine {
                 continue;
             };
             match Request::parse(&f) {
-                Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(r),
+                Ok(r) if (r.header.operator as usize) < self.instances.len() => self.execute(&r),
                 _ => self.metrics.view().add(super::scalar::BAD_FRAMES, 1),
             }
             n += 1;

@@ -60,12 +60,11 @@ impl Engine {
     /// `Command::Snapshot`: every owned key group exported (and kept), the counters, into the
     /// mailbox; then `Report::Snapshotted`.
     pub(super) fn snapshot(&mut self) {
-        let kgs = usize::from(KEY_GROUPS);
         let mut groups = Vec::new();
         let mut failed = None;
         for (op, inst) in self.instances.iter_mut().enumerate() {
             for kg in 0..KEY_GROUPS {
-                if self.table[op * kgs + usize::from(kg)] != self.my_slot {
+                if self.table.slot(op, kg) != self.my_slot {
                     continue;
                 }
                 let archive = inst.export_group(kg);
