@@ -40,6 +40,10 @@ pub struct WcBenchConfig {
     pub executors: Vec<usize>,
     /// Interleaved repetitions.
     pub repetitions: u32,
+    /// Run clasp.
+    pub clasp: bool,
+    /// Run timely (where built).
+    pub timely: bool,
 }
 
 /// One executor count's figures.
@@ -47,17 +51,19 @@ pub struct WcBenchConfig {
 pub struct WcRow {
     /// clasp executors = timely workers.
     pub executors: usize,
-    /// clasp's sentences per second.
-    pub clasp_sentences_per_s: Spread3,
-    /// timely's sentences per second (`None`: built without the `baselines` feature).
+    /// clasp's sentences per second (`None`: not run).
+    pub clasp_sentences_per_s: Option<Spread3>,
+    /// timely's sentences per second (`None`: not run, or built without the `baselines`
+    /// feature).
     pub timely_sentences_per_s: Option<Spread3>,
     /// clasp / timely, of the medians.
     pub ratio: Option<f64>,
     /// clasp's end-to-end latency p50 of the median-throughput run, µs.
-    pub clasp_latency_p50_us: f64,
-    /// Words counted in every run (both systems).
+    pub clasp_latency_p50_us: Option<f64>,
+    /// Words counted in every run.
     pub words: u64,
-    /// Whether timely's output digest equalled clasp's in every repetition.
+    /// `Some(true)`: both ran and timely's words and output digest equalled clasp's in every
+    /// repetition (a difference is an error); `None`: not compared.
     pub digests_equal: Option<bool>,
 }
 
@@ -182,40 +188,35 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
         .ok_or("the wc app has no generator")?;
     let records = Arc::new(Pregenerated::new(generator, cfg.records));
     let output_seed = domain_seed("count", DigestDomain::Output);
-    let mut runs: Vec<(Vec<ClaspRun>, Vec<f64>, bool)> = cfg
-        .executors
-        .iter()
-        .map(|_| (vec![], vec![], true))
-        .collect();
+    let mut runs: Vec<(Vec<ClaspRun>, Vec<f64>, u64)> =
+        cfg.executors.iter().map(|_| (vec![], vec![], 0)).collect();
     for rep in 0..cfg.repetitions {
-        for (&executors, (clasp, timely, equal)) in cfg.executors.iter().zip(&mut runs) {
-            let c = run_clasp(&spec, &records, cfg.records, executors)?;
-            if let Some(t) = baseline(&records, cfg.records, executors, output_seed)? {
-                if t.words != c.words {
-                    return Err(format!(
-                        "{executors} executors: clasp counted {} words, timely {}",
-                        c.words, t.words
-                    ));
-                }
-                *equal &= t.outputs == c.outputs;
-                if !*equal {
-                    return Err(format!(
-                        "{executors} executors: clasp's and timely's (word, count) outputs \
-                         differ (digests {:?} and {:?})",
-                        c.outputs, t.outputs
-                    ));
-                }
+        for (&executors, (clasp, timely, words)) in cfg.executors.iter().zip(&mut runs) {
+            let c = cfg
+                .clasp
+                .then(|| run_clasp(&spec, &records, cfg.records, executors))
+                .transpose()?;
+            let t = match cfg.timely {
+                true => baseline(&records, cfg.records, executors, output_seed)?,
+                false => None,
+            };
+            if let (Some(c), Some(t)) = (&c, &t) {
+                check_equal(executors, c, t)?;
+            }
+            if let Some(t) = t {
+                *words = t.words;
                 timely.push(cfg.records as f64 / t.elapsed.as_secs_f64().max(1e-9));
             }
-            clasp.push(c);
+            if let Some(c) = c {
+                *words = c.words;
+                clasp.push(c);
+            }
         }
         progress(rep + 1);
     }
-    let rows = cfg
-        .executors
-        .iter()
-        .zip(runs)
-        .map(|(&e, (c, t, eq))| row(e, c, t, eq));
+    let compared = cfg.clasp && cfg.timely && cfg!(feature = "baselines");
+    let rows =
+        (cfg.executors.iter().zip(runs)).map(|(&e, (c, t, words))| row(e, c, t, words, compared));
     Ok(WcBenchReport {
         machine: crate::ring::machine_description(),
         records: cfg.records,
@@ -225,20 +226,57 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
     })
 }
 
-/// One row from the runs of one executor count.
-fn row(executors: usize, mut clasp: Vec<ClaspRun>, timely: Vec<f64>, equal: bool) -> WcRow {
+/// The honesty check: both counted the same words and output the same `(word, count)`s.
+#[cfg(feature = "baselines")]
+fn check_equal(
+    executors: usize,
+    c: &ClaspRun,
+    t: &crate::wc_timely::TimelyRun,
+) -> Result<(), String> {
+    if t.words != c.words {
+        return Err(format!(
+            "{executors} executors: clasp counted {} words, timely {}",
+            c.words, t.words
+        ));
+    }
+    if t.outputs != c.outputs {
+        return Err(format!(
+            "{executors} executors: clasp's and timely's (word, count) outputs differ \
+             (digests {:?} and {:?})",
+            c.outputs, t.outputs
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "baselines"))]
+fn check_equal(_: usize, _: &ClaspRun, t: &std::convert::Infallible) -> Result<(), String> {
+    match *t {}
+}
+
+/// One row from the runs of one executor count (an error in any run ended the benchmark,
+/// so `compared` runs all had equal outputs).
+fn row(
+    executors: usize,
+    mut clasp: Vec<ClaspRun>,
+    timely: Vec<f64>,
+    words: u64,
+    compared: bool,
+) -> WcRow {
     clasp.sort_by(|a, b| a.sentences_per_s.total_cmp(&b.sentences_per_s));
-    let median_run = &clasp[clasp.len() / 2];
-    let clasp_per_s = Spread3::of(clasp.iter().map(|r| r.sentences_per_s).collect());
+    let clasp_per_s =
+        (!clasp.is_empty()).then(|| Spread3::of(clasp.iter().map(|r| r.sentences_per_s).collect()));
     let timely_per_s = (!timely.is_empty()).then(|| Spread3::of(timely));
     WcRow {
         executors,
-        ratio: timely_per_s.map(|t| clasp_per_s.median / t.median),
+        ratio: clasp_per_s
+            .zip(timely_per_s)
+            .map(|(c, t)| c.median / t.median),
         clasp_sentences_per_s: clasp_per_s,
         timely_sentences_per_s: timely_per_s,
-        clasp_latency_p50_us: median_run.latency_p50_us,
-        words: median_run.words,
-        digests_equal: timely_per_s.map(|_| equal),
+        clasp_latency_p50_us: clasp.get(clasp.len() / 2).map(|r| r.latency_p50_us),
+        words,
+        digests_equal: compared.then_some(true),
     }
 }
 
@@ -274,14 +312,21 @@ pub fn table(r: &WcBenchReport) -> String {
         "executors", "clasp", "timely", "ratio", "words", "outputs equal"
     );
     for row in &r.rows {
-        let c = row.clasp_sentences_per_s;
-        let timely = row.timely_sentences_per_s.map_or("not built".into(), |t| {
-            format!("{:.0} [{:.0}..{:.0}]", t.median, t.min, t.max)
-        });
+        let cell = |s: Option<Spread3>, none: &str| {
+            s.map_or(none.to_string(), |s| {
+                format!("{:.0} [{:.0}..{:.0}]", s.median, s.min, s.max)
+            })
+        };
+        let none = if r.timely_built {
+            "not run"
+        } else {
+            "not built"
+        };
+        let timely = cell(row.timely_sentences_per_s, none);
         s += &format!(
             "{:>9}  {:>28}  {:>28}  {:>6}  {:>10}  {}\n",
             row.executors,
-            format!("{:.0} [{:.0}..{:.0}]", c.median, c.min, c.max),
+            cell(row.clasp_sentences_per_s, "not run"),
             timely,
             row.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
             row.words,

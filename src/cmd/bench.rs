@@ -42,6 +42,10 @@ pub struct WcArgs {
     /// Interleaved repetitions; the median is reported.
     #[arg(long, default_value_t = 5, value_parser = repetitions())]
     repetitions: u32,
+    /// Run one system only (to profile it alone): `clasp` or `timely`; the outputs are then
+    /// not compared.
+    #[arg(long, value_parser = ["clasp", "timely"])]
+    only: Option<String>,
 }
 
 #[derive(Args)]
@@ -272,7 +276,15 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
         records: args.records,
         executors: args.executors,
         repetitions: args.repetitions,
+        clasp: args.only.as_deref() != Some("timely"),
+        timely: args.only.as_deref() != Some("clasp"),
     };
+    if args.only.as_deref() == Some("timely") && !cfg!(feature = "baselines") {
+        return Err(crate::cmd::usage_error(
+            "--only timely: the timely dataflow baseline is not built (build with \
+             `--features baselines`)",
+        ));
+    }
     if !cfg!(feature = "baselines") {
         eprintln!(
             "clasp bench wc: the timely dataflow baseline is not built (build with \
