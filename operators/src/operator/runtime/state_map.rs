@@ -76,7 +76,7 @@ mod tests {
     #[test]
     fn keys_short_and_long_are_found_by_their_bytes() {
         let mut g: Group<u64> = Group::default();
-        let long = vec![b'x'; INLINE_KEY_BYTES * 3];
+        let long = [b'x'; INLINE_KEY_BYTES * 3];
         for (i, k) in [&b""[..], b"a", b"ab", b"ba", &long[..]].iter().enumerate() {
             g.insert(StateKey::from_slice(k), i as u64);
         }
