@@ -13,6 +13,7 @@
 //! worker lets at most [`ROUNDS_IN_FLIGHT`] rounds be unfinished — about as many sentences as
 //! clasp's ingress lets be in flight (4096 roots), so neither side buffers its whole input.
 
+use crate::wc::TimelyRun;
 use clasp_operators::digest::Digest;
 use clasp_operators::generate::Pregenerated;
 use std::cell::RefCell;
@@ -29,17 +30,6 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 pub const ROUND_SENTENCES: usize = 1024;
 /// Unfinished rounds a worker allows before it waits.
 pub const ROUNDS_IN_FLIGHT: u64 = 4;
-
-/// What one timely run did.
-#[derive(Debug, Clone, Copy)]
-pub struct TimelyRun {
-    /// From the start of the workers to the last one finishing.
-    pub elapsed: Duration,
-    /// Words counted (the count operator's inputs).
-    pub words: u64,
-    /// Digest of every `(word, count)` output.
-    pub outputs: Digest,
-}
 
 /// Counts the words of sentences `0..sentences` of `records` on `workers` timely workers.
 /// `output_seed`: the seed of clasp's `count` outputs digest.
