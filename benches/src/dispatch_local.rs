@@ -53,7 +53,7 @@ pub struct Spread3 {
 }
 
 impl Spread3 {
-    fn of(mut v: Vec<f64>) -> Spread3 {
+    pub(crate) fn of(mut v: Vec<f64>) -> Spread3 {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median = if n % 2 == 1 {
@@ -168,6 +168,7 @@ pub(crate) fn run_syn(
                         rate_per_s: rate,
                         stop: None,
                         source: Default::default(),
+                        generator: None,
                     },
                 )
             }));

@@ -9,3 +9,6 @@ pub mod hop;
 pub mod place;
 pub mod ring;
 pub mod wake;
+pub mod wc;
+#[cfg(feature = "baselines")]
+pub mod wc_timely;

@@ -76,6 +76,7 @@ fn processing_timers_fire_while_the_stream_flows_and_event_timers_at_its_end() {
                 rate_per_s: Some(2000.0),
                 stop: None,
                 source: Default::default(),
+                generator: None,
             };
             let spec = spec.clone();
             *ingress.lock().unwrap() = Some(std::thread::spawn(move || run_ingress(&spec, &cfg)));

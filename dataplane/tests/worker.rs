@@ -50,6 +50,7 @@ fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> Local
                     rate_per_s: None,
                     stop: None,
                     source: Default::default(),
+                    generator: None,
                 };
                 run_ingress(&spec, &cfg)
             }));
@@ -313,6 +314,7 @@ fn ingress_child() {
         rate_per_s: Some(2000.0),
         stop: None,
         source: Default::default(),
+        generator: None,
     };
     let _ = run_ingress(&spec, &cfg);
 }

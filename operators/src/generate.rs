@@ -22,6 +22,9 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::key::key_group_of;
 
+mod pregenerated;
+pub use pregenerated::Pregenerated;
+
 /// Produces the records of one app's input stream.
 pub trait Generator: Send + Sync {
     /// Writes record `i`: the source operator's canonical key into `key` and the record's

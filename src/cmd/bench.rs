@@ -20,6 +20,32 @@ pub enum BenchCommand {
     Dispatch(DispatchArgs),
     /// CLASP placement time for 10 operators × 100 workers and 100 × 1000 (median, ms).
     Place(PlaceBenchArgs),
+    /// Word count on clasp (the `wc` app through the real worker path, as `clasp local` runs
+    /// it) against timely dataflow (built with `--features baselines`), on the same
+    /// pre-generated sentences and the same number of executors / workers, side by side in
+    /// one run; checks that both produce the same (word, count) outputs.
+    Wc(WcArgs),
+}
+
+#[derive(Args)]
+pub struct WcArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Sentences per run (10 words each).
+    #[arg(long, default_value_t = 300_000,
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=100_000_000))]
+    records: u64,
+    /// clasp executors = timely workers, each count measured (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    executors: Vec<usize>,
+    /// Interleaved repetitions; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = repetitions())]
+    repetitions: u32,
+    /// Run one system only (to profile it alone): `clasp` or `timely`; the outputs are then
+    /// not compared.
+    #[arg(long, value_parser = ["clasp", "timely"])]
+    only: Option<String>,
 }
 
 #[derive(Args)]
@@ -86,6 +112,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Ring(args) => ring(args),
         BenchCommand::Dispatch(args) => dispatch(args),
+        BenchCommand::Wc(args) => wc(args),
         BenchCommand::Place(args) => {
             let v = clasp_benches::place::run(args.repetitions);
             let mut out = output::stdout();
@@ -242,6 +269,50 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                 )?;
             }
         }
+    }
+    out.finish()
+}
+
+fn wc(args: WcArgs) -> anyhow::Result<()> {
+    if let Some(e) = args.executors.iter().find(|&&e| e == 0 || e > 64) {
+        return Err(crate::cmd::usage_error(format!(
+            "--executors {e}: each count must be in 1..=64"
+        )));
+    }
+    let cfg = clasp_benches::wc::WcBenchConfig {
+        records: args.records,
+        executors: args.executors,
+        repetitions: args.repetitions,
+        clasp: args.only.as_deref() != Some("timely"),
+        timely: args.only.as_deref() != Some("clasp"),
+    };
+    if args.only.as_deref() == Some("timely") && !cfg!(feature = "baselines") {
+        return Err(crate::cmd::usage_error(
+            "--only timely: the timely dataflow baseline is not built (build with \
+             `--features baselines`)",
+        ));
+    }
+    if !cfg!(feature = "baselines") {
+        eprintln!(
+            "clasp bench wc: the timely dataflow baseline is not built (build with \
+             `--features baselines`); measuring clasp alone"
+        );
+    }
+    let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = clasp_benches::wc::run(&cfg, |rep| {
+        if show_progress {
+            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if show_progress {
+        eprintln!();
+    }
+    let mut out = output::stdout();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        write!(out, "{}", clasp_benches::wc::table(&report))?;
     }
     out.finish()
 }

@@ -147,6 +147,7 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         rate_per_s: args.rate,
         stop: Some(signals::stop_flag()),
         source: args.source.clone(),
+        generator: None,
     };
     let report = match run_ingress(&spec, &cfg) {
         // Stopped because the parent is gone: under `clasp local` that is the worker, whose

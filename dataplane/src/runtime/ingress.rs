@@ -19,6 +19,7 @@ use super::layout::{
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use crate::source::{Input, Next, SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
+use clasp_operators::generate::Generator;
 use clasp_operators::key::{key_group, key_hash};
 use clasp_shmring::Segment;
 use clasp_shmring::{Doorbell, Error as RingError, Producer, ShmRing, WaitPolicy};
@@ -97,7 +98,7 @@ pub enum IngressError {
 }
 
 /// Settings of an ingress.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct IngressConfig {
     /// The worker's segment.
     pub segment_name: String,
@@ -111,6 +112,9 @@ pub struct IngressConfig {
     pub stop: Option<Arc<AtomicBool>>,
     /// Where the records come from (the app's generator by default).
     pub source: SourceSpec,
+    /// With [`SourceSpec::Generator`]: this generator instead of the app's (a benchmark's
+    /// records made before the run, [`clasp_operators::generate::Pregenerated`]).
+    pub generator: Option<Arc<dyn Generator>>,
 }
 
 /// What an ingress did.
@@ -162,7 +166,10 @@ fn admit(
         .segment
         .doorbell(seg.index.ingress_bell())
         .map_err(IngressError::Doorbell)?;
-    let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
+    let mut input = match &cfg.generator {
+        Some(g) if cfg.source.is_generator() => Input::of_generator(g.clone()),
+        _ => Input::open(spec, &cfg.source, cfg.seed)?,
+    };
     let sample = control.sample_every.max(1);
     let max_in_flight = control.max_in_flight.max(1);
     let (mut key, mut payload) = (Vec::new(), Vec::new());

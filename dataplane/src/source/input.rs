@@ -6,6 +6,7 @@ use super::{Polled, SourceError, SourceFeed, SourceOffset, SourceReport, SourceS
 use clasp_operators::generate::Generator;
 use clasp_operators::key::MAX_KEY_BYTES;
 use clasp_operators::{AppSpec, OperatorInstance};
+use std::sync::Arc;
 
 /// What [`Input::next_into`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -20,8 +21,8 @@ pub enum Next {
 
 /// Where the records come from.
 pub enum Input {
-    /// Record `i` is generated from the seed.
-    Generated(Box<dyn Generator>),
+    /// Record `i` is generated from the seed (or replayed from records generated before).
+    Generated(Arc<dyn Generator>),
     /// Records are read; the first operator keys them.
     Read {
         feed: Box<SourceFeed>,
@@ -38,12 +39,18 @@ impl Input {
                     app: spec.name.clone(),
                     generator: spec.generator.clone(),
                 })?;
-            return Ok(Input::Generated(generator));
+            return Ok(Input::Generated(generator.into()));
         }
         Ok(Input::Read {
             feed: Box::new(SourceFeed::open(source)?),
             first: spec.instantiate(spec.source),
         })
+    }
+
+    /// The records of `generator` instead of the app's: a benchmark's input generated before
+    /// the timed run ([`clasp_operators::generate::Pregenerated`]).
+    pub fn of_generator(generator: Arc<dyn Generator>) -> Input {
+        Input::Generated(generator)
     }
 
     /// Writes record `i` (the `i`-th admitted) into `key` and `payload`, if there is one.

@@ -5,8 +5,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
-
 use super::{ImportError, InstanceContext, Malformed, Operator, OperatorInstance, OperatorSummary};
 use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
@@ -18,6 +16,9 @@ use crate::spec::Determinism;
 use crate::timers::{ExportedTimers, TimeDomain, TimerRequests, Timers};
 
 mod fire;
+mod state_map;
+
+use state_map::{Group, StateKey};
 
 /// Format version of exported key groups (2: with the outputs' `seq` counters; 3: with the
 /// keys' timers).
@@ -39,8 +40,6 @@ pub struct GroupArchive {
     /// `(key, event times, processing times)`, keys and times ascending.
     pub timers: Vec<ExportedTimers>,
 }
-
-type Group<S> = HashMap<Box<[u8]>, S, Xxh3DefaultBuilder>;
 
 /// The generic [`OperatorInstance`] behind every operator.
 pub struct Runtime<O: Operator> {
@@ -209,7 +208,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             if group.is_empty() {
                 continue;
             }
-            let mut keys: Vec<Box<[u8]>> = group.keys().cloned().collect();
+            let mut keys: Vec<StateKey> = group.keys().cloned().collect();
             keys.sort_unstable();
             for key in keys {
                 let s = group.get_mut(&key).expect("key listed above");

@@ -11,6 +11,7 @@ use rkyv::vec::ArchivedVec;
 
 use super::super::{ImportError, Operator};
 use super::Runtime;
+use super::state_map::StateKey;
 use crate::emitter::{Emitter, Out};
 use crate::key::{KEY_GROUPS, key_group_of};
 use crate::timers::ExportedTimers;
@@ -47,16 +48,16 @@ impl<O: Operator> Runtime<O> {
             let timer = Timer { domain, at };
             let group = &mut self.groups[usize::from(kg % KEY_GROUPS)];
             let mut o = Out::with_timers(out, &self.ctx.successors, &mut self.timer_requests);
-            if let Some(s) = group.get_mut(&key) {
+            if let Some(s) = group.get_mut(&key[..]) {
                 self.op.on_timer(&key, s, timer, &mut o);
                 if *s == O::State::default() {
-                    group.remove(&key);
+                    group.remove(&key[..]);
                 }
             } else {
                 let mut s = O::State::default();
                 self.op.on_timer(&key, &mut s, timer, &mut o);
                 if !Self::STATELESS && s != O::State::default() {
-                    group.insert(key.clone(), s);
+                    group.insert(StateKey::from_slice(&key), s);
                 }
             }
             Self::number_outputs(&mut self.seqs, out, from, Some(kg));

@@ -1,0 +1,339 @@
+//! `clasp bench wc`: word count on clasp against timely dataflow, on the same cores and the
+//! same sentences, side by side in one run.
+//!
+//! - Input: sentences `0..records` of the WC generator (seed [`SEED`]), generated once before
+//!   anything is timed ([`Pregenerated`]) and read by both systems.
+//! - clasp: the `wc` app as `clasp local --app wc --executors E` runs it — a worker with E
+//!   executor threads over shared-memory rings, fed by an ingress (here a thread, there a
+//!   process) through the real worker path, every root's latency tracked, at most 4096 roots
+//!   in flight. Throughput is admitted sentences over the time from the first admission to
+//!   the last completion.
+//! - timely (with the `baselines` feature): E timely workers ([`crate::wc_timely`]); its
+//!   throughput is sentences over the time from starting the workers to the last one ending.
+//! - Honesty check, every repetition: both counted the same number of words and their
+//!   `(word, count)` outputs have the same order-free digest; a mismatch is an error.
+//!
+//! The two alternate within each repetition (clasp, then timely) so drift on a shared machine
+//! hits both; the median and spread of each are reported with their ratio.
+
+use crate::dispatch_local::Spread3;
+use clasp_dataplane::routing::Spread;
+use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
+use clasp_dataplane::runtime::{IdlePolicy, LocalConfig, LocalReport, run_local_worker};
+use clasp_operators::digest::{Digest, DigestDomain, domain_seed};
+use clasp_operators::generate::{Generator, Pregenerated};
+use clasp_operators::{AppSpec, apps};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The generator seed of the benchmark's sentences.
+pub const SEED: u64 = 1;
+/// Roots in flight in clasp's runs (`clasp local`'s default).
+const MAX_IN_FLIGHT: u64 = 4096;
+
+/// Settings.
+#[derive(Debug, Clone)]
+pub struct WcBenchConfig {
+    /// Sentences per run.
+    pub records: u64,
+    /// Worker (timely) and executor (clasp) counts to measure.
+    pub executors: Vec<usize>,
+    /// Interleaved repetitions.
+    pub repetitions: u32,
+    /// Run clasp.
+    pub clasp: bool,
+    /// Run timely (where built).
+    pub timely: bool,
+}
+
+/// One executor count's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct WcRow {
+    /// clasp executors = timely workers.
+    pub executors: usize,
+    /// clasp's sentences per second (`None`: not run).
+    pub clasp_sentences_per_s: Option<Spread3>,
+    /// timely's sentences per second (`None`: not run, or built without the `baselines`
+    /// feature).
+    pub timely_sentences_per_s: Option<Spread3>,
+    /// clasp / timely, of the medians.
+    pub ratio: Option<f64>,
+    /// clasp's end-to-end latency p50 of the median-throughput run, µs.
+    pub clasp_latency_p50_us: Option<f64>,
+    /// Words counted in every run.
+    pub words: u64,
+    /// `Some(true)`: both ran and timely's words and output digest equalled clasp's in every
+    /// repetition (a difference is an error); `None`: not compared.
+    pub digests_equal: Option<bool>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct WcBenchReport {
+    /// CPU, cores, kernel.
+    pub machine: String,
+    /// Sentences per run.
+    pub records: u64,
+    /// Repetitions.
+    pub repetitions: u32,
+    /// Whether the timely baseline is in this build.
+    pub timely_built: bool,
+    /// Per executor count.
+    pub rows: Vec<WcRow>,
+}
+
+/// What one timely run did ([`crate::wc_timely`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TimelyRun {
+    /// From the start of the workers to the last one finishing.
+    pub elapsed: std::time::Duration,
+    /// Words counted (the count operator's inputs).
+    pub words: u64,
+    /// Digest of every `(word, count)` output.
+    pub outputs: Digest,
+}
+
+/// What one clasp run counted.
+struct ClaspRun {
+    sentences_per_s: f64,
+    latency_p50_us: f64,
+    words: u64,
+    outputs: Digest,
+}
+
+fn segment_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "clasp-bench-wc-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// Runs WC on an in-process worker of `executors` executors, the ingress on a thread reading
+/// `records`.
+fn run_clasp(
+    spec: &Arc<AppSpec>,
+    records: &Arc<Pregenerated>,
+    sentences: u64,
+    executors: usize,
+) -> Result<ClaspRun, String> {
+    let cfg = LocalConfig {
+        segment_name: segment_name(),
+        executors,
+        spread: Spread::Even,
+        idle: IdlePolicy::Auto,
+        sample_every: 1,
+        max_in_flight: MAX_IN_FLIGHT,
+        ..LocalConfig::default()
+    };
+    let generator: Arc<dyn Generator> = records.clone();
+    let ingress = std::sync::Mutex::new(None);
+    let report = run_local_worker(
+        spec.clone(),
+        &cfg,
+        |seg| {
+            let cfg = IngressConfig {
+                segment_name: seg.segment.name().unwrap_or_default().to_string(),
+                records: sentences,
+                seed: SEED,
+                rate_per_s: None,
+                stop: None,
+                source: Default::default(),
+                generator: Some(generator.clone()),
+            };
+            let spec = spec.clone();
+            let handle = std::thread::spawn(move || run_ingress(&spec, &cfg));
+            *ingress.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+            Ok(())
+        },
+        || None,
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(h) = ingress.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        h.join()
+            .map_err(|_| "the ingress thread panicked".to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    clasp_run(spec, &report, sentences)
+}
+
+/// The figures of a finished clasp run, checked: no faults, every sentence admitted.
+fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<ClaspRun, String> {
+    if !report.errors.is_empty() {
+        return Err(report.errors.join("; "));
+    }
+    if report.admitted != sentences {
+        return Err(format!(
+            "clasp admitted {} of {sentences} sentences",
+            report.admitted
+        ));
+    }
+    let count = spec
+        .operators
+        .iter()
+        .position(|o| o.name == "count")
+        .ok_or("the wc app has no count operator")?;
+    let summary = &report.summaries[count];
+    Ok(ClaspRun {
+        sentences_per_s: report.admitted as f64 / report.elapsed.as_secs_f64().max(1e-9),
+        latency_p50_us: report.latency.p50,
+        words: summary.processed,
+        outputs: summary.outputs,
+    })
+}
+
+/// Runs the benchmark. `progress(rep)` after each repetition.
+pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBenchReport, String> {
+    if cfg.repetitions == 0 || cfg.records == 0 || cfg.executors.is_empty() {
+        return Err("repetitions, records and executor counts must be positive".into());
+    }
+    if cfg.records > u64::from(u32::MAX) {
+        return Err(format!("at most {} records", u32::MAX));
+    }
+    if let Some(&e) = cfg.executors.iter().find(|&&e| e == 0 || e > 64) {
+        return Err(format!("executor count {e} is outside 1..=64"));
+    }
+    let spec = Arc::new(apps::builtin("wc").ok_or("the wc app is missing")?);
+    let generator = clasp_operators::generate::generator(&spec.generator, SEED)
+        .ok_or("the wc app has no generator")?;
+    let records = Arc::new(Pregenerated::new(generator, cfg.records));
+    let output_seed = domain_seed("count", DigestDomain::Output);
+    let mut runs: Vec<(Vec<ClaspRun>, Vec<f64>, u64)> =
+        cfg.executors.iter().map(|_| (vec![], vec![], 0)).collect();
+    for rep in 0..cfg.repetitions {
+        for (&executors, (clasp, timely, words)) in cfg.executors.iter().zip(&mut runs) {
+            let c = cfg
+                .clasp
+                .then(|| run_clasp(&spec, &records, cfg.records, executors))
+                .transpose()?;
+            let t = match cfg.timely {
+                true => baseline(&records, cfg.records, executors, output_seed)?,
+                false => None,
+            };
+            if let (Some(c), Some(t)) = (&c, &t) {
+                check_equal(executors, c, t)?;
+            }
+            if let Some(t) = t {
+                *words = t.words;
+                timely.push(cfg.records as f64 / t.elapsed.as_secs_f64().max(1e-9));
+            }
+            if let Some(c) = c {
+                *words = c.words;
+                clasp.push(c);
+            }
+        }
+        progress(rep + 1);
+    }
+    let compared = cfg.clasp && cfg.timely && cfg!(feature = "baselines");
+    let rows =
+        (cfg.executors.iter().zip(runs)).map(|(&e, (c, t, words))| row(e, c, t, words, compared));
+    Ok(WcBenchReport {
+        machine: crate::ring::machine_description(),
+        records: cfg.records,
+        repetitions: cfg.repetitions,
+        timely_built: cfg!(feature = "baselines"),
+        rows: rows.collect(),
+    })
+}
+
+/// The honesty check: both counted the same words and output the same `(word, count)`s.
+fn check_equal(executors: usize, c: &ClaspRun, t: &TimelyRun) -> Result<(), String> {
+    if t.words != c.words {
+        return Err(format!(
+            "{executors} executors: clasp counted {} words, timely {}",
+            c.words, t.words
+        ));
+    }
+    if t.outputs != c.outputs {
+        return Err(format!(
+            "{executors} executors: clasp's and timely's (word, count) outputs differ \
+             (digests {:?} and {:?})",
+            c.outputs, t.outputs
+        ));
+    }
+    Ok(())
+}
+
+/// One row from the runs of one executor count (an error in any run ended the benchmark,
+/// so `compared` runs all had equal outputs).
+fn row(
+    executors: usize,
+    mut clasp: Vec<ClaspRun>,
+    timely: Vec<f64>,
+    words: u64,
+    compared: bool,
+) -> WcRow {
+    clasp.sort_by(|a, b| a.sentences_per_s.total_cmp(&b.sentences_per_s));
+    let clasp_per_s =
+        (!clasp.is_empty()).then(|| Spread3::of(clasp.iter().map(|r| r.sentences_per_s).collect()));
+    let timely_per_s = (!timely.is_empty()).then(|| Spread3::of(timely));
+    WcRow {
+        executors,
+        ratio: clasp_per_s
+            .zip(timely_per_s)
+            .map(|(c, t)| c.median / t.median),
+        clasp_sentences_per_s: clasp_per_s,
+        timely_sentences_per_s: timely_per_s,
+        clasp_latency_p50_us: clasp.get(clasp.len() / 2).map(|r| r.latency_p50_us),
+        words,
+        digests_equal: compared.then_some(true),
+    }
+}
+
+/// The timely run, where the baseline is built.
+#[cfg(feature = "baselines")]
+fn baseline(
+    records: &Arc<Pregenerated>,
+    sentences: u64,
+    workers: usize,
+    output_seed: u64,
+) -> Result<Option<TimelyRun>, String> {
+    crate::wc_timely::run(records, sentences as usize, workers, output_seed).map(Some)
+}
+
+/// No timely run: the baseline is not built.
+#[cfg(not(feature = "baselines"))]
+fn baseline(_: &Arc<Pregenerated>, _: u64, _: usize, _: u64) -> Result<Option<TimelyRun>, String> {
+    Ok(None)
+}
+
+/// The report as text.
+pub fn table(r: &WcBenchReport) -> String {
+    let mut s = format!(
+        "machine: {}\nword count, {} sentences of 10 Zipf words (seed {SEED}), median \
+         [min..max] of {} repetitions, sentences/s:\n",
+        r.machine, r.records, r.repetitions
+    );
+    s += &format!(
+        "{:>9}  {:>28}  {:>28}  {:>6}  {:>10}  {}\n",
+        "executors", "clasp", "timely", "ratio", "words", "outputs equal"
+    );
+    for row in &r.rows {
+        let cell = |s: Option<Spread3>, none: &str| {
+            s.map_or(none.to_string(), |s| {
+                format!("{:.0} [{:.0}..{:.0}]", s.median, s.min, s.max)
+            })
+        };
+        let none = if r.timely_built {
+            "not run"
+        } else {
+            "not built"
+        };
+        let timely = cell(row.timely_sentences_per_s, none);
+        s += &format!(
+            "{:>9}  {:>28}  {:>28}  {:>6}  {:>10}  {}\n",
+            row.executors,
+            cell(row.clasp_sentences_per_s, "not run"),
+            timely,
+            row.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+            row.words,
+            row.digests_equal.map_or("-".into(), |e| e.to_string()),
+        );
+    }
+    if !r.timely_built {
+        s += "the timely dataflow baseline is not built: build with `--features baselines` \
+              (cargo run --release --features baselines -- bench wc)\n";
+    }
+    s
+}

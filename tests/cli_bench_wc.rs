@@ -1,0 +1,50 @@
+//! `clasp bench wc`, run as the built binary on a small input: both systems count every word
+//! (and, where timely is built, the same outputs), and a build without the baseline says so.
+
+mod common;
+
+use common::{clasp_text, json};
+
+#[test]
+fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
+    let out = common::clasp(&[
+        "bench",
+        "wc",
+        "--records",
+        "2000",
+        "--repetitions",
+        "1",
+        "--executors",
+        "1,2",
+        "--json",
+    ]);
+    let v = json(&out);
+    let built = cfg!(feature = "baselines");
+    assert_eq!(v["timely_built"], built);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row["words"], 20_000, "{row}");
+        assert!(row["clasp_sentences_per_s"]["median"].as_f64().unwrap() > 0.0);
+        if built {
+            assert_eq!(row["digests_equal"], true, "{row}");
+            assert!(row["ratio"].as_f64().unwrap() > 0.0);
+        } else {
+            assert!(row["timely_sentences_per_s"].is_null(), "{row}");
+        }
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.contains("baseline is not built"), !built, "{stderr}");
+}
+
+#[test]
+fn bench_wc_refuses_bad_options_naming_them() {
+    let (code, _, err) = clasp_text(&["bench", "wc", "--executors", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--executors"), "{err}");
+    if !cfg!(feature = "baselines") {
+        let (code, _, err) = clasp_text(&["bench", "wc", "--only", "timely"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not built"), "{err}");
+    }
+}
