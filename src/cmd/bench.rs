@@ -225,52 +225,61 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
             write!(out, "{}", clasp_benches::dispatch_local::table(l))?;
         }
         if let Some(r) = &remote {
-            writeln!(
-                out,
-                "remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:"
-            )?;
-            for (batch, ns) in &r.remote_ns_per_request {
-                writeln!(out, "  batch {batch:>4}: {ns:8.1} ns")?;
-            }
-            for (batch, ns) in &r.baseline_remote_ns_per_request {
-                writeln!(
-                    out,
-                    "  tokio + postcard baseline, batch {batch}: {ns:.1} ns"
-                )?;
-            }
-            if r.baseline_one_way_us.is_none() {
-                writeln!(
-                    out,
-                    "  (the tokio + postcard baseline is built with `--features baselines`)"
-                )?;
-            }
-            writeln!(
-                out,
-                "  each extra destination: {:.1} ns per request",
-                r.per_destination_ns
-            )?;
-            writeln!(
-                out,
-                "  one-way latency, network threads on cores of their own, per idle policy \
-                 (median [min..max]):"
-            )?;
-            for row in &r.remote_idle {
-                writeln!(
-                    out,
-                    "    {:<8} {:.1} µs [{:.1}..{:.1}]",
-                    row.policy, row.one_way_us, row.one_way_us_min, row.one_way_us_max
-                )?;
-            }
-            if let Some([mid, lo, hi]) = r.tcp_floor_one_way_us {
-                writeln!(
-                    out,
-                    "    floor: loopback TCP, plain write and busy-polled read, {mid:.1} µs \
-                     [{lo:.1}..{hi:.1}]"
-                )?;
-            }
+            write_remote(&mut out, r)?;
         }
     }
     out.finish()
+}
+
+/// The remote half of `bench dispatch`'s table.
+fn write_remote(
+    out: &mut impl std::io::Write,
+    r: &clasp_benches::dispatch::RemoteDispatch,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:"
+    )?;
+    for (batch, ns) in &r.remote_ns_per_request {
+        writeln!(out, "  batch {batch:>4}: {ns:8.1} ns")?;
+    }
+    for (batch, ns) in &r.baseline_remote_ns_per_request {
+        writeln!(
+            out,
+            "  tokio + postcard baseline, batch {batch}: {ns:.1} ns"
+        )?;
+    }
+    if r.baseline_one_way_us.is_none() {
+        writeln!(
+            out,
+            "  (the tokio + postcard baseline is built with `--features baselines`)"
+        )?;
+    }
+    writeln!(
+        out,
+        "  each extra destination: {:.1} ns per request",
+        r.per_destination_ns
+    )?;
+    writeln!(
+        out,
+        "  one-way latency, network threads on cores of their own, per idle policy \
+         (median [min..max]):"
+    )?;
+    for row in &r.remote_idle {
+        writeln!(
+            out,
+            "    {:<8} {:.1} µs [{:.1}..{:.1}]",
+            row.policy, row.one_way_us, row.one_way_us_min, row.one_way_us_max
+        )?;
+    }
+    if let Some([mid, lo, hi]) = r.tcp_floor_one_way_us {
+        writeln!(
+            out,
+            "    floor: loopback TCP, plain write and busy-polled read, {mid:.1} µs \
+             [{lo:.1}..{hi:.1}]"
+        )?;
+    }
+    Ok(())
 }
 
 fn wc(args: WcArgs) -> anyhow::Result<()> {
