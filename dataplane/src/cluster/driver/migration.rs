@@ -223,7 +223,10 @@ impl Driver<'_> {
         self.advance_joins(ctl)?;
         self.advance_leaves(ctl)?;
         if self.mig.in_flight.is_none() {
-            if mv.is_none() {
+            // A controller's own moves (`poll`: chaos, scripted) are asked for only when none
+            // waits for the roots to narrow, so each one is carried out; an interval's decision
+            // above may still replace a waiting one (the newer view of the load wins).
+            if mv.is_none() && self.mig.narrowing.is_none() {
                 mv = ctl.poll(self.meter.t0.elapsed().as_secs_f64(), admitted);
             }
             if let Some(m) = self.move_to_start(mv) {
