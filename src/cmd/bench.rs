@@ -149,23 +149,12 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
             "--repetitions and --round-trips must be positive and --messages at least 4",
         ));
     }
-    let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let report = clasp_benches::ring::run(&cfg, |rep| {
-        if show_progress {
-            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
-        }
-    })
-    .map_err(anyhow::Error::msg)?;
-    if show_progress {
-        eprintln!();
-    }
-    let mut out = output::stdout();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string(&report)?)?;
-    } else {
-        write!(out, "{}", clasp_benches::ring::table(&report))?;
-    }
-    out.finish()
+    run_and_print(
+        args.json,
+        cfg.repetitions,
+        |progress| clasp_benches::ring::run(&cfg, progress),
+        clasp_benches::ring::table,
+    )
 }
 
 fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
@@ -307,10 +296,26 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
              `--features baselines`); measuring clasp alone"
         );
     }
-    let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let report = clasp_benches::wc::run(&cfg, |rep| {
+    run_and_print(
+        args.json,
+        cfg.repetitions,
+        |progress| clasp_benches::wc::run(&cfg, progress),
+        clasp_benches::wc::table,
+    )
+}
+
+/// Runs a benchmark of `repetitions`, showing which repetition it is on where stderr is a
+/// terminal (and the output is not JSON), then prints its report as JSON or as `table` says.
+fn run_and_print<R: serde::Serialize>(
+    json: bool,
+    repetitions: u32,
+    run: impl FnOnce(&mut dyn FnMut(u32)) -> Result<R, String>,
+    table: impl Fn(&R) -> String,
+) -> anyhow::Result<()> {
+    let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = run(&mut |rep| {
         if show_progress {
-            eprint!("\rrepetition {rep}/{}", cfg.repetitions);
+            eprint!("\rrepetition {rep}/{repetitions}");
         }
     })
     .map_err(anyhow::Error::msg)?;
@@ -318,10 +323,10 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
         eprintln!();
     }
     let mut out = output::stdout();
-    if args.json {
+    if json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
-        write!(out, "{}", clasp_benches::wc::table(&report))?;
+        write!(out, "{}", table(&report))?;
     }
     out.finish()
 }
