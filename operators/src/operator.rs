@@ -259,6 +259,9 @@ pub trait OperatorInstance: Send {
     /// Removes key group `key_group`'s state and returns it as an rkyv archive (an empty group
     /// gives a valid archive with no entries).
     fn export_group(&mut self, key_group: u16) -> Vec<u8>;
+    /// Key group `key_group`'s state as [`OperatorInstance::export_group`] would archive it,
+    /// without removing it (a checkpoint copies the state the executor goes on running with).
+    fn copy_group(&self, key_group: u16) -> Vec<u8>;
     /// Installs a key group exported by [`OperatorInstance::export_group`]; returns the number
     /// of keys imported. The bytes are untrusted: they are validated before use.
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError>;

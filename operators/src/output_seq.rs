@@ -84,6 +84,18 @@ impl OutputSeqs {
         entries
     }
 
+    /// Key group `key_group`'s counters as [`OutputSeqs::export`] gives them, kept here (a
+    /// checkpoint copies state the executor goes on running with).
+    pub fn copy(&self, key_group: u16) -> Vec<(Vec<u8>, u64)> {
+        let Some(group) = self.groups.get(usize::from(key_group % KEY_GROUPS)) else {
+            return Vec::new();
+        };
+        let mut entries: Vec<(Vec<u8>, u64)> =
+            group.iter().map(|(k, &n)| (k.to_vec(), n)).collect();
+        entries.sort_unstable();
+        entries
+    }
+
     /// Installs counters exported by [`OutputSeqs::export`] (turning counting on: a worker
     /// that receives them is part of a run with a sink).
     pub fn import(&mut self, key_group: u16, entries: impl IntoIterator<Item = (Vec<u8>, u64)>) {

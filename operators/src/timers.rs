@@ -275,6 +275,22 @@ impl Timers {
         entries
     }
 
+    /// Key group `key_group`'s timers as [`Timers::export`] gives them, kept here.
+    pub fn copy(&self, key_group: u16) -> Vec<ExportedTimers> {
+        let Some(group) = self.groups.get(usize::from(key_group % KEY_GROUPS)) else {
+            return Vec::new();
+        };
+        let mut entries: Vec<ExportedTimers> = group
+            .iter()
+            .map(|(k, t)| {
+                let event = t.event.iter().copied().collect();
+                (k.to_vec(), event, t.processing.iter().copied().collect())
+            })
+            .collect();
+        entries.sort_unstable();
+        entries
+    }
+
     /// Installs timers exported by [`Timers::export`]. Event-time timers the watermark here
     /// has already passed are kept: they fire at the next advance.
     pub fn import(&mut self, key_group: u16, entries: Vec<ExportedTimers>) {

@@ -146,6 +146,27 @@ fn a_pending_timer_moves_with_its_key_group() {
 }
 
 #[test]
+fn copied_timers_stay_and_import_elsewhere() {
+    let app = app();
+    let (mut a, mut b) = (app.instantiate(0), app.instantiate(0));
+    let mut e = Emitter::new();
+    feed(a.as_mut(), &[("k", "7"), ("k", "2")], &mut e);
+    let kg = key_group_of(b"k");
+    let bytes = a.copy_group(kg);
+    assert_eq!(a.pending_timers(), 2, "a copy leaves the timers");
+    b.import_group(kg, &bytes).unwrap();
+    assert_eq!(b.pending_timers(), 2);
+    for inst in [&mut a, &mut b] {
+        let mut e = Emitter::new();
+        inst.end_of_stream(&mut e);
+        assert_eq!(
+            outputs(&e),
+            [("k".into(), "2".into()), ("k".into(), "7".into())]
+        );
+    }
+}
+
+#[test]
 fn a_timer_at_or_before_the_watermark_is_refused_and_counted() {
     let app = app();
     let mut inst = app.instantiate(0);

@@ -41,6 +41,41 @@ pub struct GroupArchive {
     pub timers: Vec<ExportedTimers>,
 }
 
+/// Encodes one key group's archive ([`OperatorInstance::export_group`]'s bytes), sorting the
+/// entries so that the same state always gives the same bytes. The output is sized up front:
+/// a grown buffer would be copied and, for a large group, fault in fresh pages each time.
+fn group_archive(
+    key_group: u16,
+    mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+    output_seqs: Vec<(Vec<u8>, u64)>,
+    timers: Vec<ExportedTimers>,
+) -> Vec<u8> {
+    entries.sort_unstable();
+    // Each entry: two relative pointers (8 bytes each) and its bytes, padded.
+    let estimate_bytes: usize = 64
+        + (entries.iter())
+            .map(|(k, v)| k.len() + v.len() + 24)
+            .sum::<usize>()
+        + (output_seqs.iter())
+            .map(|(k, _)| k.len() + 24)
+            .sum::<usize>()
+        + (timers.iter())
+            .map(|(k, e, p)| k.len() + 8 * (e.len() + p.len()) + 32)
+            .sum::<usize>();
+    let archive = GroupArchive {
+        format: GROUP_ARCHIVE_FORMAT,
+        key_group,
+        entries,
+        output_seqs,
+        timers,
+    };
+    rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(
+        &archive,
+        Vec::with_capacity(estimate_bytes),
+    )
+    .expect("serializing plain vectors cannot fail")
+}
+
 /// The generic [`OperatorInstance`] behind every operator.
 pub struct Runtime<O: Operator> {
     op: O,
@@ -234,7 +269,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn export_group(&mut self, key_group: u16) -> Vec<u8> {
         let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
-        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = group
+        let entries = group
             .into_iter()
             .map(|(k, s)| {
                 let mut bytes = Vec::new();
@@ -242,17 +277,22 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 (k.into_vec(), bytes)
             })
             .collect();
-        entries.sort_unstable();
-        let archive = GroupArchive {
-            format: GROUP_ARCHIVE_FORMAT,
-            key_group,
-            entries,
-            output_seqs: self.seqs.export(key_group),
-            timers: self.timers.export(key_group),
-        };
-        rkyv::to_bytes::<rkyv::rancor::Error>(&archive)
-            .expect("serializing plain vectors cannot fail")
-            .to_vec()
+        let (seqs, timers) = (self.seqs.export(key_group), self.timers.export(key_group));
+        group_archive(key_group, entries, seqs, timers)
+    }
+
+    fn copy_group(&self, key_group: u16) -> Vec<u8> {
+        let group = &self.groups[usize::from(key_group % KEY_GROUPS)];
+        let entries = group
+            .iter()
+            .map(|(k, s)| {
+                let mut bytes = Vec::new();
+                s.encode(&mut bytes);
+                (k.to_vec(), bytes)
+            })
+            .collect();
+        let (seqs, timers) = (self.seqs.copy(key_group), self.timers.copy(key_group));
+        group_archive(key_group, entries, seqs, timers)
     }
 
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {

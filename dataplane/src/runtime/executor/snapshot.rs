@@ -1,5 +1,5 @@
-//! An executor's side of checkpoints: at a quiescent cut it exports every key group it owns
-//! (and imports it straight back, so it keeps running on the same state) into its snapshot
+//! An executor's side of checkpoints: at a quiescent cut it copies every key group it owns
+//! (the archive a migration would move, with the state left in place) into its snapshot
 //! mailbox, which the network thread writes out as the worker's part; and when a job restores
 //! from a checkpoint, it imports the groups the mailbox holds for it before it starts.
 //!
@@ -57,24 +57,19 @@ pub(super) fn restore(
 }
 
 impl Engine {
-    /// `Command::Snapshot`: every owned key group exported (and kept), the counters, into the
+    /// `Command::Snapshot`: every owned key group copied, the counters, into the
     /// mailbox; then `Report::Snapshotted`.
     pub(super) fn snapshot(&mut self) {
         let mut groups = Vec::new();
-        let mut failed = None;
-        for (op, inst) in self.instances.iter_mut().enumerate() {
+        for (op, inst) in self.instances.iter().enumerate() {
             for kg in 0..KEY_GROUPS {
                 if self.table.slot(op, kg) != self.my_slot {
                     continue;
                 }
-                let archive = inst.export_group(kg);
-                if let Err(e) = inst.import_group(kg, &archive) {
-                    failed = Some(format!("re-importing key group {kg} of operator {op}: {e}"));
-                }
                 groups.push(GroupState {
                     operator: op as u16,
                     key_group: kg,
-                    archive,
+                    archive: inst.copy_group(kg),
                 });
             }
         }
@@ -87,9 +82,6 @@ impl Engine {
                 .map(|i| i.malformed_reasons())
                 .collect(),
         };
-        if let Some(e) = failed {
-            self.report_error(format!("executor {}: a snapshot: {e}", self.me));
-        }
         let fault = match self.net.as_ref().map(|n| n.snapshot.lock()) {
             Some(Ok(mut b)) => {
                 b.taken = Some(snap);
