@@ -264,3 +264,79 @@ fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
     assert_eq!(words, outputs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Unmounts its tmpfs when dropped.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A checkpoint store on a full disk (a 256 KiB tmpfs; WC's parts are about 700 KB per
+/// worker): every checkpoint fails with the disk's error, the run goes on without them, its
+/// result is the oracle's, and it exits non-zero naming the failures.
+#[test]
+fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
+    let dir = scratch("full-disk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        let _ = std::fs::remove_dir(&dir);
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let _unmount = Tmpfs(dir.clone());
+    let dir_s = dir.join("ck").display().to_string();
+    let out = clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "40000",
+        "--seed",
+        "4",
+        "--rate",
+        "40000",
+        "--checkpoint-interval-ms",
+        "200",
+        "--checkpoint-dir",
+        &dir_s,
+        "--json",
+    ]);
+    // The run finishes and prints its summary, and exits non-zero: it had faults.
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON summary");
+    let ck = &run["checkpoints"];
+    assert_eq!(ck["taken"], 0, "{ck}");
+    assert!(ck["failed"].as_u64().unwrap() >= 1, "{ck}");
+    let errors = run["errors"].as_array().unwrap();
+    assert!(!errors.is_empty(), "each failure is reported");
+    for e in errors {
+        let e = e.as_str().unwrap();
+        assert!(e.contains("checkpoint") && e.contains("failed"), "{e}");
+        assert!(e.contains("No space left on device"), "{e}");
+    }
+    let oracle = json(&clasp(&[
+        "oracle",
+        "--app",
+        "wc",
+        "--records",
+        "40000",
+        "--seed",
+        "4",
+        "--json",
+    ]));
+    for key in ["state_digest", "output_digest", "processed"] {
+        assert_eq!(run[key], oracle[key], "{key}");
+    }
+}

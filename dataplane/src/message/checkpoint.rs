@@ -1,13 +1,30 @@
-//! The bodies of the checkpoint messages: what a worker answers when it has written its part
-//! of a checkpoint, and the parts a job restores from (see `crate::checkpoint`).
+//! The bodies of the checkpoint messages: what a worker answers at a checkpoint's cut and once
+//! it has written its part, and the parts a job restores from (see `crate::checkpoint`).
 
 use crate::transport::PeerId;
 use clasp_operators::OperatorSummary;
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// Worker → driver: its part of checkpoint `id` is written (or why not).
+/// Worker → driver, at a checkpoint's cut: its executors copied their state, and these were
+/// its counters there (the driver resumes the input once every worker answered).
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Snapshotted {
+    /// The checkpoint.
+    pub id: u64,
+    /// The worker.
+    pub worker: PeerId,
+    /// Why the state could not be copied (empty: it was; no part follows otherwise).
+    pub error: String,
+    /// Per operator, summed over the worker's executors, at the cut.
+    pub summaries: Vec<OperatorSummary>,
+    /// Per operator: malformed requests by reason, at the cut.
+    pub malformed: Vec<Vec<(String, u64)>>,
+}
+
+/// Worker → driver, after its `Snapshotted`: its part of checkpoint `id` is written and
+/// synced (or why not).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartWritten {
     /// The checkpoint.
     pub id: u64,
     /// The worker.
@@ -22,10 +39,6 @@ pub struct Snapshotted {
     pub groups: u64,
     /// Why the part could not be written (empty: it was).
     pub error: String,
-    /// Per operator, summed over the worker's executors, at the cut.
-    pub summaries: Vec<OperatorSummary>,
-    /// Per operator: malformed requests by reason, at the cut.
-    pub malformed: Vec<Vec<(String, u64)>>,
 }
 
 /// A checkpoint part a job's workers restore their key groups from.

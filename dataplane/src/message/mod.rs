@@ -33,7 +33,7 @@ pub mod run;
 #[cfg(test)]
 mod tests;
 
-pub use checkpoint::{RestorePart, Snapshotted};
+pub use checkpoint::{PartWritten, RestorePart, Snapshotted};
 pub use codec::{CONTROL_KIND, Decoder, MessageError, VERSION, decode, encode, encode_into};
 pub use migration::{
     PeerCode, Plans, Progress, Report, RoutingRow, Seal, SlotPlan, StateMsg, StatePart,
@@ -127,16 +127,18 @@ pub enum Message {
         /// `ip:port`.
         addr: String,
     },
-    /// Driver → workers, at a quiescent cut: export every key group and write this worker's
-    /// part of checkpoint `id` into `dir` (`crate::checkpoint`).
+    /// Driver → workers, at a quiescent cut: copy every key group, answer `Snapshotted`, then
+    /// write this worker's part of checkpoint `id` into `dir` (`crate::checkpoint`).
     Snapshot {
         /// The checkpoint.
         id: u64,
         /// The checkpoint store's directory.
         dir: String,
     },
-    /// Worker → driver: its part of a checkpoint is written, or why not.
+    /// Worker → driver: its state at a checkpoint's cut is copied (its counters there).
     Snapshotted(Box<Snapshotted>),
+    /// Worker → driver: its part of a checkpoint is written, or why not.
+    PartWritten(Box<PartWritten>),
 }
 
 impl Message {
@@ -168,7 +170,8 @@ impl Message {
             Message::Leave => "leave",
             Message::PeerLeft { .. } => "peer left",
             Message::Snapshot { .. } => "snapshot",
-            Message::Snapshotted(_) => "snapshot written",
+            Message::Snapshotted(_) => "snapshot taken",
+            Message::PartWritten(_) => "part written",
         }
     }
 }

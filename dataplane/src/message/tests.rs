@@ -290,6 +290,18 @@ fn message() -> impl Strategy<Value = Message> {
         plans(),
         migration(),
         (any::<u64>(), text()).prop_map(|(id, dir)| Message::Snapshot { id, dir }),
+        (any::<u64>(), any::<u32>(), text(), any::<u64>()).prop_map(|(id, worker, name, bytes)| {
+            Message::Snapshotted(Box::new(Snapshotted {
+                id,
+                worker,
+                error: name.chars().rev().collect(),
+                summaries: vec![OperatorSummary {
+                    processed: id,
+                    ..OperatorSummary::default()
+                }],
+                malformed: vec![vec![(name, bytes)]],
+            }))
+        }),
         (
             any::<u64>(),
             any::<u32>(),
@@ -298,18 +310,13 @@ fn message() -> impl Strategy<Value = Message> {
             any::<u64>()
         )
             .prop_map(|(id, worker, name, crc32, bytes)| {
-                Message::Snapshotted(Box::new(Snapshotted {
+                Message::PartWritten(Box::new(PartWritten {
                     id,
                     worker,
                     crc32,
                     bytes,
                     groups: bytes / 3,
                     error: name.chars().rev().collect(),
-                    summaries: vec![OperatorSummary {
-                        processed: id,
-                        ..OperatorSummary::default()
-                    }],
-                    malformed: vec![vec![(name.clone(), bytes)]],
                     name,
                 }))
             }),

@@ -29,6 +29,7 @@ impl Driver<'_> {
         self.drain(ctl, fed.admitted, fed.tracked, spec.operators.len())?;
         self.settle_joins(ctl)?;
         self.settle_leaves(ctl)?;
+        self.settle_checkpoint(ctl)?;
         self.account_active();
         let last_completion = self.rx.last_completion;
         self.end_of_stream(spec)?;

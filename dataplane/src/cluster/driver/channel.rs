@@ -273,6 +273,7 @@ impl Driver<'_> {
             Message::Status(st) => self.barrier.status(from, st),
             Message::Summary(s) => self.barrier.summaries.push(*s),
             Message::Snapshotted(s) => self.snapshots.push(*s),
+            Message::PartWritten(p) => self.parts.push(*p),
             Message::Migrated(r) => {
                 if self.slots.worker_of(Slot(r.slot)) != Some(from) {
                     return Err(DriverError::Protocol {

@@ -2,25 +2,40 @@
 //! cut. The driver stops admitting, waits until the cluster is quiescent (the probe rounds of
 //! the end-of-stream barrier: every frame sent was received and every worker is idle, so no
 //! request is in flight anywhere and there is no channel state to save), asks every worker to
-//! write its part (`Message::Snapshot`), writes the manifest with the input's offset and the
-//! counters at the cut, and resumes. A checkpoint never overlaps a migration: it is only
-//! started between them, and no move starts while it is taken.
+//! copy its state (`Message::Snapshot`), and resumes once each answered `Snapshotted` with its
+//! counters at the cut. The workers then write their parts on threads of their own while the
+//! input flows; when every `PartWritten` is in, the driver writes the manifest with the
+//! input's offset, the routing and the counters of the cut — only then does the checkpoint
+//! exist. A checkpoint's cut never overlaps a migration: it is only taken between them, and no
+//! move starts while it is taken (one may while the parts are written: the copies are made).
+//! One checkpoint is written at a time.
 //!
 //! What it costs: admission pauses for the drain (the work already admitted, at most the
-//! in-flight window) plus the export and the writes (`docs/recovery.md` has the figures).
+//! in-flight window) plus the copy of the state (`docs/recovery.md` has the figures).
 
 use super::recovery::{Phase, unix_ms};
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::checkpoint::{CheckpointStore, Manifest, PartRef};
 use crate::cluster::control::Controller;
 use crate::message::{Message, Snapshotted};
+use crate::runtime::ledger::Ledger;
 use crate::source::SourceOffset;
 use clasp_operators::AppSpec;
 use std::time::Instant;
 
+/// A checkpoint whose cut is taken and whose parts are being written.
+pub(super) struct Persisting {
+    /// Its manifest, complete but for the parts.
+    manifest: Manifest,
+    /// The driver's ledger at the cut.
+    ledger: Ledger,
+    /// When the input resumed (the parts are waited for up to the stall timeout from here).
+    resumed: Instant,
+}
+
 impl Driver<'_> {
     /// Whether a checkpoint is due: checkpoints on, the interval passed, nothing else under
-    /// way (a migration, a join, a leave).
+    /// way (a migration, a join, a leave, the parts of the last checkpoint).
     pub(super) fn checkpoint_due(&self) -> bool {
         let Some(ck) = &self.cfg.checkpoint else {
             return false;
@@ -28,13 +43,15 @@ impl Driver<'_> {
         !ck.interval.is_zero()
             && self.last_checkpoint.elapsed() >= ck.interval
             && self.mig.in_flight.is_none()
+            && self.persisting.is_none()
             && !self.joins.busy()
             && !self.leaves.busy()
     }
 
-    /// Takes one checkpoint at record `admitted` (module docs). A checkpoint that cannot be
-    /// written is a fault the run survives (the previous one stays the newest); losing a
-    /// worker meanwhile is the run's error, as anywhere else.
+    /// Takes checkpoint's cut at record `admitted` (module docs); its parts are written after
+    /// this returns. A checkpoint that cannot be taken is a fault the run survives (the
+    /// previous one stays the newest); losing a worker meanwhile is the run's error, as
+    /// anywhere else.
     pub(super) fn checkpoint(
         &mut self,
         spec: &AppSpec,
@@ -42,9 +59,6 @@ impl Driver<'_> {
         admitted: u64,
         source: SourceOffset,
     ) -> Result<(), DriverError> {
-        let Some(ck) = self.cfg.checkpoint.clone() else {
-            return Ok(());
-        };
         let started = Instant::now();
         self.t.flush_now();
         let mut round = self.barrier.round;
@@ -55,7 +69,8 @@ impl Driver<'_> {
         self.carry.next_id += 1;
         self.phase = Phase::CheckpointSnapshot;
         self.snapshots.clear();
-        let dir = ck.dir.display().to_string();
+        self.parts.clear();
+        let dir = self.checkpoint_dir();
         self.broadcast(&Message::Snapshot { id, dir })?;
         self.inject(Phase::CheckpointSnapshot, ctl);
         let deadline = Instant::now() + self.cfg.stall_timeout;
@@ -63,60 +78,142 @@ impl Driver<'_> {
             if Instant::now() >= deadline {
                 let answered: Vec<u32> = self.snapshots.iter().map(|s| s.worker).collect();
                 return Err(DriverError::Timeout(format!(
-                    "checkpoint {id}: parts from workers {answered:?} of {:?} within {:?}",
+                    "checkpoint {id}: the state of workers {answered:?} of {:?} within {:?}",
                     self.ids, self.cfg.stall_timeout
                 )));
             }
             self.turn(DRIVER_PARK)?;
         }
-        self.phase = Phase::CheckpointCommit;
-        self.inject(Phase::CheckpointCommit, ctl);
-        let result = self.commit(spec, id, admitted, source, started);
+        // The pause is over whether or not the parts are written: every cut counts.
+        let pause_ms = started.elapsed().as_secs_f64() * 1e3;
+        self.carry.pauses_ms.push(pause_ms);
         self.phase = Phase::Steady;
         self.last_checkpoint = Instant::now();
-        let store = super::recovery::open(&ck)?;
-        match result {
-            Ok(m) => {
-                let bytes: u64 = m.parts.iter().map(|p| p.bytes).sum();
-                let c = &mut self.carry;
-                c.checkpoints.taken += 1;
-                c.checkpoints.last_id = Some(id);
-                c.checkpoints.bytes_last = bytes;
-                c.pauses_ms.push(m.pause_ms);
-                c.ledger_at_cut = Some((id, self.rx.ledger.clone()));
-                c.admitted_ns.clear();
-                c.admitted_ns_from = admitted;
-                tracing::debug!(
-                    "checkpoint {id}: {bytes} bytes, paused {:.1} ms",
-                    m.pause_ms
-                );
+        match self.manifest_at_cut(spec, id, admitted, source, pause_ms) {
+            Ok(manifest) => {
+                self.persisting = Some(Persisting {
+                    manifest,
+                    ledger: self.rx.ledger.clone(),
+                    resumed: Instant::now(),
+                });
             }
-            Err(e) => {
-                store.discard(id);
-                self.carry.checkpoints.failed += 1;
-                self.fault(format!(
-                    "checkpoint {id} failed (the previous one is kept): {e}"
-                ));
-            }
+            Err(e) => self.checkpoint_failed(id, e),
         }
         Ok(())
     }
 
-    /// Writes checkpoint `id`'s manifest from the workers' answers; why not, if it cannot.
-    fn commit(
+    fn checkpoint_dir(&self) -> String {
+        (self.cfg.checkpoint.as_ref()).map_or_else(String::new, |ck| ck.dir.display().to_string())
+    }
+
+    /// Commits the checkpoint being written once every part is in (module docs).
+    pub(super) fn advance_checkpoint(&mut self, ctl: &mut dyn Controller) {
+        let Some(p) = &self.persisting else {
+            return;
+        };
+        let (id, waited) = (p.manifest.id, p.resumed.elapsed());
+        let failed = self
+            .parts
+            .iter()
+            .find(|w| w.id == id && !w.error.is_empty());
+        if let Some(w) = failed {
+            let why = format!("worker {}: {}", w.worker, w.error);
+            self.persisting = None;
+            self.checkpoint_failed(id, why);
+            return;
+        }
+        let written = self.parts.iter().filter(|w| w.id == id).count();
+        if written < self.ids.len() {
+            if waited >= self.cfg.stall_timeout {
+                self.persisting = None;
+                let why = format!(
+                    "{written} of {} parts written within {waited:?}",
+                    self.ids.len()
+                );
+                self.checkpoint_failed(id, why);
+            }
+            return;
+        }
+        let Some(mut p) = self.persisting.take() else {
+            return;
+        };
+        self.phase = Phase::CheckpointCommit;
+        self.inject(Phase::CheckpointCommit, ctl);
+        self.phase = Phase::Steady;
+        let mut parts: Vec<_> = std::mem::take(&mut self.parts);
+        parts.sort_by_key(|w| w.worker);
+        p.manifest.parts = (parts.into_iter())
+            .map(|w| PartRef {
+                name: w.name,
+                crc32: w.crc32,
+                bytes: w.bytes,
+                groups: w.groups,
+            })
+            .collect();
+        match self.commit(&p.manifest) {
+            Ok(()) => self.committed(p),
+            Err(e) => self.checkpoint_failed(id, e),
+        }
+    }
+
+    /// Waits for the checkpoint being written (the end of the input: it is complete before
+    /// the run ends, so `--resume` finds it).
+    pub(super) fn settle_checkpoint(
+        &mut self,
+        ctl: &mut dyn Controller,
+    ) -> Result<(), DriverError> {
+        while self.persisting.is_some() {
+            self.turn(DRIVER_PARK)?;
+            self.advance_checkpoint(ctl);
+        }
+        Ok(())
+    }
+
+    fn committed(&mut self, p: Persisting) {
+        let m = p.manifest;
+        let bytes: u64 = m.parts.iter().map(|p| p.bytes).sum();
+        let c = &mut self.carry;
+        c.checkpoints.taken += 1;
+        c.checkpoints.last_id = Some(m.id);
+        c.checkpoints.bytes_last = bytes;
+        c.ledger_at_cut = Some((m.id, p.ledger));
+        // The admission times kept for a replay now start at this cut.
+        let sample = self.cfg.sample_every.max(1);
+        let dropped = m.admitted.div_ceil(sample) - c.admitted_ns_from.div_ceil(sample);
+        c.admitted_ns
+            .drain(..(dropped as usize).min(c.admitted_ns.len()));
+        c.admitted_ns_from = m.admitted;
+        tracing::debug!(
+            "checkpoint {}: {bytes} bytes, paused {:.1} ms",
+            m.id,
+            m.pause_ms
+        );
+    }
+
+    fn checkpoint_failed(&mut self, id: u64, why: String) {
+        if let Some(ck) = &self.cfg.checkpoint
+            && let Ok(store) = super::recovery::open(ck)
+        {
+            store.discard(id);
+        }
+        self.carry.checkpoints.failed += 1;
+        self.fault(format!(
+            "checkpoint {id} failed (the previous one is kept): {why}"
+        ));
+    }
+
+    /// Checkpoint `id`'s manifest, but for its parts, from the workers' answers at the cut;
+    /// why not, if they do not make one.
+    fn manifest_at_cut(
         &mut self,
         spec: &AppSpec,
         id: u64,
         admitted: u64,
         source: SourceOffset,
-        started: Instant,
+        pause_ms: f64,
     ) -> Result<Manifest, String> {
-        let Some(ck) = &self.cfg.checkpoint else {
-            return Err("checkpoints are off".into());
-        };
         let ops = spec.operators.len();
         let mut operators = self.carry.base(ops);
-        let mut parts = Vec::new();
         let mut answers: Vec<Snapshotted> = std::mem::take(&mut self.snapshots);
         answers.sort_by_key(|s| s.worker);
         for s in answers {
@@ -136,15 +233,9 @@ impl Driver<'_> {
                     *base.malformed_reasons.entry(r.clone()).or_default() += n;
                 }
             }
-            parts.push(PartRef {
-                name: s.name,
-                crc32: s.crc32,
-                bytes: s.bytes,
-                groups: s.groups,
-            });
         }
         let routing = self.mig.planner.routing();
-        let m = Manifest {
+        Ok(Manifest {
             id,
             created_unix_ms: unix_ms(),
             app: spec.name.clone(),
@@ -156,12 +247,18 @@ impl Driver<'_> {
             admitted,
             source,
             operators,
-            parts,
-            pause_ms: started.elapsed().as_secs_f64() * 1e3,
+            parts: Vec::new(),
+            pause_ms,
+        })
+    }
+
+    /// Writes a manifest into the store (module docs).
+    fn commit(&self, m: &Manifest) -> Result<(), String> {
+        let Some(ck) = &self.cfg.checkpoint else {
+            return Err("checkpoints are off".into());
         };
         let store = super::recovery::open(ck).map_err(|e| e.to_string())?;
-        store.commit(&m).map_err(|e| e.to_string())?;
-        Ok(m)
+        store.commit(m).map_err(|e| e.to_string())
     }
 
     /// The testing option `--fault`: kills its worker the first time the run is in `phase`.

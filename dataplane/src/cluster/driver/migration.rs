@@ -208,6 +208,7 @@ impl Driver<'_> {
         admitted: u64,
         ops: usize,
     ) -> Result<(), DriverError> {
+        self.advance_checkpoint(ctl);
         for rec in std::mem::take(&mut self.mig.finished) {
             self.account_active();
             self.meter.active = rec.workers_after;

@@ -217,8 +217,12 @@ struct Driver<'a> {
     phase: Phase,
     /// When the last checkpoint ended (or the input began).
     last_checkpoint: Instant,
-    /// The workers' answers to the checkpoint being taken.
+    /// The workers' answers at the cut of the checkpoint being taken.
     snapshots: Vec<crate::message::Snapshotted>,
+    /// The workers' parts of the checkpoint being written.
+    parts: Vec<crate::message::PartWritten>,
+    /// The checkpoint whose parts are being written (`checkpoint.rs`).
+    persisting: Option<checkpoint::Persisting>,
     /// Records admitted so far.
     admitted: u64,
     /// Tracked roots admitted so far (those completed are the ledger's).
@@ -285,6 +289,8 @@ impl<'a> Driver<'a> {
             phase: Phase::Start,
             last_checkpoint: Instant::now(),
             snapshots: Vec::new(),
+            parts: Vec::new(),
+            persisting: None,
             admitted: 0,
             tracked: 0,
             addrs: cfg.workers.iter().copied().collect(),

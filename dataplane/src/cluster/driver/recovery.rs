@@ -199,7 +199,7 @@ impl Carry {
         on.then(|| {
             let mut r = self.checkpoints.clone();
             let n = self.pauses_ms.len().max(1) as f64;
-            r.pause_ms_mean = self.pauses_ms.iter().sum::<f64>() / n;
+            r.pause_ms_mean = self.pauses_ms.iter().fold(0.0, |a, b| a + b) / n;
             r.pause_ms_max = self.pauses_ms.iter().copied().fold(0.0, f64::max);
             r
         })

@@ -400,6 +400,7 @@ impl Node {
             self.push(&Message::EosAck { operator: op });
         }
         snapshot::advance(self, run);
+        snapshot::collect(self, run);
         n > 0
     }
 

@@ -1,30 +1,53 @@
 //! The worker's side of checkpoints (`crate::checkpoint`): on the driver's `Snapshot` at a
-//! quiescent cut, every executor exports its key groups into its mailbox; once all have, the
-//! network thread writes them as this worker's part straight into the checkpoint store and
-//! answers `Snapshotted` with the part's checksum and the counters at the cut. And when a job
+//! quiescent cut, every executor copies its key groups into its mailbox; once all have, the
+//! network thread answers `Snapshotted` with the counters at the cut — the driver resumes the
+//! input on that — and a writer thread writes the copies as this worker's part straight into
+//! the checkpoint store, answered by `PartWritten` with the part's checksum. The encoding, the
+//! write and the fsync thus run while the input flows, not in the pause. And when a job
 //! restores, the parts are read here and each key group handed to the executor that owns it
 //! under the job's table, before the executors start.
 
 use super::{Node, Running};
 use crate::checkpoint::{CheckpointStore, FileStore, GroupState, Part, read_part};
-use crate::message::{Message, RestorePart, Snapshotted};
+use crate::message::{Message, PartWritten, RestorePart, Snapshotted};
 use crate::routing::Slots;
 use crate::runtime::executor::SnapshotBox;
 use crate::runtime::messages::Command;
 use clasp_operators::OperatorSummary;
 use clasp_protocol::{KeyGroup, RoutingTable};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// A job's snapshot mailboxes and the checkpoint being written.
-#[derive(Default)]
 pub(super) struct Snapshots {
     /// Per executor.
     pub(super) boxes: Vec<Arc<Mutex<SnapshotBox>>>,
     /// The checkpoint being taken: (id, store directory, executors that reported).
     pub(super) pending: Option<(u64, String, usize)>,
+    /// The part being written, on its own thread.
+    writer: Option<JoinHandle<PartWritten>>,
+}
+
+impl Drop for Snapshots {
+    /// A job that ends while its part is being written waits for the write (tens of ms), so
+    /// the process never exits with a part half written.
+    fn drop(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
 }
 
 impl Snapshots {
+    /// The mailboxes, one per executor.
+    pub(super) fn new(boxes: Vec<Arc<Mutex<SnapshotBox>>>) -> Snapshots {
+        Snapshots {
+            boxes,
+            pending: None,
+            writer: None,
+        }
+    }
+
     /// One executor reported its snapshot.
     pub(super) fn reported(&mut self) {
         if let Some(p) = &mut self.pending {
@@ -33,9 +56,9 @@ impl Snapshots {
     }
 }
 
-/// The driver's `Snapshot`: every executor exports.
+/// The driver's `Snapshot`: every executor copies its state.
 pub(super) fn start(node: &mut Node, run: &mut Running, id: u64, dir: String) {
-    if run.snap.pending.is_some() {
+    if run.snap.pending.is_some() || run.snap.writer.is_some() {
         node.fault(format!(
             "snapshot {id} while another is being taken; ignored"
         ));
@@ -47,7 +70,8 @@ pub(super) fn start(node: &mut Node, run: &mut Running, id: u64, dir: String) {
     }
 }
 
-/// Once every executor reported: writes this worker's part and answers the driver.
+/// Once every executor reported: answers the driver with the counters at the cut, and starts
+/// writing this worker's part.
 pub(super) fn advance(node: &mut Node, run: &mut Running) {
     match &run.snap.pending {
         Some((_, _, n)) if *n >= run.executors => {}
@@ -84,21 +108,72 @@ pub(super) fn advance(node: &mut Node, run: &mut Running) {
             }
         }
     }
-    if answer.error.is_empty() {
-        let name = format!("w{}.part", node.id);
-        match FileStore::open(&dir, crate::checkpoint::KEEP_DEFAULT)
-            .and_then(|s| s.write_part(id, &name, &part))
-        {
-            Ok(r) => {
-                answer.name = r.name;
-                answer.crc32 = r.crc32;
-                answer.bytes = r.bytes;
-                answer.groups = r.groups;
-            }
-            Err(e) => answer.error = e.to_string(),
-        }
-    }
+    let failed = !answer.error.is_empty();
     node.push(&Message::Snapshotted(Box::new(answer)));
+    if failed {
+        return;
+    }
+    let (worker, waker) = (node.id, node.t.waker());
+    let spawned = std::thread::Builder::new()
+        .name(format!("clasp-ckpt-{id}"))
+        .spawn(move || {
+            let written = write_part(worker, id, &dir, &part);
+            // The network thread collects the result on its next turn.
+            waker.wake();
+            written
+        });
+    match spawned {
+        Ok(h) => run.snap.writer = Some(h),
+        Err(e) => node.push(&Message::PartWritten(Box::new(PartWritten {
+            id,
+            worker: node.id,
+            error: format!("starting the part's writer thread: {e}"),
+            ..PartWritten::default()
+        }))),
+    }
+}
+
+/// Writes `part` into the store at `dir` (on the writer thread).
+fn write_part(worker: u32, id: u64, dir: &str, part: &Part) -> PartWritten {
+    let name = format!("w{worker}.part");
+    let mut answer = PartWritten {
+        id,
+        worker,
+        ..PartWritten::default()
+    };
+    match FileStore::open(dir, crate::checkpoint::KEEP_DEFAULT)
+        .and_then(|s| s.write_part(id, &name, part))
+    {
+        Ok(r) => {
+            answer.name = r.name;
+            answer.crc32 = r.crc32;
+            answer.bytes = r.bytes;
+            answer.groups = r.groups;
+        }
+        Err(e) => answer.error = e.to_string(),
+    }
+    answer
+}
+
+/// Sends `PartWritten` once the writer thread is done.
+pub(super) fn collect(node: &mut Node, run: &mut Running) {
+    if !run
+        .snap
+        .writer
+        .as_ref()
+        .is_some_and(JoinHandle::is_finished)
+    {
+        return;
+    }
+    let Some(w) = run.snap.writer.take() else {
+        return;
+    };
+    let answer = w.join().unwrap_or_else(|_| PartWritten {
+        worker: node.id,
+        error: "the part's writer thread panicked".into(),
+        ..PartWritten::default()
+    });
+    node.push(&Message::PartWritten(Box::new(answer)));
 }
 
 fn add_reason(v: &mut Vec<(String, u64)>, reason: &str, n: u64) {

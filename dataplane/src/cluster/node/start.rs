@@ -108,8 +108,8 @@ pub(super) fn start_executors(
     let parked = Arc::new(AtomicBool::new(false));
     let restore = super::snapshot::restore_groups(&job.restore, &table, &slots, index)
         .map_err(|e| StartError::Runtime(RuntimeError::Restore(e)))?;
-    let snap = super::snapshot::Snapshots {
-        boxes: (restore.into_iter())
+    let snap = super::snapshot::Snapshots::new(
+        (restore.into_iter())
             .map(|groups| {
                 Arc::new(Mutex::new(SnapshotBox {
                     taken: None,
@@ -117,8 +117,7 @@ pub(super) fn start_executors(
                 }))
             })
             .collect(),
-        ..Default::default()
-    };
+    );
     let links = (plans.iter().zip(&snap.boxes))
         .map(|(mailbox, snapshot)| {
             Some(NetLink {
