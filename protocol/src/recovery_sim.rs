@@ -10,7 +10,9 @@
 //! record of that key it ran (the driver numbers each key's records 1, 2, 3, …). A checkpoint is
 //! the protocol `clasp run` uses: stop admitting, probe until the per-link sent and received
 //! counts balance in two consecutive rounds (quiescence), ask every worker for its state and
-//! counters, commit them with the input's offset. A kill (at a random moment, perhaps during a
+//! counters, resume admitting, and commit them with the input's offset only a while later —
+//! the parts are written while the input flows, so a kill before the commit restores the
+//! previous checkpoint although admission went on past this cut. A kill (at a random moment, perhaps during a
 //! checkpoint or during a recovery) loses the worker's state and everything in flight; the
 //! driver notices after a delay, drops every connection (messages of the old job are never
 //! delivered to the new one), restores every worker from the last committed checkpoint and
@@ -78,6 +80,9 @@ pub struct RecoveryOutcome {
     pub replayed: u64,
     /// Of the recoveries, those that hit a checkpoint in progress.
     pub during_checkpoint: u64,
+    /// Of those, the ones that hit it while its parts were written (admission resumed, the
+    /// cut not yet committed).
+    pub during_persist: u64,
     /// Events simulated.
     pub events: u64,
 }
@@ -147,7 +152,7 @@ struct Node {
 }
 
 /// A committed checkpoint.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Cut {
     admitted: u64,
     state: [BTreeMap<u64, u64>; 2],
@@ -162,6 +167,9 @@ enum Ck {
     Draining(u64, Option<Vec<Vec<u64>>>),
     /// Waiting for the parts of checkpoint `id`.
     Snapshot(u64),
+    /// The cut taken and admission resumed; its parts are written until the tick given, and
+    /// the cut is committed then.
+    Persisting(Box<Cut>, u64),
 }
 
 struct Sim<'a> {
@@ -315,8 +323,17 @@ impl Sim<'_> {
                 self.deliver(m)?;
                 continue;
             }
-            if self.ck == Ck::Idle && self.admitted < self.cfg.records {
-                if self.admitted > self.cut.admitted
+            if let Ck::Persisting(cut, at) = &self.ck
+                && *at <= self.now
+            {
+                self.cut = (**cut).clone();
+                self.out.checkpoints += 1;
+                self.ck = Ck::Idle;
+            }
+            let admitting = matches!(self.ck, Ck::Idle | Ck::Persisting(..));
+            if admitting && self.admitted < self.cfg.records {
+                if self.ck == Ck::Idle
+                    && self.admitted > self.cut.admitted
                     && self.admitted % self.cfg.checkpoint_every == 0
                     && self.rng.below(2) == 0
                 {
@@ -344,6 +361,9 @@ impl Sim<'_> {
             return;
         }
         self.nodes[w] = Node::default();
+        if matches!(self.ck, Ck::Persisting(..)) {
+            self.out.during_persist += 1;
+        }
         if self.ck != Ck::Idle {
             self.out.during_checkpoint += 1;
         }
@@ -497,6 +517,8 @@ impl Sim<'_> {
         self.probe(r + 1);
     }
 
+    /// Every part is in: admission resumes, and the cut is committed once the parts are
+    /// written (a random while later, perhaps after a kill: then it never is).
     fn commit(&mut self) {
         let mut cut = Cut {
             admitted: self.admitted,
@@ -509,9 +531,8 @@ impl Sim<'_> {
                 cut.processed[op] += processed[op];
             }
         }
-        self.cut = cut;
-        self.out.checkpoints += 1;
-        self.ck = Ck::Idle;
+        let written_at = self.now + 1 + self.rng.below(2 * self.cfg.delay_max as usize) as u64;
+        self.ck = Ck::Persisting(Box::new(cut), written_at);
     }
 
     fn check_end(&self) -> Result<(), String> {

@@ -23,6 +23,7 @@ fn one_kill_is_recovered_exactly_on_every_seed() {
     assert!(sum(|o| o.recoveries) > SEEDS / 2, "{outs:?}");
     assert!(sum(|o| o.replayed) > 0);
     assert!(sum(|o| o.during_checkpoint) > 0);
+    assert!(sum(|o| o.during_persist) > 0);
     assert!(sum(|o| o.checkpoints) > SEEDS);
 }
 
