@@ -20,18 +20,21 @@ const POLL_EVERY_RECORDS: u64 = 64;
 /// The shortest wait between admissions when pacing: the records due meanwhile go out
 /// back to back (at 250 k records/s, 25 of them).
 const PACING_QUANTUM: Duration = Duration::from_micros(100);
-/// At lower rates the wait stretches until about this many records are due, so that one send
-/// carries them together: every send wakes the receiving worker's network thread and then its
-/// executor, and on a virtual machine a sleep and wake-up pair costs tens of µs of the worker's
-/// CPU — at 8 000 records/s sent one by one, more than the records' execution.
+/// At lower rates the wait stretches until about this many records are due *per worker*, so
+/// that one send carries them together: every send wakes the receiving worker's network thread
+/// and then its executor, and on a virtual machine a sleep and wake-up pair costs tens of µs of
+/// the worker's CPU — at 8 000 records/s sent one by one, more than the records' execution.
+/// The records of one wait are spread over the workers by key, so the wait is for this many
+/// times the workers that take input.
 const PACING_BATCH_RECORDS: f64 = 16.0;
 /// The longest the wait stretches for a batch: the latency a record may gain by it.
 const PACING_QUANTUM_MAX: Duration = Duration::from_micros(1000);
 
-/// The wait between admissions at `rate_per_s` (> 0): long enough for a batch of
-/// [`PACING_BATCH_RECORDS`], within [`PACING_QUANTUM`, `PACING_QUANTUM_MAX`].
-fn pacing_quantum(rate_per_s: f64) -> Duration {
-    let batch_s = PACING_BATCH_RECORDS / rate_per_s;
+/// The wait between admissions at `rate_per_s` (> 0) spread over `receivers` workers: long
+/// enough for a batch of [`PACING_BATCH_RECORDS`] each, within [`PACING_QUANTUM`,
+/// `PACING_QUANTUM_MAX`].
+fn pacing_quantum(rate_per_s: f64, receivers: usize) -> Duration {
+    let batch_s = PACING_BATCH_RECORDS * receivers.max(1) as f64 / rate_per_s;
     if batch_s.is_finite() && batch_s < PACING_QUANTUM_MAX.as_secs_f64() {
         Duration::from_secs_f64(batch_s).max(PACING_QUANTUM)
     } else {
@@ -63,9 +66,9 @@ struct Pacer {
 }
 
 impl Pacer {
-    /// Fills the bucket at `rate`; `Ok` takes a token for one record, `Err` is how long to
-    /// wait first. Either way, the records due now.
-    fn take(&mut self, rate: f64) -> (u64, Result<(), Duration>) {
+    /// Fills the bucket at `rate` (spread over `receivers` workers); `Ok` takes a token for
+    /// one record, `Err` is how long to wait first. Either way, the records due now.
+    fn take(&mut self, rate: f64, receivers: usize) -> (u64, Result<(), Duration>) {
         let now = Instant::now();
         let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
         self.due += rate * now.saturating_duration_since(self.last_fill).as_secs_f64();
@@ -85,7 +88,7 @@ impl Pacer {
         // timer per record (half the machine's CPU at 100 k records/s under `perf`).
         let wait = if rate > 0.0 {
             Duration::from_secs_f64((1.0 - self.due) / rate)
-                .max(pacing_quantum(rate))
+                .max(pacing_quantum(rate, receivers))
                 .min(DRIVER_PARK)
         } else {
             DRIVER_PARK
@@ -172,7 +175,7 @@ impl Driver<'_> {
             let rate = ctl.rate_per_s(t_s).or(cfg.rate_per_s);
             self.meter.offered = rate;
             if let Some(rate) = rate {
-                let (backlog, taken) = pacer.take(rate);
+                let (backlog, taken) = pacer.take(rate, self.meter.active);
                 self.meter.backlog = backlog;
                 if let Err(wait) = taken {
                     self.idle_turn(wait, ctl, i, ops)?;
@@ -317,14 +320,17 @@ mod tests {
     #[test]
     fn the_pacing_wait_gathers_a_batch_at_low_rates_within_its_bounds() {
         // 16 records at 8 000/s take 2 ms: the wait stops at its maximum, 1 ms (8 records).
-        assert_eq!(pacing_quantum(8_000.0), PACING_QUANTUM_MAX);
-        // At 80 000/s a batch of 16 is due in 200 µs.
-        let q = pacing_quantum(80_000.0);
+        assert_eq!(pacing_quantum(8_000.0, 1), PACING_QUANTUM_MAX);
+        // At 80 000/s a batch of 16 is due in 200 µs; 16 for each of 3 workers in 600 µs.
+        let q = pacing_quantum(80_000.0, 1);
         assert!((q.as_secs_f64() - 200e-6).abs() < 1e-9, "{q:?}");
+        let q = pacing_quantum(80_000.0, 3);
+        assert!((q.as_secs_f64() - 600e-6).abs() < 1e-9, "{q:?}");
+        assert_eq!(pacing_quantum(80_000.0, 0), pacing_quantum(80_000.0, 1));
         // At high rates the shortest wait holds (25 records per send at 250 000/s).
-        assert_eq!(pacing_quantum(250_000.0), PACING_QUANTUM);
-        assert_eq!(pacing_quantum(f64::INFINITY), PACING_QUANTUM);
-        assert_eq!(pacing_quantum(f64::NAN), PACING_QUANTUM_MAX);
+        assert_eq!(pacing_quantum(250_000.0, 1), PACING_QUANTUM);
+        assert_eq!(pacing_quantum(f64::INFINITY, 2), PACING_QUANTUM);
+        assert_eq!(pacing_quantum(f64::NAN, 1), PACING_QUANTUM_MAX);
     }
 
     #[test]
@@ -334,7 +340,7 @@ mod tests {
             last_fill: Instant::now(),
             hold_until: None,
         };
-        let (_, wait) = pacer.take(8_000.0);
+        let (_, wait) = pacer.take(8_000.0, 1);
         let wait = wait.expect_err("no record is due yet");
         assert!(
             wait >= PACING_QUANTUM_MAX && wait <= DRIVER_PARK,
