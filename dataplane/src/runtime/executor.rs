@@ -45,6 +45,7 @@ mod outbound;
 mod snapshot;
 mod spans;
 mod timers;
+mod timing;
 
 pub use snapshot::{ExecutorSnapshot, SnapshotBox};
 
@@ -61,10 +62,9 @@ const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 /// metrics' cost), and the capacity model needs the mean τ̄, which sampling estimates without
 /// bias.
 pub const EXEC_TIMING_SAMPLE: u32 = 16;
-/// A sampled execution longer than this is taken for a preemption (a descheduled thread on a
-/// busy or virtual machine), not execution, and is left out: scaled by the sampling factor it
-/// would swamp the mean. Operators that really run this long are not stream operators.
-pub const EXEC_TIMING_OUTLIER_NS: u64 = 1_000_000;
+/// A sampled execution longer than this is never taken for execution (`timing.rs` says which
+/// shorter ones are not either).
+pub const EXEC_TIMING_OUTLIER_NS: u64 = timing::OUTLIER_MAX_NS;
 /// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
 const MIN_STATE_PART_BYTES: usize = 256;
 /// How long an executor with pending overflow sleeps before retrying.
@@ -166,6 +166,8 @@ pub(crate) struct Engine {
     clock: quanta::Clock,
     /// Requests handled, for sampling execution time.
     tick: u32,
+    /// Which sampled times are executions (`timing.rs`).
+    timing: timing::SampleFilter,
     /// Executors of each worker (a slot's worker is `slot / executors`).
     executors: usize,
     /// The network thread (cluster mode), woken when a report is published.
@@ -264,6 +266,7 @@ impl Executor {
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
                 tick: 0,
+                timing: timing::SampleFilter::new(spec.operators.len()),
                 executors: idx.executors,
                 net,
                 remote_mask: 0,
@@ -493,7 +496,7 @@ impl Engine {
             let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
             let sample_ns = self.clock.delta_as_nanos(t0, self.clock.raw());
             let m = self.metrics.view();
-            if sample_ns > EXEC_TIMING_OUTLIER_NS {
+            if !self.timing.keep(op, sample_ns) {
                 m.add(scalar::TIMING_OUTLIERS, 1);
             } else {
                 let ns = sample_ns * u64::from(EXEC_TIMING_SAMPLE);
