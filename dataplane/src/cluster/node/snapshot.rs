@@ -58,10 +58,20 @@ impl Snapshots {
 
 /// The driver's `Snapshot`: every executor copies its state.
 pub(super) fn start(node: &mut Node, run: &mut Running, id: u64, dir: String) {
-    if run.snap.pending.is_some() || run.snap.writer.is_some() {
+    if run.snap.pending.is_some() {
         node.fault(format!(
             "snapshot {id} while another is being taken; ignored"
         ));
+        return;
+    }
+    if run.snap.writer.is_some() {
+        // The driver gave up waiting for the last part: this checkpoint fails, not the run.
+        node.push(&Message::Snapshotted(Box::new(Snapshotted {
+            id,
+            worker: node.id,
+            error: "the previous checkpoint's part is still being written".into(),
+            ..Snapshotted::default()
+        })));
         return;
     }
     run.snap.pending = Some((id, dir, 0));
