@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_equals_oracle, clasp, json, start};
+use common::{SmallTmpfs, assert_equals_oracle, clasp, json, start};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -265,35 +265,19 @@ fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Unmounts its tmpfs when dropped.
-struct Tmpfs(PathBuf);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// A checkpoint store on a full disk (a 256 KiB tmpfs; WC's parts are about 700 KB per
 /// worker): every checkpoint fails with the disk's error, the run goes on without them, its
 /// result is the oracle's, and it exits non-zero naming the failures.
 #[test]
 fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
-    let dir = scratch("full-disk");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
-        .arg(&dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        let _ = std::fs::remove_dir(&dir);
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
-        return;
-    }
-    let _unmount = Tmpfs(dir.clone());
-    let dir_s = dir.join("ck").display().to_string();
+    let fs = match SmallTmpfs::mount("checkpoints", "256k") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a small tmpfs ({why})");
+            return;
+        }
+    };
+    let dir_s = fs.0.join("ck").display().to_string();
     let out = clasp(&[
         "run",
         "--static",

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{ClusterDir, Workers, assert_equals_oracle, clasp, clasp_env, clasp_text, json};
+use common::{
+    ClusterDir, SmallTmpfs, Workers, assert_equals_oracle, clasp, clasp_env, clasp_text, json,
+};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::TcpListener;
@@ -260,37 +262,10 @@ fn a_tcp_sink_feeds_a_slow_reader_every_line() {
     assert_eq!(last_counts(&got), counted_words("wc", "200", "3"));
 }
 
-/// A small tmpfs, unmounted when dropped.
-struct SmallTmpfs(PathBuf);
-
-impl SmallTmpfs {
-    /// A 64 KiB tmpfs, or why there is none (mounting needs root).
-    fn mount(tag: &str) -> Result<SmallTmpfs, String> {
-        let dir = scratch(tag);
-        let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            let _ = std::fs::remove_dir(&dir);
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        Ok(SmallTmpfs(dir))
-    }
-}
-
-impl Drop for SmallTmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
 #[test]
 fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
-    let fs = match SmallTmpfs::mount("tmpfs") {
+    let fs = match SmallTmpfs::mount("sink", "64k") {
         Ok(fs) => fs,
         Err(why) => {
             eprintln!("skipped: cannot mount a small tmpfs ({why}); /dev/full is tested below");

@@ -246,3 +246,33 @@ fn spawn_worker(file: &Path, id: &str, secret: &str) -> Child {
         .spawn()
         .expect("clasp worker runs")
 }
+
+/// A small tmpfs, unmounted (and its directory removed) when dropped: a disk that fills up.
+pub struct SmallTmpfs(pub PathBuf);
+
+impl SmallTmpfs {
+    /// A tmpfs of `size` (e.g. `64k`) on a fresh directory named after `tag`, or why there is
+    /// none (mounting needs root).
+    pub fn mount(tag: &str, size: &str) -> Result<SmallTmpfs, String> {
+        let dir = std::env::temp_dir().join(format!("clasp-tmpfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(SmallTmpfs(dir))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
