@@ -24,15 +24,15 @@ pub(super) struct Snapshots {
     pub(super) boxes: Vec<Arc<Mutex<SnapshotBox>>>,
     /// The checkpoint being taken: (id, store directory, executors that reported).
     pub(super) pending: Option<(u64, String, usize)>,
-    /// The part being written, on its own thread.
-    writer: Option<JoinHandle<PartWritten>>,
+    /// The part being written, on its own thread: the checkpoint's id and the thread.
+    writer: Option<(u64, JoinHandle<PartWritten>)>,
 }
 
 impl Drop for Snapshots {
     /// A job that ends while its part is being written waits for the write (tens of ms), so
     /// the process never exits with a part half written.
     fn drop(&mut self) {
-        if let Some(w) = self.writer.take() {
+        if let Some((_, w)) = self.writer.take() {
             let _ = w.join();
         }
     }
@@ -133,7 +133,7 @@ pub(super) fn advance(node: &mut Node, run: &mut Running) {
             written
         });
     match spawned {
-        Ok(h) => run.snap.writer = Some(h),
+        Ok(h) => run.snap.writer = Some((id, h)),
         Err(e) => node.push(&Message::PartWritten(Box::new(PartWritten {
             id,
             worker: node.id,
@@ -171,14 +171,15 @@ pub(super) fn collect(node: &mut Node, run: &mut Running) {
         .snap
         .writer
         .as_ref()
-        .is_some_and(JoinHandle::is_finished)
+        .is_some_and(|(_, w)| w.is_finished())
     {
         return;
     }
-    let Some(w) = run.snap.writer.take() else {
+    let Some((id, w)) = run.snap.writer.take() else {
         return;
     };
     let answer = w.join().unwrap_or_else(|_| PartWritten {
+        id,
         worker: node.id,
         error: "the part's writer thread panicked".into(),
         ..PartWritten::default()
