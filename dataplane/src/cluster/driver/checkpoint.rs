@@ -29,6 +29,8 @@ pub(super) struct Persisting {
     manifest: Manifest,
     /// The driver's ledger at the cut.
     ledger: Ledger,
+    /// The workers at the cut, each of which writes a part.
+    workers: usize,
     /// When the input resumed (the parts are waited for up to the stall timeout from here).
     resumed: Instant,
 }
@@ -94,6 +96,7 @@ impl Driver<'_> {
                 self.persisting = Some(Persisting {
                     manifest,
                     ledger: self.rx.ledger.clone(),
+                    workers: self.ids.len(),
                     resumed: Instant::now(),
                 });
             }
@@ -111,7 +114,7 @@ impl Driver<'_> {
         let Some(p) = &self.persisting else {
             return;
         };
-        let (id, waited) = (p.manifest.id, p.resumed.elapsed());
+        let (id, waited, workers) = (p.manifest.id, p.resumed.elapsed(), p.workers);
         let failed = self
             .parts
             .iter()
@@ -123,13 +126,10 @@ impl Driver<'_> {
             return;
         }
         let written = self.parts.iter().filter(|w| w.id == id).count();
-        if written < self.ids.len() {
+        if written < workers {
             if waited >= self.cfg.stall_timeout {
                 self.persisting = None;
-                let why = format!(
-                    "{written} of {} parts written within {waited:?}",
-                    self.ids.len()
-                );
+                let why = format!("{written} of {workers} parts written within {waited:?}");
                 self.checkpoint_failed(id, why);
             }
             return;
@@ -140,7 +140,10 @@ impl Driver<'_> {
         self.phase = Phase::CheckpointCommit;
         self.inject(Phase::CheckpointCommit, ctl);
         self.phase = Phase::Steady;
-        let mut parts: Vec<_> = std::mem::take(&mut self.parts);
+        // Only this checkpoint's: a late answer about one given up may be here too.
+        let mut parts: Vec<_> = (std::mem::take(&mut self.parts).into_iter())
+            .filter(|w| w.id == id)
+            .collect();
         parts.sort_by_key(|w| w.worker);
         p.manifest.parts = (parts.into_iter())
             .map(|w| PartRef {
