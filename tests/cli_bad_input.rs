@@ -15,13 +15,9 @@ const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
                {"name": "count", "demand_us_per_s": 1200000, "rate_per_s": 10000, "exec_us": 120}],
  "edges": [{"from": "split", "to": "count", "rate_per_s": 10000}]}"#;
 
-/// A file in this test binary's temp directory.
-fn write(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("clasp-cli-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p
+/// A temp file holding `text`, removed when dropped.
+fn write(name: &str, text: &str) -> tempfile::TempPath {
+    common::temp_file(name, text)
 }
 
 fn stderr(out: &Output) -> String {

@@ -7,15 +7,10 @@
 mod common;
 
 use common::{clasp, clasp_text, json};
-use std::path::PathBuf;
 
-/// A file in this test binary's temp directory.
-fn write(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clasp-cli-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p
+/// A temp file holding `text`, removed when dropped.
+fn write(name: &str, text: &str) -> tempfile::TempPath {
+    common::temp_file(name, text)
 }
 
 fn path(p: &std::path::Path) -> &str {
@@ -40,7 +35,7 @@ fn line<'a>(printed: &'a str, key: &str) -> &'a str {
 }
 
 /// An app file: WC with a `[run]` table.
-fn app_file(tag: &str, run_table: &str) -> PathBuf {
+fn app_file(tag: &str, run_table: &str) -> tempfile::TempPath {
     let (code, wc, err) = clasp_text(&["apps", "show", "wc", "--toml"]);
     assert_eq!(code, 0, "{err}");
     write(

@@ -11,12 +11,9 @@ const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
                {"name": "count", "demand_us_per_s": 1200000, "rate_per_s": 10000, "exec_us": 120}],
  "edges": [{"from": "split", "to": "count", "rate_per_s": 10000}]}"#;
 
-fn write(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("clasp-cli-cp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p
+/// A temp file holding `text`, removed when dropped.
+fn write(name: &str, text: &str) -> tempfile::TempPath {
+    common::temp_file(name, text)
 }
 
 #[test]
@@ -159,7 +156,7 @@ fn sim_takes_an_app_file_and_rejects_a_bad_one() {
         &DIAMOND_TOML.replace(r#"successors = ["s3"]"#, r#"successors = ["s9"]"#),
     );
     let missing = std::env::temp_dir().join("clasp-cli-cp-no-such-app.toml");
-    for (f, needle) in [(&bad, "s9"), (&missing, "no-such-app")] {
+    for (f, needle) in [(&*bad, "s9"), (missing.as_path(), "no-such-app")] {
         let out = clasp(&[
             "sim",
             "--experiment",

@@ -276,3 +276,15 @@ impl Drop for SmallTmpfs {
         let _ = std::fs::remove_dir(&self.0);
     }
 }
+
+/// A file holding `text`, named `clasp-test-…-NAME` in the temp directory and removed when the
+/// returned path is dropped (a test binary leaves nothing behind).
+pub fn temp_file(name: &str, text: &str) -> tempfile::TempPath {
+    let mut f = tempfile::Builder::new()
+        .prefix("clasp-test-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .expect("a temp file");
+    std::io::Write::write_all(&mut f, text.as_bytes()).expect("write the temp file");
+    f.into_temp_path()
+}
