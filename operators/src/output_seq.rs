@@ -73,19 +73,20 @@ impl OutputSeqs {
 
     /// Removes `key_group`'s counters: `(key, next seq)`, keys ascending.
     pub fn export(&mut self, key_group: u16) -> Vec<(Vec<u8>, u64)> {
-        let Some(group) = self.groups.get_mut(usize::from(key_group % KEY_GROUPS)) else {
-            return Vec::new();
-        };
-        let mut entries: Vec<(Vec<u8>, u64)> = std::mem::take(group)
-            .into_iter()
-            .map(|(k, n)| (k.into_vec(), n))
-            .collect();
-        entries.sort_unstable();
+        let entries = self.copy(key_group);
+        self.remove(key_group);
         entries
     }
 
-    /// Key group `key_group`'s counters as [`OutputSeqs::export`] gives them, kept here (a
-    /// checkpoint copies state the executor goes on running with).
+    /// Drops key group `key_group`'s counters.
+    pub fn remove(&mut self, key_group: u16) {
+        if let Some(group) = self.groups.get_mut(usize::from(key_group % KEY_GROUPS)) {
+            *group = Counters::default();
+        }
+    }
+
+    /// Key group `key_group`'s counters, sorted by key, kept here (a checkpoint copies state
+    /// the executor goes on running with; [`OutputSeqs::export`] is this and a removal).
     pub fn copy(&self, key_group: u16) -> Vec<(Vec<u8>, u64)> {
         let Some(group) = self.groups.get(usize::from(key_group % KEY_GROUPS)) else {
             return Vec::new();

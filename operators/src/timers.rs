@@ -261,21 +261,20 @@ impl Timers {
 
     /// Removes `key_group`'s timers, keys ascending.
     pub fn export(&mut self, key_group: u16) -> Vec<ExportedTimers> {
-        let Some(group) = self.groups.get_mut(usize::from(key_group % KEY_GROUPS)) else {
-            return Vec::new();
-        };
-        let mut entries: Vec<ExportedTimers> = std::mem::take(group)
-            .into_iter()
-            .map(|(k, t)| {
-                let event = t.event.into_iter().collect();
-                (k.into_vec(), event, t.processing.into_iter().collect())
-            })
-            .collect();
-        entries.sort_unstable();
+        let entries = self.copy(key_group);
+        self.remove(key_group);
         entries
     }
 
-    /// Key group `key_group`'s timers as [`Timers::export`] gives them, kept here.
+    /// Drops key group `key_group`'s timers.
+    pub fn remove(&mut self, key_group: u16) {
+        if let Some(group) = self.groups.get_mut(usize::from(key_group % KEY_GROUPS)) {
+            *group = Group::default();
+        }
+    }
+
+    /// Key group `key_group`'s timers, sorted by key, kept here ([`Timers::export`] is this and
+    /// a removal).
     pub fn copy(&self, key_group: u16) -> Vec<ExportedTimers> {
         let Some(group) = self.groups.get(usize::from(key_group % KEY_GROUPS)) else {
             return Vec::new();

@@ -62,9 +62,6 @@ const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 /// metrics' cost), and the capacity model needs the mean τ̄, which sampling estimates without
 /// bias.
 pub const EXEC_TIMING_SAMPLE: u32 = 16;
-/// A sampled execution longer than this is never taken for execution (`timing.rs` says which
-/// shorter ones are not either).
-pub const EXEC_TIMING_OUTLIER_NS: u64 = timing::OUTLIER_MAX_NS;
 /// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
 const MIN_STATE_PART_BYTES: usize = 256;
 /// How long an executor with pending overflow sleeps before retrying.

@@ -210,7 +210,7 @@ pub mod scalar {
     pub const OUTPUTS: usize = 11;
     /// CPU time of the executor thread (user + system), set when it stops.
     pub const CPU_NS: usize = 12;
-    /// Sampled execution times left out as preemptions (see `EXEC_TIMING_OUTLIER_NS`).
+    /// Sampled execution times left out as preemptions (which: `runtime/executor/timing.rs`).
     pub const TIMING_OUTLIERS: usize = 13;
     /// CPU ns spent spinning idle before parking (thread CPU over waits that may spin).
     pub const IDLE_SPIN_NS: usize = 14;
