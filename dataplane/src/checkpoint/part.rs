@@ -4,6 +4,13 @@
 
 use rkyv::{Archive, Deserialize, Serialize};
 
+/// A part's archive bytes beyond its groups (root object, alignment), generously: an estimate
+/// only sizes the encoding buffer.
+const PART_FIXED_BYTES: usize = 64;
+/// A group's archive bytes beyond its own archive (ids, the relative pointer and length,
+/// padding), generously.
+const GROUP_OVERHEAD_BYTES: usize = 32;
+
 /// One key group of one operator: its export archive.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct GroupState {
@@ -30,9 +37,9 @@ impl Part {
         // Sized up front: a part holds a worker's whole state, and a buffer grown by doubling
         // is copied and faults in fresh pages at every step (tens of ms for 1.4 MB on a
         // capped worker).
-        let estimate_bytes = 64
+        let estimate_bytes = PART_FIXED_BYTES
             + (self.groups.iter())
-                .map(|g| g.archive.len() + 32)
+                .map(|g| g.archive.len() + GROUP_OVERHEAD_BYTES)
                 .sum::<usize>();
         rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(
             self,

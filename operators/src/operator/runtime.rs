@@ -41,6 +41,12 @@ pub struct GroupArchive {
     pub timers: Vec<ExportedTimers>,
 }
 
+/// An rkyv archive's own bytes beyond its items (root object, alignment), generously.
+const ARCHIVE_FIXED_BYTES: usize = 64;
+/// An rkyv archive's bytes per item beyond its payload (relative pointers and lengths of its
+/// vectors, padding), generously: an estimate only sizes the buffer.
+const ARCHIVE_ITEM_OVERHEAD_BYTES: usize = 32;
+
 /// Encodes one key group's archive ([`OperatorInstance::export_group`]'s bytes), sorting the
 /// entries so that the same state always gives the same bytes. The output is sized up front:
 /// a grown buffer would be copied and, for a large group, fault in fresh pages each time.
@@ -51,17 +57,17 @@ fn group_archive(
     timers: Vec<ExportedTimers>,
 ) -> Vec<u8> {
     entries.sort_unstable();
-    // Each entry: two relative pointers (8 bytes each) and its bytes, padded.
-    let estimate_bytes: usize = 64
-        + (entries.iter())
-            .map(|(k, v)| k.len() + v.len() + 24)
-            .sum::<usize>()
+    let items = entries.len() + output_seqs.len() + timers.len();
+    let payload_bytes: usize = (entries.iter())
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
         + (output_seqs.iter())
-            .map(|(k, _)| k.len() + 24)
+            .map(|(k, _)| k.len() + 8)
             .sum::<usize>()
         + (timers.iter())
-            .map(|(k, e, p)| k.len() + 8 * (e.len() + p.len()) + 32)
+            .map(|(k, e, p)| k.len() + 8 * (e.len() + p.len()))
             .sum::<usize>();
+    let estimate_bytes = ARCHIVE_FIXED_BYTES + payload_bytes + items * ARCHIVE_ITEM_OVERHEAD_BYTES;
     let archive = GroupArchive {
         format: GROUP_ARCHIVE_FORMAT,
         key_group,
