@@ -181,8 +181,7 @@ impl Driver<'_> {
         c.checkpoints.bytes_last = bytes;
         c.ledger_at_cut = Some((m.id, p.ledger));
         // The admission times kept for a replay now start at this cut.
-        let sample = self.cfg.sample_every.max(1);
-        let dropped = m.admitted.div_ceil(sample) - c.admitted_ns_from.div_ceil(sample);
+        let dropped = tracked_in(c.admitted_ns_from, m.admitted, self.cfg.sample_every);
         c.admitted_ns
             .drain(..(dropped as usize).min(c.admitted_ns.len()));
         c.admitted_ns_from = m.admitted;
@@ -277,6 +276,34 @@ impl Driver<'_> {
                 self.carry.killed_at = Some((Instant::now(), phase));
             }
             Err(e) => self.fault(format!("--fault: {e}")),
+        }
+    }
+}
+
+/// Tracked roots among records `from..to` when every `sample`-th record is tracked (record `i`
+/// is when `i % sample == 0`, as admission decides).
+fn tracked_in(from: u64, to: u64, sample: u64) -> u64 {
+    let sample = sample.max(1);
+    to.div_ceil(sample).saturating_sub(from.div_ceil(sample))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tracked_in;
+
+    #[test]
+    fn the_tracked_roots_between_two_cuts_are_counted_as_admission_tracks_them() {
+        for sample in [0, 1, 2, 3, 64] {
+            for from in 0..70 {
+                for to in from..140 {
+                    let by_count = (from..to).filter(|i| i % sample.max(1) == 0).count();
+                    assert_eq!(
+                        tracked_in(from, to, sample),
+                        by_count as u64,
+                        "{sample} {from} {to}"
+                    );
+                }
+            }
         }
     }
 }
