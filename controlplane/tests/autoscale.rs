@@ -472,3 +472,46 @@ fn a_latency_target_lowers_the_headroom_of_workers_that_queue() {
     let loose = headrooms_after(Some(200.0), 30);
     assert!(loose[0] > queueing[0], "loose {loose:?} tight {queueing:?}");
 }
+
+/// Capped workers whose measured CPU is more than the model prices (wake-ups, ingress, timers):
+/// W̄ is the cap less the gap, so the same input takes more workers than when the CPU matches
+/// what the model prices, where W̄ stays the cap.
+#[test]
+fn capped_workers_cpu_the_model_does_not_price_comes_off_w_bar() {
+    let run_with = |extra_us_per_s: f64| {
+        let cfg = AutoscaleConfig {
+            capacity_known: true,
+            ..config()
+        };
+        let mut a = Autoscaler::new(&app(), cfg, PAPER_COSTS, 500.0);
+        a.initial();
+        let mut t = 0.0;
+        for i in 0..240 {
+            t += IV_US;
+            let input = if i < 40 { 500.0 } else { 2000.0 };
+            let (mut s, p) = interval(a.workers(), input, input, 0);
+            for w in &mut s {
+                w.cpu_us_per_s = Some(w.exec_load_us_per_s() + extra_us_per_s);
+            }
+            if a.on_interval(t, &s, &p).is_some() {
+                a.migrated(t);
+            }
+        }
+        (a.workers(), a.estimates())
+    };
+    let (priced_workers, priced) = run_with(0.0);
+    assert_eq!(priced.w_bar_us, CAPACITY_US_PER_S, "{priced:?}");
+    assert_eq!(priced.unpriced_us_per_s, 0.0);
+    let (unpriced_workers, unpriced) = run_with(0.5 * CAPACITY_US_PER_S);
+    assert!(
+        unpriced.unpriced_us_per_s > 0.3 * CAPACITY_US_PER_S
+            && unpriced.unpriced_us_per_s <= 0.5 * CAPACITY_US_PER_S,
+        "{unpriced:?}"
+    );
+    let want = CAPACITY_US_PER_S - unpriced.unpriced_us_per_s;
+    assert!((unpriced.w_bar_us - want).abs() < 1e-6, "{unpriced:?}");
+    assert!(
+        unpriced_workers > priced_workers,
+        "{unpriced_workers} workers with unpriced CPU, {priced_workers} without"
+    );
+}

@@ -78,7 +78,8 @@ const GAMMA_RATE_PER_S: u64 = 200_000;
     beta_us   CPU µs per REMOTE chained request at the transport's default batch (32 KiB of \
     small requests), both sides' whole-process CPU (threads and kernel work); \
     beta_by_batch_us lists it at other batch sizes\n  \
-    gamma_us  CPU µs per second per distinct remote destination\n  \
+    gamma_us  CPU µs per second per distinct remote destination, with one batch per \
+    destination per ms (a live executor's turn at moderate load)\n  \
     wake_us   CPU µs a parked thread spends per sleep and wake-up (its own side); compare \
     `wake_us` in `clasp run --json`'s estimates\n\n\
     The profile is read by `clasp run` unless --cost-priors-us or --no-profile is given."

@@ -71,7 +71,14 @@ pub fn remote_costs(
     let round = || {
         let ns: Vec<f64> = DESTINATIONS
             .iter()
-            .map(|&d| gamma_run(d, opts.gamma_rate_per_s, opts.gamma_run_ms))
+            .map(|&d| {
+                gamma_run(
+                    d,
+                    opts.gamma_rate_per_s,
+                    opts.gamma_run_ms,
+                    opts.gamma_flush_us,
+                )
+            })
             .collect();
         slope(&DESTINATIONS.map(|d| d as f64), &ns)
     };

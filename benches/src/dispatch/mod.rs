@@ -39,6 +39,12 @@ use transport::{gamma_run, remote_latency_us, remote_run};
 pub const BATCH_SIZES: [usize; 4] = [1, 8, 32, 128];
 /// Destination counts of γ.
 pub const DESTINATIONS: [usize; 3] = [1, 2, 4];
+/// How often γ's sender flushes a batch to every destination (µs): once per millisecond, as
+/// a live worker's executor does at moderate load (one batch per destination per turn that
+/// produced output; the default job's workers sent 500–1 500 batches a second to each peer).
+/// What a destination costs is mostly its batches' sends and its receiver's wake-ups, so γ
+/// scales with this: flushed every 100 µs, γ came out 7–9× what live runs learn.
+pub const GAMMA_FLUSH_US: u64 = 1_000;
 
 /// How much to measure.
 #[derive(Clone, Debug)]
@@ -53,6 +59,8 @@ pub struct DispatchOpts {
     pub gamma_rate_per_s: u64,
     /// Length of one γ run.
     pub gamma_run_ms: u64,
+    /// γ's sender flushes every destination's batch this often (µs; [`GAMMA_FLUSH_US`]).
+    pub gamma_flush_us: u64,
 }
 
 impl Default for DispatchOpts {
@@ -63,6 +71,7 @@ impl Default for DispatchOpts {
             round_trips: 5_000,
             gamma_rate_per_s: 200_000,
             gamma_run_ms: 500,
+            gamma_flush_us: GAMMA_FLUSH_US,
         }
     }
 }
@@ -76,6 +85,7 @@ impl DispatchOpts {
             round_trips: 200,
             gamma_rate_per_s: 50_000,
             gamma_run_ms: 50,
+            gamma_flush_us: GAMMA_FLUSH_US,
         }
     }
 
@@ -101,6 +111,9 @@ pub struct RemoteDispatch {
     pub per_destination_detail_ns: BTreeMap<String, f64>,
     /// The total request rate of the γ runs.
     pub gamma_rate_per_s: u64,
+    /// How often the γ runs' sender flushed a batch to every destination (µs).
+    #[serde(default)]
+    pub gamma_flush_us: u64,
     /// The tokio + postcard baseline, CPU ns per request, by batch size (empty in a build
     /// without the `baselines` feature).
     pub baseline_remote_ns_per_request: BTreeMap<String, f64>,
@@ -226,6 +239,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
                 d,
                 opts.gamma_rate_per_s,
                 opts.gamma_run_ms,
+                opts.gamma_flush_us,
             ));
         }
     }
@@ -254,6 +268,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
         per_destination_ns: (g4 - g1) / 3.0,
         per_destination_detail_ns: detail,
         gamma_rate_per_s: opts.gamma_rate_per_s,
+        gamma_flush_us: opts.gamma_flush_us,
         baseline_remote_ns_per_request: (!base.is_empty())
             .then(|| ("32".to_string(), median(base)))
             .into_iter()

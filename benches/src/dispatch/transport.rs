@@ -94,9 +94,10 @@ pub(super) fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     (cpu * 1e9 / requests as f64, tx_counters.multishot)
 }
 
-/// γ: CPU ns per request at a fixed total rate spread over `dests` destinations (batches
-/// leave by size or by the default 50 µs age).
-pub(super) fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
+/// γ: CPU ns per request at a fixed total rate spread over `dests` destinations, the sender
+/// appending a tick's share every `flush_us` and each destination's batch leaving by the
+/// default 50 µs age after it: one batch per destination per tick.
+pub(super) fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64, flush_us: u64) -> f64 {
     let limits = Limits::default();
     let meet = Rendezvous::new(dests + 1);
     let total = rate_per_s * run_ms / 1000;
@@ -134,9 +135,10 @@ pub(super) fn gamma_run(dests: usize, rate_per_s: u64, run_ms: u64) -> f64 {
             let mut sink = RingSink::new(false);
             let mut frame = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
             worker_edge(&barrier);
-            // Paced in 100 µs ticks: each tick appends its share round-robin, then parks.
-            let tick = Duration::from_micros(100);
-            let per_tick = (rate_per_s / 10_000).max(1);
+            // Paced in ticks: each tick appends its share round-robin, then parks.
+            let flush_us = flush_us.max(1);
+            let tick = Duration::from_micros(flush_us);
+            let per_tick = (rate_per_s * flush_us / 1_000_000).max(1);
             let t0 = Instant::now();
             let mut seq = 0u64;
             let mut next = t0;

@@ -60,8 +60,10 @@ use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 mod config;
 mod learn;
+mod unpriced;
 
 use learn::Learner;
+pub use unpriced::{MIN_CAPACITY_FRACTION, UNPRICED_SMOOTHING, Unpriced};
 
 pub use config::{
     AutoscaleConfig, DEFAULT_BACKLOG_DRAIN_US, DEFAULT_DRAINING_BACKLOG_US,
@@ -134,6 +136,9 @@ pub struct Estimates {
     /// Busy-time only: CPU µs per input record a worker takes in from the ingress (receipt and
     /// completion report), once identified (not used by placement).
     pub root_us: Option<f64>,
+    /// CPU µs per second an active capped worker spends that α, β, γ and execution do not
+    /// price, smoothed; taken off the cap to give `w_bar_us` ([`Unpriced`]). 0 when uncapped.
+    pub unpriced_us_per_s: f64,
 }
 
 /// One interval in the rate window.
@@ -151,6 +156,8 @@ pub struct Autoscaler {
     edges: Vec<(usize, usize)>,
     policy: Box<dyn Policy + Send>,
     learner: Learner,
+    /// The capped workers' CPU the cost model does not price (taken off a known W̄).
+    unpriced: Unpriced,
     detector: SaturationDetector,
     triggers: Triggers,
     profile: Aggregate,
@@ -241,6 +248,7 @@ impl Autoscaler {
             edges,
             policy: policy(cfg.policy),
             learner: Learner::new(priors, &cfg),
+            unpriced: Unpriced::default(),
             detector: SaturationDetector::new(cfg.saturation),
             triggers: Triggers::new(cfg.triggers, first),
             profile,
@@ -331,6 +339,9 @@ impl Autoscaler {
     ) -> Option<ScaleDecision> {
         if self.cfg.learn_costs && !self.migrating {
             self.learner.observe_busy(t_us, samples, parked);
+            let costs = self.learner.costs();
+            self.unpriced
+                .observe(samples, costs, self.cfg.beta_receiver_share);
         }
         if !self.migrating {
             // Policies with an overhead model (Zhang24) refit it from measured times.
@@ -549,6 +560,11 @@ impl Autoscaler {
             estimator: self.learner.kind.name(),
             wake_us: self.learner.wake_us(),
             root_us: self.learner.root_us(),
+            unpriced_us_per_s: if self.prices_unpriced() {
+                self.unpriced.us_per_s()
+            } else {
+                0.0
+            },
         }
     }
 
@@ -677,15 +693,29 @@ impl Autoscaler {
         }
     }
 
+    /// W̄: a known cap less what the model does not price (CLASP's model only: the baselines
+    /// plan with the cap as they always did), else the saturated estimator's, else the fallback.
     fn capacity_us_per_s(&self) -> f64 {
         let known = self
             .cfg
             .capacity_prior_us_per_s
-            .filter(|_| self.cfg.capacity_known);
+            .filter(|_| self.cfg.capacity_known)
+            .map(|cap| {
+                if self.prices_unpriced() {
+                    self.unpriced.capacity_us_per_s(cap)
+                } else {
+                    cap
+                }
+            });
         known
             .or_else(|| self.learner.saturated.capacity_us_per_s())
             .filter(|c| c.is_finite() && *c > 0.0)
             .unwrap_or(FALLBACK_CAPACITY_US_PER_S)
+    }
+
+    /// Whether W̄ is a known cap corrected for what the model does not price (see [`Unpriced`]).
+    fn prices_unpriced(&self) -> bool {
+        self.cfg.capacity_known && self.cfg.learn_costs
     }
 
     fn observed(&self, workers: usize, target_rate_per_s: f64) -> Option<Observed> {

@@ -558,6 +558,7 @@ fn record(
             "alpha_samples": e.alpha_samples, "beta_samples": e.beta_samples,
             "gamma_samples": e.gamma_samples, "estimator": e.estimator,
             "wake_us": e.wake_us, "root_us": e.root_us,
+            "unpriced_us_per_s": e.unpriced_us_per_s,
         }),
         None => serde_json::Value::Null,
     };

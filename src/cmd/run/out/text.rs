@@ -98,6 +98,13 @@ pub fn render_summary(rec: &RunRecord) -> String {
                 .as_f64()
                 .map_or_else(|| "not learnt".to_owned(), |w| format!("{} µs", cost(w))),
         );
+        if let Some(u) = e["unpriced_us_per_s"].as_f64().filter(|u| *u > 0.0) {
+            let _ = writeln!(
+                out,
+                "unpriced: {u:.0} µs/s of an active worker's CPU is not in α, β, γ or execution \
+                 (wake-ups, ingress, timers): W̄ is the cap less that"
+            );
+        }
     }
     out
 }
