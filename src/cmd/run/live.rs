@@ -489,8 +489,9 @@ fn start_autoscaler(
     let mut acfg = AutoscaleConfig::new(kind, n);
     acfg.interval_us = args.interval_ms as f64 * 1e3;
     acfg.executors_per_worker = usize::from(args.executors);
-    // W̄ follows the cap: a capped worker has its cap's share of a core, however many
-    // executors share it.
+    // W̄ starts at the cap: a capped worker has its cap's share of a core, however many
+    // executors share it (the planner then takes off what the cost model does not price,
+    // `clasp_controlplane::autoscale::Unpriced`).
     let executors = f64::from(args.executors);
     acfg.capacity_prior_us_per_s = Some(
         1e6 * args
