@@ -253,11 +253,14 @@ pub struct Explanation {
     /// (operator, parallelism before, after).
     pub parallelism: Vec<(String, usize, usize)>,
     pub key_groups_moved: usize,
+    /// The load L_w the plan puts on each of its workers (µs per second, in the model's units:
+    /// execution, α, β, γ), to hold against h·W̄.
+    pub loads_us_per_s: Vec<f64>,
 }
 
 impl Explanation {
     /// One line of `key=value` pairs separated by spaces (values contain no spaces), e.g.
-    /// `policy=clasp trigger=rate-changed rate_per_s=1200 ... workers=3->4 parallelism=split:2->3,count:4->5 kg_moved=310`.
+    /// `policy=clasp trigger=rate-changed rate_per_s=1200 ... workers=3->4 parallelism=split:2->3,count:4->5 kg_moved=310 loads_us_per_s=510000/498000/470000/455000`.
     pub fn line(&self) -> String {
         let par: Vec<String> = self
             .parallelism
@@ -265,7 +268,7 @@ impl Explanation {
             .map(|(n, a, b)| format!("{n}:{a}->{b}"))
             .collect();
         format!(
-            "policy={} trigger={} rate_per_s={:.1} demand_us_per_s={:.0} wbar_us_per_s={:.0} alpha_us={:.2} beta_us={:.2} gamma_us={:.0} workers={}->{} parallelism={} kg_moved={}",
+            "policy={} trigger={} rate_per_s={:.1} demand_us_per_s={:.0} wbar_us_per_s={:.0} alpha_us={:.2} beta_us={:.2} gamma_us={:.0} workers={}->{} parallelism={} kg_moved={} loads_us_per_s={}",
             self.policy,
             self.trigger,
             self.rate_per_s,
@@ -281,7 +284,16 @@ impl Explanation {
             } else {
                 par.join(",")
             },
-            self.key_groups_moved
+            self.key_groups_moved,
+            if self.loads_us_per_s.is_empty() {
+                "-".to_string()
+            } else {
+                self.loads_us_per_s
+                    .iter()
+                    .map(|l| format!("{l:.0}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            }
         )
     }
 }

@@ -291,8 +291,10 @@ fn explanation_line_round_trips() {
         workers_after: 4,
         parallelism: vec![("split".into(), 2, 3)],
         key_groups_moved: 310,
+        loads_us_per_s: vec![510_000.4, 498_000.0],
     };
     let kv = parse_line(&e.line());
+    assert_eq!(kv["loads_us_per_s"], "510000/498000");
     assert_eq!(kv["workers"], "3->4");
     assert_eq!(kv["parallelism"], "split:2->3");
     assert_eq!(kv["kg_moved"], "310");

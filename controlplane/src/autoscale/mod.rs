@@ -52,7 +52,7 @@ use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor, scheduling_and_execution_us_per_s,
 };
-use crate::model::{CostModel, Problem, Shares};
+use crate::model::{CostModel, Problem, Shares, worker_loads};
 use crate::scaling::{Explanation, Trigger, Triggers, executor_parallelism, total_parallelism};
 use clasp_protocol::Slot;
 use clasp_protocol::routing::RoutingTable;
@@ -801,6 +801,7 @@ impl Autoscaler {
             workers_after: workers,
             parallelism: per_operator,
             key_groups_moved: moved,
+            loads_us_per_s: worker_loads(problem, &shares, workers),
         };
         ScaleDecision {
             t_us,
