@@ -547,3 +547,37 @@ fn separates_the_per_record_cost_from_alpha_and_beta() {
         assert!(within(rho, ROOT_US, 0.1), "ρ {rho}");
     }
 }
+
+/// Rows of a capped main job in which the one worker with local chained requests was throttled
+/// in most intervals (`clasp run --out DIR`, the default job, built-in priors). α once crossed
+/// the identification bounds in an interval whose every row with local requests was left out,
+/// and was then reported, learnt, with no sample behind it. A cost reported as learnt has
+/// samples, after every interval.
+#[test]
+fn a_learnt_cost_always_has_samples_even_when_its_rows_were_throttled() {
+    let text = include_str!("fixtures/capped_wc_workers_throttled.csv");
+    let intervals = rows_from_csv(text).expect("the fixture is a rows CSV");
+    assert!(intervals.len() > 100, "{} intervals", intervals.len());
+    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let priors = [PRIORS.alpha_us, PRIORS.beta_us, PRIORS.gamma_us];
+    let mut learnt_any = false;
+    for iv in &intervals {
+        est.observe_interval(iv);
+        let c = est.costs();
+        for (i, (v, p)) in [c.alpha_us, c.beta_us, c.gamma_us]
+            .into_iter()
+            .zip(priors)
+            .enumerate()
+        {
+            if v != p {
+                learnt_any = true;
+                assert!(
+                    est.samples()[i] > 0,
+                    "cost {i} reported learnt ({v}) with no samples at t = {} s",
+                    iv[0].t_s
+                );
+            }
+        }
+    }
+    assert!(learnt_any, "the fixture teaches the estimator something");
+}

@@ -50,7 +50,9 @@
 //! intercept) do not explain — the Schur complement of A relative to its diagonal — is at least
 //! `min_independence` (on one placement R^l and R^r scale together with the rate: only their
 //! combination is known), (2) at least `min_rows` rows had the regressor > 0, and (3) its
-//! standard error (from the weighted residuals) is at most `max_relative_error` of its value.
+//! standard error (from the weighted residuals) is at most `max_relative_error` of its value;
+//! and, to become identified the first time, (4) the interval's own rows carry the regressor
+//! (where every row with it was throttled, it would be learnt with no sample behind it).
 //! An unidentified coefficient reports its prior and 0 samples — never a value the data cannot
 //! support. Each coefficient is clamped to [0, `max_prior_multiple` × prior].
 
@@ -335,7 +337,17 @@ impl BusyTimeEstimator {
         for (total, p) in self.positive_rows.iter_mut().zip(positive) {
             *total += p;
         }
+        let held_before = self.held;
         self.refresh();
+        // A cost first becomes learnt only in an interval whose rows carry its regressor: one
+        // that crossed the bounds on other rows alone (every row with it throttled) would be
+        // reported with no sample behind it.
+        for i in 0..3 {
+            if self.identified[i] && held_before[i].is_none() && positive[i] == 0 {
+                self.identified[i] = false;
+                self.held[i] = None;
+            }
+        }
         for ((n, p), id) in self.samples.iter_mut().zip(positive).zip(self.identified) {
             if id {
                 *n += p;
