@@ -435,6 +435,17 @@ fn probe_recorded_rows() {
     }
 }
 
+/// A recorded run's interval rows (a `workers.csv` fixture) and an estimator at the built-in
+/// priors to feed them to.
+fn recorded(csv: &str) -> (Vec<Vec<BusyRow>>, BusyTimeEstimator) {
+    let intervals = rows_from_csv(csv).expect("the fixture is a rows CSV");
+    assert!(intervals.len() > 100, "{} intervals", intervals.len());
+    (
+        intervals,
+        BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default()),
+    )
+}
+
 /// Interval rows recorded from a real run (`clasp run --out DIR`, the default job: WC on up to
 /// three workers capped at 0.3 of a core, gradual input to 78 000/s, the built-in priors; its
 /// `workers.csv`): the estimator behaves on real, noisy data — every cost finite, within its
@@ -442,10 +453,7 @@ fn probe_recorded_rows() {
 /// it could not separate is exactly its prior with 0 samples.
 #[test]
 fn recorded_rows_from_a_capped_run_give_no_wild_value() {
-    let text = include_str!("fixtures/capped_wc_workers.csv");
-    let intervals = rows_from_csv(text).expect("the fixture is a rows CSV");
-    assert!(intervals.len() > 100, "{} intervals", intervals.len());
-    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let (intervals, mut est) = recorded(include_str!("fixtures/capped_wc_workers.csv"));
     let max = BusyTimeConfig::default().max_prior_multiple;
     let priors = [PRIORS.alpha_us, PRIORS.beta_us, PRIORS.gamma_us];
     for iv in &intervals {
@@ -555,10 +563,7 @@ fn separates_the_per_record_cost_from_alpha_and_beta() {
 /// samples, after every interval.
 #[test]
 fn a_learnt_cost_always_has_samples_even_when_its_rows_were_throttled() {
-    let text = include_str!("fixtures/capped_wc_workers_throttled.csv");
-    let intervals = rows_from_csv(text).expect("the fixture is a rows CSV");
-    assert!(intervals.len() > 100, "{} intervals", intervals.len());
-    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    let (intervals, mut est) = recorded(include_str!("fixtures/capped_wc_workers_throttled.csv"));
     let priors = [PRIORS.alpha_us, PRIORS.beta_us, PRIORS.gamma_us];
     let mut learnt_any = false;
     for iv in &intervals {

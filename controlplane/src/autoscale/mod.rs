@@ -52,13 +52,14 @@ use crate::metrics::{
     Aggregate, DerivationContext, PlannerSample, SaturationDetector, WorkerSample, aggregate,
     derive_problem, projection_factor, scheduling_and_execution_us_per_s,
 };
-use crate::model::{CostModel, Problem, Shares, worker_loads};
-use crate::scaling::{Explanation, Trigger, Triggers, executor_parallelism, total_parallelism};
+use crate::model::{CostModel, Problem, Shares};
+use crate::scaling::{Trigger, Triggers};
 use clasp_protocol::Slot;
 use clasp_protocol::routing::RoutingTable;
 use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing, reassign};
 
 mod config;
+mod explain;
 mod learn;
 mod unpriced;
 
@@ -762,60 +763,5 @@ impl Autoscaler {
         );
         mix(&mut self.profile.edges_per_s, &agg.edges_per_s, per_input);
         mix(&mut self.profile.exec_us, &agg.exec_us, 1.0);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn decision(
-        &self,
-        t_us: f64,
-        trigger: String,
-        problem: &Problem,
-        rate_per_s: f64,
-        workers: usize,
-        shares: Shares,
-        routing: RoutingTable,
-        moved: usize,
-        (saturated, fraction_placed): (bool, f64),
-    ) -> ScaleDecision {
-        let parallelism =
-            executor_parallelism(problem, &shares, workers, self.cfg.executors_per_worker);
-        let before = total_parallelism(&self.parallelism);
-        let after = total_parallelism(&parallelism);
-        let per_operator = self
-            .names
-            .iter()
-            .enumerate()
-            .map(|(o, n)| {
-                let b = before.get(o).copied().unwrap_or(0);
-                (n.clone(), b, after.get(o).copied().unwrap_or(0))
-            })
-            .collect();
-        let exp = Explanation {
-            policy: self.cfg.policy.name().into(),
-            trigger: trigger.clone(),
-            rate_per_s,
-            projected_demand_us_per_s: problem.total_demand_us_per_s(),
-            capacity_us_per_s: problem.capacity_us_per_s,
-            costs: problem.costs,
-            workers_before: self.workers,
-            workers_after: workers,
-            parallelism: per_operator,
-            key_groups_moved: moved,
-            loads_us_per_s: worker_loads(problem, &shares, workers),
-        };
-        ScaleDecision {
-            t_us,
-            workers_before: self.workers,
-            workers,
-            shares,
-            routing,
-            parallelism,
-            key_groups_moved: moved,
-            rate_per_s,
-            saturated,
-            fraction_placed,
-            explanation: exp.line(),
-            trigger,
-        }
     }
 }
