@@ -115,6 +115,14 @@ impl Emitter {
         self.entries[index].seq = seq;
     }
 
+    /// The index of the last emission bound for an operator (a chained request), if any.
+    #[inline]
+    pub fn last_to_operator(&self) -> Option<usize> {
+        self.entries
+            .iter()
+            .rposition(|e| matches!(e.target, Target::Operator(_)))
+    }
+
     /// Every emission in emission order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Emission<'_>> + '_ {
         (0..self.entries.len()).map(|i| self.get(i))

@@ -4,7 +4,8 @@
 //! Per request: parse the header in place, run the operator (the instance owns the key
 //! group's state; no lock), then route each emission by (operator, key group) and write it
 //! once, as a request frame, straight into the target executor's ring (reserve → write →
-//! commit, published once per batch). Tracked requests add one ledger delta for their root.
+//! commit, published once per batch). A tracked request that emits no request reports one
+//! ledger delta for its root; one that does hands its id on to its last child (`ledger.rs`).
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
 //! overflow queue (kept in FIFO order with what follows it), and while any overflow is
@@ -22,9 +23,9 @@
 
 use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
-use super::ledger::Delta;
+use super::ledger::{ChildIds, Delta};
 use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
-use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, child_id, frame_len};
+use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, frame_len};
 use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
@@ -512,13 +513,14 @@ impl Engine {
     #[inline]
     fn route(&mut self, from: usize, parent: &RequestHeader) {
         let tracked = parent.flags & FLAG_TRACKED != 0;
-        // A root's own creation is never reported, so it does not report its id either.
-        let mut xor = if parent.request_id == parent.root_id {
-            0
-        } else {
-            parent.request_id
-        };
         let emitter = std::mem::take(&mut self.emitter);
+        // The last child bound for an operator carries the parent's id (`ledger.rs`).
+        let carrier = if tracked {
+            emitter.last_to_operator()
+        } else {
+            None
+        };
+        let mut ids = ChildIds::new(parent.root_id, parent.request_id, carrier);
         for (i, e) in emitter.iter().enumerate() {
             match e.target {
                 Target::Operator(to) => {
@@ -532,12 +534,7 @@ impl Engine {
                         ));
                         continue;
                     };
-                    let id = if tracked {
-                        child_id(parent.root_id, parent.request_id, i as u32)
-                    } else {
-                        0
-                    };
-                    xor ^= id;
+                    let id = if tracked { ids.next(i) } else { 0 };
                     let header = RequestHeader {
                         operator: to,
                         key_group: kg,
@@ -568,7 +565,7 @@ impl Engine {
         }
         self.emitter = emitter;
         self.emitter.clear();
-        if tracked {
+        if tracked && let Some(xor) = ids.delta() {
             self.add_delta(Delta {
                 root_id: parent.root_id,
                 xor,

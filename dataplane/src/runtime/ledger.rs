@@ -1,14 +1,25 @@
-//! Exact end-to-end latency of request trees Storm's acker in spirit.
+//! Exact end-to-end latency of request trees, Storm's acker in spirit, with one report per
+//! leaf.
 //!
-//! Every request has a 64-bit id that looks random (a hash of its root, its parent and its
-//! index among the parent's emissions). When an executor processes a tracked request it reports
-//! one delta for the root: `request_id ^ child_1 ^ … ^ child_n`; the root's ledger is the XOR of
-//! all deltas, and it is zero exactly when every request of the tree was processed (up to the
-//! 2^-64 chance that a subset of random ids XORs to zero). A root itself reports
-//! `root_id ^ root_id ^ children` = `children`, because its creation is never reported
-//! separately. Deltas arrive in any order from any executor; an entry is ~24 bytes per root in
-//! flight, whatever the tree's size. The ledger lives with the coordinator of the root's home
-//! worker, where the admission time was taken, so no two clocks are compared.
+//! Every request has a 64-bit id; the root's is a hash of its admission sequence. A request
+//! that emits requests gives each child but the last a fresh id that looks random (a hash of
+//! the root, the parent and the child's index) and the last the parent's id XOR its siblings',
+//! so the children's ids XOR to the parent's; it reports nothing. A request that emits none (a
+//! leaf) reports one delta for its root: its own id. A root's ledger opens at the root's id and
+//! XORs in every delta. By induction over the tree, the ids of the requests created and not
+//! yet processed always XOR to the ledger, so it is zero exactly when every request of the
+//! tree was processed — up to the 2^-64 chance that the ids of a non-empty set of waiting
+//! requests XOR to zero. Deltas arrive in any order from any executor; an entry is ~24 bytes
+//! per root in flight, whatever the tree's size.
+//!
+//! Why leaves only: every tracked request used to report `own id ^ children's ids`, so a
+//! chain of ten operators sent ten deltas per root through the report ring, the network
+//! thread and the ledger; it now sends one, and a fan-out of ten sends ten, not eleven. (A
+//! child that cannot be routed, an error the executor reports, is left out: when it was to
+//! carry its parent's id, the parent reports its id XOR the children it did send.)
+//!
+//! The ledger lives with the coordinator of the root's home worker, where the admission time
+//! was taken, so no two clocks are compared.
 
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -18,7 +29,8 @@ use std::collections::HashMap;
 pub struct Delta {
     /// The root's id.
     pub root_id: u64,
-    /// XOR of the processed request's id and its children's ids.
+    /// What the delta XORs into the root's ledger: a leaf's id (or the XOR of several deltas
+    /// of one root combined on the way).
     pub xor: u64,
     /// The root's admission time (ns, CLOCK_MONOTONIC); 0 for roots that are not inputs (the
     /// end-of-stream flushes), which are not recorded in the histogram.
@@ -49,6 +61,56 @@ impl Delta {
             xor: u(8),
             admitted_ns: u(16),
         }
+    }
+}
+
+/// The ids of one tracked request's children, and what it reports: fresh ids for all but the
+/// carrier (the last child bound for an operator), which takes the parent's id XOR its
+/// siblings'; a delta only when no carrier was sent.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildIds {
+    root: u64,
+    parent: u64,
+    carrier: Option<usize>,
+    /// The parent's id XOR the ids handed out so far.
+    owed: u64,
+    carried: bool,
+}
+
+impl ChildIds {
+    /// For request `parent` of root `root`, whose emission `carrier` (by index) is its last
+    /// child bound for an operator (`None`: it emitted none).
+    #[inline]
+    pub fn new(root: u64, parent: u64, carrier: Option<usize>) -> Self {
+        ChildIds {
+            root,
+            parent,
+            carrier,
+            owed: parent,
+            carried: false,
+        }
+    }
+
+    /// The id of emission `index`, a child about to be sent (children are sent in index order;
+    /// one that is not sent is not asked for).
+    #[inline]
+    pub fn next(&mut self, index: usize) -> u64 {
+        let id = if self.carrier == Some(index) {
+            debug_assert!(!self.carried, "one carrier");
+            self.carried = true;
+            self.owed
+        } else {
+            crate::request::child_id(self.root, self.parent, index as u32)
+        };
+        self.owed ^= id;
+        id
+    }
+
+    /// The delta the parent reports once its children are sent: `None` when the carrier
+    /// carried its id, else its id XOR the children it sent.
+    #[inline]
+    pub fn delta(&self) -> Option<u64> {
+        (!self.carried).then_some(self.owed)
     }
 }
 
@@ -116,7 +178,11 @@ impl Ledger {
 
     /// Applies a delta; returns true when it completed its tree.
     pub fn apply(&mut self, d: Delta, now_ns: u64) -> bool {
-        let entry = self.open.entry(d.root_id).or_insert((0, d.admitted_ns));
+        // A ledger opens at its root's id: the tree's leaves report ids that XOR to it.
+        let entry = self
+            .open
+            .entry(d.root_id)
+            .or_insert((d.root_id, d.admitted_ns));
         entry.0 ^= d.xor;
         if entry.0 != 0 {
             return false;
@@ -192,7 +258,7 @@ fn buckets(h: &Histogram<u64>) -> [u64; LATENCY_BUCKETS] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{child_id, root_id};
+    use crate::request::root_id;
 
     #[test]
     fn latencies_are_counted_into_their_buckets() {
@@ -208,41 +274,91 @@ mod tests {
         assert_eq!(s.buckets.iter().sum::<u64>(), 4);
     }
 
+    /// The deltas of a tree given as each request's number of children (in breadth-first
+    /// order, the root first; requests past the end emit none), with ids handed out as the
+    /// executor hands them out.
+    fn leaf_deltas(r: u64, children: &[usize]) -> Vec<Delta> {
+        let mut ids = vec![r];
+        let mut deltas = Vec::new();
+        let mut n = 0;
+        while let Some(&parent) = ids.get(n) {
+            let k = children.get(n).copied().unwrap_or(0);
+            n += 1;
+            let mut c = ChildIds::new(r, parent, k.checked_sub(1));
+            ids.extend((0..k).map(|i| c.next(i)));
+            deltas.extend(c.delta().map(|xor| Delta {
+                root_id: r,
+                xor,
+                admitted_ns: 100,
+            }));
+        }
+        deltas
+    }
+
     #[test]
     fn a_tree_completes_whatever_order_its_deltas_arrive_in() {
         let r = root_id(7);
-        let (c1, c2) = (child_id(r, r, 0), child_id(r, r, 1));
-        let g = child_id(r, c1, 0);
-        // root emits c1, c2; c1 emits g; c2 and g emit nothing.
-        let deltas = [
-            Delta {
-                root_id: r,
-                xor: c1 ^ c2,
-                admitted_ns: 100,
-            },
-            Delta {
-                root_id: r,
-                xor: c1 ^ g,
-                admitted_ns: 100,
-            },
-            Delta {
-                root_id: r,
-                xor: c2,
-                admitted_ns: 100,
-            },
-            Delta {
-                root_id: r,
-                xor: g,
-                admitted_ns: 100,
-            },
-        ];
-        for perm in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
+        // The root emits two; its first child emits two; the rest emit nothing.
+        let deltas = leaf_deltas(r, &[2, 2, 0, 0, 0]);
+        assert_eq!(deltas.len(), 3, "one delta per leaf");
+        for perm in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]] {
             let mut l = Ledger::new();
             let done: Vec<bool> = perm.iter().map(|&i| l.apply(deltas[i], 1100)).collect();
-            assert_eq!(done, [false, false, false, true], "order {perm:?}");
+            assert_eq!(done, [false, false, true], "order {perm:?}");
             assert_eq!(l.open(), 0);
             assert_eq!(l.completed_inputs(), 1);
             assert!((l.summary().p50 - 1.0).abs() < 0.01);
+        }
+    }
+
+    #[test]
+    fn a_chain_reports_once() {
+        let r = root_id(3);
+        let deltas = leaf_deltas(r, &[1; 10]);
+        assert_eq!(deltas.len(), 1);
+        let mut l = Ledger::new();
+        assert!(l.apply(deltas[0], 200));
+    }
+
+    #[test]
+    fn a_child_that_was_not_sent_leaves_the_parent_to_report() {
+        let r = root_id(4);
+        // The root emits three; the carrier (index 2) cannot be routed.
+        let mut c = ChildIds::new(r, r, Some(2));
+        let (a, b) = (c.next(0), c.next(1));
+        let d = |xor| Delta {
+            root_id: r,
+            xor,
+            admitted_ns: 100,
+        };
+        let parent = c.delta().expect("no carrier was sent");
+        let mut l = Ledger::new();
+        assert!(!l.apply(d(parent), 150));
+        assert!(!l.apply(d(a), 150));
+        assert!(l.apply(d(b), 150));
+    }
+
+    proptest::proptest! {
+        /// Any tree, deltas in any order: the ledger closes at the last delta and not before.
+        #[test]
+        fn any_tree_closes_exactly_at_its_last_delta(
+            seq in proptest::prelude::any::<u64>(),
+            children in proptest::collection::vec(0usize..4, 1..40),
+            order in proptest::prelude::any::<u64>(),
+        ) {
+            let mut deltas = leaf_deltas(root_id(seq), &children);
+            // A deterministic shuffle from `order`.
+            let mut x = order | 1;
+            for i in (1..deltas.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                deltas.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let mut l = Ledger::new();
+            let done: Vec<bool> = deltas.iter().map(|&d| l.apply(d, 1000)).collect();
+            proptest::prop_assert_eq!(done.iter().filter(|&&d| d).count(), 1);
+            proptest::prop_assert!(done.last().copied().unwrap_or(false));
         }
     }
 
@@ -252,7 +368,7 @@ mod tests {
         assert!(l.apply(
             Delta {
                 root_id: 5,
-                xor: 0,
+                xor: 5,
                 admitted_ns: 1
             },
             2
@@ -260,7 +376,7 @@ mod tests {
         assert!(l.apply(
             Delta {
                 root_id: 9,
-                xor: 0,
+                xor: 9,
                 admitted_ns: 0
             },
             2
