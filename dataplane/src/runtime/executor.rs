@@ -24,7 +24,7 @@
 use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::{ChildIds, Delta};
-use super::messages::{Command, Report, deltas_frame_bytes, encode_deltas, truncate_utf8};
+use super::messages::{Command, Report, deltas_frame_bytes};
 use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, frame_len};
 use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
@@ -43,6 +43,7 @@ use std::time::Duration;
 mod installs;
 mod migrating;
 mod outbound;
+mod reports;
 mod snapshot;
 mod spans;
 mod timers;
@@ -157,6 +158,8 @@ pub(crate) struct Engine {
     report: Producer<ShmRing>,
     /// Deltas not yet reported.
     deltas: Vec<Delta>,
+    /// When a busy turn first found deltas waiting (raw clock), until they are reported.
+    deltas_since: Option<u64>,
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
@@ -259,6 +262,7 @@ impl Executor {
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
                 deltas: Vec::new(),
+                deltas_since: None,
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
                 metrics: seg.executor_metrics(me),
@@ -331,7 +335,9 @@ impl Executor {
             work += self.engine.fire_processing_timers();
             self.engine.migration_tick();
             self.engine.out.publish();
-            self.engine.flush_reports();
+            if work > 0 {
+                self.engine.flush_reports_if_due();
+            }
             self.engine.metrics.view().set(
                 scalar::OVERFLOW_BYTES,
                 self.engine.out.overflow_bytes() as u64,
@@ -574,23 +580,6 @@ impl Engine {
         }
     }
 
-    /// Queues a ledger delta, XORed into the one before it when both are of the same root.
-    /// A root's chained requests often run back to back (WC's ten words of one sentence), and
-    /// a root's ledger is the XOR of its deltas, so the combined delta closes the tree exactly
-    /// as its parts would: one frame entry, one read by the network thread and one ledger
-    /// update instead of several. Only the newest is compared — a lookup of every waiting
-    /// root cost more than it saved (`deltas.rs`).
-    #[inline]
-    fn add_delta(&mut self, d: Delta) {
-        match self.deltas.last_mut() {
-            Some(last) if last.root_id == d.root_id => {
-                debug_assert_eq!(last.admitted_ns, d.admitted_ns, "one root, one admission");
-                last.xor ^= d.xor;
-            }
-            _ => self.deltas.push(d),
-        }
-    }
-
     /// Counts a chained request on edge `from → to` sent down `lane` to `slot`.
     #[inline]
     fn count_chained(&mut self, from: usize, to: usize, lane: Lane, slot: u16) {
@@ -656,48 +645,6 @@ impl Engine {
     fn flush_sink(&mut self) {
         if let Some(Err(e)) = self.sink.as_mut().map(SinkWriter::flush) {
             self.report_error(e);
-        }
-    }
-
-    fn report_error(&mut self, message: String) {
-        let message = truncate_utf8(&message, ERROR_REPORT_BYTES_MAX);
-        self.push_report(&Report::Error(message.into()));
-    }
-
-    /// Queues a report (other than deltas) behind those waiting for room.
-    fn push_report(&mut self, report: &Report<'_>) {
-        self.pending_reports.push_back(report.encode());
-    }
-
-    /// Sends ledger deltas, then other reports, as room allows (deltas first: a report that
-    /// follows them, such as end-of-stream done, must not overtake them).
-    fn flush_reports(&mut self) {
-        let before = (self.deltas.len(), self.pending_reports.len());
-        self.write_reports();
-        if before != (self.deltas.len(), self.pending_reports.len())
-            && let Some(n) = &self.net
-        {
-            n.nudge();
-        }
-    }
-
-    fn write_reports(&mut self) {
-        while !self.deltas.is_empty() {
-            let n = self.deltas.len().min(DELTAS_PER_REPORT);
-            let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
-                return;
-            };
-            // Encoded in place: the frame is written once, into the ring.
-            encode_deltas(self.deltas.drain(..n), &mut g);
-            g.commit();
-        }
-        while let Some(f) = self.pending_reports.front() {
-            match self.report.push(f) {
-                Ok(()) => {
-                    self.pending_reports.pop_front();
-                }
-                Err(_) => return,
-            }
         }
     }
 }
