@@ -47,7 +47,7 @@ pub struct Limits {
     /// (a [`Waker`](super::Waker) too), never beyond `poll`'s timeout or the next batch's age limit, and
     /// only under load: request–response traffic (one request per turn) and an idle transport
     /// wake at the first completion. 0 disables. Default: 50 µs, the default batch age;
-    /// what it buys is measured in `benches/README.md` (Remote dispatch).
+    /// what it buys is measured in `benches/results/dispatch-remote.md`.
     pub park_min_wait_us: u32,
 }
 

@@ -208,7 +208,7 @@ impl<M: RingMemory> Consumer<M> {
     /// pulls a line it is still filling (a line holding the last published frame and the
     /// next, unpublished one is left alone). Always inlined: as an out-of-line call per frame
     /// the consumer was too slow to stay ahead, and 64-byte throughput fell back to 31–41 M
-    /// messages/s (`benches/README.md`).
+    /// messages/s (`benches/results/rings.md`).
     #[inline(always)]
     fn prefetch_published(&mut self, from: u64) {
         let line = CACHE_LINE_BYTES as u64;

@@ -16,7 +16,7 @@
 //! A frame longer than a cache line starts on a line boundary and is padded to whole lines.
 //! Otherwise consecutive frames share lines, and a consumer reading frame k pulls the line the
 //! producer is writing frame k + 1 into: line-aligning raised the throughput of 64-byte
-//! payloads (80-byte frames) from 26.6 to 33–37 M messages/s (`benches/README.md`). Moving the
+//! payloads (80-byte frames) from 26.6 to 33–37 M messages/s (`benches/results/rings.md`). Moving the
 //! lengths out of band into a descriptor lane, so a 64-byte payload is one line, was measured
 //! too and lost at 16 and 64 bytes (the descriptor lines bounce instead); it was reverted.
 //!
@@ -32,7 +32,7 @@
 //! The first version of this ring had the consumer poll the next frame's header instead (the
 //! FastForward idea: one cache-line transfer per hand-off instead of two), with the producer
 //! zeroing the header after each frame so stale bytes could not pass for one. Measured side by
-//! side (`benches/README.md`), the two shapes were a wash at 64 bytes (header polling won at 16
+//! side (`benches/results/rings.md`), the two shapes were a wash at 64 bytes (header polling won at 16
 //! bytes one-way, lost a little throughput); the index needs neither the zeroing store nor the
 //! slack it reserves, so it stayed. What did matter is line sharing (see Layout above).
 //!
@@ -42,7 +42,7 @@
 //! frame read. `perf annotate` showed the consumer's time on the first load of each frame's
 //! line: the line sits modified in the producer's cache, and the hardware prefetcher does not
 //! fetch it early enough. With the transfers overlapped, 64-byte payloads went from 33–37 to
-//! about 100 M messages/s (`benches/README.md`). Only whole lines below the cached tail are
+//! about 100 M messages/s (`benches/results/rings.md`). Only whole lines below the cached tail are
 //! prefetched — never a line the producer may still be writing, which would bounce it — so a
 //! consumer that has caught up (every ping-pong hand-off) prefetches nothing and its latency
 //! is unchanged. Prefetching free lines for writing on the producer side was tried and made
@@ -58,7 +58,7 @@
 //! a publish no longer reloads the doorbell's mode and the process's registration. Counted with
 //! `valgrind --tool=callgrind` on one thread (16-byte payloads, 256 frames written then 256
 //! read, the loop included), this took the ring from 159 to 110 instructions per frame written
-//! and read, against rtrb's 34 for the same loop (`benches/README.md`). It did not make the
+//! and read, against rtrb's 34 for the same loop (`benches/results/rings.md`). It did not make the
 //! two-core stream faster on the machine measured: there the cost is cache-line traffic.
 //!
 //! # Batches

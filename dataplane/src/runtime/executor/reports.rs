@@ -4,7 +4,7 @@
 //! Why a busy executor lets its deltas wait: each report frame it publishes wakes a parked
 //! reader, a futex call on the executor's side and a context switch on the reader's. Written
 //! after every loop turn (at most 32 frames from each input), that was about a sixth of a WC
-//! executor's CPU (`benches/README.md`, "Word count against timely dataflow"). So while it
+//! executor's CPU (`benches/results/wc.md`). So while it
 //! has work, an executor reports its deltas once [`REPORT_EARLY_DELTAS`] wait or the oldest
 //! has waited [`REPORT_AGE_MAX_NS`], whichever comes first; an executor about to park reports
 //! everything first, so at low load a tree is reported as soon as the turn that completed it
