@@ -24,8 +24,8 @@
 //! barrier (the technique of liburcu and folly's `asymmetricHeavyBarrier`). Either a waker's
 //! load of `sleepers` comes after that barrier and sees the sleeper, or its publishing store
 //! comes before it and the parker's re-check sees it. A mfence per publish was the largest
-//! cost of the ring's fast path (see `benches/results/rings.md`). Where the call is missing (or under
-//! loom and Miri) both sides use plain fences, which loom checks.
+//! cost of the ring's fast path (see `benches/results/rings.md`). Where the call is missing (or
+//! under loom and Miri) both sides use plain fences, which loom checks.
 //!
 //! Either the waker sees the sleeper, or the parker sees the new condition; and a `seq` bump
 //! between the token read and the wait makes the wait return at once. No wake-up is lost; the

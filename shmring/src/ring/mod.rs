@@ -16,9 +16,9 @@
 //! A frame longer than a cache line starts on a line boundary and is padded to whole lines.
 //! Otherwise consecutive frames share lines, and a consumer reading frame k pulls the line the
 //! producer is writing frame k + 1 into: line-aligning raised the throughput of 64-byte
-//! payloads (80-byte frames) from 26.6 to 33–37 M messages/s (`benches/results/rings.md`). Moving the
-//! lengths out of band into a descriptor lane, so a 64-byte payload is one line, was measured
-//! too and lost at 16 and 64 bytes (the descriptor lines bounce instead); it was reverted.
+//! payloads (80-byte frames) from 26.6 to 33–37 M messages/s (`benches/results/rings.md`).
+//! Moving the lengths out of band into a descriptor lane, so a 64-byte payload is one line, was
+//! measured too and lost at 16 and 64 bytes (the descriptor lines bounce instead); it was reverted.
 //!
 //! # Indices, and why the consumer reads a tail index rather than polling frame headers
 //! Positions are absolute byte counts (`u64`, never wrapping in practice); `pos & mask` is the
@@ -32,8 +32,8 @@
 //! The first version of this ring had the consumer poll the next frame's header instead (the
 //! FastForward idea: one cache-line transfer per hand-off instead of two), with the producer
 //! zeroing the header after each frame so stale bytes could not pass for one. Measured side by
-//! side (`benches/results/rings.md`), the two shapes were a wash at 64 bytes (header polling won at 16
-//! bytes one-way, lost a little throughput); the index needs neither the zeroing store nor the
+//! side (`benches/results/rings.md`), the two shapes were a wash at 64 bytes (header polling
+//! won at 16 bytes one-way, lost a little throughput); the index needs neither the zeroing store nor the
 //! slack it reserves, so it stayed. What did matter is line sharing (see Layout above).
 //!
 //! # Prefetching
