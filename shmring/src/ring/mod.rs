@@ -33,8 +33,9 @@
 //! FastForward idea: one cache-line transfer per hand-off instead of two), with the producer
 //! zeroing the header after each frame so stale bytes could not pass for one. Measured side by
 //! side (`benches/results/rings.md`), the two shapes were a wash at 64 bytes (header polling
-//! won at 16 bytes one-way, lost a little throughput); the index needs neither the zeroing store nor the
-//! slack it reserves, so it stayed. What did matter is line sharing (see Layout above).
+//! won at 16 bytes one-way, lost a little throughput); the index needs neither the zeroing
+//! store nor the slack it reserves, so it stayed. What did matter is line sharing (see Layout
+//! above).
 //!
 //! # Prefetching
 //! When the consumer is behind (the tail it cached lies beyond the frame it reads), it
