@@ -41,6 +41,7 @@
 
 use super::bufring::BufRing;
 use super::conn::Conn;
+use super::conn::credit::grant_age;
 use super::handshake::{Handshaker, PeerSlot, Setup};
 use super::op::Op;
 use super::pending::PendingHandshakes;
@@ -411,7 +412,7 @@ impl Transport {
             if let Some(g) = c.credit.grant_since
                 && !c.send.busy()
             {
-                consider(g + age);
+                consider(g + grant_age(age));
             }
             if !c.recv.held.is_empty() {
                 // Ring space appears without a completion; look again soon.

@@ -6,6 +6,7 @@
 //! once. Everything else is started by [`Transport::flush`] once per turn: control first, then
 //! batches that are due, and on inbound connections the credit owed.
 
+use super::conn::credit::grant_age;
 use super::conn::send::{Sending, Urgency};
 use super::event_loop::{Result, Transport, push_sqe};
 use super::handshake::Link;
@@ -160,7 +161,7 @@ impl Transport {
                 }
                 Direction::Inbound => conn
                     .credit
-                    .grant_due(now, age)
+                    .grant_due(now, grant_age(age))
                     .then(|| conn.start_credit_send(slot, id)),
             };
             if let Some(e) = entry {

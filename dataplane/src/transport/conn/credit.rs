@@ -9,12 +9,28 @@
 //! An outbound connection spends credit (`data_bytes`, `control_bytes`) and takes it back from
 //! credit frames, never beyond the window. An inbound connection counts the bytes it has
 //! received and not yet returned (`*_in_use_bytes`, bounded by the window it granted) and the
-//! grants it owes, sent as one credit frame when they are old or large enough.
+//! grants it owes, sent as one credit frame once they reach a quarter of a window or the oldest
+//! is [`grant_age`] old.
+//!
+//! Why a grant waits: each credit frame is a send, and at low load it wakes the sender's
+//! network thread — one wake-up for every batch or report that crossed the connection when
+//! grants went back after the batch age (50 µs). Throughput does not need them sooner: while
+//! less than a quarter of a window is owed, a sender whose bytes were all taken in still has
+//! three quarters of its window. The age bound is for liveness: a frame larger than that
+//! waits for it at most.
 
 use super::super::auth::Welcome;
 use super::super::framing::BadFrame;
 use super::super::{Direction, Limits};
 use std::time::{Duration, Instant};
+
+/// The least a grant waits, unless a quarter of a window is owed.
+pub(crate) const GRANT_AGE_MIN: Duration = Duration::from_millis(1);
+
+/// How old an owed grant may get: the batch age limit, but at least [`GRANT_AGE_MIN`].
+pub(crate) fn grant_age(batch_age: Duration) -> Duration {
+    batch_age.max(GRANT_AGE_MIN)
+}
 
 /// One connection's credit, both roles (only one is used, by [`Direction`]).
 pub(crate) struct Credit {
@@ -187,6 +203,26 @@ mod tests {
         assert_eq!(c.take_grant(), (600, 0));
         assert_eq!(c.grant_since, None);
         c.receive_data(1000).unwrap();
+    }
+
+    #[test]
+    fn a_small_grant_waits_for_the_grant_age_not_the_batch_age() {
+        let mut c = inbound();
+        let now = Instant::now();
+        c.receive_data(100).unwrap();
+        c.data_delivered(100, now);
+        let batch_age = Duration::from_micros(50);
+        let age = grant_age(batch_age);
+        assert_eq!(age, GRANT_AGE_MIN);
+        assert!(
+            !c.grant_due(now + batch_age, age),
+            "under a quarter, younger than the age"
+        );
+        assert!(c.grant_due(now + age, age));
+        assert_eq!(
+            grant_age(Duration::from_millis(5)),
+            Duration::from_millis(5)
+        );
     }
 
     #[test]
