@@ -152,6 +152,14 @@ impl Running {
     fn seg(&self) -> &WorkerSegment {
         self.coordinator.segment()
     }
+
+    /// Whether every executor is parked with nothing left in its `net_out` ring: no request
+    /// for another worker is coming until new input arrives.
+    fn executors_idle(&self) -> bool {
+        let seg = self.seg();
+        self.net_out.iter().all(|c| c.pending_bytes() == 0)
+            && (0..self.executors).all(|e| seg.metrics(e).get(scalar::PARKED) == 1)
+    }
 }
 
 /// The network thread's state.
@@ -669,6 +677,12 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
             node.push(&Message::Counters(Box::new(c)));
         }
         let moved = node.pump_out(run);
+        // With every executor parked the batches will not grow before new input: send them
+        // now, not after the batch age (a timer wake-up of this thread, and that much
+        // latency, per quiet turn).
+        if run.executors_idle() {
+            node.t.flush_now();
+        }
         let reported = node.read_reports(run);
         for f in std::mem::take(&mut node.rx.faults) {
             node.fault(f);
