@@ -35,6 +35,17 @@ fn config(tag: &str, executors: usize, ring_bytes: usize, spread: Spread) -> Loc
 
 /// Runs `spec` on a worker with the ingress on a thread.
 fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> LocalReport {
+    run_at(spec, records, seed, None, cfg)
+}
+
+/// [`run`] with the ingress paced at `rate_per_s` (None: as fast as the worker takes them).
+fn run_at(
+    spec: &Arc<AppSpec>,
+    records: u64,
+    seed: u64,
+    rate_per_s: Option<f64>,
+    cfg: &LocalConfig,
+) -> LocalReport {
     let ingress = std::sync::Mutex::new(None);
     let report = run_local_worker(
         spec.clone(),
@@ -47,7 +58,7 @@ fn run(spec: &Arc<AppSpec>, records: u64, seed: u64, cfg: &LocalConfig) -> Local
                     segment_name: name,
                     records,
                     seed,
-                    rate_per_s: None,
+                    rate_per_s,
                     stop: None,
                     source: Default::default(),
                     generator: None,
@@ -89,6 +100,25 @@ fn assert_equals_oracle(spec: &AppSpec, records: u64, seed: u64, report: &LocalR
             op.name
         );
     }
+}
+
+#[test]
+fn with_sampled_tracking_the_run_lasts_until_the_input_is_done() {
+    // One root in 2^20 tracked: the last tracked tree ends near the start. The run's elapsed
+    // time must still cover the input, paced to take at least 200 ms.
+    let spec = Arc::new(apps::builtin("syn").unwrap());
+    let cfg = LocalConfig {
+        sample_every: 1 << 20,
+        ..config("sampled", 1, 1 << 16, Spread::Even)
+    };
+    let report = run_at(&spec, 4_000, 7, Some(20_000.0), &cfg);
+    assert_equals_oracle(&spec, 4_000, 7, &report, "syn, sampled tracking");
+    assert!(report.latency.count <= 1, "{:?}", report.latency);
+    assert!(
+        report.elapsed >= Duration::from_millis(150),
+        "elapsed {:?} for 4 000 records at 20 000/s",
+        report.elapsed
+    );
 }
 
 #[test]

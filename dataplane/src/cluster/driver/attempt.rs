@@ -33,9 +33,16 @@ impl Driver<'_> {
         self.account_active();
         let last_completion = self.rx.last_completion;
         self.end_of_stream(spec)?;
-        let elapsed = fed.first_admit.map_or(Duration::ZERO, |t| {
-            last_completion.saturating_duration_since(t)
-        });
+        // To the last completion when every root was tracked; with sampled tracking the last
+        // tracked tree may end long before the input does, so then to when the workers went
+        // quiet.
+        let end = match self.barrier.input_done {
+            Some(done) if self.cfg.sample_every > 1 => done,
+            _ => last_completion,
+        };
+        let elapsed = fed
+            .first_admit
+            .map_or(Duration::ZERO, |t| end.saturating_duration_since(t));
         Ok((fed, elapsed))
     }
 

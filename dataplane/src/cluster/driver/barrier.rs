@@ -35,6 +35,9 @@ pub(super) struct Barrier {
     pub(super) summaries: Vec<WorkerSummary>,
     /// The last probe round sent (checkpoints probe too; rounds never repeat in a run).
     pub(super) round: u64,
+    /// When the workers were first quiescent at the end of the stream: every admitted root,
+    /// tracked or not, was processed by then.
+    pub(super) input_done: Option<Instant>,
 }
 
 impl Barrier {
@@ -85,6 +88,7 @@ impl Driver<'_> {
         let stall = self.cfg.stall_timeout;
         let mut round = self.barrier.round;
         self.quiesce(&mut round)?;
+        self.barrier.input_done = Some(Instant::now());
         for op in spec.topological_order() {
             let op = op as u16;
             self.broadcast(&Message::Eos { operator: op })?;

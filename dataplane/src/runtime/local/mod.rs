@@ -194,7 +194,11 @@ struct LocalFront {
     /// The ingress could not be started.
     ready_failed: bool,
     first_admit: Option<Instant>,
+    /// When the last tracked tree completed.
     last_completion: Instant,
+    /// When the worker was first found quiescent after the input ended: every admitted root,
+    /// tracked or not, was processed by then.
+    input_done: Option<Instant>,
     sampler: Sampler,
     topo: Vec<usize>,
     phase: Phase,
@@ -212,6 +216,7 @@ impl LocalFront {
             ready_failed: false,
             first_admit: None,
             last_completion: Instant::now(),
+            input_done: None,
             sampler,
             topo: spec.topological_order(),
             phase: Phase::Running,
@@ -321,6 +326,7 @@ impl LocalFront {
         let quiet = input_over && self.coordinator.quiescent();
         let next = match self.phase {
             Phase::Running if quiet => {
+                self.input_done = Some(Instant::now());
                 let control = self.coordinator.segment().control();
                 control
                     .worker_state
@@ -370,9 +376,16 @@ impl LocalFront {
         {
             self.errors.push(e);
         }
-        let elapsed = self.first_admit.map_or(Duration::ZERO, |t| {
-            self.last_completion.saturating_duration_since(t)
-        });
+        // To the last completion when every root was tracked; with sampled tracking the last
+        // tracked tree may end long before the input does, so then to when the worker went quiet.
+        let sampled = self.coordinator.segment().control().sample_every > 1;
+        let end = match self.input_done {
+            Some(done) if sampled => done,
+            _ => self.last_completion,
+        };
+        let elapsed = self
+            .first_admit
+            .map_or(Duration::ZERO, |t| end.saturating_duration_since(t));
         Ok(report::build(
             spec,
             self.coordinator.segment(),
