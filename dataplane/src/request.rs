@@ -18,7 +18,8 @@
 //!     12     2  root_home     worker that admitted the root (its latency ledger lives there)
 //!     14     2  source        executor slot that sent it (`INGRESS_SLOT`: the ingress)
 //!     16     8  key_hash      xxh3 of the key (clasp_operators::key::key_hash)
-//!     24     8  request_id    deterministic id of this request (hash of root, parent, index)
+//!     24     8  request_id    deterministic id: a hash of root, parent and index, or for a
+//!                             parent's last child its id XOR its siblings' (`ledger.rs`)
 //!     32     8  root_id       id of the root request of its tree
 //!     40     8  admitted_ns   root's admission time on root_home's clock
 //!     48     …  key, zero-padded to a multiple of 16, then the payload

@@ -23,6 +23,7 @@
 
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// One delta as it travels in a report frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +113,23 @@ impl ChildIds {
     pub fn delta(&self) -> Option<u64> {
         (!self.carried).then_some(self.owed)
     }
+}
+
+/// How long a run took, from its first admission: to the last tracked tree's completion when
+/// every root is tracked (`sample_every` 1); with sampled tracking the last tracked tree may
+/// end long before the input does, so then to `input_done`, when the workers were first found
+/// quiet after the input (every root processed), where that is known.
+pub fn run_elapsed(
+    first_admit: Option<Instant>,
+    last_completion: Instant,
+    input_done: Option<Instant>,
+    sample_every: u64,
+) -> Duration {
+    let end = match input_done {
+        Some(done) if sample_every > 1 => done,
+        _ => last_completion,
+    };
+    first_admit.map_or(Duration::ZERO, |t| end.saturating_duration_since(t))
 }
 
 /// The open ledgers of one home, and the latency of the completed trees.

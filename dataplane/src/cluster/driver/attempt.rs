@@ -6,6 +6,7 @@ use super::recovery::{self, Phase};
 use super::{DRIVER_PARK, Driver, DriverError, feed};
 use crate::cluster::control::Controller;
 use crate::routing::Slots;
+use crate::runtime::ledger::run_elapsed;
 use crate::transport::PeerId;
 use clasp_operators::AppSpec;
 use std::time::{Duration, Instant};
@@ -33,16 +34,12 @@ impl Driver<'_> {
         self.account_active();
         let last_completion = self.rx.last_completion;
         self.end_of_stream(spec)?;
-        // To the last completion when every root was tracked; with sampled tracking the last
-        // tracked tree may end long before the input does, so then to when the workers went
-        // quiet.
-        let end = match self.barrier.input_done {
-            Some(done) if self.cfg.sample_every > 1 => done,
-            _ => last_completion,
-        };
-        let elapsed = fed
-            .first_admit
-            .map_or(Duration::ZERO, |t| end.saturating_duration_since(t));
+        let elapsed = run_elapsed(
+            fed.first_admit,
+            last_completion,
+            self.barrier.input_done,
+            self.cfg.sample_every,
+        );
         Ok((fed, elapsed))
     }
 

@@ -157,8 +157,8 @@ impl Running {
     /// for another worker is coming until new input arrives.
     fn executors_idle(&self) -> bool {
         let seg = self.seg();
-        self.net_out.iter().all(|c| c.pending_bytes() == 0)
-            && (0..self.executors).all(|e| seg.metrics(e).get(scalar::PARKED) == 1)
+        (0..self.executors).all(|e| seg.metrics(e).get(scalar::PARKED) == 1)
+            && self.net_out.iter().all(|c| c.pending_bytes() == 0)
     }
 }
 
@@ -679,8 +679,9 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
         let moved = node.pump_out(run);
         // With every executor parked the batches will not grow before new input: send them
         // now, not after the batch age (a timer wake-up of this thread, and that much
-        // latency, per quiet turn).
-        if run.executors_idle() {
+        // latency, per quiet turn). Only on a turn that found no new frame: under load the
+        // executors' metrics line (written per output) is not read on every turn.
+        if moved == 0 && run.executors_idle() {
             node.t.flush_now();
         }
         let reported = node.read_reports(run);

@@ -22,7 +22,7 @@ use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, StallWatch
 use super::executor::Seat;
 use super::idle::IdlePolicy;
 use super::layout::{self, SegmentSizes, WorkerSegment};
-use super::ledger::Ledger;
+use super::ledger::{Ledger, run_elapsed};
 use super::messages::Report;
 use crate::routing::{self, Slots, Spread};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkTarget};
@@ -376,16 +376,12 @@ impl LocalFront {
         {
             self.errors.push(e);
         }
-        // To the last completion when every root was tracked; with sampled tracking the last
-        // tracked tree may end long before the input does, so then to when the worker went quiet.
-        let sampled = self.coordinator.segment().control().sample_every > 1;
-        let end = match self.input_done {
-            Some(done) if sampled => done,
-            _ => self.last_completion,
-        };
-        let elapsed = self
-            .first_admit
-            .map_or(Duration::ZERO, |t| end.saturating_duration_since(t));
+        let elapsed = run_elapsed(
+            self.first_admit,
+            self.last_completion,
+            self.input_done,
+            self.coordinator.segment().control().sample_every,
+        );
         Ok(report::build(
             spec,
             self.coordinator.segment(),
