@@ -56,6 +56,10 @@ pub struct WorkerSample {
     /// Times per second a thread of the worker went to sleep (voluntary context switches; 0:
     /// not measured). Each costs a wake-up the busy-time estimator prices on its own.
     pub sleeps_per_s: f64,
+    /// CPU µs per second the worker's threads spent inside their sleeping waits — going to
+    /// sleep and waking up, measured with thread CPU clocks (part of `cpu_us_per_s`; 0: not
+    /// measured). The busy-time estimator takes it out of the CPU it explains by requests.
+    pub sleep_cpu_us_per_s: f64,
     /// CPU-quota periods in which the worker's group was throttled in the interval (None: not
     /// capped, or not measured). Throttled, its CPU time is held at the cap: a bound, not a
     /// measurement of what its work cost.

@@ -78,6 +78,7 @@ fn interval(
             network_busy_us_per_s: 0.0,
             cpu_us_per_s: None,
             sleeps_per_s: 0.0,
+            sleep_cpu_us_per_s: 0.0,
             throttled_periods: None,
             batches_per_s: 0.0,
         })

@@ -196,6 +196,9 @@ fn a_job_that_spins_runs_to_the_oracle_beside_a_worker_that_parks() {
     // Worker 2 took the job's spin: its executors spun (and counted it apart from work).
     let spun_ns = report.totals.get("idle_spin_ns").copied().unwrap_or(0);
     assert!(spun_ns > 0, "{:?}", report.totals);
+    // Worker 1's executors parked, and what their sleeps cost was measured apart from work.
+    let slept_ns = report.totals.get("sleep_cpu_ns").copied().unwrap_or(0);
+    assert!(slept_ns > 0, "{:?}", report.totals);
 }
 
 /// Tiny batches and credit: the data window holds one small batch.

@@ -1,14 +1,20 @@
 //! The busy-time estimator: α, β, γ from every interval, saturated or not.
 //!
-//! Each worker's measured CPU time per second, less the time its operators ran, is what its
-//! chained requests and its idle housekeeping cost:
+//! Each worker's measured CPU time per second, less the time its operators ran and the time its
+//! threads spent inside their sleeping waits, is what its chained requests and its idle
+//! housekeeping cost:
 //!
-//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w`
+//! `cpu_w − E_w − P_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w + ρ·I_w`
 //!
-//! `cpu_w − E_w = c0 + α·R^l_w + β·R^r_w + γ·δ_w + ω·S_w + ρ·I_w`
-//!
-//! (the ρ·I_w term is below). `S_w` is how often the worker's threads went to sleep (voluntary context switches per
-//! second) and ω what a sleep and its wake-up cost. Beyond the paper, and needed on real
+//! (the ρ·I_w term is below). `P_w` is measured by the worker's threads themselves: each reads
+//! its CPU clock around the waits that put it to sleep (an executor's futex park, the network
+//! thread's waiting `io_uring_enter`). On a virtual machine that CPU is most of what a lightly
+//! loaded worker spends, and what one sleep costs swings with what the host does, so no
+//! coefficient on the sleep count prices it: left in `y`, it is noise many times the requests'
+//! own cost, and α and β were never identified in a live run (measured on the main job:
+//! taken out, the residual's spread halves). `S_w` is how often the worker's threads went to
+//! sleep (voluntary context switches per second) and ω what a sleep costs beyond `P_w`: the
+//! waker's side, and the switch back. Beyond the paper, and needed on real
 //! machines: at low load every request arrives alone, a thread sleeps and wakes around it, and
 //! on a virtual machine each such pair costs tens of µs of the worker's own CPU (timer and idle
 //! exits) — far more than the hand-off itself. Left out of the regression, that cost lands on
@@ -174,6 +180,9 @@ pub struct BusyRow {
     pub destinations: f64,
     /// S_w: times per second a thread of it went to sleep (0: not measured).
     pub sleeps_per_s: f64,
+    /// CPU µs per second its threads spent inside their sleeping waits (0: not measured):
+    /// taken out of `cpu_us_per_s` before the fit.
+    pub sleep_cpu_us_per_s: f64,
     /// I_w: input records per second it took in from the ingress (0: not measured).
     pub roots_per_s: f64,
     /// CPU-quota periods in which its group was throttled in the interval (None: uncapped or
@@ -194,6 +203,7 @@ impl BusyRow {
             remote_received_per_s: s.remote_received_per_s,
             destinations: s.destinations as f64,
             sleeps_per_s: s.sleeps_per_s,
+            sleep_cpu_us_per_s: s.sleep_cpu_us_per_s,
             roots_per_s: s.roots_per_s,
             throttled_periods: s.throttled_periods,
         })
@@ -216,7 +226,14 @@ impl BusyRow {
             && ok(self.remote_received_per_s.unwrap_or(0.0), MAX_RATE_PER_S)
             && ok(self.destinations, MAX_DESTINATIONS)
             && ok(self.sleeps_per_s, MAX_RATE_PER_S)
+            && ok(self.sleep_cpu_us_per_s, MAX_CPU_US_PER_S)
             && ok(self.roots_per_s, MAX_RATE_PER_S)
+    }
+
+    /// What the regression explains: the CPU left once the operators' execution and the
+    /// measured sleeping waits are taken out.
+    pub fn explained_us_per_s(&self) -> f64 {
+        self.cpu_us_per_s - self.exec_us_per_s - self.sleep_cpu_us_per_s
     }
 
     /// The regressor of β: where the receiving side was measured, the mean of the requests
@@ -369,7 +386,7 @@ impl BusyTimeEstimator {
             r.roots_per_s,
         )
         .component_mul(&self.norm);
-        let y = (r.cpu_us_per_s - r.exec_us_per_s) / self.cfg.load_scale_us_per_s;
+        let y = r.explained_us_per_s() / self.cfg.load_scale_us_per_s;
         let xxt = x * x.transpose();
         if !(xxt.iter().all(|v| v.is_finite()) && y.is_finite() && (y * y).is_finite()) {
             return false;

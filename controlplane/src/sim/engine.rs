@@ -702,6 +702,7 @@ impl Cluster {
                 cpu_us_per_s: Some((c.exec_busy_us + c.net_busy_us) * per_s),
                 // Threads that sleep and wake are not simulated: no wake-up cost to price.
                 sleeps_per_s: 0.0,
+                sleep_cpu_us_per_s: 0.0,
                 throttled_periods: None,
                 // Nor are TCP batches: a remote request's cost is all in β.
                 batches_per_s: 0.0,

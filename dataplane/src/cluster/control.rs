@@ -38,6 +38,9 @@ pub struct WorkerInterval {
     pub roots_per_s: f64,
     /// Times per second a thread of the worker went to sleep (voluntary context switches).
     pub sleeps_per_s: f64,
+    /// CPU µs per second its threads spent inside their sleeping waits (going to sleep and
+    /// waking up; part of `cpu_us_per_s`).
+    pub sleep_cpu_us_per_s: f64,
     /// CPU-quota periods in which its group was throttled during the interval (None: the
     /// worker has no cap of its own, or it was not read).
     pub throttled_periods: Option<u64>,

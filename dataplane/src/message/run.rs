@@ -149,6 +149,10 @@ pub struct Counters {
     pub cpu_ns: Option<u64>,
     /// CPU ns the executors spent spinning idle before parking (inside `cpu_ns`, not work).
     pub idle_spin_ns: u64,
+    /// CPU ns the worker's threads spent inside their sleeping waits — the executors' parks
+    /// and the network thread's waiting `io_uring_enter` (inside `cpu_ns`): what going to
+    /// sleep and waking up cost them, apart from their work.
+    pub sleep_cpu_ns: u64,
     /// Per peer: request and control frames handed to the transport, cumulative (the planner
     /// counts the distinct destinations of an interval from their differences).
     pub sent_to: Vec<(PeerId, u64)>,

@@ -73,13 +73,23 @@ fn counters() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<Option<u64>>(),
             any::<u64>(),
+            any::<u64>(),
         ),
     )
         .prop_map(
             |(
                 a,
                 (busy_ns, sent_to),
-                (queued_bytes, frames_in, cpu_ns, idle_spin_ns, sleeps, throttled_periods, batches),
+                (
+                    queued_bytes,
+                    frames_in,
+                    cpu_ns,
+                    idle_spin_ns,
+                    sleeps,
+                    throttled_periods,
+                    batches,
+                    sleep_cpu_ns,
+                ),
             )| {
                 let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
                 Message::Counters(Box::new(Counters {
@@ -92,6 +102,7 @@ fn counters() -> impl Strategy<Value = Message> {
                     busy_ns,
                     cpu_ns,
                     idle_spin_ns,
+                    sleep_cpu_ns,
                     sent_to,
                     queued_bytes,
                     frames_in,

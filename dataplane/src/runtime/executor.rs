@@ -433,16 +433,19 @@ impl Executor {
         m.add(scalar::PARKS, 1);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        // A wait that may spin burns CPU that is not work: measured, so the planner's CPU
-        // figure can leave it out. A parking-only wait costs ~nothing and is not measured.
-        let spin_from_ns = self.policy.spins().then(crate::clock::thread_cpu_ns);
+        // The wait's own CPU is measured: a spin burns CPU that is not work (the planner's CPU
+        // figure leaves it out), and a park costs the kernel's way to sleep and back — on a
+        // virtual machine most of what a lightly loaded worker spends, which the busy-time
+        // estimator must not read as the cost of requests.
+        let from_ns = crate::clock::thread_cpu_ns();
         let result = self.inputs.wait(self.policy, timeout);
-        if let Some(from) = spin_from_ns {
-            m.add(
-                scalar::IDLE_SPIN_NS,
-                crate::clock::thread_cpu_ns().saturating_sub(from),
-            );
-        }
+        let wait_cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(from_ns);
+        let counter = if self.policy.spins() {
+            scalar::IDLE_SPIN_NS
+        } else {
+            scalar::SLEEP_CPU_NS
+        };
+        m.add(counter, wait_cpu_ns);
         m.set(scalar::PARKED, 0);
         m.add(scalar::WAKEUPS, 1);
         match result {

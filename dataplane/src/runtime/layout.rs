@@ -214,6 +214,8 @@ pub mod scalar {
     pub const TIMING_OUTLIERS: usize = 13;
     /// CPU ns spent spinning idle before parking (thread CPU over waits that may spin).
     pub const IDLE_SPIN_NS: usize = 14;
+    /// CPU ns spent going to sleep and waking up (thread CPU over waits that park at once).
+    pub const SLEEP_CPU_NS: usize = 15;
     /// Number of scalar slots.
     pub const COUNT: usize = 16;
 }

@@ -47,7 +47,7 @@ pub(crate) fn merge(operators: usize, results: Vec<ExecutorResult>) -> Merged {
 }
 
 /// Counters every worker reports in its totals, by name.
-pub(crate) const TOTALS: [(&str, usize); 11] = [
+pub(crate) const TOTALS: [(&str, usize); 12] = [
     ("parks", scalar::PARKS),
     ("wakeups", scalar::WAKEUPS),
     ("frames_in", scalar::FRAMES_IN),
@@ -59,6 +59,7 @@ pub(crate) const TOTALS: [(&str, usize); 11] = [
     ("cpu_ns", scalar::CPU_NS),
     ("timing_outliers", scalar::TIMING_OUTLIERS),
     ("idle_spin_ns", scalar::IDLE_SPIN_NS),
+    ("sleep_cpu_ns", scalar::SLEEP_CPU_NS),
 ];
 
 /// The counters `names` summed over the executors of `seg`.

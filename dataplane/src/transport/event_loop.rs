@@ -287,7 +287,13 @@ impl Transport {
         } else {
             let wait = self.next_deadline().map_or(timeout, |d| d.min(timeout));
             let arrived = self.spin_for_completion(wait);
-            self.enter((!arrived).then_some(wait))?;
+            if arrived {
+                self.enter(None)?;
+            } else {
+                let from_ns = crate::clock::thread_cpu_ns();
+                self.enter(Some(wait))?;
+                self.counters.sleep_cpu_ns += crate::clock::thread_cpu_ns().saturating_sub(from_ns);
+            }
             self.work(inbound)?;
             self.busy = self.delivered_this_turn >= COALESCE_AFTER;
             // What the wake-up queued (typically the next batch, now that the last send

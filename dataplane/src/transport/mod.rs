@@ -245,6 +245,9 @@ pub struct TransportCounters {
     pub turns: u64,
     /// Thread CPU ns spent watching the ring before waiting (the idle spin; not work).
     pub idle_spin_ns: u64,
+    /// Thread CPU ns spent inside the `io_uring_enter` calls that waited after a quiet turn:
+    /// going to sleep, waking, and the completion work the kernel ran on the way back.
+    pub sleep_cpu_ns: u64,
     /// Whether receive uses multishot into provided buffers (false: plain recv).
     pub multishot: bool,
 }

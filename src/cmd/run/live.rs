@@ -140,6 +140,7 @@ impl Live {
             network_busy_us_per_s: 0.0,
             cpu_us_per_s: w.cpu_us_per_s,
             sleeps_per_s: w.sleeps_per_s,
+            sleep_cpu_us_per_s: w.sleep_cpu_us_per_s,
             throttled_periods: w.throttled_periods,
             batches_per_s: w.batches_per_s,
         }
@@ -595,6 +596,7 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         destinations: w.destinations,
         busy_us_per_s: w.busy_us_per_s,
         sleeps_per_s: w.sleeps_per_s,
+        sleep_cpu_us_per_s: w.sleep_cpu_us_per_s,
         throttled_periods: w.throttled_periods,
         batches_per_s: w.batches_per_s,
     };

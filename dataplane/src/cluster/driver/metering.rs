@@ -139,6 +139,9 @@ impl Driver<'_> {
                 queued_bytes: c.queued_bytes,
                 destinations,
                 sleeps_per_s: c.sleeps.saturating_sub(p.sleeps) as f64 / wdt,
+                sleep_cpu_us_per_s: c.sleep_cpu_ns.saturating_sub(p.sleep_cpu_ns) as f64
+                    / wdt
+                    / 1000.0,
                 batches_per_s: c.batches.saturating_sub(p.batches) as f64 / wdt,
                 throttled_periods: c
                     .throttled_periods

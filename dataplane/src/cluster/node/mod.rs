@@ -146,6 +146,8 @@ struct Running {
     snap: snapshot::Snapshots,
     /// The transport's idle-spin counter when the job started.
     net_spin_from_ns: u64,
+    /// The transport's sleep-CPU counter when the job started.
+    net_sleep_cpu_from_ns: u64,
 }
 
 impl Running {
@@ -638,6 +640,7 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
     node.t
         .set_idle_spin(start::idle_policy(cfg, job).network_spin());
     run.net_spin_from_ns = node.t.counters().idle_spin_ns;
+    run.net_sleep_cpu_from_ns = node.t.counters().sleep_cpu_ns;
     run.peers = peers;
     Ok(run)
 }

@@ -156,6 +156,7 @@ pub(super) fn start_executors(
         throttling: crate::cpu_usage::Throttling::detect(),
         snap,
         net_spin_from_ns: 0,
+        net_sleep_cpu_from_ns: 0,
     })
 }
 

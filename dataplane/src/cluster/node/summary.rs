@@ -30,14 +30,13 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         }
         c.busy_ns += m.get(scalar::BUSY_NS);
         c.idle_spin_ns += m.get(scalar::IDLE_SPIN_NS);
+        c.sleep_cpu_ns += m.get(scalar::SLEEP_CPU_NS);
         c.frames_in += m.get(scalar::FRAMES_IN);
     }
-    // The network thread's idle spin in this job, like the executors'.
-    c.idle_spin_ns += node
-        .t
-        .counters()
-        .idle_spin_ns
-        .saturating_sub(run.net_spin_from_ns);
+    // The network thread's idle spin and sleeps in this job, like the executors'.
+    let net = node.t.counters();
+    c.idle_spin_ns += net.idle_spin_ns.saturating_sub(run.net_spin_from_ns);
+    c.sleep_cpu_ns += net.sleep_cpu_ns.saturating_sub(run.net_sleep_cpu_from_ns);
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
     c.throttled_periods = run.throttling.read_periods();

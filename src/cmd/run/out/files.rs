@@ -45,7 +45,7 @@ const MIGRATION_HEADER: [&str; 14] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 13] = [
+const WORKER_HEADER: [&str; 14] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -59,9 +59,10 @@ const WORKER_HEADER: [&str; 13] = [
     "roots_per_s",
     "throttled_periods",
     "batches_per_s",
+    "sleep_cpu_us_per_s",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 13] {
+fn worker_fields(r: &WorkerRow) -> [String; 14] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -78,6 +79,7 @@ fn worker_fields(r: &WorkerRow) -> [String; 13] {
             .map(|n| n.to_string())
             .unwrap_or_default(),
         r.batches_per_s.to_string(),
+        r.sleep_cpu_us_per_s.to_string(),
     ]
 }
 

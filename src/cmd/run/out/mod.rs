@@ -116,6 +116,8 @@ pub struct WorkerRow {
     pub busy_us_per_s: f64,
     /// Times per second a thread of the worker went to sleep (voluntary context switches).
     pub sleeps_per_s: f64,
+    /// CPU µs per second its threads spent going to sleep and waking up (in `cpu_us_per_s`).
+    pub sleep_cpu_us_per_s: f64,
     /// CPU-quota periods in which its group was throttled in the interval (None: uncapped).
     pub throttled_periods: Option<u64>,
     /// TCP batches per second its transport sent and received.

@@ -98,6 +98,7 @@ pub(super) fn record() -> RunRecord {
                 destinations: i % 2,
                 busy_us_per_s: 200_000.0,
                 sleeps_per_s: 3_000.0,
+                sleep_cpu_us_per_s: 60_000.0,
                 throttled_periods: Some((i % 3) as u64),
                 batches_per_s: 2_000.0,
             })
