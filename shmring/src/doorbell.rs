@@ -33,6 +33,34 @@
 
 use crate::sync::{AtomicU32, Ordering};
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// CPU ns the calling thread has spent inside [`Doorbell::park`]'s futex wait.
+    static PARK_CPU_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// CPU ns the calling thread has spent inside doorbell parks, cumulative: what going to sleep
+/// and waking up cost it (a system call, a context switch each way and, on a virtual machine,
+/// the exits around them), apart from its work. Read it before and after a wait; the clock is
+/// read only around a park that calls the kernel, never on a wait that finds its condition met.
+pub fn thread_park_cpu_ns() -> u64 {
+    #[cfg(not(loom))]
+    {
+        PARK_CPU_NS.with(|c| c.get())
+    }
+    #[cfg(loom)]
+    {
+        0
+    }
+}
+
+/// CPU time of the calling thread (user + system), in nanoseconds.
+#[cfg(not(loom))]
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// The fences of the park protocol: plain on both sides, or asymmetric (see the module docs).
 #[cfg(not(any(loom, miri)))]
 pub(crate) mod barrier {
@@ -216,12 +244,15 @@ impl Doorbell {
             });
             // Not FUTEX_PRIVATE: the word may be shared between processes. EAGAIN (the word
             // moved), EINTR and ETIMEDOUT all mean "re-check", so the result is ignored.
+            let from_ns = thread_cpu_ns();
             let _ = rustix::thread::futex::wait(
                 &self.seq,
                 rustix::thread::futex::Flags::empty(),
                 token.0,
                 ts.as_ref(),
             );
+            let spent_ns = thread_cpu_ns().saturating_sub(from_ns);
+            PARK_CPU_NS.with(|c| c.set(c.get().wrapping_add(spent_ns)));
         }
         #[cfg(loom)]
         {

@@ -433,19 +433,20 @@ impl Executor {
         m.add(scalar::PARKS, 1);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        // The wait's own CPU is measured: a spin burns CPU that is not work (the planner's CPU
-        // figure leaves it out), and a park costs the kernel's way to sleep and back — on a
-        // virtual machine most of what a lightly loaded worker spends, which the busy-time
-        // estimator must not read as the cost of requests.
-        let from_ns = crate::clock::thread_cpu_ns();
+        // A spin burns CPU that is not work: measured, so the planner's CPU figure can leave it
+        // out. A park costs the kernel's way to sleep and back — on a virtual machine most of
+        // what a lightly loaded worker spends, which the busy-time estimator must not read as
+        // the cost of requests: the doorbell measures it, only when it calls the kernel (a
+        // clock read is a system call here, and a busy executor goes idle often).
+        let spin_from_ns = self.policy.spins().then(crate::clock::thread_cpu_ns);
+        let parked_from_ns = clasp_shmring::thread_park_cpu_ns();
         let result = self.inputs.wait(self.policy, timeout);
-        let wait_cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(from_ns);
-        let counter = if self.policy.spins() {
-            scalar::IDLE_SPIN_NS
-        } else {
-            scalar::SLEEP_CPU_NS
-        };
-        m.add(counter, wait_cpu_ns);
+        let parked_ns = clasp_shmring::thread_park_cpu_ns().wrapping_sub(parked_from_ns);
+        if let Some(from) = spin_from_ns {
+            let waited_ns = crate::clock::thread_cpu_ns().saturating_sub(from);
+            m.add(scalar::IDLE_SPIN_NS, waited_ns.saturating_sub(parked_ns));
+        }
+        m.add(scalar::SLEEP_CPU_NS, parked_ns);
         m.set(scalar::PARKED, 0);
         m.add(scalar::WAKEUPS, 1);
         match result {

@@ -212,9 +212,10 @@ pub mod scalar {
     pub const CPU_NS: usize = 12;
     /// Sampled execution times left out as preemptions (which: `runtime/executor/timing.rs`).
     pub const TIMING_OUTLIERS: usize = 13;
-    /// CPU ns spent spinning idle before parking (thread CPU over waits that may spin).
+    /// CPU ns spent spinning idle before parking (thread CPU over waits that may spin, less
+    /// their parks).
     pub const IDLE_SPIN_NS: usize = 14;
-    /// CPU ns spent going to sleep and waking up (thread CPU over waits that park at once).
+    /// CPU ns spent going to sleep and waking up (thread CPU inside doorbell parks).
     pub const SLEEP_CPU_NS: usize = 15;
     /// Number of scalar slots.
     pub const COUNT: usize = 16;
