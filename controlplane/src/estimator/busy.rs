@@ -58,7 +58,18 @@
 //! combination is known), (2) at least `min_rows` rows had the regressor > 0, and (3) its
 //! standard error (from the weighted residuals) is at most `max_relative_error` of its value;
 //! and, to become identified the first time, (4) the interval's own rows carry the regressor
-//! (where every row with it was throttled, it would be learnt with no sample behind it).
+//! (a cost that crossed the bounds on older rows alone would be learnt with no sample behind
+//! it).
+//!
+//! Rows of throttled workers are used like any other. A throttled row's CPU is the cap, but
+//! its counts are the work that CPU did, not the work the worker was offered, so the row is a
+//! measurement, not a censored one. They were left out once, on the argument that at the cap
+//! a worker does more per wake-up and its requests cost less: with the sleeping CPU measured
+//! and taken out, the data say the opposite — a request costs a capped worker more at its cap
+//! (stalled every quota period, it restarts on cold caches), and those rows are where
+//! placement binds. Left out, the estimator learnt the costs of a lightly loaded worker from
+//! the few rows left (β 0.09–0.11 µs where the cap's rows say 0.2–0.3), and the planner packed
+//! the peak onto workers that could not carry it.
 //! An unidentified coefficient reports its prior and 0 samples — never a value the data cannot
 //! support. Each coefficient is clamped to [0, `max_prior_multiple` × prior].
 
@@ -186,7 +197,7 @@ pub struct BusyRow {
     /// I_w: input records per second it took in from the ingress (0: not measured).
     pub roots_per_s: f64,
     /// CPU-quota periods in which its group was throttled in the interval (None: uncapped or
-    /// not measured). A throttled row's CPU is held at the cap — censored — and is left out.
+    /// not measured). Counted, and used like any other row (see the module docs).
     pub throttled_periods: Option<u64>,
 }
 
@@ -209,9 +220,8 @@ impl BusyRow {
         })
     }
 
-    /// Whether the kernel throttled the worker in the interval: its CPU time then says what the
-    /// cap allowed, not what its work cost (at the cap a worker also does more per wake-up,
-    /// so the same counts cost less than they would uncapped — a row no linear model fits).
+    /// Whether the kernel throttled the worker in the interval: its CPU time is then the cap,
+    /// and its counts what that CPU did.
     pub fn throttled(&self) -> bool {
         self.throttled_periods.is_some_and(|n| n > 0)
     }
@@ -327,8 +337,8 @@ impl BusyTimeEstimator {
     }
 
     /// One interval's rows (one per worker with a measured CPU time): forgets the older rows
-    /// by one step, adds these, and re-solves. Implausible rows are skipped and counted, and so
-    /// are throttled ones (censored: see [`BusyRow::throttled`]).
+    /// by one step, adds these, and re-solves. Implausible rows are skipped and counted; rows of
+    /// throttled workers are used, and counted too.
     pub fn observe_interval(&mut self, rows: &[BusyRow]) {
         let f = self.cfg.forgetting;
         self.info *= f;
@@ -337,10 +347,9 @@ impl BusyTimeEstimator {
         self.weight *= f;
         let mut positive = [0usize; 3];
         for r in rows {
-            if r.throttled() {
-                self.rows_throttled += 1;
-            } else if self.add_row(r) {
+            if self.add_row(r) {
                 self.rows_used += 1;
+                self.rows_throttled += usize::from(r.throttled());
                 let regs = [r.local_per_s, r.remote_regressor(), r.destinations];
                 for (p, v) in positive.iter_mut().zip(regs) {
                     *p += usize::from(v > 0.0);
@@ -357,8 +366,8 @@ impl BusyTimeEstimator {
         let held_before = self.held;
         self.refresh();
         // A cost first becomes learnt only in an interval whose rows carry its regressor: one
-        // that crossed the bounds on other rows alone (every row with it throttled) would be
-        // reported with no sample behind it.
+        // that crossed the bounds on older rows alone would be reported with no sample behind
+        // it.
         for i in 0..3 {
             if self.identified[i] && held_before[i].is_none() && positive[i] == 0 {
                 self.identified[i] = false;
@@ -577,7 +586,7 @@ impl BusyTimeEstimator {
         (self.rows_used, self.rows_skipped)
     }
 
-    /// Rows left out because their worker was throttled (CPU held at its cap).
+    /// Of the rows used, those whose worker was throttled (at its cap in the interval).
     pub fn rows_throttled(&self) -> usize {
         self.rows_throttled
     }
