@@ -440,7 +440,19 @@ impl Executor {
         // clock read is a system call here, and a busy executor goes idle often).
         let spin_from_ns = self.policy.spins().then(crate::clock::thread_cpu_ns);
         let parked_from_ns = clasp_shmring::thread_park_cpu_ns();
-        let result = self.inputs.wait(self.policy, timeout);
+        // Frames waiting for room in an output ring stop the executor taking new roots, whose
+        // ring is then never empty: a wait on the inputs would return at once, and the
+        // executor spun millions of times a second on the CPU its network thread needed to
+        // drain that output (a capped WC worker that sends every word: 72 million turns in
+        // 27 s, half its throughput). So it waits for the room instead; its other inputs are
+        // looked at after the wait, at the latest after the retry interval.
+        let result = if overflow_bytes > 0 {
+            let own = self.engine.out.executor_lane(self.engine.me);
+            self.engine.out.wait_for_space(own, self.policy, timeout);
+            Ok(())
+        } else {
+            self.inputs.wait(self.policy, timeout)
+        };
         let parked_ns = clasp_shmring::thread_park_cpu_ns().wrapping_sub(parked_from_ns);
         if let Some(from) = spin_from_ns {
             let waited_ns = crate::clock::thread_cpu_ns().saturating_sub(from);

@@ -8,8 +8,9 @@
 //! which the lane carries ([`Wake`]); the caller asks [`Outbound::is_remote`] only to count.
 
 use super::NetLink;
-use clasp_shmring::{Error as RingError, Producer, ShmRing};
+use clasp_shmring::{Error as RingError, Producer, ShmRing, WaitPolicy};
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// A lane of an [`Outbound`]: lanes `0..executors` are the executors of this worker (by
 /// index), the one after them the network thread's (cluster mode).
@@ -113,6 +114,27 @@ impl Outbound {
     pub(crate) fn is_remote(&self, lane: Lane) -> bool {
         debug_assert!(lane.0 < self.executors || Some(lane) == self.network);
         lane.0 >= self.executors
+    }
+
+    /// Waits until the first lane other than `own` (the caller's own ring, which only it
+    /// drains) with frames in its overflow has room for the oldest of them, at most `timeout`;
+    /// at once when no such overflow waits. Its consumer rings the ring's space doorbell as it
+    /// frees room. A consumer that closed or died ends the wait: what becomes of its frames is
+    /// decided where that is noticed, not here.
+    pub(crate) fn wait_for_space(
+        &mut self,
+        own: Lane,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+    ) {
+        let Some(ring) = (self.rings.iter_mut().enumerate())
+            .find(|(i, r)| *i != own.0 && !r.overflow.is_empty())
+            .map(|(_, r)| r)
+        else {
+            return;
+        };
+        let len = ring.overflow.front().map_or(0, |f| f.len());
+        let _ = ring.producer.wait_for_space(len, policy, timeout);
     }
 
     /// Bytes waiting in every lane's overflow.
@@ -262,5 +284,50 @@ mod tests {
         assert_eq!(seen, (0..200).collect::<Vec<_>>());
         assert_eq!(out.overflow_bytes(), 0);
         assert!(!out.has_overflow(lane));
+    }
+
+    #[test]
+    fn a_blocked_executor_waits_for_room_in_the_ring_it_overflowed_not_in_its_own() {
+        let (seg, mut out) = outbound("space");
+        let (own, other) = (out.executor_lane(0), out.executor_lane(1));
+        while !out.has_overflow(other) {
+            assert!(!matches!(
+                out.send_with(other, 64, |_| {}),
+                Sent::Dropped(_)
+            ));
+        }
+        out.publish();
+        let long = Duration::from_secs(30);
+        // Its own ring's overflow is never waited for: only the executor itself drains it.
+        let (_seg2, mut alone) = outbound("space-own");
+        while !alone.has_overflow(own) {
+            assert!(!matches!(
+                alone.send_with(own, 64, |_| {}),
+                Sent::Dropped(_)
+            ));
+        }
+        let t = std::time::Instant::now();
+        alone.wait_for_space(own, WaitPolicy::PARK, Some(long));
+        assert!(t.elapsed() < long, "waited on its own ring");
+        // The other lane's consumer frees room from another thread: the wait ends then, not at
+        // its timeout.
+        let mut reader = seg.segment.consumer(seg.index.exec(0, 1)).expect("a ring");
+        let freed = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let mut n = 0;
+            reader.pop_batch(usize::MAX, |_| n += 1).expect("frames");
+            n
+        });
+        let t = std::time::Instant::now();
+        out.wait_for_space(own, WaitPolicy::PARK, Some(long));
+        assert!(
+            t.elapsed() < long,
+            "the consumer's room did not end the wait"
+        );
+        assert!(freed.join().expect("the reader") > 0);
+        assert!(
+            out.drain_overflow() > 0,
+            "room for the oldest frame after the wait"
+        );
     }
 }
