@@ -42,8 +42,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
     /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
-    /// 250000 on uncapped workers; on capped ones 300000 × F (with F = 0.3, about 1.4× what
-    /// one worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
+    /// 250000 on uncapped workers; on capped ones 600000 × F (with F = 0.3, 1.4–1.6× what one
+    /// worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
     #[arg(long)]
     pub(crate) peak_rate: Option<f64>,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
