@@ -109,19 +109,33 @@ fn recovers_alpha_beta_gamma_within_10_percent_at_30_percent_load() {
     }
 }
 
-fn recovers_with_seed(seed: u64) {
-    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+/// 36 s of intervals at about 30 % load whose placement changes every 3 s (12 intervals of
+/// 250 ms): 1, 2, 3, 2, 1, … workers; each interval's rows pass through `rows` (as a worker
+/// would report them) before the estimator sees them. Returns how many rows it saw.
+fn observe_changing_placements(
+    est: &mut BusyTimeEstimator,
+    seed: u64,
+    mut rows: impl FnMut(&mut SimRng, Vec<BusyRow>) -> Vec<BusyRow>,
+) -> usize {
     let mut rng = SimRng::new(seed);
-    let mut t_s = 0.0;
-    // Placements change every 3 s (12 intervals of 250 ms): 1, 2, 3, 2, 1, …
+    let (mut t_s, mut seen) = (0.0, 0);
     for phase in 0..12 {
         let n = [1, 2, 3, 2][phase % 4];
         for _ in 0..12 {
             t_s += 0.25;
             let rate = rate_at_30_percent(&mut rng, n);
-            est.observe_interval(&interval(&mut rng, t_s, n, rate, true));
+            let iv = interval(&mut rng, t_s, n, rate, true);
+            let iv = rows(&mut rng, iv);
+            seen += iv.len();
+            est.observe_interval(&iv);
         }
     }
+    seen
+}
+
+fn recovers_with_seed(seed: u64) {
+    let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
+    observe_changing_placements(&mut est, seed, |_, rows| rows);
     let c = est.costs();
     assert_eq!(
         est.identified(),
@@ -167,21 +181,13 @@ fn with_sleeping_cpu(rng: &mut SimRng, rows: Vec<BusyRow>, measured: bool) -> Ve
         .collect()
 }
 
-/// The largest relative error of α and β after the 1, 2, 3, 2 placements of
-/// [`recovers_with_seed`], with sleeping CPU in every row.
+/// The largest relative error of α and β after [`observe_changing_placements`], with sleeping
+/// CPU in every row.
 fn alpha_beta_error_with_sleeping_cpu(seed: u64, measured: bool) -> (f64, [bool; 3]) {
     let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
-    let mut rng = SimRng::new(seed);
-    let mut t_s = 0.0;
-    for phase in 0..12 {
-        let n = [1, 2, 3, 2][phase % 4];
-        for _ in 0..12 {
-            t_s += 0.25;
-            let rate = rate_at_30_percent(&mut rng, n);
-            let rows = interval(&mut rng, t_s, n, rate, true);
-            est.observe_interval(&with_sleeping_cpu(&mut rng, rows, measured));
-        }
-    }
+    observe_changing_placements(&mut est, seed, |rng, rows| {
+        with_sleeping_cpu(rng, rows, measured)
+    });
     let c = est.costs();
     let err = |got: f64, want: f64| ((got - want) / want).abs();
     (
@@ -245,19 +251,7 @@ fn capped(rows: Vec<BusyRow>) -> Vec<BusyRow> {
 #[test]
 fn throttled_rows_are_used_for_the_work_they_did() {
     let mut est = BusyTimeEstimator::new(PRIORS, BusyTimeConfig::default());
-    let mut rng = SimRng::new(7);
-    let mut t_s = 0.0;
-    let mut rows_in = 0;
-    for phase in 0..12 {
-        let n = [1, 2, 3, 2][phase % 4];
-        for _ in 0..12 {
-            t_s += 0.25;
-            let rate = rate_at_30_percent(&mut rng, n);
-            let rows = capped(interval(&mut rng, t_s, n, rate, true));
-            rows_in += rows.len();
-            est.observe_interval(&rows);
-        }
-    }
+    let rows_in = observe_changing_placements(&mut est, 7, |_, rows| capped(rows));
     let throttled = est.rows_throttled();
     let (used, skipped) = est.rows();
     assert!(throttled > 20, "{throttled} throttled");
