@@ -35,6 +35,7 @@ pub struct DriverMetrics {
     cpu: Seconds,
     busy: Seconds,
     sleeps: Count,
+    sleep_cpu: Seconds,
     frames_in: Count,
     queued_bytes: Level,
     rates: Level,
@@ -62,6 +63,7 @@ impl DriverMetrics {
             cpu: Seconds::default(),
             busy: Seconds::default(),
             sleeps: Count::default(),
+            sleep_cpu: Seconds::default(),
             frames_in: Count::default(),
             queued_bytes: Level::default(),
             rates: Level::default(),
@@ -110,6 +112,11 @@ impl DriverMetrics {
             "worker_sleeps",
             "Times a thread of a worker went to sleep (voluntary context switches)",
             self.sleeps.clone(),
+        );
+        r.register(
+            "worker_sleep_cpu_seconds",
+            "CPU time a worker's threads spent going to sleep and waking up (in its CPU time)",
+            self.sleep_cpu.clone(),
         );
         r.register(
             "worker_frames_in",
@@ -249,6 +256,9 @@ impl DriverMetrics {
         self.sleeps
             .get_or_create(&w)
             .inc_by(inc(now.sleeps, p.sleeps));
+        self.sleep_cpu
+            .get_or_create(&w)
+            .inc_by(inc(now.sleep_cpu_ns, p.sleep_cpu_ns) as f64 / 1e9);
         self.frames_in
             .get_or_create(&w)
             .inc_by(inc(now.frames_in, p.frames_in));
