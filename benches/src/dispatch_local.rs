@@ -141,12 +141,12 @@ impl Deploy {
     };
 }
 
-/// Runs SYN on an in-process worker with the ingress on a thread.
 /// Roots in flight in the SYN runs (the default bound of `clasp local`).
 const IN_FLIGHT_ROOTS: u64 = 4096;
 /// 1 in this many roots tracked in the run that tracking's cost is measured against.
 pub const SPARSE_SAMPLE: u64 = 64;
 
+/// Runs SYN on an in-process worker with the ingress on a thread.
 pub(crate) fn run_syn(
     spec: &Arc<AppSpec>,
     deploy: Deploy,

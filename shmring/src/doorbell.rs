@@ -56,8 +56,7 @@ pub fn thread_park_cpu_ns() -> u64 {
 
 /// CPU time of the calling thread (user + system), in nanoseconds (0 under Miri, which does
 /// not model thread CPU clocks).
-#[cfg(not(loom))]
-fn thread_cpu_ns() -> u64 {
+pub fn thread_cpu_ns() -> u64 {
     if cfg!(miri) {
         return 0;
     }

@@ -448,7 +448,8 @@ impl Executor {
         // looked at after the wait, at the latest after the retry interval.
         let result = if overflow_bytes > 0 {
             let own = self.engine.out.executor_lane(self.engine.me);
-            self.engine.out.wait_for_space(own, self.policy, timeout);
+            // No room by the timeout is not an error: the next turn retries.
+            let _room = self.engine.out.wait_for_space(own, self.policy, timeout);
             Ok(())
         } else {
             self.inputs.wait(self.policy, timeout)

@@ -117,24 +117,25 @@ impl Outbound {
     }
 
     /// Waits until the first lane other than `own` (the caller's own ring, which only it
-    /// drains) with frames in its overflow has room for the oldest of them, at most `timeout`;
-    /// at once when no such overflow waits. Its consumer rings the ring's space doorbell as it
-    /// frees room. A consumer that closed or died ends the wait: what becomes of its frames is
-    /// decided where that is noticed, not here.
+    /// drains) with frames in its overflow has room for the oldest of them, at most `timeout`.
+    /// Whether there is room now (true at once when no such overflow waits; false after the
+    /// timeout). Its consumer rings the ring's space doorbell as it frees room. A consumer
+    /// that closed or died ends the wait (false): what becomes of its frames is decided where
+    /// that is noticed, not here.
     pub(crate) fn wait_for_space(
         &mut self,
         own: Lane,
         policy: WaitPolicy,
         timeout: Option<Duration>,
-    ) {
+    ) -> bool {
         let Some(ring) = (self.rings.iter_mut().enumerate())
             .find(|(i, r)| *i != own.0 && !r.overflow.is_empty())
             .map(|(_, r)| r)
         else {
-            return;
+            return true;
         };
         let len = ring.overflow.front().map_or(0, |f| f.len());
-        let _ = ring.producer.wait_for_space(len, policy, timeout);
+        ring.producer.wait_for_space(len, policy, timeout).is_ok()
     }
 
     /// Bytes waiting in every lane's overflow.
@@ -297,8 +298,10 @@ mod tests {
             ));
         }
         out.publish();
-        let long = Duration::from_secs(30);
-        // Its own ring's overflow is never waited for: only the executor itself drains it.
+        // Nobody drains the other ring yet: no room by the (zero) timeout.
+        assert!(!out.wait_for_space(own, WaitPolicy::PARK, Some(Duration::ZERO)));
+        // Its own ring's overflow is never waited for — only the executor itself drains it —
+        // so with nothing else overflowing there is nothing to wait for.
         let (_seg2, mut alone) = outbound("space-own");
         while !alone.has_overflow(own) {
             assert!(!matches!(
@@ -306,25 +309,18 @@ mod tests {
                 Sent::Dropped(_)
             ));
         }
-        let t = std::time::Instant::now();
-        alone.wait_for_space(own, WaitPolicy::PARK, Some(long));
-        assert!(t.elapsed() < long, "waited on its own ring");
-        // The other lane's consumer frees room from another thread: the wait ends then, not at
-        // its timeout.
+        assert!(alone.wait_for_space(own, WaitPolicy::PARK, Some(Duration::ZERO)));
+        // The other lane's consumer frees room from another thread: the wait ends with room.
         let mut reader = seg.segment.consumer(seg.index.exec(0, 1)).expect("a ring");
         let freed = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             let mut n = 0;
             reader.pop_batch(usize::MAX, |_| n += 1).expect("frames");
-            n
+            // The reader stays open until joined: a closed ring also ends the wait (no room).
+            (n, reader)
         });
-        let t = std::time::Instant::now();
-        out.wait_for_space(own, WaitPolicy::PARK, Some(long));
-        assert!(
-            t.elapsed() < long,
-            "the consumer's room did not end the wait"
-        );
-        assert!(freed.join().expect("the reader") > 0);
+        assert!(out.wait_for_space(own, WaitPolicy::PARK, Some(Duration::from_secs(30))));
+        assert!(freed.join().expect("the reader").0 > 0);
         assert!(
             out.drain_overflow() > 0,
             "room for the oldest frame after the wait"
