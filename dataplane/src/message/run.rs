@@ -206,7 +206,8 @@ pub struct LedgerDelta {
     pub root_id: u64,
     /// XOR of the processed request's id and its children's ids.
     pub xor: u64,
-    /// The root's admission time (ns, CLOCK_MONOTONIC; 0: not an input).
+    /// The root's admission time (ns, CLOCK_MONOTONIC; 0: not an input), moved later by how
+    /// long the delta waited at the worker before it was sent (see [`Delta`]).
     pub admitted_ns: u64,
 }
 

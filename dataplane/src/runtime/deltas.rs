@@ -18,24 +18,37 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// Deltas waiting to be reported, combined per root while they wait.
 #[derive(Default)]
 pub(crate) struct PendingDeltas {
-    list: Vec<Delta>,
+    list: Vec<Waiting>,
     /// root id → its delta's index in `list` (for deltas not yet drained).
     index: HashMap<u64, usize, BuildHasherDefault<RootIdHasher>>,
 }
 
+/// A waiting delta and when the newest of its parts was written by its executor.
+struct Waiting {
+    delta: Delta,
+    written_ns: u64,
+}
+
 impl PendingDeltas {
-    /// Adds a delta, XORed into the one already waiting for its root if there is one.
+    /// Adds a delta its executor wrote at `written_ns`, XORed into the one already waiting for
+    /// its root if there is one.
     #[inline]
-    pub(crate) fn push(&mut self, d: Delta) {
+    pub(crate) fn push(&mut self, d: Delta, written_ns: u64) {
         match self.index.get(&d.root_id) {
             Some(&i) => {
                 let waiting = &mut self.list[i];
-                debug_assert_eq!(waiting.root_id, d.root_id);
-                waiting.xor ^= d.xor;
+                debug_assert_eq!(waiting.delta.root_id, d.root_id);
+                waiting.delta.xor ^= d.xor;
+                // The newest part is the one that can close the tree: its wait is the one
+                // taken off (an older part's would understate nothing but overstate the wait).
+                waiting.written_ns = waiting.written_ns.max(written_ns);
             }
             None => {
                 self.index.insert(d.root_id, self.list.len());
-                self.list.push(d);
+                self.list.push(Waiting {
+                    delta: d,
+                    written_ns,
+                });
             }
         }
     }
@@ -44,11 +57,23 @@ impl PendingDeltas {
         self.list.len()
     }
 
-    /// Takes the first `n` waiting deltas. Those left stay waiting but are no longer combined
-    /// with new ones (a root's later delta is then reported apart: still exact).
-    pub(crate) fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Delta> {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Takes every waiting delta for sending at `now_ns`, each root's admission time moved
+    /// later by how long its delta waited since its executor wrote it (roots that are not
+    /// inputs, admitted at 0, stay at 0): the receiver's ledger then measures the tree up to
+    /// the report, not up to its arrival.
+    pub(crate) fn drain_held(&mut self, now_ns: u64) -> impl Iterator<Item = Delta> + '_ {
         self.index.clear();
-        self.list.drain(..n)
+        self.list.drain(..).map(move |w| {
+            let mut d = w.delta;
+            if d.admitted_ns != 0 {
+                d.admitted_ns += now_ns.saturating_sub(w.written_ns);
+            }
+            d
+        })
     }
 }
 
@@ -92,10 +117,10 @@ mod tests {
         let parts = [d(7, 7 ^ 11), d(9, 21), d(7, 17), d(7, 11 ^ 17)];
         let mut p = PendingDeltas::default();
         for x in parts {
-            p.push(x);
+            p.push(x, 100);
         }
         assert_eq!(p.len(), 2);
-        let combined: Vec<Delta> = p.drain_front(2).collect();
+        let combined: Vec<Delta> = p.drain_held(100).collect();
         assert_eq!(combined[0], d(7, 7));
         let mut ledger = Ledger::new();
         assert!(
@@ -107,16 +132,28 @@ mod tests {
     }
 
     #[test]
-    fn deltas_left_after_a_partial_drain_stay_exact() {
+    fn a_delta_that_waited_moves_its_admission_by_the_wait_of_its_newest_part() {
         let mut p = PendingDeltas::default();
-        p.push(d(1, 3));
-        p.push(d(2, 4));
-        let first: Vec<Delta> = p.drain_front(1).collect();
-        assert_eq!(first, vec![d(1, 3)]);
-        p.push(d(2, 4));
-        p.push(d(1, 3));
-        let rest: Vec<Delta> = p.drain_front(p.len()).collect();
-        // Root 2's waiting delta was no longer indexed: its new one travels apart.
-        assert_eq!(rest, vec![d(2, 4), d(2, 4), d(1, 3)]);
+        p.push(d(1, 3), 1_000);
+        p.push(d(2, 4), 1_500);
+        p.push(d(1, 5), 2_000);
+        p.push(
+            Delta {
+                root_id: 3,
+                xor: 1,
+                admitted_ns: 0,
+            },
+            1_000,
+        );
+        let out: Vec<Delta> = p.drain_held(2_600).collect();
+        // Root 1 waited 600 ns since its newest part; root 2 1 100 ns; root 3 is no input.
+        assert_eq!(out[0].admitted_ns, 5 + 600);
+        assert_eq!(out[0].xor, 3 ^ 5);
+        assert_eq!(out[1].admitted_ns, 5 + 1_100);
+        assert_eq!(out[2].admitted_ns, 0);
+        assert!(p.is_empty());
+        // Drained roots no longer combine: a later part travels apart, still exact.
+        p.push(d(1, 9), 3_000);
+        assert_eq!(p.len(), 1);
     }
 }

@@ -431,6 +431,10 @@ impl Executor {
         };
         let m = self.engine.metrics.view();
         m.add(scalar::PARKS, 1);
+        // Everything reported above happens before PARKED reads 1: a cluster worker's network
+        // thread that sees every executor parked reads their report rings once more and then
+        // parks long, since executors do not wake it for deltas (`cluster/node/mod.rs`).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         // A spin burns CPU that is not work: measured, so the planner's CPU figure can leave it

@@ -103,22 +103,45 @@ impl Command {
     }
 }
 
-/// A run of ledger deltas, as an executor wrote them (whole records only).
+/// A run of ledger deltas, as an executor wrote them (whole records only), with the time it
+/// wrote them.
+///
+/// Why the time: a cluster worker's network thread does not forward deltas the moment they
+/// are written (each send to the driver, and each wake-up of the network thread for one, cost
+/// far more than the deltas). What the frame waits before it is sent is added to the deltas'
+/// admission times on the way ([`crate::cluster`]'s worker side), so the driver's ledger still
+/// measures each tree up to when its executor reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeltaBatch<'a>(&'a [u8]);
+
+/// Bytes of a deltas frame's body before its deltas: the time it was written.
+const WRITTEN_NS_BYTES: usize = 8;
 
 impl<'a> DeltaBatch<'a> {
     /// The deltas.
     pub fn iter(&self) -> impl Iterator<Item = Delta> + 'a {
-        self.0
+        self.0[WRITTEN_NS_BYTES..]
             .chunks_exact(DELTA_BYTES)
             .filter_map(|c| <&[u8; DELTA_BYTES]>::try_from(c).ok())
             .map(Delta::read)
     }
 
-    /// Their encoding ([`DELTA_BYTES`] per delta), to forward as they are.
+    /// When the executor wrote them (ns, CLOCK_MONOTONIC).
+    pub fn written_ns(&self) -> u64 {
+        let mut word = [0u8; WRITTEN_NS_BYTES];
+        word.copy_from_slice(&self.0[..WRITTEN_NS_BYTES]);
+        u64::from_le_bytes(word)
+    }
+
+    /// The body's encoding (the time, then [`DELTA_BYTES`] per delta), to forward as it is.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.0
+    }
+
+    /// A batch of a well-formed body: the time, then whole deltas.
+    fn of(body: &'a [u8]) -> Option<DeltaBatch<'a>> {
+        let deltas = body.len().checked_sub(WRITTEN_NS_BYTES)?;
+        (deltas % DELTA_BYTES == 0).then_some(DeltaBatch(body))
     }
 }
 
@@ -196,7 +219,7 @@ impl Report<'_> {
             len: body.len(),
         };
         Ok(match t {
-            tag::DELTAS if body.len() % DELTA_BYTES == 0 => Report::Deltas(DeltaBatch(body)),
+            tag::DELTAS => Report::Deltas(DeltaBatch::of(body).ok_or_else(bad)?),
             tag::FLUSHED => {
                 let &[lo, hi] = body else { return Err(bad()) };
                 Report::Flushed {
@@ -216,30 +239,34 @@ impl Report<'_> {
             tag::PROGRESS => Report::Progress(body),
             tag::SNAPSHOTTED if body.is_empty() => Report::Snapshotted,
             tag::SNAPSHOTTED => return Err(bad()),
-            tag::DELTAS => return Err(bad()),
             other => return Err(MessageError::UnknownTag(other)),
         })
     }
 }
 
-/// Writes the wire form of a [`Report::Deltas`] holding `deltas` into `out`, which is exactly
-/// [`deltas_frame_bytes`] long (the executor's hot path: written in place into the report
-/// ring's reservation, no intermediate buffer).
-pub(crate) fn encode_deltas(deltas: impl ExactSizeIterator<Item = Delta>, out: &mut [u8]) {
+/// Writes the wire form of a [`Report::Deltas`] holding `deltas`, written at `written_ns`,
+/// into `out`, which is exactly [`deltas_frame_bytes`] of their number long.
+pub(crate) fn encode_deltas(
+    deltas: impl ExactSizeIterator<Item = Delta>,
+    written_ns: u64,
+    out: &mut [u8],
+) {
     assert_eq!(
         out.len(),
         deltas_frame_bytes(deltas.len()),
         "a deltas frame's length"
     );
     out[0] = tag::DELTAS;
-    for (d, place) in deltas.zip(out[1..].chunks_exact_mut(DELTA_BYTES)) {
+    let (time, rest) = out[1..].split_at_mut(WRITTEN_NS_BYTES);
+    time.copy_from_slice(&written_ns.to_le_bytes());
+    for (d, place) in deltas.zip(rest.chunks_exact_mut(DELTA_BYTES)) {
         d.write(place.try_into().expect("chunks of DELTA_BYTES"));
     }
 }
 
 /// Bytes of a [`Report::Deltas`] frame carrying `n` deltas.
 pub(crate) const fn deltas_frame_bytes(n: usize) -> usize {
-    1 + n * DELTA_BYTES
+    1 + WRITTEN_NS_BYTES + n * DELTA_BYTES
 }
 
 /// Longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -294,9 +321,12 @@ mod tests {
             },
         ];
         deltas.resize(deltas_frame_bytes(2), 0);
-        encode_deltas(ds.iter().copied(), &mut deltas);
+        encode_deltas(ds.iter().copied(), 123_456_789, &mut deltas);
         match Report::decode(&deltas) {
-            Ok(Report::Deltas(b)) => assert_eq!(b.iter().collect::<Vec<_>>(), ds),
+            Ok(Report::Deltas(b)) => {
+                assert_eq!(b.iter().collect::<Vec<_>>(), ds);
+                assert_eq!(b.written_ns(), 123_456_789);
+            }
             other => panic!("{other:?}"),
         }
         for r in [
@@ -309,7 +339,13 @@ mod tests {
         ] {
             assert_eq!(Report::decode(&r.encode()), Ok(r));
         }
-        assert!(Report::decode(&[tag::DELTAS, 1, 2]).is_err());
+        assert!(Report::decode(&[tag::DELTAS, 1, 2]).is_err(), "no time");
+        let mut one_short = deltas_frame_bytes(1);
+        one_short -= 1;
+        assert!(
+            Report::decode(&deltas[..one_short]).is_err(),
+            "a partial delta"
+        );
         assert!(Report::decode(&[tag::FLUSHED, 1]).is_err());
     }
 
@@ -325,7 +361,7 @@ mod tests {
         fn decoding_never_panics(frame in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Command::decode(&frame);
             if let Ok(Report::Deltas(b)) = Report::decode(&frame) {
-                prop_assert_eq!(b.iter().count() * DELTA_BYTES, b.as_bytes().len());
+                prop_assert_eq!(b.iter().count() * DELTA_BYTES + 8, b.as_bytes().len());
             }
         }
     }

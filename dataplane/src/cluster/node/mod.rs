@@ -6,8 +6,8 @@
 //! The network thread's turn: move frames from the executors' `net_out` rings into the
 //! destination workers' batches (peeked and released only once the transport took them, so a
 //! refused append leaves the frame where it is and nothing is dropped), forward the executors'
-//! reports (ledger deltas to the driver, batched per turn; end-of-stream acknowledgements;
-//! faults), then one `Transport::poll`, which delivers received frames into the owning
+//! reports (ledger deltas to the driver, held up to [`REPORT_HOLD`]; end-of-stream
+//! acknowledgements; faults), then one `Transport::poll`, which delivers received frames into the owning
 //! executor's ring (`ingress(e)` for roots from the driver, `net_in(e)` for chained requests
 //! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
 //! there is nothing to do. Executors wake it through the transport's eventfd
@@ -22,26 +22,27 @@ mod join;
 mod leave;
 mod plans;
 mod receiver;
+mod reports;
 mod snapshot;
 mod start;
 mod summary;
 
 pub use error::NodeError;
 use receiver::{Receiver, Rings};
+use reports::REPORT_HOLD;
 
 use plans::{check_plans, deliver_plans};
 use start::start_executors;
 use summary::{counters, finish};
 
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
-use crate::message::{CONTROL_KIND, Decoder, LedgerDelta, Message, MessageError, encode};
+use crate::message::{CONTROL_KIND, Decoder, Message, MessageError, encode};
 use crate::request::RequestHeader;
 use crate::routing::Slots;
 use crate::runtime::IdlePolicy;
-use crate::runtime::coordinator::{Coordinator, REPORT_FRAMES_PER_TURN};
+use crate::runtime::coordinator::Coordinator;
 use crate::runtime::deltas::PendingDeltas;
 use crate::runtime::layout::{WorkerSegment, scalar};
-use crate::runtime::messages::Report;
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
 use clasp_operators::{AppSpec, Registry};
 use clasp_protocol::Slot;
@@ -173,8 +174,10 @@ struct Node {
     /// Encoded messages for the driver, in order (deltas before the acknowledgements after
     /// them).
     outbox: VecDeque<Vec<u8>>,
-    /// Ledger deltas read this turn, combined per root.
+    /// Ledger deltas read and not yet sent, combined per root.
     deltas: PendingDeltas,
+    /// When the oldest of `deltas` was read.
+    deltas_since: Option<Instant>,
     /// Request frames handed to the transport, per destination.
     sent: Vec<u64>,
     /// A `net_out` frame was refused this turn.
@@ -205,6 +208,7 @@ impl Node {
             driver: None,
             outbox: VecDeque::new(),
             deltas: PendingDeltas::default(),
+            deltas_since: None,
             sent: Vec::new(),
             blocked: false,
             errors: Vec::new(),
@@ -221,6 +225,7 @@ impl Node {
         self.driver = None;
         self.outbox.clear();
         self.deltas = PendingDeltas::default();
+        self.deltas_since = None;
         self.sent.clear();
         self.blocked = false;
         self.errors.clear();
@@ -263,8 +268,13 @@ impl Node {
         }
     }
 
-    /// Queues a message for the driver.
+    /// Queues a message for the driver, behind the deltas read before it.
     fn push(&mut self, msg: &Message) {
+        self.queue_deltas();
+        self.push_now(msg);
+    }
+
+    fn push_now(&mut self, msg: &Message) {
         match encode(msg) {
             Ok(body) => self.outbox.push_back(body),
             // Only a bug makes encoding fail; say so rather than lose it silently.
@@ -363,55 +373,6 @@ impl Node {
             self.fault(f);
         }
         moved
-    }
-
-    /// Reads executors' reports. Returns whether any was read.
-    fn read_reports(&mut self, run: &mut Running) -> bool {
-        if self.outbox.len() >= OUTBOX_MAX_MESSAGES {
-            return false;
-        }
-        let mut faults = Vec::new();
-        let deltas = &mut self.deltas;
-        let mut migration = Vec::new();
-        let snap = &mut run.snap;
-        let n = run
-            .coordinator
-            .poll_reports(REPORT_FRAMES_PER_TURN, |_, report| match report {
-                Report::Deltas(batch) => batch.iter().for_each(|d| deltas.push(d)),
-                Report::Flushed { .. } | Report::ProducerDied { .. } => {}
-                // Already a message (the executor encoded it): forwarded as it is.
-                Report::Migrated(body) | Report::Progress(body) => migration.push(body.to_vec()),
-                Report::Error(e) => faults.push(e.into_owned()),
-                Report::Snapshotted => snap.reported(),
-            });
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                faults.push(format!("report rings: {e}"));
-                0
-            }
-        };
-        // Deltas go out before anything read after them; a root's deltas from every executor
-        // of this turn travel as one.
-        let n_deltas = self.deltas.len();
-        let combined: Vec<LedgerDelta> = self
-            .deltas
-            .drain_front(n_deltas)
-            .map(LedgerDelta::from)
-            .collect();
-        for chunk in combined.chunks(DELTAS_PER_MESSAGE) {
-            self.push(&Message::Deltas(chunk.to_vec()));
-        }
-        self.outbox.extend(migration);
-        for f in faults {
-            self.fault(f);
-        }
-        for op in run.coordinator.take_flushed() {
-            self.push(&Message::EosAck { operator: op });
-        }
-        snapshot::advance(self, run);
-        snapshot::collect(self, run);
-        n > 0
     }
 
     fn status(&self, round: u64, run: &Running) -> Status {
@@ -699,13 +660,19 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
             ready_sent = true;
         }
         node.flush_outbox()?;
-        let timeout = if moved > 0 || reported {
+        let mut timeout = if moved > 0 || reported {
             Duration::ZERO
         } else if node.rx.held || node.blocked || !node.outbox.is_empty() {
             HELD_PARK
         } else {
             IDLE_PARK
         };
+        if timeout > REPORT_HOLD {
+            timeout = node.quiet_park(run, timeout);
+        }
+        if let Some(due) = node.deltas_due_in() {
+            timeout = timeout.min(due);
+        }
         node.poll(timeout, Some(run))?;
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
