@@ -64,6 +64,12 @@ pub struct WorkerSample {
     /// capped, or not measured). Throttled, its CPU time is held at the cap: a bound, not a
     /// measurement of what its work cost.
     pub throttled_periods: Option<u64>,
+    /// Of `cpu_us_per_s`, its executor threads' CPU µs per second (None: not measured), and
+    /// of `sleep_cpu_us_per_s` and `sleeps_per_s` their part. The split busy-time estimator
+    /// learns α from the executors alone: a local request costs nothing on the network thread.
+    pub exec_cpu_us_per_s: Option<f64>,
+    pub exec_sleep_cpu_us_per_s: f64,
+    pub exec_sleeps_per_s: f64,
     /// TCP batches per second the worker's transport sent and received (0: not measured).
     /// Each costs the same whatever it carries, which the busy-time estimator prices apart
     /// from the remote requests in it.

@@ -148,6 +148,24 @@ pub fn process_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// CPU time (user + system, ns) of thread `tid` of the calling process, read from its CPU clock;
+/// `None` when it cannot be read (the thread has exited). What the worker's executor threads
+/// used, apart from its network thread and the kernel's work for it.
+pub fn thread_cpu_ns_of(tid: u64) -> Option<u64> {
+    let tid = libc::pid_t::try_from(tid).ok().filter(|&t| t > 0)?;
+    // The kernel's clock id of a thread's CPU clock (what glibc's `pthread_getcpuclockid`
+    // returns): the complemented tid shifted by 3, per-thread (4), scheduler runtime (2).
+    let clock: libc::clockid_t = (!tid << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime writes only it, and any clock
+    // id is safe to pass (an invalid or gone thread's is refused with EINVAL).
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// Voluntary context switches of the whole calling process (every thread, summed): how often
 /// one of its threads went to sleep. On a virtual machine a sleep and its wake-up cost tens of
 /// µs of the process's own CPU (timer and idle exits), so at low load they, not the chained
@@ -275,5 +293,35 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(CpuSource::Process.read_ns().unwrap() > a);
+    }
+}
+
+#[cfg(test)]
+mod thread_clock_tests {
+    use super::thread_cpu_ns_of;
+
+    #[test]
+    fn another_thread_s_clock_is_read_by_its_tid_and_a_gone_one_is_none() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let tid = rustix::thread::gettid().as_raw_nonzero().get() as u64;
+            let mut x = 0u64;
+            for i in 0..5_000_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            tx.send(tid).unwrap();
+            stop_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        let spent = thread_cpu_ns_of(tid).expect("a running thread's clock");
+        let own = crate::clock::thread_cpu_ns();
+        assert!(spent > 0, "it ran a loop");
+        // Its clock is its own: not this thread's, not the process's.
+        assert_ne!(spent, own);
+        stop_tx.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(thread_cpu_ns_of(0), None);
     }
 }

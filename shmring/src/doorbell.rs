@@ -37,6 +37,8 @@ use crate::sync::{AtomicU32, Ordering};
 std::thread_local! {
     /// CPU ns the calling thread has spent inside [`Doorbell::park`]'s futex wait.
     static PARK_CPU_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Futex waits the calling thread has entered in [`Doorbell::park`].
+    static PARKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// CPU ns the calling thread has spent inside doorbell parks, cumulative: what going to sleep
@@ -47,6 +49,19 @@ pub fn thread_park_cpu_ns() -> u64 {
     #[cfg(not(loom))]
     {
         PARK_CPU_NS.with(|c| c.get())
+    }
+    #[cfg(loom)]
+    {
+        0
+    }
+}
+
+/// Times the calling thread has gone to sleep in a doorbell park (futex waits entered),
+/// cumulative: with [`thread_park_cpu_ns`], what its sleeps cost and how many there were.
+pub fn thread_parks() -> u64 {
+    #[cfg(not(loom))]
+    {
+        PARKS.with(|c| c.get())
     }
     #[cfg(loom)]
     {
@@ -256,6 +271,7 @@ impl Doorbell {
             );
             let spent_ns = thread_cpu_ns().saturating_sub(from_ns);
             PARK_CPU_NS.with(|c| c.set(c.get().wrapping_add(spent_ns)));
+            PARKS.with(|c| c.set(c.get().wrapping_add(1)));
         }
         #[cfg(loom)]
         {

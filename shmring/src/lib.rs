@@ -30,7 +30,9 @@ pub mod ring;
 mod segment;
 mod sync;
 
-pub use doorbell::{Doorbell, ParkMode, ParkToken, thread_cpu_ns, thread_park_cpu_ns};
+pub use doorbell::{
+    Doorbell, ParkMode, ParkToken, thread_cpu_ns, thread_park_cpu_ns, thread_parks,
+};
 pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{

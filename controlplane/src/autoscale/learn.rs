@@ -6,7 +6,7 @@
 //! running the other one too costs microseconds per interval and lets a run's log compare them.
 
 use crate::estimator::{
-    BusyRow, BusyTimeEstimator, CapacityEstimator, EstimatorKind, SaturatedPoint,
+    BusyRow, BusyTimeConfig, BusyTimeEstimator, CapacityEstimator, EstimatorKind, SaturatedPoint,
 };
 use crate::metrics::WorkerSample;
 use crate::model::CostModel;
@@ -26,7 +26,14 @@ impl Learner {
         Learner {
             kind: cfg.estimator_kind,
             saturated: CapacityEstimator::new(priors, cfg.capacity_prior_us_per_s, cfg.estimator),
-            busy: BusyTimeEstimator::new(priors, cfg.busy_time),
+            busy: BusyTimeEstimator::new(
+                priors,
+                BusyTimeConfig {
+                    split_sides: cfg.busy_time.split_sides
+                        || cfg.estimator_kind == EstimatorKind::BusySplit,
+                    ..cfg.busy_time
+                },
+            ),
         }
     }
 
@@ -58,7 +65,7 @@ impl Learner {
     pub(super) fn costs(&self) -> CostModel {
         match self.kind {
             EstimatorKind::Saturated => self.saturated.costs(),
-            EstimatorKind::BusyTime => self.busy.costs(),
+            EstimatorKind::BusyTime | EstimatorKind::BusySplit => self.busy.costs(),
         }
     }
 
@@ -67,7 +74,7 @@ impl Learner {
     pub(super) fn wake_us(&self) -> Option<f64> {
         match self.kind {
             EstimatorKind::Saturated => None,
-            EstimatorKind::BusyTime => self.busy.wake_us(),
+            EstimatorKind::BusyTime | EstimatorKind::BusySplit => self.busy.wake_us(),
         }
     }
 
@@ -76,7 +83,7 @@ impl Learner {
     pub(super) fn root_us(&self) -> Option<f64> {
         match self.kind {
             EstimatorKind::Saturated => None,
-            EstimatorKind::BusyTime => self.busy.root_us(),
+            EstimatorKind::BusyTime | EstimatorKind::BusySplit => self.busy.root_us(),
         }
     }
 
@@ -84,7 +91,7 @@ impl Learner {
     pub(super) fn samples(&self) -> [usize; 3] {
         match self.kind {
             EstimatorKind::Saturated => self.saturated.samples(),
-            EstimatorKind::BusyTime => self.busy.samples(),
+            EstimatorKind::BusyTime | EstimatorKind::BusySplit => self.busy.samples(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The busy-time estimator: α, β, γ from every interval, saturated or not.
+//! The busy-time estimator: α, β, γ from every interval, saturated or not (`busy-time`, and
+//! `busy-split` with each worker's CPU split by thread; below).
 //!
 //! Each worker's measured CPU time per second, less the time its operators ran and the time its
 //! threads spent inside their sleeping waits, is what its chained requests and its idle
@@ -31,6 +32,26 @@
 //! its calibrated value). On one placement I and R^l move together; a placement that puts the
 //! source and its successors on different workers separates them. ρ is reported, not used by
 //! placement.
+//!
+//! **Split rows** (`split_sides`, the `busy-split` estimator live runs use). On WC every input
+//! record brings ten local requests on the worker that takes it in, so I and R^l move together
+//! on every placement the planner picks and ρ is never identified: it rode on α, which came out
+//! at 3–8× what `clasp calibrate` measures for a local request (its network-thread share: the
+//! record's receipt, the executor's wake-up, the ledger delta forwarded). But a local request
+//! costs the network thread nothing. So where a worker reports its executor threads' CPU apart
+//! (their thread clocks), its row is split in two rows of the same regression:
+//!
+//! `exec_w − E_w − P^e_w = α·(R^l_w + R̄^r_w) + ω·S^e_w` (no intercept: parked executors use
+//! nothing else), and
+//! `cpu_w − exec_w − P^n_w = c0 + β_n·R̄^r_w + γ·δ_w + ω·S^n_w + ρ·I_w`,
+//!
+//! where R̄^r is the remote regressor below: an executor hands a remote request off (sender)
+//! or takes it in (receiver) as it does a local one, half on each side. β, what a remote
+//! request costs in all, is α + β_n, learnt when both are. The executors' rows pin α whatever
+//! the network side does. Measured on the default job's recorded rows (the fixture
+//! `capped_wc_workers_split.csv`): whole α 0.138 µs, split 0.066 µs; `clasp calibrate` on the
+//! same machine: 0.042 µs. A row without the executors' CPU is used whole, with the same
+//! parameters (α on R^l + R̄^r, β_n on R̄^r).
 //!
 //! One row per worker per interval (idle workers too: they pin the intercept c0, the cost of
 //! timers and the network thread with nothing to do). α and β are the CPU a chained request
@@ -132,6 +153,9 @@ pub struct BusyTimeConfig {
     pub max_relative_error: f64,
     pub max_prior_multiple: f64,
     pub intercept_bound_us_per_s: f64,
+    /// Split each row into its executors' side and the rest (see the module docs): α from the
+    /// executors' CPU alone. Rows without the executors' CPU are used whole.
+    pub split_sides: bool,
 }
 
 impl Default for BusyTimeConfig {
@@ -145,6 +169,7 @@ impl Default for BusyTimeConfig {
             max_relative_error: DEFAULT_MAX_RELATIVE_ERROR,
             max_prior_multiple: DEFAULT_MAX_PRIOR_MULTIPLE,
             intercept_bound_us_per_s: DEFAULT_INTERCEPT_BOUND_US_PER_S,
+            split_sides: false,
         }
     }
 }
@@ -168,6 +193,7 @@ impl BusyTimeConfig {
                 self.intercept_bound_us_per_s,
                 d.intercept_bound_us_per_s,
             ),
+            split_sides: self.split_sides,
         }
     }
 }
@@ -199,6 +225,11 @@ pub struct BusyRow {
     /// CPU-quota periods in which its group was throttled in the interval (None: uncapped or
     /// not measured). Counted, and used like any other row (see the module docs).
     pub throttled_periods: Option<u64>,
+    /// Of `cpu_us_per_s`, its executor threads' CPU µs per second, idle spinning excluded
+    /// (None: not measured); of `sleep_cpu_us_per_s` and `sleeps_per_s`, the executors' part.
+    pub exec_cpu_us_per_s: Option<f64>,
+    pub exec_sleep_cpu_us_per_s: f64,
+    pub exec_sleeps_per_s: f64,
 }
 
 impl BusyRow {
@@ -217,6 +248,9 @@ impl BusyRow {
             sleep_cpu_us_per_s: s.sleep_cpu_us_per_s,
             roots_per_s: s.roots_per_s,
             throttled_periods: s.throttled_periods,
+            exec_cpu_us_per_s: s.exec_cpu_us_per_s,
+            exec_sleep_cpu_us_per_s: s.exec_sleep_cpu_us_per_s,
+            exec_sleeps_per_s: s.exec_sleeps_per_s,
         })
     }
 
@@ -238,6 +272,60 @@ impl BusyRow {
             && ok(self.sleeps_per_s, MAX_RATE_PER_S)
             && ok(self.sleep_cpu_us_per_s, MAX_CPU_US_PER_S)
             && ok(self.roots_per_s, MAX_RATE_PER_S)
+            && ok(self.exec_cpu_us_per_s.unwrap_or(0.0), MAX_CPU_US_PER_S)
+            && ok(self.exec_sleep_cpu_us_per_s, MAX_CPU_US_PER_S)
+            && ok(self.exec_sleeps_per_s, MAX_RATE_PER_S)
+    }
+
+    /// The regression's rows of this worker-interval: `(x, y)` in raw units over the columns
+    /// (1, R^l, R^r, δ, S, I). Whole: one row, the worker's CPU. Split: its executors' row —
+    /// what they used beyond execution and their sleeps, explained by α over every request
+    /// they handed off or took in (a remote one's hand-off on its sender's executor and
+    /// take-in on its receiver's: half of a local request on each side) and their sleeps,
+    /// with no intercept (parked executors use nothing else) — and the rest's row: the
+    /// network thread and the kernel, explained by the idle overhead c0, the network side of
+    /// a remote request β_n, destinations, sleeps and input records. A row without the
+    /// executors' CPU is their sum (the same parameters).
+    fn design(&self, split: bool) -> Vec<([f64; COLUMNS], f64)> {
+        let remote = self.remote_regressor();
+        let whole = self.explained_us_per_s();
+        if !split {
+            let x = [
+                1.0,
+                self.local_per_s,
+                remote,
+                self.destinations,
+                self.sleeps_per_s,
+                self.roots_per_s,
+            ];
+            return vec![(x, whole)];
+        }
+        let handoffs = self.local_per_s + remote;
+        let Some(exec_cpu) = self.exec_cpu_us_per_s else {
+            let x = [
+                1.0,
+                handoffs,
+                remote,
+                self.destinations,
+                self.sleeps_per_s,
+                self.roots_per_s,
+            ];
+            return vec![(x, whole)];
+        };
+        let exec_y = exec_cpu - self.exec_us_per_s - self.exec_sleep_cpu_us_per_s;
+        let exec_x = [0.0, handoffs, 0.0, 0.0, self.exec_sleeps_per_s, 0.0];
+        let rest_y = (self.cpu_us_per_s - exec_cpu)
+            - (self.sleep_cpu_us_per_s - self.exec_sleep_cpu_us_per_s).max(0.0);
+        let rest_sleeps = (self.sleeps_per_s - self.exec_sleeps_per_s).max(0.0);
+        let rest_x = [
+            1.0,
+            0.0,
+            remote,
+            self.destinations,
+            rest_sleeps,
+            self.roots_per_s,
+        ];
+        vec![(exec_x, exec_y), (rest_x, rest_y)]
     }
 
     /// What the regression explains: the CPU left once the operators' execution and the
@@ -350,7 +438,12 @@ impl BusyTimeEstimator {
             if self.add_row(r) {
                 self.rows_used += 1;
                 self.rows_throttled += usize::from(r.throttled());
-                let regs = [r.local_per_s, r.remote_regressor(), r.destinations];
+                let local = if self.cfg.split_sides {
+                    r.local_per_s + r.remote_regressor()
+                } else {
+                    r.local_per_s
+                };
+                let regs = [local, r.remote_regressor(), r.destinations];
                 for (p, v) in positive.iter_mut().zip(regs) {
                     *p += usize::from(v > 0.0);
                 }
@@ -381,29 +474,28 @@ impl BusyTimeEstimator {
         }
     }
 
-    /// Adds one row's contribution when it is plausible and its contribution finite.
+    /// Adds one worker-interval's rows when it is plausible and their contributions finite.
     fn add_row(&mut self, r: &BusyRow) -> bool {
         if !r.plausible() {
             return false;
         }
-        let x = Vector6::new(
-            1.0,
-            r.local_per_s,
-            r.remote_regressor(),
-            r.destinations,
-            r.sleeps_per_s,
-            r.roots_per_s,
-        )
-        .component_mul(&self.norm);
-        let y = r.explained_us_per_s() / self.cfg.load_scale_us_per_s;
-        let xxt = x * x.transpose();
-        if !(xxt.iter().all(|v| v.is_finite()) && y.is_finite() && (y * y).is_finite()) {
-            return false;
+        let mut sums = (Matrix6::zeros(), Vector6::zeros(), 0.0, 0.0);
+        for (raw, y_raw) in r.design(self.cfg.split_sides) {
+            let x = Vector6::from(raw).component_mul(&self.norm);
+            let y = y_raw / self.cfg.load_scale_us_per_s;
+            let xxt = x * x.transpose();
+            if !(xxt.iter().all(|v| v.is_finite()) && y.is_finite() && (y * y).is_finite()) {
+                return false;
+            }
+            sums.0 += xxt;
+            sums.1 += x * y;
+            sums.2 += y * y;
+            sums.3 += 1.0;
         }
-        self.info += xxt;
-        self.xy += x * y;
-        self.yy += y * y;
-        self.weight += 1.0;
+        self.info += sums.0;
+        self.xy += sums.1;
+        self.yy += sums.2;
+        self.weight += sums.3;
         true
     }
 
@@ -510,18 +602,40 @@ impl BusyTimeEstimator {
     /// period), it returns to the prior.
     pub fn costs(&self) -> CostModel {
         let pick = |i: usize, prior: f64| self.learnt(i).map_or(prior, |theta| theta * prior);
+        let alpha_us = pick(0, self.priors.alpha_us);
         CostModel {
-            alpha_us: pick(0, self.priors.alpha_us),
-            beta_us: pick(1, self.priors.beta_us),
+            alpha_us,
+            beta_us: match self.beta_parts() {
+                Some((alpha, network)) => {
+                    alpha * self.priors.alpha_us + network * self.priors.beta_us
+                }
+                None => pick(1, self.priors.beta_us),
+            },
             gamma_us: pick(2, self.priors.gamma_us),
         }
     }
 
+    /// Split: β is the executors' side (α) plus the network side β_n, learnt only when both
+    /// are: `Some((α, β_n))` normalised; None when not split or not both learnt (β is then
+    /// the prior when split).
+    fn beta_parts(&self) -> Option<(f64, f64)> {
+        if !self.cfg.split_sides {
+            return None;
+        }
+        self.learnt(0).zip(self.learnt(1))
+    }
+
     /// The joint solution whether identified or not (clamped), for diagnostics.
     pub fn solution(&self) -> CostModel {
+        let alpha_us = self.theta[1] * self.priors.alpha_us;
+        let network_us = self.theta[2] * self.priors.beta_us;
         CostModel {
-            alpha_us: self.theta[1] * self.priors.alpha_us,
-            beta_us: self.theta[2] * self.priors.beta_us,
+            alpha_us,
+            beta_us: if self.cfg.split_sides {
+                alpha_us + network_us
+            } else {
+                network_us
+            },
             gamma_us: self.theta[3] * self.priors.gamma_us,
         }
     }
@@ -549,7 +663,9 @@ impl BusyTimeEstimator {
     /// identified; 0 while it is not identified.
     pub fn samples(&self) -> [usize; 3] {
         std::array::from_fn(|i| {
-            if self.learnt(i).is_some() {
+            // Split, β is learnt only with α (it is their sum).
+            let with_alpha = i != 1 || !self.cfg.split_sides || self.learnt(0).is_some();
+            if self.learnt(i).is_some() && with_alpha {
                 self.samples[i]
             } else {
                 0

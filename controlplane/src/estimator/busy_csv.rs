@@ -17,6 +17,11 @@ pub const ROOTS_COLUMN: &str = "roots_per_s";
 /// The optional column of CPU µs per second spent going to sleep and waking up (CSVs written
 /// before it existed lack it: their rows leave that CPU in what the requests explain).
 pub const SLEEP_CPU_COLUMN: &str = "sleep_cpu_us_per_s";
+/// The optional columns of the executors' part of the CPU, of the sleeping CPU and of the
+/// sleeps (CSVs written before they existed lack them: their rows are used whole).
+pub const EXEC_CPU_COLUMN: &str = "exec_cpu_us_per_s";
+pub const EXEC_SLEEP_CPU_COLUMN: &str = "exec_sleep_cpu_us_per_s";
+pub const EXEC_SLEEPS_COLUMN: &str = "exec_sleeps_per_s";
 
 /// A CSV of rows could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +84,9 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Vec<BusyRow>>, BusyCsvError> {
         roots_at: names.iter().position(|n| *n == ROOTS_COLUMN),
         throttled_at: names.iter().position(|n| *n == THROTTLED_COLUMN),
         sleep_cpu_at: names.iter().position(|n| *n == SLEEP_CPU_COLUMN),
+        exec_cpu_at: names.iter().position(|n| *n == EXEC_CPU_COLUMN),
+        exec_sleep_cpu_at: names.iter().position(|n| *n == EXEC_SLEEP_CPU_COLUMN),
+        exec_sleeps_at: names.iter().position(|n| *n == EXEC_SLEEPS_COLUMN),
     };
     let mut rows = Vec::new();
     for (line, l) in lines {
@@ -105,6 +113,9 @@ struct Optional {
     roots_at: Option<usize>,
     throttled_at: Option<usize>,
     sleep_cpu_at: Option<usize>,
+    exec_cpu_at: Option<usize>,
+    exec_sleep_cpu_at: Option<usize>,
+    exec_sleeps_at: Option<usize>,
 }
 
 /// The optional number in column `at` of `fields`: None when the column or its value is
@@ -154,6 +165,16 @@ fn csv_row(
     let roots_per_s = optional_num(line, &fields, optional.roots_at, ROOTS_COLUMN)?.unwrap_or(0.0);
     let sleep_cpu_us_per_s =
         optional_num(line, &fields, optional.sleep_cpu_at, SLEEP_CPU_COLUMN)?.unwrap_or(0.0);
+    let exec_cpu_us_per_s = optional_num(line, &fields, optional.exec_cpu_at, EXEC_CPU_COLUMN)?;
+    let exec_sleep_cpu_us_per_s = optional_num(
+        line,
+        &fields,
+        optional.exec_sleep_cpu_at,
+        EXEC_SLEEP_CPU_COLUMN,
+    )?
+    .unwrap_or(0.0);
+    let exec_sleeps_per_s =
+        optional_num(line, &fields, optional.exec_sleeps_at, EXEC_SLEEPS_COLUMN)?.unwrap_or(0.0);
     let throttled_periods = optional_num(line, &fields, optional.throttled_at, THROTTLED_COLUMN)?
         .map(|n| {
             if n.is_finite() && n >= 0.0 && n.fract() == 0.0 {
@@ -183,5 +204,8 @@ fn csv_row(
         sleep_cpu_us_per_s,
         roots_per_s,
         throttled_periods,
+        exec_cpu_us_per_s,
+        exec_sleep_cpu_us_per_s,
+        exec_sleeps_per_s,
     }))
 }

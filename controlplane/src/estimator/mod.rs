@@ -38,17 +38,26 @@ pub enum EstimatorKind {
     /// Measured CPU time regressed on the chained-request counts (learns at any load).
     #[default]
     BusyTime,
+    /// The same, each worker's CPU split into its executors' and the rest (α from the
+    /// executors alone; see [`busy`]). What live runs use; the simulator's workers have no
+    /// threads to split.
+    BusySplit,
 }
 
 impl EstimatorKind {
-    /// Both, in the order they are listed to users.
-    pub const ALL: [EstimatorKind; 2] = [EstimatorKind::BusyTime, EstimatorKind::Saturated];
+    /// Every kind, in the order they are listed to users.
+    pub const ALL: [EstimatorKind; 3] = [
+        EstimatorKind::BusySplit,
+        EstimatorKind::BusyTime,
+        EstimatorKind::Saturated,
+    ];
 
-    /// The name on the command line and in JSON: `busy-time` or `saturated`.
+    /// The name on the command line and in JSON: `busy-split`, `busy-time` or `saturated`.
     pub fn name(self) -> &'static str {
         match self {
             EstimatorKind::Saturated => "saturated",
             EstimatorKind::BusyTime => "busy-time",
+            EstimatorKind::BusySplit => "busy-split",
         }
     }
 

@@ -46,6 +46,12 @@ pub struct WorkerInterval {
     pub throttled_periods: Option<u64>,
     /// TCP batches per second its transport sent and received (all peers, the driver included).
     pub batches_per_s: f64,
+    /// Of `cpu_us_per_s`, what its executor threads used (their thread clocks, idle spinning
+    /// excluded); None when not measured. The rest is its network thread's and the kernel's.
+    pub exec_cpu_us_per_s: Option<f64>,
+    /// Of `sleep_cpu_us_per_s` and `sleeps_per_s`, the executors' part.
+    pub exec_sleep_cpu_us_per_s: f64,
+    pub exec_sleeps_per_s: f64,
     /// The worker's cumulative counters at the end of the interval (for metrics endpoints,
     /// which export totals rather than rates).
     #[serde(skip)]

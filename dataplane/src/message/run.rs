@@ -172,6 +172,15 @@ pub struct Counters {
     /// included), cumulative: each costs a system call's share, a wake-up of the network
     /// thread and its framing, whatever the number of requests in it.
     pub batches: u64,
+    /// The executor threads' CPU ns, summed (their thread clocks; inside `cpu_ns`); `None`
+    /// when one could not be read. With the three below, the busy-time estimator tells what
+    /// the executors spent from what the network thread and the kernel spent.
+    pub exec_cpu_ns: Option<u64>,
+    /// Of `idle_spin_ns` and `sleep_cpu_ns`, the executors' part.
+    pub exec_idle_spin_ns: u64,
+    pub exec_sleep_cpu_ns: u64,
+    /// Times the executors went to sleep (futex waits entered), cumulative.
+    pub exec_sleeps: u64,
 }
 
 /// What one worker ran: per-operator summaries (to compare with the oracle), metrics, faults.

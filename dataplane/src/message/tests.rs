@@ -75,6 +75,12 @@ fn counters() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u64>(),
         ),
+        (
+            any::<Option<u64>>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+        ),
     )
         .prop_map(
             |(
@@ -90,6 +96,7 @@ fn counters() -> impl Strategy<Value = Message> {
                     batches,
                     sleep_cpu_ns,
                 ),
+                (exec_cpu_ns, exec_idle_spin_ns, exec_sleep_cpu_ns, exec_sleeps),
             )| {
                 let (worker, t_ns, processed, exec_ns, edges_local, edges_remote) = a;
                 Message::Counters(Box::new(Counters {
@@ -109,6 +116,10 @@ fn counters() -> impl Strategy<Value = Message> {
                     sleeps,
                     throttled_periods,
                     batches,
+                    exec_cpu_ns,
+                    exec_idle_spin_ns,
+                    exec_sleep_cpu_ns,
+                    exec_sleeps,
                 }))
             },
         )

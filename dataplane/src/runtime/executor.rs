@@ -292,6 +292,8 @@ impl Executor {
     /// Runs until the coordinator says stop.
     pub(crate) fn run(mut self) -> ExecutorResult {
         let executors = self.engine.executors;
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        (self.engine.metrics.view()).set(scalar::TID, u64::try_from(tid).unwrap_or(0));
         let mut stop = false;
         while !stop {
             let mut work = self.engine.out.drain_overflow();
@@ -444,6 +446,7 @@ impl Executor {
         // clock read is a system call here, and a busy executor goes idle often).
         let spin_from_ns = self.policy.spins().then(crate::clock::thread_cpu_ns);
         let parked_from_ns = clasp_shmring::thread_park_cpu_ns();
+        let sleeps_from = clasp_shmring::thread_parks();
         // Frames waiting for room in an output ring stop the executor taking new roots, whose
         // ring is then never empty: a wait on the inputs would return at once, and the
         // executor spun millions of times a second on the CPU its network thread needed to
@@ -464,6 +467,10 @@ impl Executor {
             m.add(scalar::IDLE_SPIN_NS, waited_ns.saturating_sub(parked_ns));
         }
         m.add(scalar::SLEEP_CPU_NS, parked_ns);
+        m.add(
+            scalar::SLEEPS,
+            clasp_shmring::thread_parks().wrapping_sub(sleeps_from),
+        );
         m.set(scalar::PARKED, 0);
         m.add(scalar::WAKEUPS, 1);
         match result {

@@ -217,8 +217,13 @@ pub mod scalar {
     pub const IDLE_SPIN_NS: usize = 14;
     /// CPU ns spent going to sleep and waking up (thread CPU inside doorbell parks).
     pub const SLEEP_CPU_NS: usize = 15;
+    /// Times it went to sleep (doorbell parks that entered a futex wait).
+    pub const SLEEPS: usize = 16;
+    /// The executor thread's kernel thread id (0 until it runs): its worker reads the thread's
+    /// CPU clock with it, so the planner can tell the executors' CPU from the network thread's.
+    pub const TID: usize = 17;
     /// Number of scalar slots.
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
 }
 
 impl<'a> MetricsView<'a> {

@@ -61,10 +61,14 @@ pub struct RunArgs {
     /// time less its operators' execution time is regressed on its local and remote chained
     /// requests and remote destinations — learns at any load; a cost the run cannot separate
     /// (e.g. one placement throughout: local and remote counts move together) stays at its
-    /// prior with 0 samples. saturated: only intervals in which a worker was saturated teach it
-    /// (differences between them cancel the unknown capacity) — learns nothing in a run that
-    /// never saturates a worker. W̄ comes from saturated intervals (else the prior) either way.
-    #[arg(long, default_value = "busy-time", value_parser = ["busy-time", "saturated"])]
+    /// prior with 0 samples. busy-split (the default): the same with each worker's CPU split
+    /// into its executor threads' and the rest, so α is learnt from the executors alone (a
+    /// local request costs the network thread nothing; whole, α also took the per-record cost
+    /// of the input, which moves with it). saturated: only intervals in which a worker was
+    /// saturated teach it (differences between them cancel the unknown capacity) — learns
+    /// nothing in a run that never saturates a worker. W̄ comes from saturated intervals (else
+    /// the prior) either way.
+    #[arg(long, default_value = "busy-split", value_parser = ["busy-split", "busy-time", "saturated"])]
     pub(crate) estimator: String,
     /// Live runs: the packing rule of the policy's placements: any-fit (every open worker,
     /// successor hosts first) | next-fit (only the worker opened last).

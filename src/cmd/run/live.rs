@@ -143,6 +143,9 @@ impl Live {
             sleep_cpu_us_per_s: w.sleep_cpu_us_per_s,
             throttled_periods: w.throttled_periods,
             batches_per_s: w.batches_per_s,
+            exec_cpu_us_per_s: w.exec_cpu_us_per_s,
+            exec_sleep_cpu_us_per_s: w.exec_sleep_cpu_us_per_s,
+            exec_sleeps_per_s: w.exec_sleeps_per_s,
         }
     }
 }
@@ -599,6 +602,9 @@ fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
         sleep_cpu_us_per_s: w.sleep_cpu_us_per_s,
         throttled_periods: w.throttled_periods,
         batches_per_s: w.batches_per_s,
+        exec_cpu_us_per_s: w.exec_cpu_us_per_s,
+        exec_sleep_cpu_us_per_s: w.exec_sleep_cpu_us_per_s,
+        exec_sleeps_per_s: w.exec_sleeps_per_s,
     };
     report
         .intervals

@@ -143,6 +143,12 @@ impl Driver<'_> {
                     / wdt
                     / 1000.0,
                 batches_per_s: c.batches.saturating_sub(p.batches) as f64 / wdt,
+                exec_cpu_us_per_s: exec_cpu_us_per_s(c, p, wdt),
+                exec_sleep_cpu_us_per_s: c.exec_sleep_cpu_ns.saturating_sub(p.exec_sleep_cpu_ns)
+                    as f64
+                    / wdt
+                    / 1000.0,
+                exec_sleeps_per_s: c.exec_sleeps.saturating_sub(p.exec_sleeps) as f64 / wdt,
                 throttled_periods: c
                     .throttled_periods
                     .zip(p.throttled_periods)
@@ -221,6 +227,15 @@ impl Driver<'_> {
             w.remote_received_per_s = r;
         }
     }
+}
+
+/// Its executor threads' CPU µs per second between two counters, their idle spinning left out;
+/// `None` when either reading is missing.
+fn exec_cpu_us_per_s(c: &Counters, p: &Counters, wdt_s: f64) -> Option<f64> {
+    let (now, before) = (c.exec_cpu_ns?, p.exec_cpu_ns?);
+    let spin_ns = c.exec_idle_spin_ns.saturating_sub(p.exec_idle_spin_ns);
+    let work_ns = now.saturating_sub(before).saturating_sub(spin_ns);
+    Some(work_ns as f64 / wdt_s / 1000.0)
 }
 
 /// A worker's CPU µs per second between two counters, its idle spinning left out; `None` when

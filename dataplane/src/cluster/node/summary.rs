@@ -18,6 +18,7 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         edges_remote: vec![0; ops * ops],
         ..Counters::default()
     };
+    let mut exec_cpu_ns = Some(0u64);
     for e in 0..run.executors {
         let m = run.seg().metrics(e);
         for op in 0..ops {
@@ -32,7 +33,13 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         c.idle_spin_ns += m.get(scalar::IDLE_SPIN_NS);
         c.sleep_cpu_ns += m.get(scalar::SLEEP_CPU_NS);
         c.frames_in += m.get(scalar::FRAMES_IN);
+        c.exec_sleeps += m.get(scalar::SLEEPS);
+        let thread_ns = crate::cpu_usage::thread_cpu_ns_of(m.get(scalar::TID));
+        exec_cpu_ns = exec_cpu_ns.zip(thread_ns).map(|(sum, t)| sum + t);
     }
+    c.exec_cpu_ns = exec_cpu_ns;
+    c.exec_idle_spin_ns = c.idle_spin_ns;
+    c.exec_sleep_cpu_ns = c.sleep_cpu_ns;
     // The network thread's idle spin and sleeps in this job, like the executors'.
     let net = node.t.counters();
     c.idle_spin_ns += net.idle_spin_ns.saturating_sub(run.net_spin_from_ns);

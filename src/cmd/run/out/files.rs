@@ -45,7 +45,7 @@ const MIGRATION_HEADER: [&str; 14] = [
 ];
 
 /// The columns of `workers.csv`, in [`WorkerRow`]'s field order.
-const WORKER_HEADER: [&str; 14] = [
+const WORKER_HEADER: [&str; 17] = [
     "t_s",
     "worker",
     "cpu_us_per_s",
@@ -60,9 +60,12 @@ const WORKER_HEADER: [&str; 14] = [
     "throttled_periods",
     "batches_per_s",
     "sleep_cpu_us_per_s",
+    "exec_cpu_us_per_s",
+    "exec_sleep_cpu_us_per_s",
+    "exec_sleeps_per_s",
 ];
 
-fn worker_fields(r: &WorkerRow) -> [String; 14] {
+fn worker_fields(r: &WorkerRow) -> [String; 17] {
     [
         r.t_s.to_string(),
         r.worker.to_string(),
@@ -80,6 +83,11 @@ fn worker_fields(r: &WorkerRow) -> [String; 14] {
             .unwrap_or_default(),
         r.batches_per_s.to_string(),
         r.sleep_cpu_us_per_s.to_string(),
+        r.exec_cpu_us_per_s
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        r.exec_sleep_cpu_us_per_s.to_string(),
+        r.exec_sleeps_per_s.to_string(),
     ]
 }
 

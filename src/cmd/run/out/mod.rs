@@ -122,4 +122,9 @@ pub struct WorkerRow {
     pub throttled_periods: Option<u64>,
     /// TCP batches per second its transport sent and received.
     pub batches_per_s: f64,
+    /// Of `cpu_us_per_s`, its executor threads' (None: not measured); of
+    /// `sleep_cpu_us_per_s` and `sleeps_per_s`, the executors' part.
+    pub exec_cpu_us_per_s: Option<f64>,
+    pub exec_sleep_cpu_us_per_s: f64,
+    pub exec_sleeps_per_s: f64,
 }

@@ -85,23 +85,31 @@ pub(super) fn record() -> RunRecord {
         intervals,
         migrations,
         decisions,
-        workers: (0..4)
-            .map(|i| WorkerRow {
-                t_s: 0.5 * (1 + i / 2) as f64,
-                worker: i % 2,
-                cpu_us_per_s: (i != 0).then_some(250_000.0),
-                exec_us_per_s: 120_000.0,
-                local_per_s: 40_000.0,
-                remote_per_s: 5_000.0 * (i % 2) as f64,
-                remote_received_per_s: 5_000.0 * ((i + 1) % 2) as f64,
-                roots_per_s: 4_000.0,
-                destinations: i % 2,
-                busy_us_per_s: 200_000.0,
-                sleeps_per_s: 3_000.0,
-                sleep_cpu_us_per_s: 60_000.0,
-                throttled_periods: Some((i % 3) as u64),
-                batches_per_s: 2_000.0,
-            })
-            .collect(),
+        workers: worker_rows(),
     }
+}
+
+/// Four rows of `workers.csv`: two workers over two intervals (the first not yet measured).
+fn worker_rows() -> Vec<WorkerRow> {
+    (0..4)
+        .map(|i| WorkerRow {
+            t_s: 0.5 * (1 + i / 2) as f64,
+            worker: i % 2,
+            cpu_us_per_s: (i != 0).then_some(250_000.0),
+            exec_us_per_s: 120_000.0,
+            local_per_s: 40_000.0,
+            remote_per_s: 5_000.0 * (i % 2) as f64,
+            remote_received_per_s: 5_000.0 * ((i + 1) % 2) as f64,
+            roots_per_s: 4_000.0,
+            destinations: i % 2,
+            busy_us_per_s: 200_000.0,
+            sleeps_per_s: 3_000.0,
+            sleep_cpu_us_per_s: 60_000.0,
+            throttled_periods: Some((i % 3) as u64),
+            batches_per_s: 2_000.0,
+            exec_cpu_us_per_s: (i != 0).then_some(150_000.0),
+            exec_sleep_cpu_us_per_s: 20_000.0,
+            exec_sleeps_per_s: 1_000.0,
+        })
+        .collect()
 }
