@@ -152,11 +152,13 @@ pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let intro = format!(
         "# The estimates over a live run\n\n{} `clasp run --app {app} --no-profile` (the main \
          job, started from the built-in priors; its default peak rate). `clasp calibrate` on \
-         the same machine: α {} µs, β {} µs, γ {} µs. The run's final estimates: α {} µs ({} \
-         samples), β {} µs ({} samples), γ {} µs ({} samples); estimator `{}`.",
+         the same machine: α {} µs, β {} µs (at the transport's default batch; by requests \
+         per batch: {}), γ {} µs. The run's final estimates: α {} µs ({} samples), β {} µs \
+         ({} samples), γ {} µs ({} samples); estimator `{}`.",
         cap_text(s),
         fmt(cal.0, 4),
         fmt(cal.1, 4),
+        cal.3,
         fmt(cal.2, 2),
         fmt(e["alpha_us"].as_f64().unwrap_or(f64::NAN), 4),
         e["alpha_samples"],
@@ -169,9 +171,9 @@ pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     write_all(dir, "estimates", &intro, &t, &svg).map_err(anyhow::Error::msg)
 }
 
-/// `clasp calibrate --json`'s α, β, γ (its profile written to a scratch file, so the user's
-/// own profile is left alone).
-fn calibrate(s: &Setup) -> anyhow::Result<(f64, f64, f64)> {
+/// `clasp calibrate --json`'s α, β, γ and β by batch size in words (its profile written to a
+/// scratch file, so the user's own profile is left alone).
+fn calibrate(s: &Setup) -> anyhow::Result<(f64, f64, f64, String)> {
     progress("estimates: clasp calibrate");
     let scratch = std::env::temp_dir().join(format!("clasp-calibrate-{}.json", std::process::id()));
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
@@ -189,7 +191,19 @@ fn calibrate(s: &Setup) -> anyhow::Result<(f64, f64, f64)> {
     }
     let v: Value = serde_json::from_slice(&out.stdout)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    Ok((f("alpha_us"), f("beta_us"), f("gamma_us")))
+    let mut by_batch: Vec<(u64, f64)> = v["beta_by_batch_us"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, b)| Some((k.parse().ok()?, b.as_f64()?)))
+        .collect();
+    by_batch.sort_by_key(|&(n, _)| n);
+    let by_batch = by_batch
+        .iter()
+        .map(|(n, b)| format!("{n}: {} µs", fmt(*b, 4)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((f("alpha_us"), f("beta_us"), f("gamma_us"), by_batch))
 }
 
 /// The policies on burst and gradual input, over seeds: means with their spread.
