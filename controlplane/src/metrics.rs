@@ -70,9 +70,9 @@ pub struct WorkerSample {
     pub exec_cpu_us_per_s: Option<f64>,
     pub exec_sleep_cpu_us_per_s: f64,
     pub exec_sleeps_per_s: f64,
-    /// TCP batches per second the worker's transport sent and received (0: not measured).
-    /// Each costs the same whatever it carries, which the busy-time estimator prices apart
-    /// from the remote requests in it.
+    /// TCP batches per second the worker's transport sent and received (0: not measured):
+    /// how full its batches were. Recorded (`workers.csv`), not regressed on: a batch's cost
+    /// rides on β, which is therefore β at the batch sizes the run had (`docs/planner.md`).
     pub batches_per_s: f64,
 }
 
