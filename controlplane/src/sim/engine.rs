@@ -700,7 +700,9 @@ impl Cluster {
                 network_busy_us_per_s: c.net_busy_us * per_s,
                 // The simulator knows every busy µs exactly: executors and network thread.
                 cpu_us_per_s: Some((c.exec_busy_us + c.net_busy_us) * per_s),
-                exec_cpu_us_per_s: Some(c.exec_busy_us * per_s),
+                // Its executors charge the sender all of a remote request, which the split
+                // rows do not assume: its rows are used whole.
+                exec_cpu_us_per_s: None,
                 exec_sleep_cpu_us_per_s: 0.0,
                 exec_sleeps_per_s: 0.0,
                 // Threads that sleep and wake are not simulated: no wake-up cost to price.

@@ -60,8 +60,13 @@ impl Node {
         }
     }
 
-    /// How long the thread may park before the waiting deltas are due (None: none wait).
+    /// How long the thread may park before the waiting deltas are due (None: none wait, or
+    /// the outbox is full and reports are not read until it drains — a due time then would
+    /// only spin the thread).
     pub(super) fn deltas_due_in(&self) -> Option<Duration> {
+        if self.outbox.len() >= OUTBOX_MAX_MESSAGES {
+            return None;
+        }
         self.deltas_since
             .map(|t| REPORT_HOLD.saturating_sub(t.elapsed()))
     }
