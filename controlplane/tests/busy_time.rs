@@ -710,8 +710,8 @@ fn a_learnt_cost_always_has_samples_even_when_its_rows_were_throttled() {
 }
 
 /// One interval on `n` workers that all take input (a source operator on every worker, a
-/// fixed number of chained requests per record, its keys spread unevenly): the executors' CPU and the
-/// network thread's are reported apart. The network thread pays a cost per input record,
+/// fixed number of chained requests per record, its keys spread unevenly): the executors' CPU
+/// and the network thread's are reported apart. The network thread pays a cost per input record,
 /// which moves exactly with the chained requests.
 fn split_interval(rng: &mut SimRng, t_s: f64, n: usize, rate_per_s: f64) -> Vec<BusyRow> {
     let network_beta_us = TRUTH.beta_us - TRUTH.alpha_us;

@@ -68,7 +68,11 @@ pub struct RunArgs {
     /// saturated teach it (differences between them cancel the unknown capacity) — learns
     /// nothing in a run that never saturates a worker. W̄ comes from saturated intervals (else
     /// the prior) either way.
-    #[arg(long, default_value = "busy-split", value_parser = ["busy-split", "busy-time", "saturated"])]
+    #[arg(
+        long,
+        default_value = "busy-split",
+        value_parser = ["busy-split", "busy-time", "saturated"]
+    )]
     pub(crate) estimator: String,
     /// Live runs: the packing rule of the policy's placements: any-fit (every open worker,
     /// successor hosts first) | next-fit (only the worker opened last).

@@ -6,12 +6,12 @@
 //! The network thread's turn: move frames from the executors' `net_out` rings into the
 //! destination workers' batches (peeked and released only once the transport took them, so a
 //! refused append leaves the frame where it is and nothing is dropped), forward the executors'
-//! reports (ledger deltas to the driver, held up to [`REPORT_HOLD`]; end-of-stream
-//! acknowledgements; faults), then one `Transport::poll`, which delivers received frames into the owning
-//! executor's ring (`ingress(e)` for roots from the driver, `net_in(e)` for chained requests
-//! from other workers; `Full` when it has no room, so credit stops the sender) and parks when
-//! there is nothing to do. Executors wake it through the transport's eventfd
-//! ([`NetLink`](crate::runtime::executor::NetLink)).
+//! reports (ledger deltas to the driver, held up to [`REPORT_HOLD`]: `reports.rs`;
+//! end-of-stream acknowledgements; faults), then one `Transport::poll`, which delivers
+//! received frames into the owning executor's ring (`ingress(e)` for roots from the driver,
+//! `net_in(e)` for chained requests from other workers; `Full` when it has no room, so credit
+//! stops the sender) and parks when there is nothing to do. Executors wake it through the
+//! transport's eventfd ([`NetLink`](crate::runtime::executor::NetLink)).
 //!
 //! A [`ClusterWorker`] keeps its transport (its port, its links to the other workers) from one
 //! job to the next, and starts each job's executors and segment afresh; `join.rs` and
