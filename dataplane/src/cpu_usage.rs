@@ -301,7 +301,7 @@ mod thread_clock_tests {
     use super::thread_cpu_ns_of;
 
     #[test]
-    fn another_thread_s_clock_is_read_by_its_tid_and_a_gone_one_is_none() {
+    fn another_thread_s_clock_is_read_by_its_tid_and_no_thread_is_none() {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
@@ -311,15 +311,24 @@ mod thread_clock_tests {
                 x = x.wrapping_mul(31).wrapping_add(i);
             }
             std::hint::black_box(x);
-            tx.send(tid).unwrap();
+            // Its own reading of its clock, then it only waits.
+            tx.send((tid, crate::clock::thread_cpu_ns())).unwrap();
             stop_rx.recv().unwrap();
         });
-        let tid = rx.recv().unwrap();
-        let spent = thread_cpu_ns_of(tid).expect("a running thread's clock");
-        let own = crate::clock::thread_cpu_ns();
-        assert!(spent > 0, "it ran a loop");
-        // Its clock is its own: not this thread's, not the process's.
-        assert_ne!(spent, own);
+        let (tid, its_own_ns) = rx.recv().unwrap();
+        let read_ns = thread_cpu_ns_of(tid).expect("a running thread's clock");
+        // Its clock, read from here: at least what it read itself.
+        assert!(read_ns >= its_own_ns, "{read_ns} < {its_own_ns}");
+        // And this thread's, by its tid, lies between two reads of its own clock: a thread's
+        // clock, not the process's (which holds the other thread's loop too).
+        let own_tid = rustix::thread::gettid().as_raw_nonzero().get() as u64;
+        let before_ns = crate::clock::thread_cpu_ns();
+        let mine_ns = thread_cpu_ns_of(own_tid).expect("this thread's clock");
+        let after_ns = crate::clock::thread_cpu_ns();
+        assert!(
+            (before_ns..=after_ns).contains(&mine_ns),
+            "{before_ns} {mine_ns} {after_ns}"
+        );
         stop_tx.send(()).unwrap();
         worker.join().unwrap();
         assert_eq!(thread_cpu_ns_of(0), None);

@@ -288,29 +288,25 @@ impl BusyRow {
     /// executors' CPU is their sum (the same parameters).
     fn design(&self, split: bool) -> Vec<([f64; COLUMNS], f64)> {
         let remote = self.remote_regressor();
-        let whole = self.explained_us_per_s();
-        if !split {
-            let x = [
-                1.0,
-                self.local_per_s,
-                remote,
-                self.destinations,
-                self.sleeps_per_s,
-                self.roots_per_s,
-            ];
-            return vec![(x, whole)];
-        }
-        let handoffs = self.local_per_s + remote;
-        let Some(exec_cpu) = self.exec_cpu_us_per_s else {
-            let x = [
-                1.0,
-                handoffs,
-                remote,
-                self.destinations,
-                self.sleeps_per_s,
-                self.roots_per_s,
-            ];
-            return vec![(x, whole)];
+        // Split, α prices every hand-off an executor makes or takes, remote ones included.
+        let handoffs = if split {
+            self.local_per_s + remote
+        } else {
+            self.local_per_s
+        };
+        let exec_cpu = match self.exec_cpu_us_per_s {
+            Some(exec_cpu) if split => exec_cpu,
+            _ => {
+                let x = [
+                    1.0,
+                    handoffs,
+                    remote,
+                    self.destinations,
+                    self.sleeps_per_s,
+                    self.roots_per_s,
+                ];
+                return vec![(x, self.explained_us_per_s())];
+            }
         };
         let exec_y = exec_cpu - self.exec_us_per_s - self.exec_sleep_cpu_us_per_s;
         let exec_x = [0.0, handoffs, 0.0, 0.0, self.exec_sleeps_per_s, 0.0];
@@ -602,27 +598,20 @@ impl BusyTimeEstimator {
     /// period), it returns to the prior.
     pub fn costs(&self) -> CostModel {
         let pick = |i: usize, prior: f64| self.learnt(i).map_or(prior, |theta| theta * prior);
-        let alpha_us = pick(0, self.priors.alpha_us);
+        // Split, β is the executors' side (α) plus the network side β_n: learnt only when both
+        // are, else the prior (β_n alone is not what a remote request costs).
+        let beta_us = if self.cfg.split_sides {
+            (self.learnt(0).zip(self.learnt(1))).map_or(self.priors.beta_us, |(a, n)| {
+                a * self.priors.alpha_us + n * self.priors.beta_us
+            })
+        } else {
+            pick(1, self.priors.beta_us)
+        };
         CostModel {
-            alpha_us,
-            beta_us: match self.beta_parts() {
-                Some((alpha, network)) => {
-                    alpha * self.priors.alpha_us + network * self.priors.beta_us
-                }
-                None => pick(1, self.priors.beta_us),
-            },
+            alpha_us: pick(0, self.priors.alpha_us),
+            beta_us,
             gamma_us: pick(2, self.priors.gamma_us),
         }
-    }
-
-    /// Split: β is the executors' side (α) plus the network side β_n, learnt only when both
-    /// are: `Some((α, β_n))` normalised; None when not split or not both learnt (β is then
-    /// the prior when split).
-    fn beta_parts(&self) -> Option<(f64, f64)> {
-        if !self.cfg.split_sides {
-            return None;
-        }
-        self.learnt(0).zip(self.learnt(1))
     }
 
     /// The joint solution whether identified or not (clamped), for diagnostics.

@@ -435,7 +435,7 @@ impl Executor {
         m.add(scalar::PARKS, 1);
         // Everything reported above happens before PARKED reads 1: a cluster worker's network
         // thread that sees every executor parked reads their report rings once more and then
-        // parks long, since executors do not wake it for deltas (`cluster/node/mod.rs`).
+        // parks long, since executors do not wake it for deltas (`cluster/node/reports.rs`).
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);

@@ -16,7 +16,7 @@
 //! reports everything before it parks), and each frame carries the time it was written, so
 //! the wait costs the measured latency nothing. Nudged for every deltas frame, a WC worker at
 //! 50 000 records/s woke its network thread about 10 000 times a second for them (see
-//! `cluster/node/mod.rs`). Other reports still nudge: they are rare, and some are waited on.
+//! `cluster/node/reports.rs`). Other reports still nudge: they are rare, and some are waited on.
 
 use super::{DELTAS_PER_REPORT, ERROR_REPORT_BYTES_MAX, Engine};
 use crate::runtime::ledger::Delta;
@@ -89,16 +89,18 @@ impl Engine {
     }
 
     fn write_reports(&mut self) {
-        // One clock read per flush: the frames of one flush are written together.
-        let written_ns = (!self.deltas.is_empty()).then(crate::clock::monotonic_ns);
-        while let Some(written_ns) = written_ns.filter(|_| !self.deltas.is_empty()) {
-            let n = self.deltas.len().min(DELTAS_PER_REPORT);
-            let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
-                return;
-            };
-            // Encoded in place: the frame is written once, into the ring.
-            encode_deltas(self.deltas.drain(..n), written_ns, &mut g);
-            g.commit();
+        if !self.deltas.is_empty() {
+            // One clock read per flush: the frames of one flush are written together.
+            let written_ns = crate::clock::monotonic_ns();
+            while !self.deltas.is_empty() {
+                let n = self.deltas.len().min(DELTAS_PER_REPORT);
+                let Ok(mut g) = self.report.reserve(deltas_frame_bytes(n)) else {
+                    return;
+                };
+                // Encoded in place: the frame is written once, into the ring.
+                encode_deltas(self.deltas.drain(..n), written_ns, &mut g);
+                g.commit();
+            }
         }
         while let Some(f) = self.pending_reports.front() {
             match self.report.push(f) {
