@@ -343,7 +343,7 @@ fn sim_and_place_refuse_unknown_rules_and_bad_cost_profiles_naming_the_flag() {
     );
     let negative = write(
         "negative-profile.json",
-        r#"{"version": 1, "alpha_us": 1, "beta_us": -1, "gamma_us": 1}"#,
+        r#"{"version": 2, "alpha_us": 1, "beta_us": -1, "gamma_us": 1}"#,
     );
     let problem = write(
         "placement-problem.json",

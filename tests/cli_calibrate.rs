@@ -21,7 +21,7 @@ fn write_profile(config: &Path, alpha: f64, beta: f64, gamma: f64) -> PathBuf {
     let path = config.join("clasp/profile.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let profile = serde_json::json!({
-        "version": 1, "alpha_us": alpha, "beta_us": beta, "gamma_us": gamma,
+        "version": 2, "alpha_us": alpha, "beta_us": beta, "gamma_us": gamma,
         "beta_by_batch_us": {"1": 2.0, "8": 0.5, "32": 0.3, "128": 0.15},
         "batch": 341,
         "machine": {"cpu_model": "test", "cpus": 2, "kernel": "test"},
@@ -95,13 +95,25 @@ fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
         let x = v[key].as_f64().unwrap_or(f64::NAN);
         assert!(x.is_finite() && x > 0.0, "{key} = {x} in {v}");
     }
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     assert_eq!(v["path"], out_arg);
     let batch = v["batch"].as_u64().expect("batch");
     for b in ["1", "8", "32", "128"] {
         assert!(v["beta_by_batch_us"][b].as_f64().unwrap() > 0.0, "{v}");
     }
     assert_eq!(v["beta_by_batch_us"][batch.to_string()], v["beta_us"]);
+    // β is the executors' hand-offs (α) plus the transport's part, at every batch.
+    let alpha = v["alpha_us"].as_f64().unwrap();
+    for (b, beta) in v["beta_by_batch_us"].as_object().expect("by batch") {
+        let transport = v["transport_by_batch_us"][b]
+            .as_f64()
+            .expect("transport part");
+        let beta = beta.as_f64().unwrap();
+        assert!(
+            transport > 0.0 && (beta - (alpha + transport)).abs() < 1e-9,
+            "{b}: {v}"
+        );
+    }
     assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
     // The file holds the same profile, and nothing went to the config directory.
     let file: serde_json::Value =
@@ -172,15 +184,16 @@ fn a_corrupt_profile_is_a_warning_and_the_run_uses_the_built_in_priors() {
         stderr.contains("warning") && stderr.contains(path.to_str().unwrap()),
         "{stderr}"
     );
-    // A profile of another version is refused the same way.
+    // A profile of another version (here the last one, whose β was the transport's part
+    // alone) is refused the same way.
     write_profile(&dir, 0.08, 0.17, 12_000.0);
     let text = std::fs::read_to_string(&path)
         .unwrap()
-        .replace("\"version\":1", "\"version\":99");
+        .replace("\"version\":2", "\"version\":1");
     std::fs::write(&path, text).unwrap();
     let (run, stderr) = live_run(&dir, &[]);
     assert_priors(&run, "built-in", [0.3, 1.0, 50.0]);
-    assert!(stderr.contains("version 99"), "{stderr}");
+    assert!(stderr.contains("version 1 "), "{stderr}");
     // An explicit --profile that cannot be used is an error, not a silent fallback.
     let out = clasp_env(
         &[

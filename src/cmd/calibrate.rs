@@ -14,6 +14,7 @@ use clap::Args;
 use clasp_benches::dispatch::{DispatchOpts, RemoteCosts, process_cpu_s, remote_costs};
 use clasp_benches::dispatch_local::measure_alpha;
 use clasp_benches::wake::measure_wake_us;
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,8 +77,9 @@ const GAMMA_RATE_PER_S: u64 = 200_000;
     alpha_us  CPU µs per LOCAL chained request, sender and receiver together (one executor, \
     operators' own work excluded)\n  \
     beta_us   CPU µs per REMOTE chained request at the transport's default batch (32 KiB of \
-    small requests), both sides' whole-process CPU (threads and kernel work); \
-    beta_by_batch_us lists it at other batch sizes\n  \
+    small requests), both sides: the executors' hand-offs (alpha_us) plus the transport's \
+    whole-process CPU (threads and kernel work); beta_by_batch_us lists it at other batch \
+    sizes, transport_by_batch_us the transport's part alone\n  \
     gamma_us  CPU µs per second per distinct remote destination, with one batch per \
     destination per ms (a live executor's turn at moderate load)\n  \
     wake_us   CPU µs a parked thread spends per sleep and wake-up (its own side); compare \
@@ -200,20 +202,29 @@ fn host_busy_s() -> Option<f64> {
     Some((all - fields.get(3)? - fields.get(4)?) / PROC_STAT_TICKS_PER_S)
 }
 
-/// The profile of the measured figures (ns → µs).
+/// The profile of the measured figures (ns → µs). β is α plus the transport's cost: a remote
+/// request's executors hand it off as they do a local one (the sender's routes and writes it,
+/// the receiver's pops and parses it), and the transport carries it between them — the live
+/// estimator's convention, where β is the executors' α plus the network side β_n.
 fn build(alpha_ns: f64, remote: &RemoteCosts) -> Profile {
-    let by_batch = &remote.ns_per_request_by_batch;
+    let alpha_us = alpha_ns / 1e3;
+    let transport_us: BTreeMap<String, f64> = remote
+        .ns_per_request_by_batch
+        .iter()
+        .map(|(b, ns)| (b.to_string(), ns / 1e3))
+        .collect();
     Profile {
         version: PROFILE_VERSION,
-        alpha_us: alpha_ns / 1e3,
-        beta_us: by_batch
-            .get(&remote.default_batch)
-            .map_or(f64::NAN, |ns| ns / 1e3),
+        alpha_us,
+        beta_us: transport_us
+            .get(&remote.default_batch.to_string())
+            .map_or(f64::NAN, |t| alpha_us + t),
         gamma_us: remote.gamma_us_per_s(),
-        beta_by_batch_us: by_batch
+        beta_by_batch_us: transport_us
             .iter()
-            .map(|(b, ns)| (b.to_string(), ns / 1e3))
+            .map(|(b, t)| (b.clone(), alpha_us + t))
             .collect(),
+        transport_by_batch_us: transport_us,
         batch: remote.default_batch,
         machine: Machine::this(),
         created_unix_s: std::time::SystemTime::now()
@@ -226,21 +237,13 @@ fn build(alpha_ns: f64, remote: &RemoteCosts) -> Profile {
 
 /// The profile as a short table.
 fn table(p: &Profile) -> String {
-    let mut batches: Vec<(usize, f64)> = p
-        .beta_by_batch_us
-        .iter()
-        .filter_map(|(b, us)| Some((b.parse().ok()?, *us)))
-        .collect();
-    batches.sort_by_key(|&(b, _)| b);
-    let by_batch: Vec<String> = batches
-        .iter()
-        .map(|(b, us)| format!("{b}: {us:.3}"))
-        .collect();
     format!(
         "machine: {}, {} CPUs, Linux {}\n\
          α {:>10.3} µs    CPU per local chained request (both sides)\n\
-         β {:>10.3} µs    CPU per remote chained request at batch {} (both sides)\n\
+         β {:>10.3} µs    CPU per remote chained request at batch {} (both sides): α + the \
+         transport's\n\
          \x20 by batch (µs)    {}\n\
+         \x20 transport (µs)   {}\n\
          γ {:>10.0} µs/s  CPU per second per remote destination\n\
          ω {:>10} µs    CPU per sleep and wake-up of a parked thread (the sleeper's)\n",
         p.machine.cpu_model,
@@ -249,9 +252,24 @@ fn table(p: &Profile) -> String {
         p.alpha_us,
         p.beta_us,
         p.batch,
-        by_batch.join(", "),
+        by_batch(&p.beta_by_batch_us),
+        by_batch(&p.transport_by_batch_us),
         p.gamma_us,
         p.wake_us
             .map_or_else(|| "n/a".to_owned(), |w| format!("{w:.3}")),
     )
+}
+
+/// `batch: µs` pairs in batch order.
+fn by_batch(by_batch_us: &BTreeMap<String, f64>) -> String {
+    let mut batches: Vec<(usize, f64)> = by_batch_us
+        .iter()
+        .filter_map(|(b, us)| Some((b.parse().ok()?, *us)))
+        .collect();
+    batches.sort_by_key(|&(b, _)| b);
+    let pairs: Vec<String> = batches
+        .iter()
+        .map(|(b, us)| format!("{b}: {us:.3}"))
+        .collect();
+    pairs.join(", ")
 }

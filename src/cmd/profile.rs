@@ -14,7 +14,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The profile format this build writes and reads.
-pub const PROFILE_VERSION: u32 = 1;
+/// Version 2: β counts a remote request's hand-offs on the executors (α) beside the
+/// transport's work; version 1's β was the transport's alone.
+pub const PROFILE_VERSION: u32 = 2;
 /// The profile's place under the config directory.
 const PROFILE_RELATIVE_PATH: &str = "clasp/profile.json";
 /// A profile larger than this is not one `clasp calibrate` wrote.
@@ -56,7 +58,10 @@ impl Machine {
 
 /// A machine profile. α, β, γ are the planner's: α CPU µs per local chained request, β CPU µs
 /// per remote chained request at the transport's default batch, both counting the sender's and
-/// the receiver's side; γ CPU µs per second per distinct remote destination.
+/// the receiver's side; γ CPU µs per second per distinct remote destination. A remote request
+/// is handed off by executors as a local one is (the sender's routes and writes it, the
+/// receiver's pops and parses it) and carried by the transport between them, so β is α plus
+/// the transport's cost (`transport_by_batch_us`, what `clasp bench dispatch` reports as β).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     /// [`PROFILE_VERSION`].
@@ -70,6 +75,10 @@ pub struct Profile {
     /// β by batch size, requests per batch → µs.
     #[serde(default)]
     pub beta_by_batch_us: BTreeMap<String, f64>,
+    /// The transport's part of β by batch size (both sides' whole-process CPU of the loopback
+    /// runs), requests per batch → µs.
+    #[serde(default)]
+    pub transport_by_batch_us: BTreeMap<String, f64>,
     /// The transport's default batch in requests of the measured size: the batch of `beta_us`.
     #[serde(default)]
     pub batch: usize,
@@ -227,7 +236,8 @@ mod tests {
             alpha_us: 0.08,
             beta_us: 0.15,
             gamma_us: 9000.0,
-            beta_by_batch_us: [("32".to_string(), 0.3)].into_iter().collect(),
+            beta_by_batch_us: [("32".to_string(), 0.38)].into_iter().collect(),
+            transport_by_batch_us: [("32".to_string(), 0.3)].into_iter().collect(),
             batch: 341,
             machine: Machine::this(),
             created_unix_s: 1,
@@ -251,9 +261,9 @@ mod tests {
         std::fs::write(&path, "{not json").unwrap();
         assert!(load(&path).is_err());
         let mut p = sample();
-        p.version = 2;
+        p.version = 1;
         std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
-        assert!(load(&path).unwrap_err().contains("version 2"));
+        assert!(load(&path).unwrap_err().contains("version 1"));
         let mut p = sample();
         p.gamma_us = -1.0;
         std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
