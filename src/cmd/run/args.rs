@@ -42,7 +42,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "gradual")]
     pub(crate) pattern: String,
     /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
-    /// 250000 on uncapped workers; on capped ones 600000 × F (with F = 0.3, 1.4–1.6× what one
+    /// 250000 on uncapped workers; on capped ones 800000 × F (with F = 0.3, 1.3–1.4× what one
     /// worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
     #[arg(long)]
     pub(crate) peak_rate: Option<f64>,

@@ -16,12 +16,13 @@ use crate::cmd::limits::check_rate;
 pub const DEFAULT_WORKER_CPU: f64 = 0.3;
 /// The default peak rate of uncapped workers (records per second).
 pub const UNCAPPED_PEAK_PER_S: f64 = 250_000.0;
-/// The default peak rate per core of cap (records per second): with 0.3, 180 000/s — 1.4–1.6×
-/// the 110 000–128 000/s one WC worker at 0.3 sustained on a 2-vCPU KVM guest (`clasp run
-/// --max-workers 1 --pattern constant --peak-rate 150000 --duration 10`), so the peak needs
-/// more than one worker; three carried it (168 000–182 000/s at the peak, p99 38–46 ms). It was
-/// 300 000 (90 000/s) until one worker came to carry that alone.
-pub const CAPPED_PEAK_PER_CORE_PER_S: f64 = 600_000.0;
+/// The default peak rate per core of cap (records per second): with 0.3, 240 000/s — 1.3–1.4×
+/// the 175 000–185 000/s one WC worker at 0.3 sustained on a 2-vCPU KVM guest (`clasp run
+/// --max-workers 1 --pattern constant --peak-rate R --duration 10`, R = 175 000 and 200 000),
+/// so the peak needs more than one worker; three carried 218 000–235 000/s on average at the
+/// peak. It was 300 000 (90 000/s), then 600 000 (180 000/s), each until one worker came to
+/// carry nearly that peak alone.
+pub const CAPPED_PEAK_PER_CORE_PER_S: f64 = 800_000.0;
 
 /// What a live run decided about caps.
 #[derive(Debug, Clone, PartialEq)]
