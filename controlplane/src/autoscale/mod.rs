@@ -340,9 +340,7 @@ impl Autoscaler {
     ) -> Option<ScaleDecision> {
         if self.cfg.learn_costs && !self.migrating {
             self.learner.observe_busy(t_us, samples, parked);
-            let costs = self.learner.costs();
-            self.unpriced
-                .observe(samples, costs, self.cfg.beta_receiver_share);
+            self.unpriced.observe(samples);
         }
         if !self.migrating {
             // Policies with an overhead model (Zhang24) refit it from measured times.
@@ -562,7 +560,8 @@ impl Autoscaler {
             wake_us: self.learner.wake_us(),
             root_us: self.learner.root_us(),
             unpriced_us_per_s: if self.prices_unpriced() {
-                self.unpriced.us_per_s()
+                self.unpriced
+                    .us_per_s(self.learner.costs(), self.cfg.beta_receiver_share)
             } else {
                 0.0
             },
@@ -703,7 +702,11 @@ impl Autoscaler {
             .filter(|_| self.cfg.capacity_known)
             .map(|cap| {
                 if self.prices_unpriced() {
-                    self.unpriced.capacity_us_per_s(cap)
+                    self.unpriced.capacity_us_per_s(
+                        cap,
+                        self.learner.costs(),
+                        self.cfg.beta_receiver_share,
+                    )
                 } else {
                     cap
                 }
