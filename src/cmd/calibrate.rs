@@ -203,9 +203,9 @@ fn host_busy_s() -> Option<f64> {
 }
 
 /// The profile of the measured figures (ns → µs). β is α plus the transport's cost: a remote
-/// request's executors hand it off as they do a local one (the sender's routes and writes it,
-/// the receiver's pops and parses it), and the transport carries it between them — the live
-/// estimator's convention, where β is the executors' α plus the network side β_n.
+/// request is handed off by executors as a local one is (the sending executor routes and
+/// writes it, the receiving one pops and parses it), and the transport carries it between
+/// them — the live estimator's convention, where β is the executors' α plus the network side.
 fn build(alpha_ns: f64, remote: &RemoteCosts) -> Profile {
     let alpha_us = alpha_ns / 1e3;
     let transport_us: BTreeMap<String, f64> = remote

@@ -59,8 +59,8 @@ impl Machine {
 /// A machine profile. α, β, γ are the planner's: α CPU µs per local chained request, β CPU µs
 /// per remote chained request at the transport's default batch, both counting the sender's and
 /// the receiver's side; γ CPU µs per second per distinct remote destination. A remote request
-/// is handed off by executors as a local one is (the sender's routes and writes it, the
-/// receiver's pops and parses it) and carried by the transport between them, so β is α plus
+/// is handed off by executors as a local one is (the sending executor routes and writes it,
+/// the receiving one pops and parses it) and carried by the transport between them, so β is α plus
 /// the transport's cost (`transport_by_batch_us`, what `clasp bench dispatch` reports as β).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
