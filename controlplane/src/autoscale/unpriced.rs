@@ -107,9 +107,11 @@ impl Unpriced {
         if works.is_empty() {
             return;
         }
-        let n = works.len() as f64;
-        let mean: [f64; 5] =
-            std::array::from_fn(|i| works.iter().map(|w| w.fields()[i]).sum::<f64>() / n);
+        let mut sum = [0.0; 5];
+        for w in &works {
+            sum.iter_mut().zip(w.fields()).for_each(|(s, v)| *s += v);
+        }
+        let mean = sum.map(|s| s / works.len() as f64);
         let next = match self.smoothed {
             None => mean,
             Some(old) => {

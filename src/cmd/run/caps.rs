@@ -19,8 +19,8 @@ pub const UNCAPPED_PEAK_PER_S: f64 = 250_000.0;
 /// The default peak rate per core of cap (records per second): with 0.3, 240 000/s — 1.3–1.4×
 /// the 175 000–185 000/s one WC worker at 0.3 sustained on a 2-vCPU KVM guest (`clasp run
 /// --max-workers 1 --pattern constant --peak-rate R --duration 10`, R = 175 000 and 200 000),
-/// so the peak needs more than one worker; three carried 218 000–235 000/s on average at the
-/// peak. It was 300 000 (90 000/s), then 600 000 (180 000/s), each until one worker came to
+/// so the peak needs more than one worker; three carried 226 000–232 000/s on average at the
+/// peak (13.5–16.5 s, five default runs). It was 300 000 (90 000/s), then 600 000 (180 000/s), each until one worker came to
 /// carry nearly that peak alone.
 pub const CAPPED_PEAK_PER_CORE_PER_S: f64 = 800_000.0;
 
