@@ -13,10 +13,13 @@
 //! to a cache line). The other 8 bytes are reserved (zero). A frame never straddles the end of
 //! the buffer, so it can be read and written in place as one slice.
 //!
-//! A frame longer than a cache line starts on a line boundary and is padded to whole lines.
-//! Otherwise consecutive frames share lines, and a consumer reading frame k pulls the line the
-//! producer is writing frame k + 1 into: line-aligning raised the throughput of 64-byte
-//! payloads (80-byte frames) from 26.6 to 33–37 M messages/s (`benches/results/rings.md`).
+//! A frame longer than two cache lines ([`LINE_ALIGN_ABOVE_BYTES`]) starts on a line boundary
+//! and is padded to whole lines; shorter frames pack. Line-aligning every frame longer than
+//! one line came first: without prefetching (below) it raised 64-byte payloads (80-byte
+//! frames) from 26.6 to 33–37 M messages/s, because a consumer reading frame k no longer pulled
+//! the line the producer was writing frame k + 1 into. Once the consumer prefetched, the
+//! padding cost more than the sharing: packing 80-byte frames (1.25 lines a message instead of
+//! 2) took them from 54 to 64 M messages/s, α unchanged (`benches/results/rings.md`).
 //! Moving the lengths out of band into a descriptor lane, so a 64-byte payload is one line, was
 //! measured too and lost at 16 and 64 bytes (the descriptor lines bounce instead); it was reverted.
 //!
@@ -93,8 +96,10 @@ pub const MAX_CAPACITY_BYTES: usize = 1 << 31;
 const HDR_VALID: u64 = 1 << 32;
 /// Header word bit: the next `len` bytes are unused (the rest of a lap, or line padding).
 const HDR_SKIP: u64 = 1 << 33;
-/// Frames longer than this start on a line boundary and are padded to whole lines.
+/// The cache line: the unit the consumer prefetches and long frames are padded to.
 pub const CACHE_LINE_BYTES: usize = 64;
+/// Frames longer than this (two lines) start on a line boundary and are padded to whole lines.
+pub const LINE_ALIGN_ABOVE_BYTES: usize = 2 * CACHE_LINE_BYTES;
 /// The header word's length bits.
 const HDR_LEN_MASK: u64 = 0xFFFF_FFFF;
 
@@ -106,7 +111,7 @@ const _: () = assert!(MAX_CAPACITY_BYTES.is_power_of_two());
 #[inline]
 pub const fn frame_bytes(len_bytes: usize) -> usize {
     let bytes = FRAME_HEADER_BYTES + len_bytes.next_multiple_of(FRAME_ALIGN);
-    if bytes > CACHE_LINE_BYTES {
+    if bytes > LINE_ALIGN_ABOVE_BYTES {
         bytes.next_multiple_of(CACHE_LINE_BYTES)
     } else {
         bytes

@@ -3,8 +3,8 @@
 
 use super::wait::{Probe, WaitPolicy, check_alive, park_until};
 use super::{
-    CACHE_LINE_BYTES, FRAME_ALIGN, FRAME_HEADER_BYTES, HDR_SKIP, HDR_VALID, RingConfig, RingMemory,
-    frame_bytes,
+    CACHE_LINE_BYTES, FRAME_ALIGN, FRAME_HEADER_BYTES, HDR_SKIP, HDR_VALID, LINE_ALIGN_ABOVE_BYTES,
+    RingConfig, RingMemory, frame_bytes,
 };
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ impl<M: RingMemory> Producer<M> {
     fn placement(&self, len_bytes: usize) -> (u64, Option<u64>, usize) {
         let size = frame_bytes(len_bytes);
         let off = (self.tail & self.mask) as usize;
-        let pad = if size > CACHE_LINE_BYTES {
+        let pad = if size > LINE_ALIGN_ABOVE_BYTES {
             off.next_multiple_of(CACHE_LINE_BYTES) - off
         } else {
             0
@@ -141,7 +141,7 @@ impl<M: RingMemory> Producer<M> {
         if len_bytes <= self.config.max_frame_bytes {
             let size = frame_bytes(len_bytes);
             let off = (self.tail & self.mask) as usize;
-            if (size <= CACHE_LINE_BYTES || off % CACHE_LINE_BYTES == 0)
+            if (size <= LINE_ALIGN_ABOVE_BYTES || off % CACHE_LINE_BYTES == 0)
                 && off + size <= capacity_bytes
                 && self.used_bytes() + size <= capacity_bytes
             {
