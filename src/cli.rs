@@ -84,11 +84,13 @@ enum Command {
 /// registered. Parses the process's arguments, runs the command and returns its exit status.
 ///
 /// Call it once, from `main`: it installs the process's log subscriber (unless the binary
-/// installed its own first). The workers and child processes a command starts are this same
-/// executable, so they know the same kinds.
+/// installed its own first) and turns transparent huge pages off for the process unless
+/// `MIMALLOC_ALLOW_THP` is set (`src/hugepages.rs` says why). The workers and child processes
+/// a command starts are this same executable, so they know the same kinds.
 pub fn main_with(registry: Registry) -> std::process::ExitCode {
     crate::registry::install(registry);
     init_logs();
+    crate::hugepages::disable_unless_asked();
     // `clasp run --config FILE` fills in from the file what the command line left out;
     // `--print-config` prints the settings instead of running (`None`).
     let result = match cmd::run::config::parse_cli::<Cli>() {

@@ -14,6 +14,7 @@ mod cgroup;
 mod cleanup;
 pub mod cli;
 mod cmd;
+mod hugepages;
 mod lifeline;
 mod registry;
 mod signals;

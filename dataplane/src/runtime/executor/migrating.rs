@@ -492,7 +492,7 @@ impl Engine {
                     queued,
                 } => {
                     let (to, epoch, operator) = (*to, *epoch, *operator);
-                    let start_ns = now_ns();
+                    let (start_ns, start_cpu_ns) = (now_ns(), crate::clock::thread_cpu_ns());
                     let take: Vec<KeyGroup> = (0..EXPORT_GROUPS_PER_TURN)
                         .map_while(|_| groups.pop_front())
                         .collect();
@@ -522,7 +522,9 @@ impl Engine {
                     for part in state_parts(&bytes, self.state_part_bytes) {
                         self.send_message(&Message::StatePart(part), epoch, to);
                     }
-                    self.mig.spans.packed(start_ns, take.len(), bytes.len());
+                    self.mig
+                        .spans
+                        .packed(start_ns, start_cpu_ns, take.len(), bytes.len());
                     if done {
                         self.mig.spans.exported(self.my_slot, epoch);
                     }

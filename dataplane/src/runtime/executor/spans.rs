@@ -6,7 +6,7 @@
 //! (the receivers' completions wait for it, not the sender's), so a per-migration report cannot
 //! hold it; and these are for finding where a slow move goes, not for the planner.
 
-use crate::clock::monotonic_ns;
+use crate::clock::{monotonic_ns, thread_cpu_ns};
 use clasp_protocol::Epoch;
 use clasp_protocol::worker::WorkerReport;
 use tracing::debug;
@@ -18,6 +18,8 @@ pub(super) struct Spans {
     plan_ns: u64,
     /// Packing state (archives, the message, its parts) and handing the parts to the rings.
     pack_ns: u64,
+    /// This thread's CPU time in those spans: less than `pack_ns` when it was preempted.
+    pack_cpu_ns: u64,
     packed_groups: u64,
     packed_bytes: u64,
     /// Installing received state.
@@ -34,9 +36,11 @@ impl Spans {
         };
     }
 
-    /// `groups` key groups were packed into `bytes` and sent, from `start_ns` to now.
-    pub(super) fn packed(&mut self, start_ns: u64, groups: usize, bytes: usize) {
+    /// `groups` key groups were packed into `bytes` and sent, from `start_ns` to now; this
+    /// thread's CPU clock read `start_cpu_ns` at the start.
+    pub(super) fn packed(&mut self, start_ns: u64, start_cpu_ns: u64, groups: usize, bytes: usize) {
         self.pack_ns += monotonic_ns().saturating_sub(start_ns);
+        self.pack_cpu_ns += thread_cpu_ns().saturating_sub(start_cpu_ns);
         self.packed_groups += groups as u64;
         self.packed_bytes += bytes as u64;
     }
@@ -69,6 +73,7 @@ impl Spans {
             packed_groups = self.packed_groups,
             packed_bytes = self.packed_bytes,
             pack_us = self.pack_ns / 1000,
+            pack_cpu_us = self.pack_cpu_ns / 1000,
             sent_after_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
             "migration state sent"
         );
