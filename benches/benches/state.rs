@@ -1,0 +1,68 @@
+//! What moving and checkpointing operator state costs: exporting every key group of WC's count
+//! (an archive per group, as a migration or a checkpoint takes it) and importing them again,
+//! per key. The state is what the count holds after an oracle run of 600 000 records (about
+//! 42 000 words), as in the heavy-move scenario of `benches/results/migrations.md`. Run:
+//! `cargo bench -p clasp-benches --bench state`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+
+/// Records of the oracle run whose words fill the count.
+const RECORDS: u64 = 600_000;
+
+/// WC's count with the state of `RECORDS` records.
+fn filled_count() -> Box<dyn OperatorInstance> {
+    let spec = apps::builtin("wc").expect("built-in app");
+    let count = spec.operators.len() - 1;
+    let inputs = oracle::capture_inputs(&spec, RECORDS, 1, usize::MAX);
+    let mut instance = spec.instantiate(count);
+    let mut out = Emitter::new();
+    for (k, p) in &inputs[count] {
+        let _ = instance.process(key_group_of(k), k, p, &mut out);
+        out.clear();
+    }
+    instance
+}
+
+fn state(c: &mut Criterion) {
+    let full = filled_count();
+    let keys = full.state_keys() as u64;
+    let archives: Vec<Vec<u8>> = (0..KEY_GROUPS).map(|g| full.copy_group(g)).collect();
+    let bytes: usize = archives.iter().map(Vec::len).sum();
+    eprintln!("wc count: {keys} keys, {bytes} bytes archived over {KEY_GROUPS} key groups");
+    let mut group = c.benchmark_group("state/wc");
+    group
+        .throughput(Throughput::Elements(keys))
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10);
+    group.bench_function("copy every group", |b| {
+        b.iter(|| {
+            (0..KEY_GROUPS)
+                .map(|g| black_box(full.copy_group(g)).len())
+                .sum::<usize>()
+        })
+    });
+    let spec = apps::builtin("wc").expect("built-in app");
+    let count = spec.operators.len() - 1;
+    group.bench_function("import every group", |b| {
+        b.iter_batched(
+            || spec.instantiate(count),
+            |mut fresh| {
+                for (g, a) in archives.iter().enumerate() {
+                    fresh.import_group(g as u16, a).expect("a valid archive");
+                }
+                fresh
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, state);
+criterion_main!(benches);
