@@ -11,6 +11,10 @@ use clasp_operators::key::{KEY_GROUPS, key_group_of};
 use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
+/// The `clasp` binary's allocator: the archives' cost is mostly allocation and copying.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Records of the oracle run whose words fill the count.
 const RECORDS: u64 = 600_000;
 

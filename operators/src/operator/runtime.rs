@@ -15,26 +15,35 @@ use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
 use crate::timers::{ExportedTimers, TimeDomain, TimerRequests, Timers};
 
+mod entries;
 mod fire;
 mod state_map;
 
 use state_map::{Group, StateKey};
 
 /// Format version of exported key groups (2: with the outputs' `seq` counters; 3: with the
-/// keys' timers).
-pub const GROUP_ARCHIVE_FORMAT: u32 = 3;
+/// keys' timers; 4: the states as one run of bytes, [`GroupArchive::entries`]).
+pub const GROUP_ARCHIVE_FORMAT: u32 = 4;
 
 /// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, the
 /// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
 /// timers ([`crate::timers`]).
+///
+/// The states are one run of bytes rather than a vector of `(key, state)` vectors: a group is
+/// written by appending to one buffer and read by walking it, with no allocation per key on
+/// either side (exporting and importing WC's ~42 000 words took 51 and 42 ns a key as vectors,
+/// `benches/benches/state.rs`; `benches/results/migrations.md` has the figures since).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
 pub struct GroupArchive {
     /// [`GROUP_ARCHIVE_FORMAT`].
     pub format: u32,
     /// Key group.
     pub key_group: u16,
-    /// `(key, encoded state)`, keys ascending.
-    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Number of entries in [`GroupArchive::entries`].
+    pub entry_count: u32,
+    /// The states, keys ascending, each `key length: u16 LE, state length: u32 LE, key,
+    /// encoded state` ([`entries::push`], [`entries::Entries`]).
+    pub entries: Vec<u8>,
     /// `(output key, next seq)`, keys ascending.
     pub output_seqs: Vec<(Vec<u8>, u64)>,
     /// `(key, event times, processing times)`, keys and times ascending.
@@ -47,20 +56,17 @@ const ARCHIVE_FIXED_BYTES: usize = 64;
 /// vectors, padding), generously: an estimate only sizes the buffer.
 const ARCHIVE_ITEM_OVERHEAD_BYTES: usize = 32;
 
-/// Encodes one key group's archive ([`OperatorInstance::export_group`]'s bytes), sorting the
-/// entries so that the same state always gives the same bytes. The output is sized up front:
-/// a grown buffer would be copied and, for a large group, fault in fresh pages each time.
+/// Encodes one key group's archive ([`OperatorInstance::export_group`]'s bytes) from its
+/// entries, already in [`GroupArchive::entries`]' form. The output is sized up front: a grown
+/// buffer would be copied and, for a large group, fault in fresh pages each time.
 fn group_archive(
     key_group: u16,
-    mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+    (entry_count, entries): (u32, Vec<u8>),
     output_seqs: Vec<(Vec<u8>, u64)>,
     timers: Vec<ExportedTimers>,
 ) -> Vec<u8> {
-    entries.sort_unstable();
-    let items = entries.len() + output_seqs.len() + timers.len();
-    let payload_bytes: usize = (entries.iter())
-        .map(|(k, v)| k.len() + v.len())
-        .sum::<usize>()
+    let items = output_seqs.len() + timers.len();
+    let payload_bytes: usize = entries.len()
         + (output_seqs.iter())
             .map(|(k, _)| k.len() + 8)
             .sum::<usize>()
@@ -71,6 +77,7 @@ fn group_archive(
     let archive = GroupArchive {
         format: GROUP_ARCHIVE_FORMAT,
         key_group,
+        entry_count,
         entries,
         output_seqs,
         timers,
@@ -287,14 +294,14 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn copy_group(&self, key_group: u16) -> Vec<u8> {
         let group = &self.groups[usize::from(key_group % KEY_GROUPS)];
-        let entries = group
-            .iter()
-            .map(|(k, s)| {
-                let mut bytes = Vec::new();
-                s.encode(&mut bytes);
-                (k.to_vec(), bytes)
-            })
-            .collect();
+        // Sorted so that the same state always gives the same bytes.
+        let mut sorted: Vec<(&[u8], &O::State)> = group.iter().map(|(k, s)| (&k[..], s)).collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut entries = Vec::with_capacity(sorted.len() * entries::TYPICAL_ENTRY_BYTES);
+        for (key, state) in &sorted {
+            entries::push(&mut entries, key, |out| state.encode(out));
+        }
+        let entries = (sorted.len() as u32, entries);
         let (seqs, timers) = (self.seqs.copy(key_group), self.timers.copy(key_group));
         group_archive(key_group, entries, seqs, timers)
     }
@@ -320,20 +327,24 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 format,
             });
         }
+        let count = archive.entry_count.to_native() as usize;
         let mut group = Group::<O::State>::default();
-        for entry in archive.entries.iter() {
-            let key: &[u8] = &entry.0;
+        // Reserved by what the bytes can hold, not by what the archive claims.
+        group.reserve(count.min(archive.entries.len() / entries::HEADER_BYTES));
+        let mut walk = entries::Entries::new(&archive.entries);
+        for _ in 0..count {
+            let (key, mut input) = walk.next_entry()?;
             let kg = key_group_of(key);
             if kg != key_group {
                 return Err(ImportError::ForeignKey(kg));
             }
-            let mut input: &[u8] = &entry.1;
             let state = O::State::decode(&mut input)?;
             if !input.is_empty() {
                 return Err(crate::codec::DecodeError("trailing state bytes").into());
             }
             group.insert(key.into(), state);
         }
+        walk.finish()?;
         let mut seqs = Vec::with_capacity(archive.output_seqs.len());
         for entry in archive.output_seqs.iter() {
             let key: &[u8] = &entry.0;
