@@ -82,6 +82,41 @@ fn copy_is_the_export_archive_and_keeps_the_state() {
     }
 }
 
+/// WC's count after a few hundred records, and a key group it holds state of.
+fn filled_count() -> (Box<dyn OperatorInstance>, u16) {
+    let spec = apps::builtin("wc").unwrap();
+    let count = spec.operators.len() - 1;
+    let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+    let mut a = spec.instantiate(count);
+    let mut out = Emitter::new();
+    for (k, p) in &inputs[count] {
+        let _ = a.process(key_group_of(k), k, p, &mut out);
+        out.clear();
+    }
+    let kg = (0..KEY_GROUPS)
+        .max_by_key(|&kg| a.copy_group(kg).len())
+        .unwrap();
+    (a, kg)
+}
+
+#[test]
+fn an_archive_of_another_format_is_refused_by_name() {
+    let (a, kg) = filled_count();
+    let spec = apps::builtin("wc").unwrap();
+    let mut b = spec.instantiate(spec.operators.len() - 1);
+    let mut bytes = a.copy_group(kg);
+    bytes[4..8].copy_from_slice(&3u32.to_le_bytes());
+    let err = b.import_group(kg, &bytes).unwrap_err().to_string();
+    assert!(
+        err.contains("archive of format 3; this build reads format 4"),
+        "{err}"
+    );
+    // Format 3 and earlier had no header: their first bytes are not the magic.
+    let err = b.import_group(kg, &bytes[16..]).unwrap_err().to_string();
+    assert!(err.contains("not a key group archive of format 4"), "{err}");
+    assert_eq!(b.state_keys(), 0, "nothing was imported");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
@@ -91,6 +126,17 @@ proptest! {
             let mut inst = spec.instantiate(op);
             let _ = inst.import_group(kg, &bytes);
         }
+    }
+
+    #[test]
+    fn an_archive_with_one_byte_changed_never_panics(at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let (a, kg) = filled_count();
+        let spec = apps::builtin("wc").unwrap();
+        let mut bytes = a.copy_group(kg);
+        let i = at.index(bytes.len());
+        bytes[i] = byte;
+        let mut b = spec.instantiate(spec.operators.len() - 1);
+        let _ = b.import_group(kg, &bytes);
     }
 
     #[test]

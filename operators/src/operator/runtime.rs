@@ -27,7 +27,8 @@ pub const GROUP_ARCHIVE_FORMAT: u32 = 4;
 
 /// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, the
 /// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
-/// timers ([`crate::timers`]).
+/// timers ([`crate::timers`]). An exported group's bytes are a 16-byte header (magic and
+/// format, so an archive of another build is refused by name) and then this, archived by rkyv.
 ///
 /// The states are one run of bytes rather than a vector of `(key, state)` vectors: a group is
 /// written by appending to one buffer and read by walking it, with no allocation per key on
@@ -50,6 +51,12 @@ pub struct GroupArchive {
     pub timers: Vec<ExportedTimers>,
 }
 
+/// The first bytes of every key group archive (format 4 on): "CLGA", then the format (u32 LE),
+/// then zeros to [`ARCHIVE_HEADER_BYTES`], then the rkyv archive of a [`GroupArchive`].
+const ARCHIVE_MAGIC: [u8; 4] = *b"CLGA";
+/// Bytes of the header in front of the rkyv archive: 16, so the archive keeps the alignment it
+/// was written with.
+const ARCHIVE_HEADER_BYTES: usize = 16;
 /// An rkyv archive's own bytes beyond its items (root object, alignment), generously.
 const ARCHIVE_FIXED_BYTES: usize = 64;
 /// An rkyv archive's bytes per item beyond its payload (relative pointers and lengths of its
@@ -82,11 +89,36 @@ fn group_archive(
         output_seqs,
         timers,
     };
-    rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(
-        &archive,
-        Vec::with_capacity(estimate_bytes),
-    )
-    .expect("serializing plain vectors cannot fail")
+    let mut out = Vec::with_capacity(ARCHIVE_HEADER_BYTES + estimate_bytes);
+    out.extend_from_slice(&ARCHIVE_MAGIC);
+    out.extend_from_slice(&GROUP_ARCHIVE_FORMAT.to_le_bytes());
+    out.extend_from_slice(&[0; ARCHIVE_HEADER_BYTES - 8]);
+    rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&archive, out)
+        .expect("serializing plain vectors cannot fail")
+}
+
+/// The archive's bytes after its header, or why they are not an archive this build reads: the
+/// format is checked before rkyv validates anything, so an archive of another build is named
+/// as such rather than failing validation somewhere inside.
+fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
+    let format = match bytes.split_first_chunk::<8>() {
+        Some((head, _)) if head[..4] == ARCHIVE_MAGIC => {
+            u32::from_le_bytes([head[4], head[5], head[6], head[7]])
+        }
+        _ => {
+            return Err(ImportError::Archive(format!(
+                "not a key group archive of format {GROUP_ARCHIVE_FORMAT} (format 3 and earlier \
+                 had no header; a checkpoint from an earlier build cannot be restored)"
+            )));
+        }
+    };
+    if format != GROUP_ARCHIVE_FORMAT {
+        return Err(ImportError::Archive(format!(
+            "a key group archive of format {format}; this build reads format \
+             {GROUP_ARCHIVE_FORMAT}"
+        )));
+    }
+    Ok(bytes.get(ARCHIVE_HEADER_BYTES..).unwrap_or_default())
 }
 
 /// The generic [`OperatorInstance`] behind every operator.
@@ -315,8 +347,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             return Err(ImportError::Occupied(key_group));
         }
         // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
-        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
-        aligned.extend_from_slice(bytes);
+        let body = archive_body(bytes)?;
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
+        aligned.extend_from_slice(body);
         let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
             .map_err(|e| ImportError::Archive(e.to_string()))?;
         let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
