@@ -33,6 +33,8 @@ fn filled_count() -> Box<dyn OperatorInstance> {
 }
 
 fn state(c: &mut Criterion) {
+    // As every clasp process runs (`src/hugepages.rs`): no huge-page faults in the figures.
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let full = filled_count();
     let keys = full.state_keys() as u64;
     let archives: Vec<Vec<u8>> = (0..KEY_GROUPS).map(|g| full.copy_group(g)).collect();

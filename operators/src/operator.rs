@@ -201,7 +201,8 @@ impl OperatorSummary {
 /// Why [`OperatorInstance::import_group`] refused an archive.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    /// The bytes are not a valid archive (rkyv validation failed).
+    /// The bytes are not a valid archive: a header of another format, a failed rkyv
+    /// validation, or a state entry cut short.
     #[error("invalid state archive: {0}")]
     Archive(String),
     /// The archive is for another key group, or another format version.
@@ -256,8 +257,9 @@ pub trait OperatorInstance: Send {
     fn fire_processing_timers(&mut self, now_ms: u64, out: &mut Emitter);
     /// Pending timers (both clocks) of every key.
     fn pending_timers(&self) -> usize;
-    /// Removes key group `key_group`'s state and returns it as an rkyv archive (an empty group
-    /// gives a valid archive with no entries).
+    /// Removes key group `key_group`'s state and returns it archived: a 16-byte header (magic,
+    /// [`GROUP_ARCHIVE_FORMAT`]) and then the rkyv archive of a [`GroupArchive`] (an empty
+    /// group gives a valid archive with no entries).
     fn export_group(&mut self, key_group: u16) -> Vec<u8>;
     /// Key group `key_group`'s state as [`OperatorInstance::export_group`] would archive it,
     /// without removing it (a checkpoint copies the state the executor goes on running with).

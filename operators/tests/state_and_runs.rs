@@ -114,6 +114,13 @@ fn an_archive_of_another_format_is_refused_by_name() {
     // Format 3 and earlier had no header: their first bytes are not the magic.
     let err = b.import_group(kg, &bytes[16..]).unwrap_err().to_string();
     assert!(err.contains("not a key group archive of format 4"), "{err}");
+    let mut reserved = a.copy_group(kg);
+    reserved[12] = 1;
+    let err = b.import_group(kg, &reserved).unwrap_err().to_string();
+    assert!(
+        err.contains("reserved key group archive header bytes"),
+        "{err}"
+    );
     assert_eq!(b.state_keys(), 0, "nothing was imported");
 }
 

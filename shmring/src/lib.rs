@@ -5,8 +5,8 @@
 //! fill → [`WriteGrant::commit`]) and read in place ([`Consumer::peek`] → read →
 //! [`ReadFrame::release`]), never copied in between; batches publish or release many frames with
 //! one store; each side re-reads the other's index only when the ring looks full or empty, and
-//! frames longer than a cache line never share one (see [`ring`] for the protocol and for what
-//! was measured).
+//! frames longer than two cache lines start on a line of their own (see [`ring`] for the
+//! protocol and for what was measured).
 //!
 //! The crate knows nothing of requests or operators. Its parts:
 //! - [`ring`]: the ring protocol, generic over [`RingMemory`] so one implementation runs on

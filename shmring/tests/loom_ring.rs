@@ -88,17 +88,17 @@ fn wrap_markers_are_followed() {
     });
 }
 
-/// Frames longer than a cache line start on a line boundary: the second frame is preceded by
-/// a skip marker over the padding, and the third wraps.
+/// Frames longer than two cache lines start on a line boundary: the second frame (192 bytes)
+/// is preceded by a skip marker over 32 bytes of padding, and the fourth (256 bytes) wraps.
 #[test]
 fn line_padding_is_skipped() {
     model(|| {
         let (mut p, mut c) = heap::channel(RingConfig {
-            capacity_bytes: 256,
-            max_frame_bytes: 112,
+            capacity_bytes: 512,
+            max_frame_bytes: 240,
         })
         .unwrap();
-        let lens = [8usize, 60, 100];
+        let lens = [8usize, 150, 8, 200];
         let writer = thread::spawn(move || {
             for (i, &len) in lens.iter().enumerate() {
                 push_spinning(&mut p, &frame(i as u8, len));

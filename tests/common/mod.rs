@@ -74,6 +74,17 @@ impl Running {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
+    /// Kills the process (if it still runs) and returns what it wrote.
+    pub fn kill(mut self) -> Output {
+        let _ = self.child.kill();
+        let status = self.child.wait().expect("wait");
+        Output {
+            status,
+            stdout: self.out.join().unwrap(),
+            stderr: self.err.join().unwrap(),
+        }
+    }
+
     /// Waits at most [`RUN_TIMEOUT`] (then kills the process and fails the test).
     pub fn wait(mut self) -> Output {
         let deadline = Instant::now() + RUN_TIMEOUT;

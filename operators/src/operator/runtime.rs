@@ -101,8 +101,13 @@ fn group_archive(
 /// format is checked before rkyv validates anything, so an archive of another build is named
 /// as such rather than failing validation somewhere inside.
 fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
-    let format = match bytes.split_first_chunk::<8>() {
+    let format = match bytes.split_first_chunk::<ARCHIVE_HEADER_BYTES>() {
         Some((head, _)) if head[..4] == ARCHIVE_MAGIC => {
+            if head[8..].iter().any(|&b| b != 0) {
+                return Err(ImportError::Archive(
+                    "reserved key group archive header bytes are not zero".into(),
+                ));
+            }
             u32::from_le_bytes([head[4], head[5], head[6], head[7]])
         }
         _ => {
