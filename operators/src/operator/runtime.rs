@@ -13,118 +13,16 @@ use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
 use crate::output_line::{OutputText, write_line};
 use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
-use crate::timers::{ExportedTimers, TimeDomain, TimerRequests, Timers};
+use crate::timers::{TimeDomain, TimerRequests, Timers};
 
+mod archive;
 mod entries;
 mod fire;
 mod state_map;
 
+use archive::{ArchivedGroupArchive, archive_body, group_archive};
+pub use archive::{GROUP_ARCHIVE_FORMAT, GroupArchive};
 use state_map::{Group, StateKey};
-
-/// Format version of exported key groups (2: with the outputs' `seq` counters; 3: with the
-/// keys' timers; 4: the states as one run of bytes, [`GroupArchive::entries`]).
-pub const GROUP_ARCHIVE_FORMAT: u32 = 4;
-
-/// An exported key group: keys sorted, states in their canonical [`StateCodec`] encoding, the
-/// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
-/// timers ([`crate::timers`]). An exported group's bytes are a 16-byte header (magic and
-/// format, so an archive of another build is refused by name) and then this, archived by rkyv.
-///
-/// The states are one run of bytes rather than a vector of `(key, state)` vectors: a group is
-/// written by appending to one buffer and read by walking it, with no allocation per key on
-/// either side (exporting and importing WC's ~42 000 words took 51 and 42 ns a key as vectors,
-/// `benches/benches/state.rs`; `benches/results/migrations.md` has the figures since).
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
-pub struct GroupArchive {
-    /// [`GROUP_ARCHIVE_FORMAT`].
-    pub format: u32,
-    /// Key group.
-    pub key_group: u16,
-    /// Number of entries in [`GroupArchive::entries`].
-    pub entry_count: u32,
-    /// The states, keys ascending, each `key length: u16 LE, state length: u32 LE, key,
-    /// encoded state` ([`entries::push`], [`entries::Entries`]).
-    pub entries: Vec<u8>,
-    /// `(output key, next seq)`, keys ascending.
-    pub output_seqs: Vec<(Vec<u8>, u64)>,
-    /// `(key, event times, processing times)`, keys and times ascending.
-    pub timers: Vec<ExportedTimers>,
-}
-
-/// The first bytes of every key group archive (format 4 on): "CLGA", then the format (u32 LE),
-/// then zeros to [`ARCHIVE_HEADER_BYTES`], then the rkyv archive of a [`GroupArchive`].
-const ARCHIVE_MAGIC: [u8; 4] = *b"CLGA";
-/// Bytes of the header in front of the rkyv archive: 16, so the archive keeps the alignment it
-/// was written with.
-const ARCHIVE_HEADER_BYTES: usize = 16;
-/// An rkyv archive's own bytes beyond its items (root object, alignment), generously.
-const ARCHIVE_FIXED_BYTES: usize = 64;
-/// An rkyv archive's bytes per item beyond its payload (relative pointers and lengths of its
-/// vectors, padding), generously: an estimate only sizes the buffer.
-const ARCHIVE_ITEM_OVERHEAD_BYTES: usize = 32;
-
-/// Encodes one key group's archive ([`OperatorInstance::export_group`]'s bytes) from its
-/// entries, already in [`GroupArchive::entries`]' form. The output is sized up front: a grown
-/// buffer would be copied and, for a large group, fault in fresh pages each time.
-fn group_archive(
-    key_group: u16,
-    (entry_count, entries): (u32, Vec<u8>),
-    output_seqs: Vec<(Vec<u8>, u64)>,
-    timers: Vec<ExportedTimers>,
-) -> Vec<u8> {
-    let items = output_seqs.len() + timers.len();
-    let payload_bytes: usize = entries.len()
-        + (output_seqs.iter())
-            .map(|(k, _)| k.len() + 8)
-            .sum::<usize>()
-        + (timers.iter())
-            .map(|(k, e, p)| k.len() + 8 * (e.len() + p.len()))
-            .sum::<usize>();
-    let estimate_bytes = ARCHIVE_FIXED_BYTES + payload_bytes + items * ARCHIVE_ITEM_OVERHEAD_BYTES;
-    let archive = GroupArchive {
-        format: GROUP_ARCHIVE_FORMAT,
-        key_group,
-        entry_count,
-        entries,
-        output_seqs,
-        timers,
-    };
-    let mut out = Vec::with_capacity(ARCHIVE_HEADER_BYTES + estimate_bytes);
-    out.extend_from_slice(&ARCHIVE_MAGIC);
-    out.extend_from_slice(&GROUP_ARCHIVE_FORMAT.to_le_bytes());
-    out.extend_from_slice(&[0; ARCHIVE_HEADER_BYTES - 8]);
-    rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&archive, out)
-        .expect("serializing plain vectors cannot fail")
-}
-
-/// The archive's bytes after its header, or why they are not an archive this build reads: the
-/// format is checked before rkyv validates anything, so an archive of another build is named
-/// as such rather than failing validation somewhere inside.
-fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
-    let format = match bytes.split_first_chunk::<ARCHIVE_HEADER_BYTES>() {
-        Some((head, _)) if head[..4] == ARCHIVE_MAGIC => {
-            if head[8..].iter().any(|&b| b != 0) {
-                return Err(ImportError::Archive(
-                    "reserved key group archive header bytes are not zero".into(),
-                ));
-            }
-            u32::from_le_bytes([head[4], head[5], head[6], head[7]])
-        }
-        _ => {
-            return Err(ImportError::Archive(format!(
-                "not a key group archive of format {GROUP_ARCHIVE_FORMAT} (format 3 and earlier \
-                 had no header; a checkpoint from an earlier build cannot be restored)"
-            )));
-        }
-    };
-    if format != GROUP_ARCHIVE_FORMAT {
-        return Err(ImportError::Archive(format!(
-            "a key group archive of format {format}; this build reads format \
-             {GROUP_ARCHIVE_FORMAT}"
-        )));
-    }
-    Ok(bytes.get(ARCHIVE_HEADER_BYTES..).unwrap_or_default())
-}
 
 /// The generic [`OperatorInstance`] behind every operator.
 pub struct Runtime<O: Operator> {
