@@ -134,7 +134,7 @@ impl<M: RingMemory> Producer<M> {
     ///
     /// The common case — the frame needs no line padding, does not reach the end of the
     /// buffer and fits the free space as last seen — is a handful of compares, inlined; the
-    /// rest (padding, wrap-around, re-reading `head`, errors) is [`Self::reserve_slow`].
+    /// rest (padding, wrap-around, re-reading `head`, errors) is `reserve_slow`.
     #[inline(always)]
     pub fn reserve(&mut self, len_bytes: usize) -> Result<WriteGrant<'_, M>> {
         let capacity_bytes = self.config.capacity_bytes;
