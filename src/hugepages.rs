@@ -7,7 +7,9 @@
 //! that long on one allocation in about one encode in thirty, and the planner's moves of
 //! ~42 000 words took 12–14 ms instead of 5–8. With huge pages off, `clasp local --app wc
 //! --executors 1 --records 600000` kept its throughput (797–814 k against 763–810 k records/s)
-//! and its p99 fell from 9.1–9.5 ms to 5.6–6.2 ms (`benches/results/migrations.md`).
+//! and its p99 fell from 9.1–9.5 ms to 5.6–6.2 ms (`benches/results/migrations.md`); the
+//! allocation-heavy `clasp oracle --app wc --records 2000000 --seed 1` took 3.30–3.33 s with
+//! them off and 3.40–3.45 s with them on (two runs each, alternated).
 //!
 //! The switch is `prctl(PR_SET_THP_DISABLE)`: it covers the whole process (memory the
 //! allocator mapped before `main` too, at its next fault) and is inherited by the workers and
