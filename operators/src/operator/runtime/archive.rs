@@ -13,10 +13,11 @@ use crate::timers::ExportedTimers;
 /// keys' timers; 4: the states as one run of bytes, [`GroupArchive::entries`]).
 pub const GROUP_ARCHIVE_FORMAT: u32 = 4;
 
-/// An exported key group: keys sorted, states in their canonical [`crate::StateCodec`] encoding, the
-/// group's output counters ([`crate::output_seq`]; empty without a sink) and its keys' pending
-/// timers ([`crate::timers`]). An exported group's bytes are a 16-byte header (magic and
-/// format, so an archive of another build is refused by name) and then this, archived by rkyv.
+/// An exported key group: keys sorted, states in their canonical [`crate::StateCodec`]
+/// encoding, the group's output counters ([`crate::output_seq`]; empty without a sink) and its
+/// keys' pending timers ([`crate::timers`]). An exported group's bytes are a 16-byte header
+/// (magic and format, so an archive of another build is refused by name) and then this,
+/// archived by rkyv.
 ///
 /// The states are one run of bytes rather than a vector of `(key, state)` vectors: a group is
 /// written by appending to one buffer and read by walking it, with no allocation per key on
