@@ -136,7 +136,10 @@ proptest! {
     }
 
     #[test]
-    fn an_archive_with_one_byte_changed_never_panics(at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+    fn an_archive_with_one_byte_changed_never_panics(
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
         let (a, kg) = filled_count();
         let spec = apps::builtin("wc").unwrap();
         let mut bytes = a.copy_group(kg);
