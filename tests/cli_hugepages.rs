@@ -63,26 +63,24 @@ fn worker_thp(tag: &str, env: &[(&str, &str)]) -> bool {
     })
 }
 
-#[test]
-fn a_worker_runs_without_transparent_huge_pages() {
+/// Checks that a worker started with `env` runs with huge pages `on` (unless this machine
+/// cannot tell, which it prints).
+fn check(tag: &str, env: &[(&str, &str)], on: bool, what: &str) {
     if let Some(why) = cannot_tell() {
         println!("skipped: {why}");
         return;
     }
-    assert!(
-        !worker_thp("thp-off", &[]),
-        "the worker runs with transparent huge pages enabled"
-    );
+    assert_eq!(worker_thp(tag, env), on, "{what}");
+}
+
+#[test]
+fn a_worker_runs_without_transparent_huge_pages() {
+    let what = "the worker runs with transparent huge pages enabled";
+    check("thp-off", &[], false, what);
 }
 
 #[test]
 fn mimalloc_allow_thp_leaves_them_to_the_kernel() {
-    if let Some(why) = cannot_tell() {
-        println!("skipped: {why}");
-        return;
-    }
-    assert!(
-        worker_thp("thp-on", &[("MIMALLOC_ALLOW_THP", "1")]),
-        "MIMALLOC_ALLOW_THP=1 did not leave huge pages on"
-    );
+    let what = "MIMALLOC_ALLOW_THP=1 did not leave huge pages on";
+    check("thp-on", &[("MIMALLOC_ALLOW_THP", "1")], true, what);
 }

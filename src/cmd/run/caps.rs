@@ -20,8 +20,8 @@ pub const UNCAPPED_PEAK_PER_S: f64 = 250_000.0;
 /// the 175 000–185 000/s one WC worker at 0.3 sustained on a 2-vCPU KVM guest (`clasp run
 /// --max-workers 1 --pattern constant --peak-rate R --duration 10`, R = 175 000 and 200 000),
 /// so the peak needs more than one worker; three carried 226 000–232 000/s on average at the
-/// peak (13.5–16.5 s, five default runs). It was 300 000 (90 000/s), then 600 000 (180 000/s), each until one worker came to
-/// carry nearly that peak alone.
+/// peak (13.5–16.5 s, five default runs). It was 300 000 (90 000/s), then 600 000
+/// (180 000/s), each until one worker came to carry nearly that peak alone.
 pub const CAPPED_PEAK_PER_CORE_PER_S: f64 = 800_000.0;
 
 /// What a live run decided about caps.

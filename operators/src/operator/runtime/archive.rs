@@ -46,6 +46,8 @@ const ARCHIVE_MAGIC: [u8; 4] = *b"CLGA";
 /// Bytes of the header in front of the rkyv archive: 16, so the archive keeps the alignment it
 /// was written with.
 const ARCHIVE_HEADER_BYTES: usize = 16;
+/// Where the header's reserved (zero) bytes start: after the magic and the u32 format.
+const ARCHIVE_RESERVED_AT: usize = ARCHIVE_MAGIC.len() + 4;
 /// An rkyv archive's own bytes beyond its items (root object, alignment), generously.
 const ARCHIVE_FIXED_BYTES: usize = 64;
 /// An rkyv archive's bytes per item beyond its payload (relative pointers and lengths of its
@@ -81,7 +83,7 @@ pub(super) fn group_archive(
     let mut out = Vec::with_capacity(ARCHIVE_HEADER_BYTES + estimate_bytes);
     out.extend_from_slice(&ARCHIVE_MAGIC);
     out.extend_from_slice(&GROUP_ARCHIVE_FORMAT.to_le_bytes());
-    out.extend_from_slice(&[0; ARCHIVE_HEADER_BYTES - 8]);
+    out.extend_from_slice(&[0; ARCHIVE_HEADER_BYTES - ARCHIVE_RESERVED_AT]);
     rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&archive, out)
         .expect("serializing plain vectors cannot fail")
 }
@@ -92,7 +94,7 @@ pub(super) fn group_archive(
 pub(super) fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
     let format = match bytes.split_first_chunk::<ARCHIVE_HEADER_BYTES>() {
         Some((head, _)) if head[..4] == ARCHIVE_MAGIC => {
-            if head[8..].iter().any(|&b| b != 0) {
+            if head[ARCHIVE_RESERVED_AT..].iter().any(|&b| b != 0) {
                 return Err(ImportError::Archive(
                     "reserved key group archive header bytes are not zero".into(),
                 ));
