@@ -71,7 +71,7 @@ impl OutputSeqs {
             .is_some_and(|g| !g.is_empty())
     }
 
-    /// Removes `key_group`'s counters: `(key, next seq)`, keys ascending.
+    /// Removes `key_group`'s counters: `(key, next seq)`, in no particular order.
     pub fn export(&mut self, key_group: u16) -> Vec<(Vec<u8>, u64)> {
         let entries = self.copy(key_group);
         self.remove(key_group);
@@ -85,16 +85,14 @@ impl OutputSeqs {
         }
     }
 
-    /// Key group `key_group`'s counters, sorted by key, kept here (a checkpoint copies state
-    /// the executor goes on running with; [`OutputSeqs::export`] is this and a removal).
+    /// Key group `key_group`'s counters in the map's order (unsorted, like the states beside
+    /// them: an importer puts them into a map), kept here (a checkpoint copies state the
+    /// executor goes on running with; [`OutputSeqs::export`] is this and a removal).
     pub fn copy(&self, key_group: u16) -> Vec<(Vec<u8>, u64)> {
         let Some(group) = self.groups.get(usize::from(key_group % KEY_GROUPS)) else {
             return Vec::new();
         };
-        let mut entries: Vec<(Vec<u8>, u64)> =
-            group.iter().map(|(k, &n)| (k.to_vec(), n)).collect();
-        entries.sort_unstable();
-        entries
+        group.iter().map(|(k, &n)| (k.to_vec(), n)).collect()
     }
 
     /// Installs counters exported by [`OutputSeqs::export`] (turning counting on: a worker

@@ -229,14 +229,15 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn copy_group(&self, key_group: u16) -> Vec<u8> {
         let group = &self.groups[usize::from(key_group % KEY_GROUPS)];
-        // Sorted so that the same state always gives the same bytes.
-        let mut sorted: Vec<(&[u8], &O::State)> = group.iter().map(|(k, s)| (&k[..], s)).collect();
-        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut entries = Vec::with_capacity(sorted.len() * entries::TYPICAL_ENTRY_BYTES);
-        for (key, state) in &sorted {
+        // In the map's order, not sorted: the receiver inserts each key into a map, so order
+        // buys nothing, and sorting was 60 % of the copy (1.35 against 0.56 ms for WC's
+        // 42 000 words, `benches/benches/state.rs`), on the path of a moving key group's held
+        // requests and of every checkpoint's pause.
+        let mut entries = Vec::with_capacity(group.len() * entries::TYPICAL_ENTRY_BYTES);
+        for (key, state) in group {
             entries::push(&mut entries, key, |out| state.encode(out));
         }
-        let entries = (sorted.len() as u32, entries);
+        let entries = (group.len() as u32, entries);
         let (seqs, timers) = (self.seqs.copy(key_group), self.timers.copy(key_group));
         group_archive(key_group, entries, seqs, timers)
     }
@@ -278,7 +279,11 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             if !input.is_empty() {
                 return Err(crate::codec::DecodeError("trailing state bytes").into());
             }
-            group.insert(key.into(), state);
+            if group.insert(key.into(), state).is_some() {
+                return Err(ImportError::Archive(format!(
+                    "a state key twice in key group {key_group}"
+                )));
+            }
         }
         walk.finish()?;
         let mut seqs = Vec::with_capacity(archive.output_seqs.len());

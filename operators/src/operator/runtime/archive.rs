@@ -13,11 +13,11 @@ use crate::timers::ExportedTimers;
 /// keys' timers; 4: the states as one run of bytes, [`GroupArchive::entries`]).
 pub const GROUP_ARCHIVE_FORMAT: u32 = 4;
 
-/// An exported key group: keys sorted, states in their canonical [`crate::StateCodec`]
-/// encoding, the group's output counters ([`crate::output_seq`]; empty without a sink) and its
-/// keys' pending timers ([`crate::timers`]). An exported group's bytes are a 16-byte header
-/// (magic and format, so an archive of another build is refused by name) and then this,
-/// archived by rkyv.
+/// An exported key group: keys in no particular order, states in their canonical
+/// [`crate::StateCodec`] encoding, the group's output counters ([`crate::output_seq`]; empty
+/// without a sink) and its keys' pending timers ([`crate::timers`]). An exported group's bytes
+/// are a 16-byte header (magic and format, so an archive of another build is refused by name)
+/// and then this, archived by rkyv.
 ///
 /// The states are one run of bytes rather than a vector of `(key, state)` vectors: a group is
 /// written by appending to one buffer and read by walking it, with no allocation per key on
@@ -31,10 +31,10 @@ pub struct GroupArchive {
     pub key_group: u16,
     /// Number of entries in [`GroupArchive::entries`].
     pub entry_count: u32,
-    /// The states, keys ascending, each `key length: u16 LE, state length: u32 LE, key,
-    /// encoded state` (written and read by `runtime/entries.rs`).
+    /// The states, in the exporter's map order, each `key length: u16 LE, state length: u32
+    /// LE, key, encoded state` (written and read by `runtime/entries.rs`).
     pub entries: Vec<u8>,
-    /// `(output key, next seq)`, keys ascending.
+    /// `(output key, next seq)`, in the exporter's map order.
     pub output_seqs: Vec<(Vec<u8>, u64)>,
     /// `(key, event times, processing times)`, keys and times ascending.
     pub timers: Vec<ExportedTimers>,
@@ -115,4 +115,35 @@ pub(super) fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
         )));
     }
     Ok(bytes.get(ARCHIVE_HEADER_BYTES..).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::entries;
+    use super::group_archive;
+    use crate::StateCodec;
+    use crate::apps;
+    use crate::key::key_group_of;
+
+    /// Archives in no particular order no longer show a repeated key by its position, so the
+    /// importer checks each key is new.
+    #[test]
+    fn an_archive_with_a_key_twice_is_refused() {
+        let spec = apps::builtin("wc").unwrap();
+        let count = spec.operators.len() - 1;
+        let kg = key_group_of(b"apple");
+        let mut e = Vec::new();
+        for n in [1u64, 2] {
+            entries::push(&mut e, b"apple", |o| n.encode(o));
+        }
+        let twice = group_archive(kg, (2, e), Vec::new(), Vec::new());
+        let mut inst = spec.instantiate(count);
+        let err = inst.import_group(kg, &twice).unwrap_err().to_string();
+        assert!(err.contains("a state key twice"), "{err}");
+        // The same key once imports.
+        let mut e = Vec::new();
+        entries::push(&mut e, b"apple", |o| 3u64.encode(o));
+        let once = group_archive(kg, (1, e), Vec::new(), Vec::new());
+        assert_eq!(spec.instantiate(count).import_group(kg, &once).unwrap(), 1);
+    }
 }
