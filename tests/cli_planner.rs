@@ -89,6 +89,16 @@ fn a_live_run_writes_its_summary_series_and_plots() {
     assert!(!run["decisions"].as_array().unwrap().is_empty());
     assert!(run["intervals"].as_array().unwrap().len() >= 5);
     assert!(run["worker_seconds"].as_f64().unwrap() > 0.0);
+    // A paced run says how late it admitted each record, over the run and per interval.
+    let delay = &run["admission_delay_us"];
+    assert!(delay["count"].as_u64().unwrap() > 0, "{delay}");
+    assert!(delay["max"].as_f64().unwrap() >= delay["p50"].as_f64().unwrap());
+    for iv in run["intervals"].as_array().unwrap() {
+        assert!(
+            iv["admission_delay_p99_ms"].as_f64().unwrap() >= 0.0,
+            "{iv}"
+        );
+    }
     for k in ["alpha_us", "beta_us", "gamma_us", "w_bar_us"] {
         assert!(run["estimates"][k].as_f64().is_some(), "{k}");
     }

@@ -75,6 +75,9 @@ pub struct IntervalView {
     pub backlog: u64,
     /// Latency of the trees completed in the interval.
     pub latency: LatencySummary,
+    /// How long after falling due by the rate the records of the interval were admitted (µs;
+    /// empty at no rate): the ingress's wait, which `latency` does not include.
+    pub admission_delay: LatencySummary,
     /// Per worker (all of the job's workers, active or not).
     pub workers: Vec<WorkerInterval>,
     /// A migration was in progress at some point of the interval.

@@ -249,7 +249,8 @@ impl Ledger {
     }
 }
 
-fn summarize(h: &Histogram<u64>) -> LatencySummary {
+/// `h` (ns) as percentiles in µs.
+pub(crate) fn summarize(h: &Histogram<u64>) -> LatencySummary {
     {
         let us = |v: u64| v as f64 / 1000.0;
         LatencySummary {

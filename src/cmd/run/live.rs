@@ -217,6 +217,7 @@ impl Controller for Live {
             gamma_us: est.map_or(0.0, |e| e.gamma_us),
             w_bar_us: est.map_or(0.0, |e| e.w_bar_us),
             migrating: v.migrating,
+            admission_delay_p99_ms: v.admission_delay.p99 / 1e3,
         };
         if self.progress {
             eprint!("\r{}", out::progress_line(&row, self.migrations));

@@ -69,6 +69,10 @@ pub fn run_view<'a>(
         extra: vec![
             ("migrations".into(), serde_json::to_value(&r.migrations)?),
             ("worker_seconds".into(), r.worker_seconds.into()),
+            (
+                "admission_delay_us".into(),
+                serde_json::to_value(r.admission_delay)?,
+            ),
             ("refused_connections".into(), r.refused_connections.into()),
             crate::cmd::source::json(&r.sources)?,
             // The driver's own CPU (planner included; the workers are other processes): a
@@ -78,10 +82,9 @@ pub fn run_view<'a>(
                 (clasp_dataplane::cpu_usage::process_cpu_ns() as f64 / 1e9).into(),
             ),
         ],
-        extra_lines: r
-            .migrations
-            .iter()
-            .map(migration_line)
+        extra_lines: admission_delay_line(&r.admission_delay)
+            .into_iter()
+            .chain(r.migrations.iter().map(migration_line))
             .chain((r.refused_connections > 0).then(|| {
                 format!(
                     "refused {} connections that did not authenticate (the run is unaffected)",
@@ -95,6 +98,17 @@ pub fn run_view<'a>(
     view.extra.extend(super::recovery::json(r)?);
     view.extra_lines.extend(super::recovery::lines(r));
     Ok(view)
+}
+
+/// How late records were admitted, as a line of the text output (`None` at no rate).
+fn admission_delay_line(d: &clasp_dataplane::runtime::ledger::LatencySummary) -> Option<String> {
+    (d.count > 0).then(|| {
+        format!(
+            "admission delay µs p50 {:.1} p99 {:.1} max {:.1} (after falling due by the rate; \
+             not part of the latency)",
+            d.p50, d.p99, d.max
+        )
+    })
 }
 
 /// One migration as a line of the text output.

@@ -163,6 +163,8 @@ pub struct ClusterReport {
     pub admitted: u64,
     /// Latency of tracked trees.
     pub latency: LatencySummary,
+    /// How long after falling due by the rate records were admitted (empty at no rate).
+    pub admission_delay: LatencySummary,
     /// From the first admitted root to the last completion.
     pub elapsed: Duration,
     /// Counters summed over workers, plus the driver's.

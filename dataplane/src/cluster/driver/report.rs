@@ -93,6 +93,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
         operator_metrics: metrics,
         admitted: fed.admitted,
         latency: d.rx.ledger.summary(),
+        admission_delay: d.meter.admission_delay.summary(),
         elapsed,
         totals,
         errors,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::{IntervalRow, MigrationRow, RunRecord, WorkerRow};
 
 /// The columns of `intervals.csv`, in [`IntervalRow`]'s field order.
-const INTERVAL_HEADER: [&str; 12] = [
+const INTERVAL_HEADER: [&str; 13] = [
     "t_s",
     "input_per_s",
     "throughput_per_s",
@@ -24,6 +24,7 @@ const INTERVAL_HEADER: [&str; 12] = [
     "gamma_us",
     "w_bar_us",
     "migrating",
+    "admission_delay_p99_ms",
 ];
 
 /// The columns of `migrations.csv`, in [`MigrationRow`]'s field order.
@@ -91,7 +92,7 @@ fn worker_fields(r: &WorkerRow) -> [String; 17] {
     ]
 }
 
-fn interval_fields(r: &IntervalRow) -> [String; 12] {
+fn interval_fields(r: &IntervalRow) -> [String; 13] {
     [
         r.t_s.to_string(),
         r.input_per_s.to_string(),
@@ -105,6 +106,7 @@ fn interval_fields(r: &IntervalRow) -> [String; 12] {
         r.gamma_us.to_string(),
         r.w_bar_us.to_string(),
         r.migrating.to_string(),
+        r.admission_delay_p99_ms.to_string(),
     ]
 }
 
@@ -339,6 +341,7 @@ mod tests {
             let p99 = row[6].parse::<f64>().unwrap();
             assert!(p99 == r.latency_p99_ms || (p99.is_nan() && r.latency_p99_ms.is_nan()));
             assert_eq!(row[11].parse::<bool>().unwrap(), r.migrating);
+            assert_eq!(row[12].parse::<f64>().unwrap(), r.admission_delay_p99_ms);
         }
 
         let (header, rows) =

@@ -44,6 +44,9 @@ pub struct IntervalRow {
     pub w_bar_us: f64,
     /// A migration was in progress during the interval.
     pub migrating: bool,
+    /// How late, after falling due by the rate, the interval's records were admitted at the
+    /// 99th percentile (ms; 0 at no rate): the ingress's wait, outside the latency columns.
+    pub admission_delay_p99_ms: f64,
 }
 
 /// One migration: the plan, its two durations (the planner's and the longest worker pause) and

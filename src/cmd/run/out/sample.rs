@@ -20,6 +20,7 @@ pub(super) fn record() -> RunRecord {
                 gamma_us: 51_500.0,
                 w_bar_us: 1e6,
                 migrating: i == 7 || i == 14,
+                admission_delay_p99_ms: 0.1 * t,
             }
         })
         .collect();
