@@ -153,6 +153,8 @@ fn a_running_cluster_is_scraped_twice() {
         "clasp_chained_requests_total",
         "clasp_worker_frames_in_total",
         "clasp_latency_seconds_count",
+        // Paced: every admitted record says how late it was.
+        "clasp_admission_delay_seconds_count",
     ] {
         let (a, b) = (total(&first, counter), total(&second, counter));
         assert!(b > a, "{counter} did not rise: {a} then {b}");

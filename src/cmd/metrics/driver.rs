@@ -42,6 +42,7 @@ pub struct DriverMetrics {
     backlog: Gauge,
     workers_active: Gauge,
     latency: BulkHistogram,
+    admission_delay: BulkHistogram,
     costs: Level,
     capacity: Gauge<f64, AtomicU64>,
     decisions: Counter,
@@ -70,6 +71,9 @@ impl DriverMetrics {
             backlog: Gauge::default(),
             workers_active: Gauge::default(),
             latency: BulkHistogram::new(LATENCY_BUCKET_BOUNDS_US.iter().map(|&us| us as f64 / 1e6)),
+            admission_delay: BulkHistogram::new(
+                LATENCY_BUCKET_BOUNDS_US.iter().map(|&us| us as f64 / 1e6),
+            ),
             costs: Level::default(),
             capacity: Gauge::default(),
             decisions: Counter::default(),
@@ -145,6 +149,11 @@ impl DriverMetrics {
             self.latency.clone(),
         );
         r.register(
+            "admission_delay_seconds",
+            "How late records were admitted after falling due by the rate (not in the latency)",
+            self.admission_delay.clone(),
+        );
+        r.register(
             "planner_cost_microseconds",
             "The planner's cost estimates: alpha, beta, gamma, and wake (busy-time, once learnt)",
             self.costs.clone(),
@@ -198,6 +207,8 @@ impl DriverMetrics {
             .set(i64::try_from(v.backlog).unwrap_or(i64::MAX));
         self.workers_active.set(v.active_workers as i64);
         self.latency.add(&v.latency.buckets, v.latency.sum_us / 1e6);
+        let delay = &v.admission_delay;
+        self.admission_delay.add(&delay.buckets, delay.sum_us / 1e6);
         if let Some(e) = est {
             let cost = |name: &'static str| {
                 self.costs
