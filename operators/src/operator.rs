@@ -264,9 +264,27 @@ pub trait OperatorInstance: Send {
     /// Key group `key_group`'s state as [`OperatorInstance::export_group`] would archive it,
     /// without removing it (a checkpoint copies the state the executor goes on running with).
     fn copy_group(&self, key_group: u16) -> Vec<u8>;
-    /// Installs a key group exported by [`OperatorInstance::export_group`]; returns the number
-    /// of keys imported. The bytes are untrusted: they are validated before use.
+    /// Installs a key group exported by [`OperatorInstance::export_group`] (replacing any
+    /// staged copy of it), or applies [`OperatorInstance::export_changes`]' changes to the copy
+    /// staged by [`OperatorInstance::stage_group`] and installs that; returns the number of keys
+    /// installed. The bytes are untrusted: they are validated before use.
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError>;
+    /// Starts recording which keys of `key_group` change (from now, so before a copy of it is
+    /// sent ahead of its move): [`OperatorInstance::export_changes`] then sends only those.
+    fn track_changes(&mut self, key_group: u16);
+    /// Stops recording changes of `key_group` (its move did not come).
+    fn untrack(&mut self, key_group: u16);
+    /// Removes key group `key_group`'s state and returns what changed in it since
+    /// [`OperatorInstance::track_changes`], archived for an instance that staged its copy; the
+    /// whole group, as [`OperatorInstance::export_group`], when changes were not recorded key
+    /// by key. Recording stops.
+    fn export_changes(&mut self, key_group: u16) -> Vec<u8>;
+    /// Keeps a copy of key group `key_group` (an [`OperatorInstance::copy_group`] archive)
+    /// received ahead of its move, validated and decoded but not live: nothing reads it until
+    /// its changes are imported. Returns its keys.
+    fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError>;
+    /// Drops the staged copy of `key_group`, if any (its move did not come).
+    fn drop_staged(&mut self, key_group: u16);
     /// Order-independent digest of all state held (the sum over key groups).
     fn state_digest(&self) -> Digest;
     /// Key groups holding any state, ascending.

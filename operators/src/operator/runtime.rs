@@ -15,12 +15,14 @@ use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
 use crate::timers::{TimeDomain, TimerRequests, Timers};
 
+mod ahead;
 mod archive;
 mod entries;
 mod fire;
 mod state_map;
 
-use archive::{ArchivedGroupArchive, archive_body, group_archive};
+use ahead::{Ahead, Changed};
+use archive::{ArchiveKind, ArchivedGroupArchive, archive_body, group_archive};
 pub use archive::{GROUP_ARCHIVE_FORMAT, GroupArchive};
 use state_map::{Group, StateKey};
 
@@ -41,6 +43,8 @@ pub struct Runtime<O: Operator> {
     text: OutputText,
     timers: Timers,
     timer_requests: TimerRequests,
+    /// Key groups copied ahead of a move (`runtime/ahead.rs`).
+    ahead: Ahead<O::State>,
 }
 
 impl<O: Operator> Runtime<O> {
@@ -65,6 +69,7 @@ impl<O: Operator> Runtime<O> {
             text: OutputText::default(),
             timers: Timers::default(),
             timer_requests: TimerRequests::new(),
+            ahead: Ahead::default(),
         }
     }
 
@@ -156,6 +161,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                 r
             }
         };
+        if !self.ahead.tracked.is_empty() {
+            self.ahead.touch(key_group, key);
+        }
         let result = result.and_then(|()| {
             // A longer key does not fit a request: the data plane could not carry it.
             let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);
@@ -184,6 +192,8 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     }
 
     fn end_of_stream(&mut self, out: &mut Emitter) {
+        // Every key's `end_of_key` may change it: a group copied ahead moves whole.
+        self.ahead.all_changed();
         self.advance_watermark(u64::MAX, out);
         self.timers.drop_processing();
         let start = out.len();
@@ -218,6 +228,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     fn export_group(&mut self, key_group: u16) -> Vec<u8> {
         // One archive for both: a checkpoint's copy is byte for byte what a migration moves.
         let archive = self.copy_group(key_group);
+        self.ahead.tracked.remove(&key_group);
         // Freed, not cleared: the group lives elsewhere now.
         drop(std::mem::take(
             &mut self.groups[usize::from(key_group % KEY_GROUPS)],
@@ -239,7 +250,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         }
         let entries = (group.len() as u32, entries);
         let (seqs, timers) = (self.seqs.copy(key_group), self.timers.copy(key_group));
-        group_archive(key_group, entries, seqs, timers)
+        group_archive(ArchiveKind::Whole, key_group, entries, seqs, timers)
     }
 
     fn import_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
@@ -251,7 +262,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             return Err(ImportError::Occupied(key_group));
         }
         // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
-        let body = archive_body(bytes)?;
+        let (kind, body) = archive_body(bytes)?;
+        // A whole group replaces any copy of it; changes need one.
+        let staged = self.ahead.staged.remove(&key_group);
         let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
         aligned.extend_from_slice(body);
         let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
@@ -265,27 +278,18 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             });
         }
         let count = archive.entry_count.to_native() as usize;
-        let mut group = Group::<O::State>::default();
-        // Reserved by what the bytes can hold, not by what the archive claims.
-        group.reserve(count.min(archive.entries.len() / entries::HEADER_BYTES));
-        let mut walk = entries::Entries::new(&archive.entries);
-        for _ in 0..count {
-            let (key, mut input) = walk.next_entry()?;
-            let kg = key_group_of(key);
-            if kg != key_group {
-                return Err(ImportError::ForeignKey(kg));
+        let group = match (kind, staged) {
+            (ArchiveKind::Whole, _) => Self::read_group(key_group, count, &archive.entries)?,
+            (ArchiveKind::Changes, Some(mut group)) => {
+                ahead::apply_changes(&mut group, key_group, count, &archive.entries)?;
+                group
             }
-            let state = O::State::decode(&mut input)?;
-            if !input.is_empty() {
-                return Err(crate::codec::DecodeError("trailing state bytes").into());
-            }
-            if group.insert(key.into(), state).is_some() {
+            (ArchiveKind::Changes, None) => {
                 return Err(ImportError::Archive(format!(
-                    "a state key twice in key group {key_group}"
+                    "changes to key group {key_group}, which was not copied here ahead"
                 )));
             }
-        }
-        walk.finish()?;
+        };
         let mut seqs = Vec::with_capacity(archive.output_seqs.len());
         for entry in archive.output_seqs.iter() {
             let key: &[u8] = &entry.0;
@@ -301,6 +305,56 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         self.seqs.import(key_group, seqs);
         self.timers.import(key_group, timers);
         Ok(n)
+    }
+
+    fn track_changes(&mut self, key_group: u16) {
+        let keys = Changed::Keys(Default::default());
+        self.ahead.tracked.insert(key_group, keys);
+    }
+
+    fn untrack(&mut self, key_group: u16) {
+        self.ahead.tracked.remove(&key_group);
+    }
+
+    fn export_changes(&mut self, key_group: u16) -> Vec<u8> {
+        let Some(Changed::Keys(changed)) = self.ahead.tracked.remove(&key_group) else {
+            return self.export_group(key_group);
+        };
+        let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
+        let entries = ahead::changes_entries(&group, &changed);
+        let (seqs, timers) = (self.seqs.export(key_group), self.timers.export(key_group));
+        group_archive(ArchiveKind::Changes, key_group, entries, seqs, timers)
+    }
+
+    fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
+        let (kind, body) = archive_body(bytes)?;
+        if kind != ArchiveKind::Whole {
+            return Err(ImportError::Archive(format!(
+                "changes to key group {key_group} where its copy was due"
+            )));
+        }
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
+        aligned.extend_from_slice(body);
+        let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| ImportError::Archive(e.to_string()))?;
+        let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
+        if format != GROUP_ARCHIVE_FORMAT || found != key_group {
+            return Err(ImportError::WrongGroup {
+                expected: key_group,
+                found,
+                format,
+            });
+        }
+        let count = archive.entry_count.to_native() as usize;
+        // Its counters and timers are not kept: the changes carry them whole.
+        let group = Self::read_group(key_group, count, &archive.entries)?;
+        let n = group.len();
+        self.ahead.staged.insert(key_group, group);
+        Ok(n)
+    }
+
+    fn drop_staged(&mut self, key_group: u16) {
+        self.ahead.staged.remove(&key_group);
     }
 
     fn state_digest(&self) -> Digest {
@@ -374,5 +428,37 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
         self.op.record_key(ordinal, record, key);
+    }
+}
+
+impl<O: Operator> Runtime<O> {
+    /// The `count` states of a whole archive's untrusted `bytes`, of key group `key_group`.
+    fn read_group(
+        key_group: u16,
+        count: usize,
+        bytes: &[u8],
+    ) -> Result<Group<O::State>, ImportError> {
+        let mut group = Group::<O::State>::default();
+        // Reserved by what the bytes can hold, not by what the archive claims.
+        group.reserve(count.min(bytes.len() / entries::HEADER_BYTES));
+        let mut walk = entries::Entries::new(bytes);
+        for _ in 0..count {
+            let (key, mut input) = walk.next_entry()?;
+            let kg = key_group_of(key);
+            if kg != key_group {
+                return Err(ImportError::ForeignKey(kg));
+            }
+            let state = O::State::decode(&mut input)?;
+            if !input.is_empty() {
+                return Err(crate::codec::DecodeError("trailing state bytes").into());
+            }
+            if group.insert(key.into(), state).is_some() {
+                return Err(ImportError::Archive(format!(
+                    "a state key twice in key group {key_group}"
+                )));
+            }
+        }
+        walk.finish()?;
+        Ok(group)
     }
 }

@@ -43,6 +43,18 @@ pub struct GroupArchive {
 /// The first bytes of every key group archive (format 4 on): "CLGA", then the format (u32 LE),
 /// then zeros to [`ARCHIVE_HEADER_BYTES`], then the rkyv archive of a [`GroupArchive`].
 const ARCHIVE_MAGIC: [u8; 4] = *b"CLGA";
+/// The first bytes of a *changes* archive (same layout): the keys of a group copied ahead of a
+/// move that changed since, each with its state or as deleted (`runtime/ahead.rs`).
+const CHANGES_MAGIC: [u8; 4] = *b"CLGC";
+
+/// What an archive holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ArchiveKind {
+    /// A whole key group (a migration's or a checkpoint's).
+    Whole,
+    /// What changed in a key group since it was copied ahead.
+    Changes,
+}
 /// Bytes of the header in front of the rkyv archive: 16, so the archive keeps the alignment it
 /// was written with.
 const ARCHIVE_HEADER_BYTES: usize = 16;
@@ -58,6 +70,7 @@ const ARCHIVE_ITEM_OVERHEAD_BYTES: usize = 32;
 /// entries, already in [`GroupArchive::entries`]' form. The output is sized up front: a grown
 /// buffer would be copied and, for a large group, fault in fresh pages each time.
 pub(super) fn group_archive(
+    kind: ArchiveKind,
     key_group: u16,
     (entry_count, entries): (u32, Vec<u8>),
     output_seqs: Vec<(Vec<u8>, u64)>,
@@ -81,7 +94,10 @@ pub(super) fn group_archive(
         timers,
     };
     let mut out = Vec::with_capacity(ARCHIVE_HEADER_BYTES + estimate_bytes);
-    out.extend_from_slice(&ARCHIVE_MAGIC);
+    out.extend_from_slice(match kind {
+        ArchiveKind::Whole => &ARCHIVE_MAGIC,
+        ArchiveKind::Changes => &CHANGES_MAGIC,
+    });
     out.extend_from_slice(&GROUP_ARCHIVE_FORMAT.to_le_bytes());
     out.extend_from_slice(&[0; ARCHIVE_HEADER_BYTES - ARCHIVE_RESERVED_AT]);
     rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&archive, out)
@@ -91,9 +107,13 @@ pub(super) fn group_archive(
 /// The archive's bytes after its header, or why they are not an archive this build reads: the
 /// format is checked before rkyv validates anything, so an archive of another build is named
 /// as such rather than failing validation somewhere inside.
-pub(super) fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
+pub(super) fn archive_body(bytes: &[u8]) -> Result<(ArchiveKind, &[u8]), ImportError> {
+    let kind = match bytes.get(..4) {
+        Some(m) if m == CHANGES_MAGIC => ArchiveKind::Changes,
+        _ => ArchiveKind::Whole,
+    };
     let format = match bytes.split_first_chunk::<ARCHIVE_HEADER_BYTES>() {
-        Some((head, _)) if head[..4] == ARCHIVE_MAGIC => {
+        Some((head, _)) if head[..4] == ARCHIVE_MAGIC || head[..4] == CHANGES_MAGIC => {
             if head[ARCHIVE_RESERVED_AT..].iter().any(|&b| b != 0) {
                 return Err(ImportError::Archive(
                     "reserved key group archive header bytes are not zero".into(),
@@ -114,13 +134,13 @@ pub(super) fn archive_body(bytes: &[u8]) -> Result<&[u8], ImportError> {
              {GROUP_ARCHIVE_FORMAT}"
         )));
     }
-    Ok(bytes.get(ARCHIVE_HEADER_BYTES..).unwrap_or_default())
+    Ok((kind, bytes.get(ARCHIVE_HEADER_BYTES..).unwrap_or_default()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::entries;
-    use super::group_archive;
+    use super::{ArchiveKind, group_archive};
     use crate::StateCodec;
     use crate::apps;
     use crate::key::key_group_of;
@@ -136,14 +156,14 @@ mod tests {
         for n in [1u64, 2] {
             entries::push(&mut e, b"apple", |o| n.encode(o));
         }
-        let twice = group_archive(kg, (2, e), Vec::new(), Vec::new());
+        let twice = group_archive(ArchiveKind::Whole, kg, (2, e), Vec::new(), Vec::new());
         let mut inst = spec.instantiate(count);
         let err = inst.import_group(kg, &twice).unwrap_err().to_string();
         assert!(err.contains("a state key twice"), "{err}");
         // The same key once imports.
         let mut e = Vec::new();
         entries::push(&mut e, b"apple", |o| 3u64.encode(o));
-        let once = group_archive(kg, (1, e), Vec::new(), Vec::new());
+        let once = group_archive(ArchiveKind::Whole, kg, (1, e), Vec::new(), Vec::new());
         assert_eq!(spec.instantiate(count).import_group(kg, &once).unwrap(), 1);
     }
 }

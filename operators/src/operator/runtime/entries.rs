@@ -34,6 +34,18 @@ pub fn push(out: &mut Vec<u8>, key: &[u8], encode_state: impl FnOnce(&mut Vec<u8
     out[state_len_at..state_len_at + 4].copy_from_slice(&state_len.to_le_bytes());
 }
 
+/// The state length that marks a deleted key in a changes archive (`runtime/ahead.rs`); a
+/// whole archive never holds it (no state is 4 GiB), and [`Entries::next_entry`] refuses it.
+pub const DELETED: u32 = u32::MAX;
+
+/// Appends the entry of `key` as deleted (a changes archive's: its state is gone).
+pub fn push_deleted(out: &mut Vec<u8>, key: &[u8]) {
+    debug_assert!(key.len() <= MAX_KEY_BYTES);
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&DELETED.to_le_bytes());
+    out.extend_from_slice(key);
+}
+
 /// Walks the entries of untrusted bytes.
 pub struct Entries<'a> {
     rest: &'a [u8],
@@ -65,6 +77,23 @@ impl<'a> Entries<'a> {
         let (state, rest) = rest.split_at(state_len);
         self.rest = rest;
         Ok((key, state))
+    }
+
+    /// The next entry of a changes archive: its key, and its encoded state or `None` for a
+    /// deleted key.
+    pub fn next_change(&mut self) -> Result<(&'a [u8], Option<&'a [u8]>), ImportError> {
+        if let Some((header, rest)) = self.rest.split_first_chunk::<HEADER_BYTES>()
+            && u32::from_le_bytes([header[2], header[3], header[4], header[5]]) == DELETED
+        {
+            let key_len = usize::from(u16::from_le_bytes([header[0], header[1]]));
+            if key_len > MAX_KEY_BYTES || rest.len() < key_len {
+                return Err(truncated(self.rest.len()));
+            }
+            let (key, rest) = rest.split_at(key_len);
+            self.rest = rest;
+            return Ok((key, None));
+        }
+        self.next_entry().map(|(k, s)| (k, Some(s)))
     }
 
     /// Checks that every byte was an entry.

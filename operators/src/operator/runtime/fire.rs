@@ -60,6 +60,9 @@ impl<O: Operator> Runtime<O> {
                     group.insert(StateKey::from_slice(&key), s);
                 }
             }
+            if !self.ahead.tracked.is_empty() {
+                self.ahead.touch(kg, &key);
+            }
             Self::number_outputs(&mut self.seqs, out, from, Some(kg));
             self.apply_timer_requests(kg, &key);
         }

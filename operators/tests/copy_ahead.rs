@@ -1,0 +1,111 @@
+//! Key groups copied ahead of a move, then only their changes moved: the receiver ends with
+//! exactly the state the sender would have moved whole, for every operator of every app.
+
+use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
+
+/// Runs `reqs` through `inst`.
+fn run(inst: &mut dyn OperatorInstance, reqs: &[(Vec<u8>, Vec<u8>)]) {
+    let mut out = Emitter::new();
+    for (k, p) in reqs {
+        let _ = inst.process(key_group_of(k), k, p, &mut out);
+        out.clear();
+    }
+}
+
+/// Half the input, every group copied ahead (and its changes recorded), the other half, then
+/// each group's changes; `end` ends the stream on the sender before the move.
+fn moved_by_changes(name: &str, end: bool) {
+    let spec = apps::builtin(name).unwrap();
+    let inputs = oracle::capture_inputs(&spec, 600, 5, usize::MAX);
+    for (op, reqs) in inputs.iter().enumerate() {
+        let (first, second) = reqs.split_at(reqs.len() / 2);
+        let mut a = spec.instantiate(op);
+        a.track_output_seq();
+        run(a.as_mut(), first);
+        let mut b = spec.instantiate(op);
+        for kg in 0..KEY_GROUPS {
+            a.track_changes(kg);
+            b.stage_group(kg, &a.copy_group(kg)).unwrap();
+        }
+        assert_eq!(b.state_keys(), 0, "{name}/{op}: a staged copy is not live");
+        run(a.as_mut(), second);
+        if end {
+            let mut out = Emitter::new();
+            a.end_of_stream(&mut out);
+        }
+        let want = a.state_digest();
+        let keys = a.state_keys();
+        let mut whole = 0;
+        for kg in 0..KEY_GROUPS {
+            let changes = a.export_changes(kg);
+            if changes.starts_with(b"CLGA") {
+                whole += 1;
+            }
+            b.import_group(kg, &changes)
+                .unwrap_or_else(|e| panic!("{name}/{op}: key group {kg}: {e}"));
+        }
+        assert_eq!(
+            a.state_keys(),
+            0,
+            "{name}/{op}: the sender gave everything up"
+        );
+        assert_eq!(b.state_keys(), keys, "{name}/{op}");
+        assert_eq!(
+            b.state_digest(),
+            want,
+            "{name}/{op}: the changes rebuild the state"
+        );
+        if end {
+            assert_eq!(
+                whole, KEY_GROUPS,
+                "{name}/{op}: after the end, groups move whole"
+            );
+        } else {
+            assert_eq!(whole, 0, "{name}/{op}: recorded changes move as changes");
+        }
+    }
+}
+
+#[test]
+fn changes_after_a_copy_rebuild_every_apps_state() {
+    for name in apps::builtin_names() {
+        moved_by_changes(name, false);
+    }
+}
+
+#[test]
+fn after_the_end_of_the_stream_groups_move_whole_over_their_copies() {
+    for name in apps::builtin_names() {
+        moved_by_changes(name, true);
+    }
+}
+
+#[test]
+fn changes_without_a_copy_or_for_an_untracked_group_are_refused_or_whole() {
+    let spec = apps::builtin("wc").unwrap();
+    let count = spec.operators.len() - 1;
+    let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+    let mut a = spec.instantiate(count);
+    run(a.as_mut(), &inputs[count]);
+    let kg = (0..KEY_GROUPS)
+        .max_by_key(|&kg| a.copy_group(kg).len())
+        .unwrap();
+    a.track_changes(kg);
+    let changes = a.export_changes(kg);
+    assert!(changes.starts_with(b"CLGC"));
+    let mut b = spec.instantiate(count);
+    let err = b.import_group(kg, &changes).unwrap_err().to_string();
+    assert!(err.contains("not copied here ahead"), "{err}");
+    // A copy must be a whole group, and a dropped copy is gone.
+    assert!(b.stage_group(kg, &changes).is_err());
+    let mut c = spec.instantiate(count);
+    run(c.as_mut(), &inputs[count]);
+    b.stage_group(kg, &c.copy_group(kg)).unwrap();
+    b.drop_staged(kg);
+    assert!(b.import_group(kg, &changes).is_err());
+    // Untracked, a group's changes are the whole group.
+    c.track_changes(kg);
+    c.untrack(kg);
+    assert!(c.export_changes(kg).starts_with(b"CLGA"));
+}
