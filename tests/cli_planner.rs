@@ -49,6 +49,39 @@ fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
                 .any(|m| m["admitted_during"].as_u64().unwrap() > 0),
             "{app}: {migrations:?}"
         );
+        // Key groups were copied ahead and moved as their changes (and still nothing lost).
+        let totals = &run["totals"];
+        for k in ["groups_copied_ahead", "groups_moved_as_changes"] {
+            assert!(totals[k].as_u64().unwrap() > 0, "{app}: {k} in {totals}");
+        }
+    }
+}
+
+/// `--copy-ahead-ms 0`: every key group moves whole, as before copies ahead, losing nothing.
+#[test]
+fn with_copy_ahead_off_key_groups_move_whole() {
+    let run = json(&clasp(&[
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "6000",
+        "--seed",
+        "9",
+        "--peak-rate",
+        "40000",
+        "--max-workers",
+        "3",
+        "--chaos-migrations",
+        "4",
+        "--copy-ahead-ms",
+        "0",
+        "--json",
+    ]));
+    assert_equals_oracle("wc", "6000", "9", &run);
+    let totals = &run["totals"];
+    for k in ["groups_copied_ahead", "groups_moved_as_changes"] {
+        assert_eq!(totals[k].as_u64(), Some(0), "{k} in {totals}");
     }
 }
 

@@ -137,6 +137,7 @@ fn run_with(
         stall_timeout: Duration::from_secs(20),
         interval: Duration::from_millis(100),
         migration_timeout: Duration::from_secs(20),
+        copy_ahead: Duration::from_millis(5),
         sink: None,
         sink_per_worker: false,
         source: Default::default(),

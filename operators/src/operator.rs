@@ -258,8 +258,8 @@ pub trait OperatorInstance: Send {
     /// Pending timers (both clocks) of every key.
     fn pending_timers(&self) -> usize;
     /// Removes key group `key_group`'s state and returns it archived: a 16-byte header (magic,
-    /// [`GROUP_ARCHIVE_FORMAT`]) and then the rkyv archive of a [`GroupArchive`] (an empty
-    /// group gives a valid archive with no entries).
+    /// [`GROUP_ARCHIVE_FORMAT`]) and then the rkyv archive of a [`GroupArchive`] — or no bytes
+    /// for a group with no state, output counters or timers, which imports as an empty group.
     fn export_group(&mut self, key_group: u16) -> Vec<u8>;
     /// Key group `key_group`'s state as [`OperatorInstance::export_group`] would archive it,
     /// without removing it (a checkpoint copies the state the executor goes on running with).

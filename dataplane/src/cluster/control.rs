@@ -112,7 +112,7 @@ pub struct MigrationRecord {
     /// (operator, key group) pairs that changed slot.
     pub key_groups_moved: usize,
     /// The move's decision → its plan broadcast: the wait for the roots in flight to fall to
-    /// the migration's narrower bound.
+    /// the migration's narrower bound, and for its key groups to be copied ahead.
     pub narrowing_ms: f64,
     /// Plan broadcast → every slot's completion (the planner's duration of a migration).
     pub planner_ms: f64,

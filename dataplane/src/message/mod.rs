@@ -97,6 +97,15 @@ pub enum Message {
     StatePart(StatePart),
     /// A whole state message; only ever sent split into [`Message::StatePart`]s.
     State(Box<StateMsg>),
+    /// Driver → worker: a move to `routing` is coming; copy the key groups it takes from this
+    /// worker's slots to their new owners ahead (`runtime/executor/ahead.rs`).
+    CopyAhead {
+        /// The routing table the move will install, per operator.
+        routing: Vec<RoutingRow>,
+    },
+    /// Executor → executor: key groups copied ahead of their move (`queued` empty), to stage;
+    /// like [`Message::State`], only ever sent split into [`Message::StatePart`]s.
+    StateAhead(Box<StateMsg>),
     /// Worker → driver: its connection to another worker was lost (the requests between the
     /// two cannot be delivered, so the run cannot complete).
     LinkLost {
@@ -164,6 +173,8 @@ impl Message {
             Message::Seal(_) => "seal",
             Message::StatePart(_) => "state part",
             Message::State(_) => "state",
+            Message::CopyAhead { .. } => "copy ahead",
+            Message::StateAhead(_) => "state copied ahead",
             Message::LinkLost { .. } => "lost link",
             Message::Join { .. } => "join",
             Message::PeerJoined { .. } => "peer joined",

@@ -270,6 +270,17 @@ fn migration() -> impl Strategy<Value = Message> {
                     queued
                 }))
             ),
+        (
+            any::<u16>(),
+            vec((any::<u16>(), vec(any::<u8>(), 0..40)), 0..3)
+        )
+            .prop_map(|(operator, groups)| Message::StateAhead(Box::new(StateMsg {
+                operator,
+                groups,
+                queued: Vec::new()
+            }))),
+        vec(vec(any::<u16>(), 0..4).prop_map(RoutingRow::Slots), 0..3)
+            .prop_map(|routing| Message::CopyAhead { routing }),
     ]
 }
 

@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod ahead;
 mod installs;
 mod migrating;
 mod outbound;
@@ -84,6 +85,16 @@ const fn input_net_in(executors: usize) -> usize {
     input_exec(executors)
 }
 
+/// What the network thread leaves an executor about migrations, in its plan mailbox.
+#[derive(Debug)]
+pub enum PlanMail {
+    /// Its part of a migration.
+    Plan(Assignment),
+    /// A move to this routing table is coming: copy the key groups it takes from this slot to
+    /// their new owners ahead (`executor/ahead.rs`).
+    CopyAhead(Arc<clasp_protocol::RoutingTable>),
+}
+
 /// How an executor reaches its worker's network thread (cluster mode only): the network thread
 /// parks in io_uring, not on its doorbell, so after publishing to `net_out` or a report the
 /// executor writes its transport's eventfd — only when the thread announced that it parks.
@@ -94,7 +105,7 @@ pub struct NetLink {
     /// Ends the network thread's park.
     pub waker: crate::transport::Waker,
     /// Migration plans for this executor (announced by `Command::Plan`).
-    pub plans: Arc<Mutex<VecDeque<Assignment>>>,
+    pub plans: Arc<Mutex<VecDeque<PlanMail>>>,
     /// Snapshots for checkpoints, and the key groups to restore (`snapshot.rs`).
     pub snapshot: Arc<Mutex<SnapshotBox>>,
 }
@@ -150,6 +161,8 @@ pub(crate) struct Engine {
     my_slot: u16,
     /// The migration protocol and its queues.
     mig: migrating::Migration,
+    /// Key groups copied ahead of a move (`executor/ahead.rs`).
+    ahead: ahead::CopyAhead,
     /// Bytes of state per control frame (fits the rings and the transport's batches).
     state_part_bytes: usize,
     instances: Vec<Box<dyn OperatorInstance>>,
@@ -254,6 +267,7 @@ impl Executor {
                 epoch: seat.routing.epoch(),
                 my_slot,
                 mig: migrating::Migration::new(my_slot, Arc::clone(&seat.routing), plans),
+                ahead: Default::default(),
                 state_part_bytes: crate::migrate::STATE_PART_BYTES_MAX
                     .min(frame_bytes_max.min(seat.remote_frame_bytes_max))
                     .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
@@ -334,6 +348,7 @@ impl Executor {
             }
             work += self.engine.run_ready(BATCH_FRAMES);
             work += self.engine.run_exports();
+            work += self.engine.run_copy_ahead();
             work += self.engine.fire_processing_timers();
             self.engine.migration_tick();
             self.engine.out.publish();

@@ -222,8 +222,12 @@ pub mod scalar {
     /// The executor thread's kernel thread id (0 until it runs): its worker reads the thread's
     /// CPU clock with it, so the planner can tell the executors' CPU from the network thread's.
     pub const TID: usize = 17;
+    /// Key groups it copied to their next owner ahead of a move (`executor/ahead.rs`).
+    pub const COPIED_AHEAD: usize = 18;
+    /// Key groups it gave up as their changes since such a copy (the rest moved whole).
+    pub const MOVED_AS_CHANGES: usize = 19;
     /// Number of scalar slots.
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 20;
 }
 
 impl<'a> MetricsView<'a> {

@@ -171,6 +171,11 @@ pub struct RunArgs {
     /// ascending). Replaces the policy: for measuring what a migration costs on your machine.
     #[arg(long, conflicts_with = "chaos_migrations")]
     pub(crate) moves: Option<String>,
+    /// Before a move, how long the workers copy the key groups it moves to their new owners
+    /// while still running them (ms; 0: off). The move then carries only what changed since,
+    /// so the moving groups' requests wait less; the move starts this much later.
+    #[arg(long, default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=10_000))]
+    pub(crate) copy_ahead_ms: u64,
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30, value_parser = timeout_s())]
     pub(crate) migration_timeout_s: u64,

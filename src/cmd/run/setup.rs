@@ -95,6 +95,7 @@ pub fn prepare(
         stall_timeout: Duration::from_secs(args.stall_timeout_s),
         interval: Duration::from_millis(args.interval_ms),
         migration_timeout: Duration::from_secs(args.migration_timeout_s),
+        copy_ahead: Duration::from_millis(args.copy_ahead_ms),
         sink: args.sink.clone(),
         sink_per_worker,
         source: args.source.clone(),

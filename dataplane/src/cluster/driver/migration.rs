@@ -38,6 +38,8 @@ pub(super) struct Migrations {
     /// A move waiting for the roots in flight to fall to [`MIGRATION_IN_FLIGHT`], and since
     /// when (a newer move replaces it and keeps the time).
     pub(super) narrowing: Option<(Move, Instant)>,
+    /// When the waiting move was announced for copying ahead.
+    pub(super) ahead_since: Option<Instant>,
 }
 
 impl Migrations {
@@ -48,6 +50,7 @@ impl Migrations {
             migrations: Vec::new(),
             finished: Vec::new(),
             narrowing: None,
+            ahead_since: None,
         }
     }
 }
@@ -232,12 +235,16 @@ impl Driver<'_> {
             }
             if let Some(m) = self.move_to_start(mv) {
                 let since = self.mig.narrowing.take().map_or_else(Instant::now, |n| n.1);
+                self.copy_ahead(&m.routing)?;
                 self.mig.narrowing = Some((m, since));
             }
             if let Some((m, since)) = self.mig.narrowing.take() {
-                if self.in_flight_roots() <= self.migration_in_flight()
+                let copied =
+                    (self.mig.ahead_since).is_none_or(|t| t.elapsed() >= self.cfg.copy_ahead);
+                if (self.in_flight_roots() <= self.migration_in_flight() && copied)
                     || since.elapsed() >= NARROWING_MAX
                 {
+                    self.mig.ahead_since = None;
                     let narrowing_ms = since.elapsed().as_secs_f64() * 1e3;
                     self.start_move(m, ops)?;
                     if let Some(f) = self.mig.in_flight.as_mut() {
@@ -248,6 +255,28 @@ impl Driver<'_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Announces a move to `routing` to every worker, which copies the key groups it moves
+    /// ahead (unless copying ahead is off).
+    fn copy_ahead(&mut self, routing: &clasp_protocol::RoutingTable) -> Result<(), DriverError> {
+        if self.cfg.copy_ahead.is_zero() {
+            return Ok(());
+        }
+        let msg = Message::CopyAhead {
+            routing: routing.rows().map(crate::message::RoutingRow::of).collect(),
+        };
+        let body = encode(&msg).map_err(|e| DriverError::Migration(format!("copy ahead: {e}")))?;
+        if body.len() > crate::transport::wire::MAX_CONTROL_BODY_BYTES {
+            // Too large to announce (as a plan would be): the move carries its state whole.
+            return Ok(());
+        }
+        for id in self.ids.clone() {
+            self.send_control(id, &body, "copy-ahead to worker")?;
+        }
+        self.t.flush_now();
+        self.mig.ahead_since = Some(Instant::now());
         Ok(())
     }
 

@@ -108,6 +108,9 @@ pub struct DriverConfig {
     pub interval: Duration,
     /// Longest a migration may take before the run fails naming the silent slots.
     pub migration_timeout: Duration,
+    /// How long before a move the workers copy its key groups ahead (`Duration::ZERO`: they
+    /// do not; `runtime/executor/ahead.rs`).
+    pub copy_ahead: Duration,
     /// Where the workers write outputs as lines (`crate::sink`), or none (digests only).
     pub sink: Option<crate::sink::SinkTarget>,
     /// Each worker writes its own `PATH.w<ID>` (workers on several hosts); else they share one

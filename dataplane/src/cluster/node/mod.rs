@@ -42,11 +42,11 @@ use crate::routing::Slots;
 use crate::runtime::IdlePolicy;
 use crate::runtime::coordinator::Coordinator;
 use crate::runtime::deltas::PendingDeltas;
+use crate::runtime::executor::PlanMail;
 use crate::runtime::layout::{WorkerSegment, scalar};
 use crate::transport::{ClusterSecret, Event, Limits, PeerId, Transport, TransportConfig};
 use clasp_operators::{AppSpec, Registry};
 use clasp_protocol::Slot;
-use clasp_protocol::assignment::Assignment;
 use clasp_shmring::{Consumer, ShmRing};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -136,7 +136,7 @@ struct Running {
     /// The workers this one must be connected to before it is ready.
     peers: Vec<PeerId>,
     /// Per executor: its plan mailbox.
-    plans: Vec<Arc<Mutex<VecDeque<Assignment>>>>,
+    plans: Vec<Arc<Mutex<VecDeque<PlanMail>>>>,
     parked: Arc<AtomicBool>,
     interval: Option<Duration>,
     /// Where this process's CPU time is read (its own cgroup when capped).
@@ -740,6 +740,7 @@ fn on_message(node: &mut Node, run: &mut Running, msg: Message) -> Result<bool, 
                 Err(e) => node.fault(format!("bad plan from the driver: {e}")),
             }
         }
+        Message::CopyAhead { routing } => plans::deliver_copy_ahead(node, run, &routing),
         Message::PeerJoined { peer, addr } => join::peer_joined(node, run, peer, &addr),
         Message::PeerLeft { peer } => leave::peer_left(node, run, peer),
         Message::Snapshot { id, dir } => snapshot::start(node, run, id, dir),

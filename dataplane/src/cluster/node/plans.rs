@@ -3,6 +3,7 @@
 //! handed to its executor's mailbox.
 
 use super::{Node, Running};
+use crate::runtime::executor::PlanMail;
 use crate::runtime::messages::Command;
 use clasp_protocol::Slot;
 use clasp_protocol::assignment::Assignment;
@@ -17,7 +18,39 @@ pub(super) fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot
             continue;
         }
         match run.plans[e].lock() {
-            Ok(mut q) => q.push_back(a),
+            Ok(mut q) => q.push_back(PlanMail::Plan(a)),
+            Err(_) => {
+                node.fault("a plan mailbox is poisoned".into());
+                continue;
+            }
+        }
+        run.coordinator.command(e, Command::Plan);
+    }
+}
+
+/// Tells every executor that a move to `routing` is coming, so that each copies what it will
+/// give up ahead (checked against the job first, as a plan is).
+pub(super) fn deliver_copy_ahead(
+    node: &mut Node,
+    run: &mut Running,
+    routing: &[crate::message::RoutingRow],
+) {
+    // The epoch is not used: an executor copies for its own next one.
+    let table = crate::message::table_of(0, routing).map_err(|e| e.to_string());
+    let table = table.and_then(|t| {
+        let ops = run.spec.operators.len();
+        run.slots
+            .check(&t, ops)
+            .map(|()| t)
+            .map_err(|e| e.to_string())
+    });
+    let table = match table {
+        Ok(t) => std::sync::Arc::new(t),
+        Err(e) => return node.fault(format!("bad copy-ahead routing from the driver: {e}")),
+    };
+    for e in 0..run.executors {
+        match run.plans[e].lock() {
+            Ok(mut q) => q.push_back(PlanMail::CopyAhead(std::sync::Arc::clone(&table))),
             Err(_) => {
                 node.fault("a plan mailbox is poisoned".into());
                 continue;

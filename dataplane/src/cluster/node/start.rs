@@ -5,13 +5,12 @@
 use super::{ClusterWorkerConfig, Job, Running};
 use crate::routing::Slots;
 use crate::runtime::coordinator::{Coordinator, Launch};
-use crate::runtime::executor::{NetLink, Seat, SnapshotBox};
+use crate::runtime::executor::{NetLink, PlanMail, Seat, SnapshotBox};
 use crate::runtime::layout::{LayoutError, SegmentSizes, WorkerSegment};
 use crate::runtime::{IdlePolicy, RuntimeError};
 use crate::sink::{SINK_BUFFER_BYTES_MAX, Sink, SinkError, SinkTarget};
 use crate::transport::{Limits, PeerId, Transport};
 use clasp_operators::AppSpec;
-use clasp_protocol::assignment::Assignment;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -103,7 +102,7 @@ pub(super) fn start_executors(
         .map(|e| seg.segment.consumer(seg.index.net_out(e)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(StartError::NetOut)?;
-    let plans: Vec<Arc<Mutex<VecDeque<Assignment>>>> =
+    let plans: Vec<Arc<Mutex<VecDeque<PlanMail>>>> =
         (0..executors).map(|_| Default::default()).collect();
     let parked = Arc::new(AtomicBool::new(false));
     let restore = super::snapshot::restore_groups(&job.restore, &table, &slots, index)

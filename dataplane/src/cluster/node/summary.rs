@@ -97,7 +97,11 @@ pub(super) fn finish(
         .into_iter()
         .chain(counter_totals(
             run.seg(),
-            &[("remote_sent", scalar::REMOTE_SENT)],
+            &[
+                ("remote_sent", scalar::REMOTE_SENT),
+                ("groups_copied_ahead", scalar::COPIED_AHEAD),
+                ("groups_moved_as_changes", scalar::MOVED_AS_CHANGES),
+            ],
         ))
         .map(|(name, n)| (name.to_owned(), n))
         .collect();

@@ -14,6 +14,7 @@
 //! through the machine, and requests it releases run from `ready`, in order.
 
 use super::Engine;
+use super::PlanMail;
 use crate::message::migration::key_groups_of;
 use crate::message::{self, Decoder, Message, Progress, Seal, StateMsg, encode};
 use crate::migrate::{Reassembly, control_body, control_frame, peer_of, state_parts};
@@ -21,11 +22,10 @@ use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::routing::flatten;
 use crate::runtime::messages::Report;
 use clasp_operators::key::KEY_GROUPS;
-use clasp_protocol::assignment::Assignment;
 use clasp_protocol::message::{Msg, Req};
 use clasp_protocol::worker::{Action, Worker};
 use clasp_protocol::{Epoch, KeyGroup, RoutingTable, Slot};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ pub(super) type State = Vec<(usize, Vec<u8>)>;
 
 /// Key groups packed per state message: packing runs between batches of requests, so an
 /// executor that gives up much state keeps serving the key groups it keeps.
-const EXPORT_GROUPS_PER_TURN: usize = 32;
+pub(super) const EXPORT_GROUPS_PER_TURN: usize = 32;
 
 /// Work the executor owes its peers after a drain, done a little per turn of its loop.
 ///
@@ -60,6 +60,8 @@ enum Outgoing {
         operator: usize,
         groups: VecDeque<KeyGroup>,
         queued: HashMap<KeyGroup, Vec<Frame>>,
+        /// Those of `groups` copied to `to` ahead (`ahead.rs`): they move as their changes.
+        ahead: HashSet<KeyGroup>,
     },
     /// A seal to send once everything before it is out.
     Seal {
@@ -82,7 +84,7 @@ pub(crate) struct Migration {
     /// Decodes control frames' messages (one scratch buffer for all).
     decoder: Decoder,
     /// Plans from the network thread.
-    plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
+    plans: Option<Arc<Mutex<VecDeque<PlanMail>>>>,
     /// The plan whose table emissions switch to on the drain.
     next: Option<(Epoch, Arc<RoutingTable>)>,
     /// State to pack and seals to send, in order (see [`Outgoing`]).
@@ -98,7 +100,7 @@ impl Migration {
     pub(super) fn new(
         slot: u16,
         routing: Arc<RoutingTable>,
-        plans: Option<Arc<Mutex<VecDeque<Assignment>>>>,
+        plans: Option<Arc<Mutex<VecDeque<PlanMail>>>>,
     ) -> Self {
         let epoch = routing.epoch();
         Migration {
@@ -114,6 +116,11 @@ impl Migration {
             last_progress_ns: 0,
             spans: super::spans::Spans::default(),
         }
+    }
+
+    /// No export or seal is owed.
+    pub(super) fn outgoing_is_empty(&self) -> bool {
+        self.outgoing.is_empty()
     }
 
     pub(super) fn refresh(&mut self) {
@@ -132,7 +139,7 @@ impl Engine {
         // A plan may export what was received last time: it is installed first.
         self.flush_installs();
         let mailbox = self.mig.plans.clone();
-        let plans: Vec<Assignment> = match &mailbox {
+        let mail: Vec<PlanMail> = match &mailbox {
             Some(m) => match m.lock() {
                 Ok(mut q) => q.drain(..).collect(),
                 Err(_) => {
@@ -156,11 +163,20 @@ impl Engine {
                 std::thread::yield_now();
             }
         }
-        for a in plans {
+        for m in mail {
+            let a = match m {
+                PlanMail::Plan(a) => a,
+                PlanMail::CopyAhead(routing) => {
+                    self.start_copy_ahead(&routing);
+                    continue;
+                }
+            };
+            let epoch = a.epoch();
             self.mig.spans.plan();
-            self.mig.next = Some((a.epoch(), Arc::clone(&a.routing)));
+            self.mig.next = Some((epoch, Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
             self.apply(actions);
+            self.copy_ahead_planned(epoch);
         }
         self.mig.refresh();
     }
@@ -212,8 +228,12 @@ impl Engine {
                     }
                     Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 };
-                match self.state_msg(epoch, &bytes) {
-                    Ok(m) => m,
+                match self.state_msg(epoch, from, &bytes) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => {
+                        self.mig.refresh();
+                        return;
+                    }
                     Err(e) => return self.report_error(format!("state from slot {from}: {e}")),
                 }
             }
@@ -245,9 +265,19 @@ impl Engine {
         Some(epoch)
     }
 
-    fn state_msg(&mut self, epoch: Epoch, bytes: &[u8]) -> Result<Msg<Frame, State>, String> {
+    /// A whole state message for the machine, or `None` for a copy ahead (staged here).
+    fn state_msg(
+        &mut self,
+        epoch: Epoch,
+        from: u16,
+        bytes: &[u8],
+    ) -> Result<Option<Msg<Frame, State>>, String> {
         let m: StateMsg = match self.mig.decoder.decode(bytes).map_err(|e| e.to_string())? {
             Message::State(m) => *m,
+            Message::StateAhead(m) => {
+                self.stage_ahead(epoch, from, *m);
+                return Ok(None);
+            }
             other => return Err(format!("a {} message where state was due", other.name())),
         };
         let operator = m.operator as usize;
@@ -268,7 +298,7 @@ impl Engine {
                 body: f,
             });
         }
-        Ok(Msg::State {
+        Ok(Some(Msg::State {
             epoch,
             operator,
             key_groups,
@@ -278,7 +308,7 @@ impl Engine {
                 .map(|(g, archive)| (g as usize, archive))
                 .collect(),
             queued,
-        })
+        }))
     }
 
     /// Installs one received state message and runs released requests, while not paused.
@@ -329,7 +359,7 @@ impl Engine {
     }
 
     /// Sends `msg` to `slot` in a control frame, in line with the requests on that path.
-    fn send_message(&mut self, msg: &Message, epoch: Epoch, to: Slot) {
+    pub(super) fn send_message(&mut self, msg: &Message, epoch: Epoch, to: Slot) {
         let mut f = Vec::new();
         match control_frame(msg, epoch, self.my_slot, to.0 as u16, &mut f) {
             Ok(()) => self.send_to_slot(to.index(), &f),
@@ -439,12 +469,14 @@ impl Engine {
             }
         }
         self.mig.ready = kept;
+        let ahead = self.copied_ahead(operator, to, key_groups);
         self.mig.outgoing.push_back(Outgoing::Export {
             to,
             epoch,
             operator,
             groups: key_groups.iter().copied().collect(),
             queued,
+            ahead,
         });
     }
 
@@ -490,6 +522,7 @@ impl Engine {
                     operator,
                     groups,
                     queued,
+                    ahead,
                 } => {
                     let (to, epoch, operator) = (*to, *epoch, *operator);
                     let (start_ns, start_cpu_ns) = (now_ns(), crate::clock::thread_cpu_ns());
@@ -500,15 +533,23 @@ impl Engine {
                         .iter()
                         .flat_map(|g| queued.remove(g).unwrap_or_default())
                         .collect();
+                    let changes: Vec<bool> = take.iter().map(|g| ahead.contains(g)).collect();
+                    let n_changes = changes.iter().filter(|&&c| c).count() as u64;
+                    self.metrics
+                        .view()
+                        .add(super::scalar::MOVED_AS_CHANGES, n_changes);
                     let done = groups.is_empty();
                     if done {
                         self.mig.outgoing.pop_front();
                     }
+                    let instance = &mut self.instances[operator];
                     let msg = Message::State(Box::new(StateMsg {
                         operator: operator as u16,
-                        groups: take
-                            .iter()
-                            .map(|&g| (g.0, self.instances[operator].export_group(g.0)))
+                        groups: (take.iter().zip(changes))
+                            .map(|(&g, changes)| match changes {
+                                true => (g.0, instance.export_changes(g.0)),
+                                false => (g.0, instance.export_group(g.0)),
+                            })
                             .collect(),
                         queued: queued_now,
                     }));
