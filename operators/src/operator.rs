@@ -285,6 +285,9 @@ pub trait OperatorInstance: Send {
     fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError>;
     /// Drops the staged copy of `key_group`, if any (its move did not come).
     fn drop_staged(&mut self, key_group: u16);
+    /// Frees the memory of the key groups exported so far: an export keeps it, because freeing
+    /// a group reads every one of its entries, which would hold up the move it is part of.
+    fn free_retired(&mut self);
     /// Order-independent digest of all state held (the sum over key groups).
     fn state_digest(&self) -> Digest;
     /// Key groups holding any state, ascending.

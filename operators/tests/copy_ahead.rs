@@ -3,6 +3,7 @@
 
 use clasp_operators::key::{KEY_GROUPS, key_group_of};
 use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
+use proptest::prelude::*;
 
 /// Runs `reqs` through `inst`.
 fn run(inst: &mut dyn OperatorInstance, reqs: &[(Vec<u8>, Vec<u8>)]) {
@@ -109,4 +110,32 @@ fn changes_without_a_copy_or_for_an_untracked_group_are_refused_or_whole() {
     c.track_changes(kg);
     c.untrack(kg);
     assert!(c.export_changes(kg).starts_with(b"CLGA"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// A peer's changes with one byte changed, applied over a staged copy: an error or a
+    /// state, never a panic.
+    #[test]
+    fn changes_with_one_byte_changed_never_panic(
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let spec = apps::builtin("wc").unwrap();
+        let count = spec.operators.len() - 1;
+        let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+        let (first, second) = inputs[count].split_at(inputs[count].len() / 2);
+        let mut a = spec.instantiate(count);
+        run(a.as_mut(), first);
+        let kg = (0..KEY_GROUPS).max_by_key(|&kg| a.copy_group(kg).len()).unwrap();
+        a.track_changes(kg);
+        let copy = a.copy_group(kg);
+        run(a.as_mut(), second);
+        let mut changes = a.export_changes(kg);
+        let i = at.index(changes.len());
+        changes[i] = byte;
+        let mut b = spec.instantiate(count);
+        b.stage_group(kg, &copy).unwrap();
+        let _ = b.import_group(kg, &changes);
+    }
 }

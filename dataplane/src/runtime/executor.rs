@@ -427,6 +427,9 @@ impl Executor {
     }
 
     fn idle(&mut self) {
+        if self.engine.mig.outgoing_is_empty() {
+            self.engine.free_exported();
+        }
         // Lines wait in the executor's buffer only while it has work.
         self.engine.flush_sink();
         self.engine.flush_reports();

@@ -229,10 +229,9 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         // One archive for both: a checkpoint's copy is byte for byte what a migration moves.
         let archive = self.copy_group(key_group);
         self.ahead.tracked.remove(&key_group);
-        // Freed, not cleared: the group lives elsewhere now.
-        drop(std::mem::take(
-            &mut self.groups[usize::from(key_group % KEY_GROUPS)],
-        ));
+        // Taken, not cleared: the group lives elsewhere now (freed later, `free_retired`).
+        let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
+        self.ahead.retire(group);
         self.seqs.remove(key_group);
         self.timers.remove(key_group);
         archive
@@ -330,6 +329,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         };
         let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
         let entries = ahead::changes_entries(&group, &changed);
+        self.ahead.retire(group);
         let (seqs, timers) = (self.seqs.export(key_group), self.timers.export(key_group));
         group_archive(ArchiveKind::Changes, key_group, entries, seqs, timers)
     }
@@ -367,6 +367,10 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
 
     fn drop_staged(&mut self, key_group: u16) {
         self.ahead.staged.remove(&key_group);
+    }
+
+    fn free_retired(&mut self) {
+        self.ahead.free_retired();
     }
 
     fn state_digest(&self) -> Digest {

@@ -119,6 +119,7 @@ impl Migration {
     }
 
     /// No export or seal is owed.
+    #[inline]
     pub(super) fn outgoing_is_empty(&self) -> bool {
         self.outgoing.is_empty()
     }
@@ -138,6 +139,7 @@ impl Engine {
     pub(super) fn take_plans(&mut self) {
         // A plan may export what was received last time: it is installed first.
         self.flush_installs();
+        self.free_exported();
         let mailbox = self.mig.plans.clone();
         let mail: Vec<PlanMail> = match &mailbox {
             Some(m) => match m.lock() {
@@ -515,6 +517,10 @@ impl Engine {
                     };
                     self.send_message(&seal(operator, &key_groups), epoch, to);
                     sent += 1;
+                    if self.mig.outgoing.is_empty() {
+                        // Everything owed is out: the exported groups' memory can go now.
+                        self.free_exported();
+                    }
                 }
                 Outgoing::Export {
                     to,
@@ -576,6 +582,16 @@ impl Engine {
             }
         }
         sent
+    }
+}
+
+impl Engine {
+    /// Frees the key groups this executor exported (kept until its exports were out: freeing
+    /// them reads all their entries, which would have held up the move).
+    pub(super) fn free_exported(&mut self) {
+        for instance in &mut self.instances {
+            instance.free_retired();
+        }
     }
 }
 

@@ -36,6 +36,8 @@ pub(super) struct Ahead<S> {
     pub(super) tracked: HashMap<u16, Changed>,
     /// Key groups received ahead of their move, not live until their changes are imported.
     pub(super) staged: HashMap<u16, Group<S>>,
+    /// Key groups given up and not freed yet ([`Ahead::retire`]).
+    retired: Vec<Group<S>>,
 }
 
 impl<S> Default for Ahead<S> {
@@ -43,6 +45,7 @@ impl<S> Default for Ahead<S> {
         Ahead {
             tracked: HashMap::new(),
             staged: HashMap::new(),
+            retired: Vec::new(),
         }
     }
 }
@@ -55,6 +58,22 @@ impl<S> Ahead<S> {
             && !keys.contains(key)
         {
             keys.insert(StateKey::from_slice(key));
+        }
+    }
+
+    /// Keeps a given-up group to free later: freeing a map reads every entry (to drop its
+    /// key), cold memory by then, and was three quarters of exporting WC's count as changes
+    /// (0.8 against 0.2 ms for its 1 024 groups in a single-thread test).
+    pub(super) fn retire(&mut self, group: Group<S>) {
+        if group.capacity() > 0 {
+            self.retired.push(group);
+        }
+    }
+
+    /// Frees the groups given up.
+    pub(super) fn free_retired(&mut self) {
+        if !self.retired.is_empty() {
+            self.retired = Vec::new();
         }
     }
 
