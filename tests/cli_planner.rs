@@ -10,23 +10,7 @@ use std::time::Duration;
 #[test]
 fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
     for app in ["wc", "nwm"] {
-        let run = json(&clasp(&[
-            "run",
-            "--app",
-            app,
-            "--records",
-            "6000",
-            "--seed",
-            "9",
-            "--peak-rate",
-            "40000",
-            "--max-workers",
-            "3",
-            "--chaos-migrations",
-            "8",
-            "--json",
-        ]));
-        assert_equals_oracle(app, "6000", "9", &run);
+        let run = chaos_run(app, "8", &[]);
         let migrations = run["migrations"].as_array().expect("a migrations list");
         // The policy's first placement, then the chaos moves.
         assert!(migrations.len() >= 8, "{app}: {migrations:?}");
@@ -57,13 +41,13 @@ fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
     }
 }
 
-/// `--copy-ahead-ms 0`: every key group moves whole, as before copies ahead, losing nothing.
-#[test]
-fn with_copy_ahead_off_key_groups_move_whole() {
-    let run = json(&clasp(&[
+/// `clasp run --app APP` with `migrations` chaos migrations and `extra` options, checked
+/// against the oracle; its JSON summary.
+fn chaos_run(app: &str, migrations: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "run",
         "--app",
-        "wc",
+        app,
         "--records",
         "6000",
         "--seed",
@@ -73,12 +57,19 @@ fn with_copy_ahead_off_key_groups_move_whole() {
         "--max-workers",
         "3",
         "--chaos-migrations",
-        "4",
-        "--copy-ahead-ms",
-        "0",
+        migrations,
         "--json",
-    ]));
-    assert_equals_oracle("wc", "6000", "9", &run);
+    ];
+    args.extend_from_slice(extra);
+    let run = json(&clasp(&args));
+    assert_equals_oracle(app, "6000", "9", &run);
+    run
+}
+
+/// `--copy-ahead-ms 0`: every key group moves whole, as before copies ahead, losing nothing.
+#[test]
+fn with_copy_ahead_off_key_groups_move_whole() {
+    let run = chaos_run("wc", "4", &["--copy-ahead-ms", "0"]);
     let totals = &run["totals"];
     for k in ["groups_copied_ahead", "groups_moved_as_changes"] {
         assert_eq!(totals[k].as_u64(), Some(0), "{k} in {totals}");

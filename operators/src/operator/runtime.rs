@@ -22,7 +22,7 @@ mod fire;
 mod state_map;
 
 use ahead::{Ahead, Changed};
-use archive::{ArchiveKind, ArchivedGroupArchive, archive_body, group_archive};
+use archive::{ArchiveKind, archive_body, group_archive, read_archive};
 pub use archive::{GROUP_ARCHIVE_FORMAT, GroupArchive};
 use state_map::{Group, StateKey};
 
@@ -270,43 +270,33 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         if bytes.is_empty() {
             return Ok(0);
         }
-        // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
         let (kind, body) = archive_body(bytes)?;
-        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
-        aligned.extend_from_slice(body);
-        let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| ImportError::Archive(e.to_string()))?;
-        let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
-        if format != GROUP_ARCHIVE_FORMAT || found != key_group {
-            return Err(ImportError::WrongGroup {
-                expected: key_group,
-                found,
-                format,
-            });
-        }
-        let count = archive.entry_count.to_native() as usize;
-        let group = match (kind, staged) {
-            (ArchiveKind::Whole, _) => Self::read_group(key_group, count, &archive.entries)?,
-            (ArchiveKind::Changes, Some(mut group)) => {
-                ahead::apply_changes(&mut group, key_group, count, &archive.entries)?;
-                group
+        let (group, seqs, timers) = read_archive(key_group, body, |archive| {
+            let count = archive.entry_count.to_native() as usize;
+            let group = match (kind, staged) {
+                (ArchiveKind::Whole, _) => Self::read_group(key_group, count, &archive.entries)?,
+                (ArchiveKind::Changes, Some(mut group)) => {
+                    ahead::apply_changes(&mut group, key_group, count, &archive.entries)?;
+                    group
+                }
+                (ArchiveKind::Changes, None) => {
+                    return Err(ImportError::Archive(format!(
+                        "changes to key group {key_group}, which was not copied here ahead"
+                    )));
+                }
+            };
+            let mut seqs = Vec::with_capacity(archive.output_seqs.len());
+            for entry in archive.output_seqs.iter() {
+                let key: &[u8] = &entry.0;
+                let kg = key_group_of(key);
+                if kg != key_group {
+                    return Err(ImportError::ForeignKey(kg));
+                }
+                seqs.push((key.to_vec(), entry.1.to_native()));
             }
-            (ArchiveKind::Changes, None) => {
-                return Err(ImportError::Archive(format!(
-                    "changes to key group {key_group}, which was not copied here ahead"
-                )));
-            }
-        };
-        let mut seqs = Vec::with_capacity(archive.output_seqs.len());
-        for entry in archive.output_seqs.iter() {
-            let key: &[u8] = &entry.0;
-            let kg = key_group_of(key);
-            if kg != key_group {
-                return Err(ImportError::ForeignKey(kg));
-            }
-            seqs.push((key.to_vec(), entry.1.to_native()));
-        }
-        let timers = fire::import_timers(key_group, &archive.timers)?;
+            let timers = fire::import_timers(key_group, &archive.timers)?;
+            Ok((group, seqs, timers))
+        })?;
         let n = group.len();
         self.groups[slot] = group;
         self.seqs.import(key_group, seqs);
@@ -324,45 +314,11 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     }
 
     fn export_changes(&mut self, key_group: u16) -> Vec<u8> {
-        let Some(Changed::Keys(changed)) = self.ahead.tracked.remove(&key_group) else {
-            return self.export_group(key_group);
-        };
-        let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
-        let entries = ahead::changes_entries(&group, &changed);
-        self.ahead.retire(group);
-        let (seqs, timers) = (self.seqs.export(key_group), self.timers.export(key_group));
-        group_archive(ArchiveKind::Changes, key_group, entries, seqs, timers)
+        self.changes_archive(key_group)
     }
 
     fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
-        if bytes.is_empty() {
-            self.ahead.staged.insert(key_group, Group::default());
-            return Ok(0);
-        }
-        let (kind, body) = archive_body(bytes)?;
-        if kind != ArchiveKind::Whole {
-            return Err(ImportError::Archive(format!(
-                "changes to key group {key_group} where its copy was due"
-            )));
-        }
-        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
-        aligned.extend_from_slice(body);
-        let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| ImportError::Archive(e.to_string()))?;
-        let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
-        if format != GROUP_ARCHIVE_FORMAT || found != key_group {
-            return Err(ImportError::WrongGroup {
-                expected: key_group,
-                found,
-                format,
-            });
-        }
-        let count = archive.entry_count.to_native() as usize;
-        // Its counters and timers are not kept: the changes carry them whole.
-        let group = Self::read_group(key_group, count, &archive.entries)?;
-        let n = group.len();
-        self.ahead.staged.insert(key_group, group);
-        Ok(n)
+        self.stage(key_group, bytes)
     }
 
     fn drop_staged(&mut self, key_group: u16) {

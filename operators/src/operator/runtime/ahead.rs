@@ -15,11 +15,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::entries;
+use super::archive::{ArchiveKind, archive_body, group_archive, read_archive};
 use super::state_map::{Group, OneShotXxh3, StateKey};
+use super::{Runtime, entries};
 use crate::codec::StateCodec;
-use crate::key::key_group_of;
-use crate::operator::ImportError;
+use crate::key::{KEY_GROUPS, key_group_of};
+use crate::operator::{ImportError, Operator};
 
 /// What changed in a key group since its copy was taken.
 pub(super) enum Changed {
@@ -85,9 +86,46 @@ impl<S> Ahead<S> {
     }
 }
 
+impl<O: Operator> Runtime<O> {
+    /// `export_changes`: key group `key_group` given up as what changed since its copy, or
+    /// whole when that was not recorded key by key.
+    pub(super) fn changes_archive(&mut self, key_group: u16) -> Vec<u8> {
+        let Some(Changed::Keys(changed)) = self.ahead.tracked.remove(&key_group) else {
+            return crate::OperatorInstance::export_group(self, key_group);
+        };
+        let group = std::mem::take(&mut self.groups[usize::from(key_group % KEY_GROUPS)]);
+        let entries = changes_entries(&group, &changed);
+        self.ahead.retire(group);
+        let (seqs, timers) = (self.seqs.export(key_group), self.timers.export(key_group));
+        group_archive(ArchiveKind::Changes, key_group, entries, seqs, timers)
+    }
+
+    /// `stage_group`: a copy of `key_group` decoded and kept aside.
+    pub(super) fn stage(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
+        if bytes.is_empty() {
+            self.ahead.staged.insert(key_group, Group::default());
+            return Ok(0);
+        }
+        let (kind, body) = archive_body(bytes)?;
+        if kind != ArchiveKind::Whole {
+            return Err(ImportError::Archive(format!(
+                "changes to key group {key_group} where its copy was due"
+            )));
+        }
+        // Its counters and timers are not kept: the changes carry them whole.
+        let group = read_archive(key_group, body, |archive| {
+            let count = archive.entry_count.to_native() as usize;
+            Self::read_group(key_group, count, &archive.entries)
+        })?;
+        let n = group.len();
+        self.ahead.staged.insert(key_group, group);
+        Ok(n)
+    }
+}
+
 /// The entries of a changes archive for `group` after `changed`: each key's state, or the key
 /// as deleted when the group no longer holds it. Returns the entry count and the entries.
-pub(super) fn changes_entries<S: StateCodec>(
+fn changes_entries<S: StateCodec>(
     group: &Group<S>,
     changed: &HashSet<StateKey, OneShotXxh3>,
 ) -> (u32, Vec<u8>) {

@@ -104,6 +104,29 @@ pub(super) fn group_archive(
         .expect("serializing plain vectors cannot fail")
 }
 
+/// Reads `body` (an archive's bytes after its header) as the archive of `key_group`: aligned
+/// for rkyv, validated, its format and key group checked; then `read` takes what it needs.
+pub(super) fn read_archive<R>(
+    key_group: u16,
+    body: &[u8],
+    read: impl FnOnce(&ArchivedGroupArchive) -> Result<R, ImportError>,
+) -> Result<R, ImportError> {
+    // rkyv reads in place and needs its alignment; the bytes may come from anywhere.
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(body.len());
+    aligned.extend_from_slice(body);
+    let archive = rkyv::access::<ArchivedGroupArchive, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| ImportError::Archive(e.to_string()))?;
+    let (format, found) = (archive.format.to_native(), archive.key_group.to_native());
+    if format != GROUP_ARCHIVE_FORMAT || found != key_group {
+        return Err(ImportError::WrongGroup {
+            expected: key_group,
+            found,
+            format,
+        });
+    }
+    read(archive)
+}
+
 /// The archive's bytes after its header, or why they are not an archive this build reads: the
 /// format is checked before rkyv validates anything, so an archive of another build is named
 /// as such rather than failing validation somewhere inside.
