@@ -146,7 +146,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             self.op.process(key, payload, &mut s, &mut o)
         } else {
             let group = &mut self.groups[usize::from(key_group % KEY_GROUPS)];
-            if let Some(s) = group.get_mut(key) {
+            let r = if let Some(s) = group.get_mut(key) {
                 let r = self.op.process(key, payload, s, &mut o);
                 if *s == O::State::default() {
                     group.remove(key);
@@ -159,11 +159,14 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                     group.insert(key.into(), s);
                 }
                 r
+            };
+            // A group copied ahead of its move: its changes are what the move will carry
+            // (output counters and timers move whole, so only state changes are recorded).
+            if !self.ahead.tracked.is_empty() {
+                self.ahead.touch(key_group, key);
             }
+            r
         };
-        if !self.ahead.tracked.is_empty() {
-            self.ahead.touch(key_group, key);
-        }
         let result = result.and_then(|()| {
             // A longer key does not fit a request: the data plane could not carry it.
             let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);

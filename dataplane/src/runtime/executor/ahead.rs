@@ -125,11 +125,16 @@ impl Engine {
         if groups.is_empty() {
             self.ahead.pending.pop_front();
         }
-        // An empty group is not copied: it moves as no bytes anyway.
-        let groups: Vec<(u16, Vec<u8>)> = (take.iter())
-            .map(|&g| (g.0, self.instances[op].copy_group(g.0)))
-            .filter(|(_, archive)| !archive.is_empty())
-            .collect();
+        // An empty group is not copied (it moves as no bytes anyway), nor its changes recorded.
+        let mut groups: Vec<(u16, Vec<u8>)> = Vec::with_capacity(take.len());
+        for g in take {
+            let archive = self.instances[op].copy_group(g.0);
+            if archive.is_empty() {
+                self.instances[op].untrack(g.0);
+            } else {
+                groups.push((g.0, archive));
+            }
+        }
         if groups.is_empty() {
             return 1;
         }

@@ -60,7 +60,7 @@ impl<O: Operator> Runtime<O> {
                     group.insert(StateKey::from_slice(&key), s);
                 }
             }
-            if !self.ahead.tracked.is_empty() {
+            if !Self::STATELESS && !self.ahead.tracked.is_empty() {
                 self.ahead.touch(kg, &key);
             }
             Self::number_outputs(&mut self.seqs, out, from, Some(kg));
