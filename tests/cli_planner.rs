@@ -254,22 +254,7 @@ fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
 /// `--json` has `worker_cpu` either way.
 #[test]
 fn a_live_run_says_first_whether_its_workers_are_capped() {
-    let base = [
-        "run",
-        "--app",
-        "wc",
-        "--records",
-        "3000",
-        "--seed",
-        "2",
-        "--duration",
-        "2",
-        "--peak-rate",
-        "3000",
-        "--max-workers",
-        "2",
-        "--json",
-    ];
+    let base = [&SMALL_LIVE_RUN[..], &["--json"]].concat();
     let uncapped = clasp(&[&base[..], &["--uncapped"]].concat());
     let err = String::from_utf8_lossy(&uncapped.stderr);
     assert!(
@@ -301,4 +286,30 @@ fn a_live_run_says_first_whether_its_workers_are_capped() {
         );
     }
     assert_equals_oracle("wc", "3000", "2", &run);
+}
+
+/// A short paced live run of WC on at most two workers.
+const SMALL_LIVE_RUN: [&str; 13] = [
+    "run",
+    "--app",
+    "wc",
+    "--records",
+    "3000",
+    "--seed",
+    "2",
+    "--duration",
+    "2",
+    "--peak-rate",
+    "3000",
+    "--max-workers",
+    "2",
+];
+
+/// A paced live run's text summary says how late its records were admitted.
+#[test]
+fn a_live_runs_text_says_how_late_records_were_admitted() {
+    let out = clasp(&SMALL_LIVE_RUN);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("admission delay µs p50"), "{text}");
 }

@@ -374,7 +374,10 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     }
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
-    view.extra_lines = crate::cmd::source::lines(&report.sources);
+    view.extra_lines = super::view::admission_delay_line(&report.admission_delay)
+        .into_iter()
+        .chain(crate::cmd::source::lines(&report.sources))
+        .collect();
     view.extra_lines.extend(super::recovery::lines(&report));
     let rec = record(&args, n, &view, live, &report)?;
     // The output first: a failure to write the files must not lose it.

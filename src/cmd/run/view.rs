@@ -101,7 +101,9 @@ pub fn run_view<'a>(
 }
 
 /// How late records were admitted, as a line of the text output (`None` at no rate).
-fn admission_delay_line(d: &clasp_dataplane::runtime::ledger::LatencySummary) -> Option<String> {
+pub(super) fn admission_delay_line(
+    d: &clasp_dataplane::runtime::ledger::LatencySummary,
+) -> Option<String> {
     (d.count > 0).then(|| {
         format!(
             "admission delay µs p50 {:.1} p99 {:.1} max {:.1} (after falling due by the rate; \
