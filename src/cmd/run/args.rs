@@ -174,7 +174,11 @@ pub struct RunArgs {
     /// Before a move, how long the workers copy the key groups it moves to their new owners
     /// while still running them (ms; 0: off). The move then carries only what changed since,
     /// so the moving groups' requests wait less; the move starts this much later.
-    #[arg(long, default_value_t = 10, value_parser = RangedU64ValueParser::<u64>::new().range(0..=10_000))]
+    #[arg(
+        long,
+        default_value_t = 10,
+        value_parser = RangedU64ValueParser::<u64>::new().range(0..=10_000)
+    )]
     pub(crate) copy_ahead_ms: u64,
     /// Fail a migration that does not complete within this many seconds.
     #[arg(long, default_value_t = 30, value_parser = timeout_s())]
