@@ -27,6 +27,8 @@ pub const MAX_LOCAL_WORKERS: u64 = 64;
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 /// Most random migrations of `--chaos-migrations` (their moments are drawn up front).
 pub const MAX_CHAOS_MIGRATIONS: u64 = 10_000;
+/// Longest `--copy-ahead-ms`: a move waits this long after its decision at most (10 s).
+pub const MAX_COPY_AHEAD_MS: u64 = 10_000;
 /// Most timed repetitions of a benchmark (their samples are kept for the median).
 pub const MAX_REPETITIONS: u64 = 10_000;
 

@@ -137,9 +137,7 @@ pub fn run_elapsed(
 #[derive(Clone)]
 pub struct Ledger {
     open: HashMap<u64, (u64, u64)>,
-    latency_ns: Histogram<u64>,
-    /// The same, since the last [`Ledger::take_interval`].
-    interval_ns: Histogram<u64>,
+    latency: Latencies,
     completed_inputs: u64,
     completed_other: Vec<u64>,
 }
@@ -186,10 +184,7 @@ impl Ledger {
     pub fn new() -> Self {
         Ledger {
             open: HashMap::new(),
-            latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("static histogram bounds"),
-            interval_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("static histogram bounds"),
+            latency: Latencies::default(),
             completed_inputs: 0,
             completed_other: Vec::new(),
         }
@@ -213,8 +208,7 @@ impl Ledger {
         if opened_at != 0 {
             self.completed_inputs += 1;
             let ns = now_ns.saturating_sub(d.admitted_ns).max(1);
-            let _ = self.latency_ns.record(ns);
-            let _ = self.interval_ns.record(ns);
+            self.latency.record(ns);
         } else {
             self.completed_other.push(d.root_id);
         }
@@ -238,10 +232,52 @@ impl Ledger {
 
     /// Percentiles so far.
     pub fn summary(&self) -> LatencySummary {
-        summarize(&self.latency_ns)
+        self.latency.summary()
     }
 
     /// Percentiles of the trees completed since the previous call (for per-interval series).
+    pub fn take_interval(&mut self) -> LatencySummary {
+        self.latency.take_interval()
+    }
+}
+
+/// The largest duration a [`Latencies`] tells apart: an hour (longer ones count as an hour).
+pub const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
+
+/// Durations over a whole run and since the last interval, 1 ns to [`LATENCY_MAX_NS`] at three
+/// significant digits: trees' latencies (the [`Ledger`]), and how late records were admitted
+/// (the cluster driver).
+#[derive(Clone)]
+pub struct Latencies {
+    run_ns: Histogram<u64>,
+    interval_ns: Histogram<u64>,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        let h = || Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("static bounds");
+        Latencies {
+            run_ns: h(),
+            interval_ns: h(),
+        }
+    }
+}
+
+impl Latencies {
+    /// One duration of `ns` (at least 1 ns; longer than the bound counts as the bound).
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        let ns = ns.max(1);
+        self.run_ns.saturating_record(ns);
+        self.interval_ns.saturating_record(ns);
+    }
+
+    /// Percentiles over the run so far.
+    pub fn summary(&self) -> LatencySummary {
+        summarize(&self.run_ns)
+    }
+
+    /// Percentiles since the previous call.
     pub fn take_interval(&mut self) -> LatencySummary {
         let s = summarize(&self.interval_ns);
         self.interval_ns.reset();
@@ -250,7 +286,7 @@ impl Ledger {
 }
 
 /// `h` (ns) as percentiles in µs.
-pub(crate) fn summarize(h: &Histogram<u64>) -> LatencySummary {
+fn summarize(h: &Histogram<u64>) -> LatencySummary {
     {
         let us = |v: u64| v as f64 / 1000.0;
         LatencySummary {

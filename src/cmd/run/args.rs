@@ -3,7 +3,7 @@
 
 use crate::cgroup::{CpuCap, CpuList};
 use crate::cmd::cluster::NetArgs;
-use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, local_workers, timeout_s};
+use crate::cmd::limits::{MAX_CHAOS_MIGRATIONS, MAX_COPY_AHEAD_MS, local_workers, timeout_s};
 use crate::cmd::local::SpreadArg;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
@@ -177,7 +177,7 @@ pub struct RunArgs {
     #[arg(
         long,
         default_value_t = 10,
-        value_parser = RangedU64ValueParser::<u64>::new().range(0..=10_000)
+        value_parser = RangedU64ValueParser::<u64>::new().range(0..=MAX_COPY_AHEAD_MS)
     )]
     pub(crate) copy_ahead_ms: u64,
     /// Fail a migration that does not complete within this many seconds.

@@ -217,7 +217,8 @@ impl Driver<'_> {
             }
             self.admit(spec, i, is_tracked, &mut scratch)?;
             if let Some(t) = fell_due.take() {
-                self.meter.admission_delay.record(t.elapsed());
+                let late_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.meter.admission_delay.record(late_ns);
             }
             input.admitted();
             held = false;

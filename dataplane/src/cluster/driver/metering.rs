@@ -4,10 +4,9 @@
 use super::Driver;
 use crate::cluster::control::{IntervalView, WorkerInterval, active_workers};
 use crate::cluster::{Counters, DRIVER_ID};
-use crate::runtime::ledger::{LatencySummary, summarize};
+use crate::runtime::ledger::Latencies;
 use crate::transport::PeerId;
-use hdrhistogram::Histogram;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What the driver meters, per interval and over the run.
 pub(super) struct Metering {
@@ -27,58 +26,22 @@ pub(super) struct Metering {
     pub(super) admitted_to_before: std::collections::BTreeMap<PeerId, u64>,
     /// Records due by the rate and not admitted.
     pub(super) backlog: u64,
-    /// How late (by the rate) records were admitted.
-    pub(super) admission_delay: AdmissionDelay,
+    /// How long after it fell due by the rate each record was admitted (ns): the wait at the
+    /// ingress that a root's latency, which starts at its admission, leaves out.
+    ///
+    /// Why apart from the latency: that wait is the load generator's as much as clasp's — the
+    /// driver admits paced records a batch at a time (up to 1 ms of a batch's wait by design), the
+    /// in-flight bound holds records back while a migration runs, and a driver that is scheduled
+    /// late on a busy host admits late. Counted into the latency, it would blur what the data plane
+    /// itself takes; left out unreported, it would hide a stall (coordinated omission). Runs at no
+    /// rate admit as fast as the cluster takes records and record nothing here.
+    pub(super) admission_delay: Latencies,
     /// The rate offered now (`None`: unthrottled).
     pub(super) offered: Option<f64>,
     /// Workers owning key groups now, the worker-seconds so far, and since when.
     pub(super) active: usize,
     pub(super) worker_seconds: f64,
     pub(super) active_since: Instant,
-}
-
-/// How long after it fell due by the rate each record was admitted: the wait at the ingress
-/// that a root's latency, which starts at its admission, leaves out.
-///
-/// Why apart from the latency: that wait is the load generator's as much as clasp's — the
-/// driver admits paced records a batch at a time (up to 1 ms of a batch's wait by design), the
-/// in-flight bound holds records back while a migration runs, and a driver that is scheduled
-/// late on a busy host admits late. Counted into the latency, it would blur what the data plane
-/// itself takes; left out unreported, it would hide a stall (coordinated omission). Runs at no
-/// rate admit as fast as the cluster takes records and record nothing here.
-pub(super) struct AdmissionDelay {
-    run_ns: Histogram<u64>,
-    interval_ns: Histogram<u64>,
-}
-
-impl AdmissionDelay {
-    fn new() -> Self {
-        let h = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds");
-        AdmissionDelay {
-            run_ns: h(),
-            interval_ns: h(),
-        }
-    }
-
-    /// One record admitted `late` after it fell due.
-    pub(super) fn record(&mut self, late: Duration) {
-        let ns = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX).max(1);
-        // Saturates at the bound (an hour) rather than fail.
-        self.run_ns.saturating_record(ns);
-        self.interval_ns.saturating_record(ns);
-    }
-
-    /// The run's, so far.
-    pub(super) fn summary(&self) -> LatencySummary {
-        summarize(&self.run_ns)
-    }
-
-    /// Since the previous call.
-    fn take_interval(&mut self) -> LatencySummary {
-        let s = summarize(&self.interval_ns);
-        self.interval_ns.reset();
-        s
-    }
 }
 
 impl Metering {
@@ -97,7 +60,7 @@ impl Metering {
             interval_migrating: false,
             admitted_to_before: Default::default(),
             backlog: 0,
-            admission_delay: AdmissionDelay::new(),
+            admission_delay: Latencies::default(),
             offered: None,
             active,
             worker_seconds: 0.0,

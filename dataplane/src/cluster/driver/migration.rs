@@ -249,6 +249,9 @@ impl Driver<'_> {
                     self.start_move(m, ops)?;
                     if let Some(f) = self.mig.in_flight.as_mut() {
                         f.record.narrowing_ms = narrowing_ms;
+                        // A testing fault for this phase strikes now, with the plans out: a
+                        // move can complete between two of admission's checks.
+                        self.inject(super::Phase::Migration, ctl);
                     }
                 } else {
                     self.mig.narrowing = Some((m, since));

@@ -17,15 +17,17 @@ pub(super) fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot
             node.fault(format!("a plan for slot {slot}, not on this worker"));
             continue;
         }
-        match run.plans[e].lock() {
-            Ok(mut q) => q.push_back(PlanMail::Plan(a)),
-            Err(_) => {
-                node.fault("a plan mailbox is poisoned".into());
-                continue;
-            }
-        }
-        run.coordinator.command(e, Command::Plan);
+        post(node, run, e, PlanMail::Plan(a));
     }
+}
+
+/// Leaves `mail` in executor `e`'s mailbox and tells it so.
+fn post(node: &mut Node, run: &mut Running, e: usize, mail: PlanMail) {
+    match run.plans[e].lock() {
+        Ok(mut q) => q.push_back(mail),
+        Err(_) => return node.fault("a plan mailbox is poisoned".into()),
+    }
+    run.coordinator.command(e, Command::Plan);
 }
 
 /// Tells every executor that a move to `routing` is coming, so that each copies what it will
@@ -49,14 +51,12 @@ pub(super) fn deliver_copy_ahead(
         Err(e) => return node.fault(format!("bad copy-ahead routing from the driver: {e}")),
     };
     for e in 0..run.executors {
-        match run.plans[e].lock() {
-            Ok(mut q) => q.push_back(PlanMail::CopyAhead(std::sync::Arc::clone(&table))),
-            Err(_) => {
-                node.fault("a plan mailbox is poisoned".into());
-                continue;
-            }
-        }
-        run.coordinator.command(e, Command::Plan);
+        post(
+            node,
+            run,
+            e,
+            PlanMail::CopyAhead(std::sync::Arc::clone(&table)),
+        );
     }
 }
 

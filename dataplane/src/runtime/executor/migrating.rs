@@ -89,6 +89,8 @@ pub(crate) struct Migration {
     next: Option<(Epoch, Arc<RoutingTable>)>,
     /// State to pack and seals to send, in order (see [`Outgoing`]).
     outgoing: VecDeque<Outgoing>,
+    /// Key groups were exported and their memory not freed yet ([`Engine::free_exported`]).
+    exported_unfreed: bool,
     /// No migration, nothing early, nothing ready: the fast path applies.
     pub(super) settled: bool,
     last_progress_ns: u64,
@@ -112,6 +114,7 @@ impl Migration {
             plans,
             next: None,
             outgoing: VecDeque::new(),
+            exported_unfreed: false,
             settled: true,
             last_progress_ns: 0,
             spans: super::spans::Spans::default(),
@@ -548,6 +551,7 @@ impl Engine {
                     if done {
                         self.mig.outgoing.pop_front();
                     }
+                    self.mig.exported_unfreed = true;
                     let instance = &mut self.instances[operator];
                     let msg = Message::State(Box::new(StateMsg {
                         operator: operator as u16,
@@ -589,8 +593,10 @@ impl Engine {
     /// Frees the key groups this executor exported (kept until its exports were out: freeing
     /// them reads all their entries, which would have held up the move).
     pub(super) fn free_exported(&mut self) {
-        for instance in &mut self.instances {
-            instance.free_retired();
+        if std::mem::take(&mut self.mig.exported_unfreed) {
+            for instance in &mut self.instances {
+                instance.free_retired();
+            }
         }
     }
 }
