@@ -20,8 +20,16 @@ fn exchange(n: u32, count: u32, limits: Limits) -> Vec<Transport> {
         for (t, o) in ts.iter_mut().zip(outs.iter_mut()) {
             o.push(t);
         }
+        // Every frame delivered, and every send's completion reaped: a receiver can hold
+        // the last batch before its sender has counted it sent.
+        let sent = |(i, t): (usize, &Transport)| {
+            (1..=n)
+                .filter(|&p| p != i as u32 + 1)
+                .all(|p| t.peer_counters(p).frames_sent == u64::from(count))
+        };
         rs.iter()
             .all(|r| r.frames.len() == (count * (n - 1)) as usize)
+            && ts.iter().enumerate().all(sent)
     });
     for (i, r) in rs.iter().enumerate() {
         for from in (1..=n).filter(|&p| p != i as u32 + 1) {

@@ -275,13 +275,21 @@ pub trait OperatorInstance: Send {
     /// Stops recording changes of `key_group` (its move did not come).
     fn untrack(&mut self, key_group: u16);
     /// Removes key group `key_group`'s state and returns what changed in it since
-    /// [`OperatorInstance::track_changes`], archived for an instance that staged its copy; the
+    /// [`OperatorInstance::track_changes`] (or the last [`OperatorInstance::refresh_copy`]),
+    /// archived for an instance that staged its copy; the
     /// whole group, as [`OperatorInstance::export_group`], when changes were not recorded key
     /// by key. Recording stops.
     fn export_changes(&mut self, key_group: u16) -> Vec<u8>;
+    /// What changed in key group `key_group` since its copy went ahead (or since its last
+    /// refresh), archived as [`OperatorInstance::export_changes`] archives changes but without
+    /// output counters or timers; recording starts again from now and the group stays live.
+    /// `None` when nothing changed or changes are not recorded key by key. A copy refreshed
+    /// while its move is still coming leaves less to send, look up and apply at the move.
+    fn refresh_copy(&mut self, key_group: u16) -> Option<Vec<u8>>;
     /// Keeps a copy of key group `key_group` (an [`OperatorInstance::copy_group`] archive)
     /// received ahead of its move, validated and decoded but not live: nothing reads it until
-    /// its changes are imported. Returns its keys.
+    /// its changes are imported. Or applies a refresh of that copy
+    /// ([`OperatorInstance::refresh_copy`]). Returns the keys it holds, or the keys it changes.
     fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError>;
     /// Drops the staged copy of `key_group`, if any (its move did not come).
     fn drop_staged(&mut self, key_group: u16);

@@ -14,23 +14,40 @@ fn run(inst: &mut dyn OperatorInstance, reqs: &[(Vec<u8>, Vec<u8>)]) {
     }
 }
 
-/// Half the input, every group copied ahead (and its changes recorded), the other half, then
-/// each group's changes; `end` ends the stream on the sender before the move.
-fn moved_by_changes(name: &str, end: bool) {
+/// Half the input, every group copied ahead (and its changes recorded), the other half — in
+/// `refreshes + 1` pieces, every copy refreshed after each but the last — then each group's
+/// changes; `end` ends the stream on the sender before the move.
+fn moved_by_changes(name: &str, end: bool, refreshes: usize) {
     let spec = apps::builtin(name).unwrap();
     let inputs = oracle::capture_inputs(&spec, 600, 5, usize::MAX);
+    let (mut refreshed, mut stateful) = (0, false);
     for (op, reqs) in inputs.iter().enumerate() {
         let (first, second) = reqs.split_at(reqs.len() / 2);
         let mut a = spec.instantiate(op);
         a.track_output_seq();
         run(a.as_mut(), first);
+        stateful |= a.state_keys() > 0;
         let mut b = spec.instantiate(op);
         for kg in 0..KEY_GROUPS {
             a.track_changes(kg);
             b.stage_group(kg, &a.copy_group(kg)).unwrap();
         }
         assert_eq!(b.state_keys(), 0, "{name}/{op}: a staged copy is not live");
-        run(a.as_mut(), second);
+        let pieces: Vec<_> = second.chunks(second.len() / (refreshes + 1) + 1).collect();
+        for (i, piece) in pieces.iter().enumerate() {
+            run(a.as_mut(), piece);
+            if i + 1 == pieces.len() {
+                break;
+            }
+            for kg in 0..KEY_GROUPS {
+                if let Some(changes) = a.refresh_copy(kg) {
+                    refreshed += 1;
+                    b.stage_group(kg, &changes)
+                        .unwrap_or_else(|e| panic!("{name}/{op}: refresh of {kg}: {e}"));
+                    assert!(a.refresh_copy(kg).is_none(), "{name}/{op}: recorded afresh");
+                }
+            }
+        }
         if end {
             let mut out = Emitter::new();
             a.end_of_stream(&mut out);
@@ -67,19 +84,29 @@ fn moved_by_changes(name: &str, end: bool) {
             assert_eq!(whole, 0, "{name}/{op}: recorded changes move as changes");
         }
     }
+    if refreshes > 0 && !end && stateful {
+        assert!(refreshed > 0, "{name}: some copy was refreshed");
+    }
 }
 
 #[test]
 fn changes_after_a_copy_rebuild_every_apps_state() {
     for name in apps::builtin_names() {
-        moved_by_changes(name, false);
+        moved_by_changes(name, false, 0);
+    }
+}
+
+#[test]
+fn copies_refreshed_before_the_move_rebuild_every_apps_state() {
+    for name in apps::builtin_names() {
+        moved_by_changes(name, false, 3);
     }
 }
 
 #[test]
 fn after_the_end_of_the_stream_groups_move_whole_over_their_copies() {
     for name in apps::builtin_names() {
-        moved_by_changes(name, true);
+        moved_by_changes(name, true, 1);
     }
 }
 
@@ -106,9 +133,10 @@ fn changes_without_a_copy_or_for_an_untracked_group_are_refused_or_whole() {
     b.stage_group(kg, &c.copy_group(kg)).unwrap();
     b.drop_staged(kg);
     assert!(b.import_group(kg, &changes).is_err());
-    // Untracked, a group's changes are the whole group.
+    // Untracked, a group's changes are the whole group, and there is nothing to refresh.
     c.track_changes(kg);
     c.untrack(kg);
+    assert!(c.refresh_copy(kg).is_none());
     assert!(c.export_changes(kg).starts_with(b"CLGA"));
 }
 

@@ -103,8 +103,9 @@ pub enum Message {
         /// The routing table the move will install, per operator.
         routing: Vec<RoutingRow>,
     },
-    /// Executor → executor: key groups copied ahead of their move (`queued` empty), to stage;
-    /// like [`Message::State`], only ever sent split into [`Message::StatePart`]s.
+    /// Executor → executor: key groups copied ahead of their move, or refreshes of those
+    /// copies (what changed since), to stage (`queued` empty); like [`Message::State`], only
+    /// ever sent split into [`Message::StatePart`]s.
     StateAhead(Box<StateMsg>),
     /// Worker → driver: its connection to another worker was lost (the requests between the
     /// two cannot be delivered, so the run cannot complete).

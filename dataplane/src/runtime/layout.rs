@@ -226,8 +226,11 @@ pub mod scalar {
     pub const COPIED_AHEAD: usize = 18;
     /// Key groups it gave up as their changes since such a copy (the rest moved whole).
     pub const MOVED_AS_CHANGES: usize = 19;
+    /// Refreshes of such copies it sent while their move was coming (one per key group that
+    /// changed since its copy or its last refresh, per round).
+    pub const REFRESHED_AHEAD: usize = 20;
     /// Number of scalar slots.
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
 }
 
 impl<'a> MetricsView<'a> {

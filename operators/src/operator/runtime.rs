@@ -320,6 +320,10 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         self.changes_archive(key_group)
     }
 
+    fn refresh_copy(&mut self, key_group: u16) -> Option<Vec<u8>> {
+        self.refresh_archive(key_group)
+    }
+
     fn stage_group(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
         self.stage(key_group, bytes)
     }

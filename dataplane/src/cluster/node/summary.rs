@@ -101,6 +101,7 @@ pub(super) fn finish(
                 ("remote_sent", scalar::REMOTE_SENT),
                 ("groups_copied_ahead", scalar::COPIED_AHEAD),
                 ("groups_moved_as_changes", scalar::MOVED_AS_CHANGES),
+                ("copies_refreshed_ahead", scalar::REFRESHED_AHEAD),
             ],
         ))
         .map(|(name, n)| (name.to_owned(), n))

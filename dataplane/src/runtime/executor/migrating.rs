@@ -214,7 +214,10 @@ impl Engine {
         };
         let from = h.source;
         let msg = match self.mig.decoder.decode(control_body(frame)) {
-            Ok(Message::Marker) => Msg::Marker { epoch },
+            Ok(Message::Marker) => {
+                self.mig.spans.marker(from);
+                Msg::Marker { epoch }
+            }
             Ok(Message::Seal(seal)) => match key_groups_of(&seal.key_groups) {
                 Ok(key_groups) => Msg::Seal {
                     epoch,
@@ -519,6 +522,7 @@ impl Engine {
                         unreachable!("front is a seal");
                     };
                     self.send_message(&seal(operator, &key_groups), epoch, to);
+                    self.mig.spans.sealed(to.0);
                     sent += 1;
                     if self.mig.outgoing.is_empty() {
                         // Everything owed is out: the exported groups' memory can go now.

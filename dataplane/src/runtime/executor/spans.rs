@@ -1,6 +1,9 @@
 //! Where an executor's part of a migration spends its time, logged at `debug` level
 //! (`RUST_LOG=clasp_dataplane::runtime::executor=debug`): the drain (its pause), the wait for
 //! its markers, packing and sending the state it gives up, installing the state it receives.
+//! At `trace` level, each step on its own, timed from the plan: every marker's arrival and its
+//! sender, every chunk of state packed and installed, every seal sent — the timeline of one
+//! move across its slots.
 //!
 //! Why logs and not report fields: packing runs after the executor reported its part complete
 //! (the receivers' completions wait for it, not the sender's), so a per-migration report cannot
@@ -9,7 +12,7 @@
 use crate::clock::{monotonic_ns, thread_cpu_ns};
 use clasp_protocol::Epoch;
 use clasp_protocol::worker::WorkerReport;
-use tracing::debug;
+use tracing::{debug, trace};
 
 /// One executor's running totals for the current migration.
 #[derive(Default)]
@@ -39,15 +42,48 @@ impl Spans {
     /// `groups` key groups were packed into `bytes` and sent, from `start_ns` to now; this
     /// thread's CPU clock read `start_cpu_ns` at the start.
     pub(super) fn packed(&mut self, start_ns: u64, start_cpu_ns: u64, groups: usize, bytes: usize) {
-        self.pack_ns += monotonic_ns().saturating_sub(start_ns);
+        let now_ns = monotonic_ns();
+        trace!(
+            at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
+            took_us = now_ns.saturating_sub(start_ns) / 1000,
+            groups,
+            bytes,
+            "state chunk packed"
+        );
+        self.pack_ns += now_ns.saturating_sub(start_ns);
         self.pack_cpu_ns += thread_cpu_ns().saturating_sub(start_cpu_ns);
         self.packed_groups += groups as u64;
         self.packed_bytes += bytes as u64;
     }
 
+    /// A marker came from `from`.
+    pub(super) fn marker(&self, from: u16) {
+        trace!(
+            from,
+            at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            "marker in"
+        );
+    }
+
+    /// A seal went out to `to`.
+    pub(super) fn sealed(&self, to: u32) {
+        trace!(
+            to,
+            at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            "seal sent"
+        );
+    }
+
     /// `groups` key groups were installed, from `start_ns` to now.
     pub(super) fn installed(&mut self, start_ns: u64, groups: usize) {
-        self.install_ns += monotonic_ns().saturating_sub(start_ns);
+        let now_ns = monotonic_ns();
+        trace!(
+            at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
+            took_us = now_ns.saturating_sub(start_ns) / 1000,
+            groups,
+            "state installed"
+        );
+        self.install_ns += now_ns.saturating_sub(start_ns);
         self.installed_groups += groups as u64;
     }
 

@@ -100,17 +100,48 @@ impl<O: Operator> Runtime<O> {
         group_archive(ArchiveKind::Changes, key_group, entries, seqs, timers)
     }
 
-    /// `stage_group`: a copy of `key_group` decoded and kept aside.
+    /// `refresh_copy`: what changed in `key_group` since its copy or its last refresh, with
+    /// the record restarted; `None` when nothing did or the changes are not recorded key by
+    /// key. The group stays live here.
+    pub(super) fn refresh_archive(&mut self, key_group: u16) -> Option<Vec<u8>> {
+        let Some(Changed::Keys(changed)) = self.ahead.tracked.get_mut(&key_group) else {
+            return None;
+        };
+        if changed.is_empty() {
+            return None;
+        }
+        let changed = std::mem::take(changed);
+        let group = &self.groups[usize::from(key_group % KEY_GROUPS)];
+        let entries = changes_entries(group, &changed);
+        // Counters and timers are left out: the changes at the move carry them whole.
+        Some(group_archive(
+            ArchiveKind::Changes,
+            key_group,
+            entries,
+            Vec::new(),
+            Vec::new(),
+        ))
+    }
+
+    /// `stage_group`: a copy of `key_group` decoded and kept aside, or a refresh of the copy
+    /// staged here applied to it.
     pub(super) fn stage(&mut self, key_group: u16, bytes: &[u8]) -> Result<usize, ImportError> {
         if bytes.is_empty() {
             self.ahead.staged.insert(key_group, Group::default());
             return Ok(0);
         }
         let (kind, body) = archive_body(bytes)?;
-        if kind != ArchiveKind::Whole {
-            return Err(ImportError::Archive(format!(
-                "changes to key group {key_group} where its copy was due"
-            )));
+        if kind == ArchiveKind::Changes {
+            let Some(group) = self.ahead.staged.get_mut(&key_group) else {
+                return Err(ImportError::Archive(format!(
+                    "changes to key group {key_group}, which was not copied here ahead"
+                )));
+            };
+            return read_archive(key_group, body, |archive| {
+                let count = archive.entry_count.to_native() as usize;
+                apply_changes(group, key_group, count, &archive.entries)?;
+                Ok(count)
+            });
         }
         // Its counters and timers are not kept: the changes carry them whole.
         let group = read_archive(key_group, body, |archive| {
