@@ -41,9 +41,9 @@
 //!    nothing else for it — and exports the state and queued requests of every group it gives
 //!    up (markers first: receivers resume on markers, and packing state can take a while);
 //! 2. A forwards every old-epoch request for G that reaches it after the export to B, and sends
-//!    G's *seal* only once it has the marker of every peer that can send to o (hosts of o's
-//!    predecessors and the ingress); markers and forwards share the FIFO connection A → B, so
-//!    everything old for G is at B before the seal;
+//!    G's *seal* only once it has the marker of every peer that can send to o under the old
+//!    table (hosts of o's predecessors and the ingress); markers and forwards share the FIFO
+//!    connection A → B, so everything old for G is at B before the seal;
 //! 3. B holds every request for G until G's state and seal are both in, then releases, in this
 //!    order, the queued requests exported with the state, the forwarded ones, and the held
 //!    new-epoch ones (each in arrival order);

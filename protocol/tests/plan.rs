@@ -96,6 +96,23 @@ fn upstream_senders_are_heard_from() {
 }
 
 #[test]
+fn a_host_of_an_upstream_operator_under_the_new_table_only_is_not_waited_for() {
+    // o0 → o1, both moving wholly from w0 to w1 (a scale-out onto an idle slot): w1 routes by
+    // the new table from its first emission, so w0 seals o1's key groups on the ingress's
+    // marker alone (o0 is a source), not on w1's.
+    let table = |epoch, s| {
+        RoutingTable::from_rows(Epoch(epoch), vec![vec![Slot(s); 4], vec![Slot(s); 4]])
+            .expect("rows of one length")
+    };
+    let pl = plan(&table(0, 0), &table(1, 1), &[vec![], vec![0]]);
+    assert!(pl.workers[0].hear_from.is_empty(), "{:?}", pl.workers[0]);
+    assert!(pl.workers[0].hear_from_ingress);
+    assert!(!pl.workers[1].markers_to.contains(&Slot(0)));
+    // The state receiver still hears from the sender.
+    assert!(pl.workers[1].hear_from.contains(&Slot(0)));
+}
+
+#[test]
 fn a_share_row_without_owners_keeps_every_key_group_on_slot_0() {
     let t = initial_routing(&[vec![], vec![1.0, 1.0]], 8);
     assert!(t.row(0).iter().all(|&s| s == Slot(0)));

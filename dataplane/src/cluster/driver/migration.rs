@@ -198,6 +198,7 @@ impl Driver<'_> {
             }
         }
         self.t.flush_now();
+        tracing::trace!(epoch = epoch.0, "plans sent");
         self.account_active();
         self.meter.active = after.max(before);
         Ok(())

@@ -17,6 +17,7 @@ pub(super) fn deliver_plans(node: &mut Node, run: &mut Running, parts: Vec<(Slot
             node.fault(format!("a plan for slot {slot}, not on this worker"));
             continue;
         }
+        tracing::trace!(slot = slot.0, epoch = a.epoch().0, "plan posted");
         post(node, run, e, PlanMail::Plan(a));
     }
 }

@@ -177,7 +177,7 @@ impl Engine {
                 }
             };
             let epoch = a.epoch();
-            self.mig.spans.plan();
+            self.mig.spans.plan(self.my_slot);
             self.mig.next = Some((epoch, Arc::clone(&a.routing)));
             let actions = self.mig.proto.on_plan(now_ns(), a);
             self.apply(actions);

@@ -17,6 +17,8 @@ use tracing::{debug, trace};
 /// One executor's running totals for the current migration.
 #[derive(Default)]
 pub(super) struct Spans {
+    /// The executor's slot (for the traces).
+    slot: u16,
     /// When the executor took the plan.
     plan_ns: u64,
     /// Packing state (archives, the message, its parts) and handing the parts to the rings.
@@ -32,8 +34,9 @@ pub(super) struct Spans {
 
 impl Spans {
     /// A plan was taken: the totals start again.
-    pub(super) fn plan(&mut self) {
+    pub(super) fn plan(&mut self, slot: u16) {
         *self = Spans {
+            slot,
             plan_ns: monotonic_ns(),
             ..Spans::default()
         };
@@ -44,6 +47,7 @@ impl Spans {
     pub(super) fn packed(&mut self, start_ns: u64, start_cpu_ns: u64, groups: usize, bytes: usize) {
         let now_ns = monotonic_ns();
         trace!(
+            slot = self.slot,
             at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
             took_us = now_ns.saturating_sub(start_ns) / 1000,
             groups,
@@ -59,6 +63,7 @@ impl Spans {
     /// A marker came from `from`.
     pub(super) fn marker(&self, from: u16) {
         trace!(
+            slot = self.slot,
             from,
             at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
             "marker in"
@@ -68,6 +73,7 @@ impl Spans {
     /// A seal went out to `to`.
     pub(super) fn sealed(&self, to: u32) {
         trace!(
+            slot = self.slot,
             to,
             at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
             "seal sent"
@@ -78,6 +84,7 @@ impl Spans {
     pub(super) fn installed(&mut self, start_ns: u64, groups: usize) {
         let now_ns = monotonic_ns();
         trace!(
+            slot = self.slot,
             at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
             took_us = now_ns.saturating_sub(start_ns) / 1000,
             groups,
