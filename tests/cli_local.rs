@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_measured_run_equals_oracle, clasp, json};
+use common::{assert_measured_run_equals_oracle, clasp, clasp_text, json};
 
 #[test]
 fn local_equals_the_oracle_on_every_app() {
@@ -26,6 +26,45 @@ fn local_equals_the_oracle_on_every_app() {
             assert_measured_run_equals_oracle(app, "3000", "5", &local);
         }
     }
+}
+
+/// With a rate, the report says how late each record was admitted after it fell due (a
+/// root's latency starts at its admission, so that wait is not in the latency); without
+/// one, nothing falls due and nothing is counted.
+#[test]
+fn a_paced_run_reports_how_late_records_were_admitted() {
+    let paced = [
+        "local",
+        "--app",
+        "wc",
+        "--records",
+        "2000",
+        "--rate",
+        "20000",
+    ];
+    let run = json(&clasp(&[&paced[..], &["--json"]].concat()));
+    let delay = &run["admission_delay_us"];
+    assert_eq!(delay["count"].as_u64(), Some(2000), "every record: {delay}");
+    let (p50, max) = (
+        delay["p50"].as_f64().unwrap(),
+        delay["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 <= p50 && p50 <= max, "{delay}");
+    let (code, text, err) = clasp_text(&paced);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("admission delay µs p50"),
+        "the text report says it:\n{text}"
+    );
+    let unpaced = json(&clasp(&[
+        "local",
+        "--app",
+        "wc",
+        "--records",
+        "500",
+        "--json",
+    ]));
+    assert_eq!(unpaced["admission_delay_us"]["count"].as_u64(), Some(0));
 }
 
 #[test]

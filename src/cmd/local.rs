@@ -17,6 +17,7 @@ use crate::{lifeline, signals};
 use clap::{Args, ValueEnum};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, IngressError, run_ingress};
+use clasp_dataplane::runtime::ledger::LatencySummary;
 use clasp_dataplane::runtime::{IdlePolicy, LocalConfig, LocalReport, run_local_worker};
 use clasp_dataplane::source::{SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
@@ -60,7 +61,9 @@ pub struct LocalArgs {
     /// Executor threads of the worker.
     #[arg(long, default_value_t = 1)]
     executors: usize,
-    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the worker takes them).
+    /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the worker takes
+    /// them). With a rate the report also says how late records were admitted after falling
+    /// due (`admission_delay_us`): latency starts at admission, so that wait is not in it.
     #[arg(long)]
     rate: Option<f64>,
     /// Print one JSON object (the oracle's keys plus throughput, latency and metrics).
@@ -127,8 +130,9 @@ pub struct IngressArgs {
     #[arg(long)]
     rate: Option<f64>,
     /// Where the records come from (see `clasp local --help`); with a source other than the
-    /// generator, the source's offset and malformed counts are printed on stdout at the end
-    /// as one JSON line, `{"sources": [...]}`.
+    /// generator, or a rate, the source's offset and malformed counts and how late records
+    /// were admitted are printed on stdout at the end as one JSON line,
+    /// `{"sources": [...], "admission_delay_us": {...}}`.
     #[arg(long, value_name = "SPEC", default_value = "gen:")]
     source: SourceSpec,
 }
@@ -161,8 +165,11 @@ pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(anyhow::Error::msg(e)),
     };
-    if !args.source.is_generator() {
-        let line = serde_json::json!({ "sources": [&report.source] });
+    if !args.source.is_generator() || args.rate.is_some() {
+        let line = serde_json::json!({
+            "sources": [&report.source],
+            "admission_delay_us": report.admission_delay,
+        });
         let mut out = crate::cmd::output::stdout();
         writeln!(out, "{line}")?;
         out.finish()?;
@@ -271,13 +278,13 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     // The segment is unlinked (its owner's handle dropped) and the ingress reaped.
     drop(registrations);
     let out = ingress_out.into_inner().unwrap_or_else(|e| e.into_inner());
-    let sources = ingress_sources(&args.source, out, report.admitted);
+    let (sources, admission_delay) = ingress_line(&args.source, out, report.admitted);
     let shown = if args.source.is_generator() {
         records
     } else {
         report.admitted
     };
-    print_report(&spec, &args, shown, &sources, &report)?;
+    print_report(&spec, &args, shown, (&sources, &admission_delay), &report)?;
     if !report.errors.is_empty() {
         anyhow::bail!("the run had faults: {}", report.errors.join("; "));
     }
@@ -315,39 +322,61 @@ fn ingress_command(
     Ok(cmd)
 }
 
-/// The sources the ingress read, from the line it printed (the generator's offset is the
-/// records admitted).
-fn ingress_sources(
+/// The sources the ingress read and how late it admitted records, from the line it printed
+/// (the generator's offset is the records admitted; no line, no delays: none were counted).
+fn ingress_line(
     source: &SourceSpec,
     out: Option<std::process::ChildStdout>,
     admitted: u64,
-) -> Vec<SourceReport> {
+) -> (Vec<SourceReport>, LatencySummary) {
+    let mut text = String::new();
+    if let Some(mut out) = out {
+        let _ = std::io::Read::read_to_string(&mut out, &mut text);
+    }
+    /// The percentiles a `LatencySummary` prints (its buckets are for metrics only).
+    #[derive(serde::Deserialize)]
+    struct Delay {
+        p50: f64,
+        p95: f64,
+        p99: f64,
+        max: f64,
+        count: u64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        sources: Vec<SourceReport>,
+        admission_delay_us: Option<Delay>,
+    }
+    let line = text
+        .lines()
+        .find_map(|l| serde_json::from_str::<Line>(l).ok());
+    let delay = line
+        .as_ref()
+        .and_then(|l| l.admission_delay_us.as_ref())
+        .map_or_else(LatencySummary::default, |d| LatencySummary {
+            p50: d.p50,
+            p95: d.p95,
+            p99: d.p99,
+            max: d.max,
+            count: d.count,
+            ..LatencySummary::default()
+        });
     if source.is_generator() {
         let mut generated = SourceReport {
             source: source.to_string(),
             ..SourceReport::default()
         };
         generated.offset.records = admitted;
-        return vec![generated];
+        return (vec![generated], delay);
     }
-    let mut text = String::new();
-    if let Some(mut out) = out {
-        let _ = std::io::Read::read_to_string(&mut out, &mut text);
-    }
-    #[derive(serde::Deserialize)]
-    struct Line {
-        sources: Vec<SourceReport>,
-    }
-    text.lines()
-        .find_map(|l| serde_json::from_str::<Line>(l).ok())
-        .map_or_else(Vec::new, |l| l.sources)
+    (line.map_or_else(Vec::new, |l| l.sources), delay)
 }
 
 fn print_report(
     spec: &AppSpec,
     args: &LocalArgs,
     records: u64,
-    sources: &[SourceReport],
+    (sources, admission_delay): (&[SourceReport], &LatencySummary),
     r: &LocalReport,
 ) -> anyhow::Result<()> {
     let t = &r.totals;
@@ -375,8 +404,17 @@ fn print_report(
             t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
         ),
         intervals: serde_json::to_value(&r.intervals)?,
-        extra: vec![crate::cmd::source::json(sources)?],
-        extra_lines: crate::cmd::source::lines(sources),
+        extra: vec![
+            crate::cmd::source::json(sources)?,
+            (
+                "admission_delay_us".into(),
+                serde_json::to_value(admission_delay)?,
+            ),
+        ],
+        extra_lines: crate::cmd::report::admission_delay_line(admission_delay)
+            .into_iter()
+            .chain(crate::cmd::source::lines(sources))
+            .collect(),
         errors: &r.errors,
         interrupted: crate::cmd::report::RunView::interrupted_now(),
     };

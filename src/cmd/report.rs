@@ -156,3 +156,16 @@ pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Resul
     }
     Ok(())
 }
+
+/// How late records were admitted, as a line of the text output (`None` at no rate).
+pub(crate) fn admission_delay_line(
+    d: &clasp_dataplane::runtime::ledger::LatencySummary,
+) -> Option<String> {
+    (d.count > 0).then(|| {
+        format!(
+            "admission delay µs p50 {:.1} p99 {:.1} max {:.1} (after falling due by the rate; \
+             not part of the latency)",
+            d.p50, d.p99, d.max
+        )
+    })
+}

@@ -16,6 +16,7 @@
 use super::layout::{
     INGRESS_DONE, INGRESS_FAILED, LayoutError, SharedControl, WORKER_STOPPED, WorkerSegment,
 };
+use super::ledger::{Latencies, LatencySummary};
 use crate::request::{FLAG_TRACKED, RequestHeader, frame_len, root_id};
 use crate::source::{Input, Next, SourceReport, SourceSpec};
 use clasp_operators::AppSpec;
@@ -128,6 +129,10 @@ pub struct IngressReport {
     pub stopped: bool,
     /// Where the input stopped: the source's offset and malformed counts.
     pub source: SourceReport,
+    /// How late each record was admitted after it fell due by the rate (µs; none counted
+    /// without a rate). A root's latency starts at its admission, so a record held back — by
+    /// the in-flight bound, a full ring, a late ingress — waits here, not in the latency.
+    pub admission_delay: LatencySummary,
 }
 
 /// Runs an ingress for `spec` into the worker segment named in `cfg`.
@@ -175,11 +180,13 @@ fn admit(
     let (mut key, mut payload) = (Vec::new(), Vec::new());
     let mut tracked = 0u64;
     let start = Instant::now();
-    let report = |admitted, stopped, input: &Input| IngressReport {
+    let mut delay = Latencies::default();
+    let report = |admitted, stopped, input: &Input, delay: &Latencies| IngressReport {
         admitted,
         elapsed: start.elapsed(),
         stopped,
         source: input.report(admitted),
+        admission_delay: delay.summary(),
     };
     // Whether record `i` is in `key` and `payload`, waiting for its turn.
     let mut held = false;
@@ -189,7 +196,7 @@ fn admit(
             // Gone or alive? A worker that died is what stopped us (its death signal).
             rings.check_worker(i, true)?;
             rings.flush(i);
-            return Ok(report(i, true, &input));
+            return Ok(report(i, true, &input, &delay));
         }
         if worker_stopped(control) {
             return Err(IngressError::WorkerStopped(i));
@@ -204,9 +211,10 @@ fn admit(
                 Next::End => break,
             }
         }
-        if let Some(rate) = cfg.rate_per_s {
-            pace(&mut rings, start, rate, i)?;
-        }
+        let due = match cfg.rate_per_s {
+            Some(rate) => Some(pace(&mut rings, start, rate, i)?),
+            None => None,
+        };
         let is_tracked = i % sample == 0;
         if is_tracked {
             if !wait_in_flight_below(&mut rings, bell, tracked, max_in_flight, i)? {
@@ -221,6 +229,10 @@ fn admit(
             .ok_or(IngressError::NoExecutor(kg))?;
         let header = root_header(spec.source, kg, hash, e, i, is_tracked);
         rings.write(e, i, &header, &key, &payload)?;
+        if let Some(due) = due {
+            let late = Instant::now().saturating_duration_since(due);
+            delay.record(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX));
+        }
         input.admitted();
         held = false;
         i += 1;
@@ -230,7 +242,7 @@ fn admit(
         }
     }
     rings.flush(i);
-    Ok(report(i, false, &input))
+    Ok(report(i, false, &input, &delay))
 }
 
 /// Whether the worker has stopped taking input.
@@ -239,18 +251,18 @@ fn worker_stopped(control: &SharedControl) -> bool {
 }
 
 /// Sleeps until record `i` is due at `rate_per_s` from `start`, flushing first if it must wait
-/// (and checking, at most every park, that the worker still runs).
+/// (and checking, at most every park, that the worker still runs). Returns when it was due.
 fn pace(
     rings: &mut IngressRings<'_>,
     start: Instant,
     rate_per_s: f64,
     i: u64,
-) -> Result<(), IngressError> {
+) -> Result<Instant, IngressError> {
     let due = start + Duration::from_secs_f64(i as f64 / rate_per_s);
     loop {
         let now = Instant::now();
         if due <= now || rings.stop_requested() {
-            return Ok(());
+            return Ok(due);
         }
         rings.flush(i);
         rings.check_worker(i, false)?;

@@ -374,7 +374,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     }
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
-    view.extra_lines = super::view::admission_delay_line(&report.admission_delay)
+    view.extra_lines = crate::cmd::report::admission_delay_line(&report.admission_delay)
         .into_iter()
         .chain(crate::cmd::source::lines(&report.sources))
         .collect();

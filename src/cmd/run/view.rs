@@ -82,7 +82,7 @@ pub fn run_view<'a>(
                 (clasp_dataplane::cpu_usage::process_cpu_ns() as f64 / 1e9).into(),
             ),
         ],
-        extra_lines: admission_delay_line(&r.admission_delay)
+        extra_lines: crate::cmd::report::admission_delay_line(&r.admission_delay)
             .into_iter()
             .chain(r.migrations.iter().map(migration_line))
             .chain((r.refused_connections > 0).then(|| {
@@ -98,19 +98,6 @@ pub fn run_view<'a>(
     view.extra.extend(super::recovery::json(r)?);
     view.extra_lines.extend(super::recovery::lines(r));
     Ok(view)
-}
-
-/// How late records were admitted, as a line of the text output (`None` at no rate).
-pub(super) fn admission_delay_line(
-    d: &clasp_dataplane::runtime::ledger::LatencySummary,
-) -> Option<String> {
-    (d.count > 0).then(|| {
-        format!(
-            "admission delay µs p50 {:.1} p99 {:.1} max {:.1} (after falling due by the rate; \
-             not part of the latency)",
-            d.p50, d.p99, d.max
-        )
-    })
 }
 
 /// One migration as a line of the text output.
