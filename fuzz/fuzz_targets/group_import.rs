@@ -1,6 +1,7 @@
 //! Imports a peer's key group archive, as arbitrary bytes, into WC's count — whole, as a copy
-//! staged ahead of a move, and as changes over that copy (`OperatorInstance::import_group`,
-//! `stage_group`): every call must return an error or a key count, never panic.
+//! staged ahead of a move, as a refresh of that copy, and as changes over it
+//! (`OperatorInstance::import_group`, `stage_group`): every call must return an error or a key
+//! count, never panic.
 #![no_main]
 
 use clasp_operators::OperatorInstance;
@@ -16,9 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let kg = u16::from(kg);
     let mut whole: Box<dyn OperatorInstance> = spec.instantiate(count);
     let _ = whole.import_group(kg, bytes);
-    // The same bytes as a copy ahead, then again as its changes.
+    // The same bytes as a copy ahead, again as a refresh of it, then as its changes.
     let mut ahead = spec.instantiate(count);
     if ahead.stage_group(kg, bytes).is_ok() {
+        let _ = ahead.stage_group(kg, bytes);
         let _ = ahead.import_group(kg, bytes);
     }
 });

@@ -166,4 +166,32 @@ proptest! {
         b.stage_group(kg, &copy).unwrap();
         let _ = b.import_group(kg, &changes);
     }
+
+    /// A refresh of a staged copy with one byte changed: an error or a staged state, never a
+    /// panic.
+    #[test]
+    fn refreshes_with_one_byte_changed_never_panic(
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let spec = apps::builtin("wc").unwrap();
+        let count = spec.operators.len() - 1;
+        let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+        let (first, second) = inputs[count].split_at(inputs[count].len() / 2);
+        let mut a = spec.instantiate(count);
+        run(a.as_mut(), first);
+        let kg = (0..KEY_GROUPS).max_by_key(|&kg| a.copy_group(kg).len()).unwrap();
+        a.track_changes(kg);
+        let copy = a.copy_group(kg);
+        run(a.as_mut(), second);
+        let Some(mut refresh) = a.refresh_copy(kg) else {
+            return Ok(());
+        };
+        let i = at.index(refresh.len());
+        refresh[i] = byte;
+        let mut b = spec.instantiate(count);
+        b.stage_group(kg, &copy).unwrap();
+        let _ = b.stage_group(kg, &refresh);
+        let _ = b.import_group(kg, &a.export_changes(kg));
+    }
 }

@@ -174,6 +174,9 @@ impl Engine {
                 groups.push((g.0, archive));
             }
         }
+        if groups.is_empty() {
+            return 1;
+        }
         let copied: Vec<u16> = groups.iter().map(|(g, _)| *g).collect();
         if !self.send_ahead(op, to, groups) {
             return 0;

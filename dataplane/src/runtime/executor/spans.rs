@@ -42,19 +42,19 @@ impl Spans {
         };
     }
 
+    /// Microseconds from the plan to `now_ns`.
+    fn since_plan_us(&self, now_ns: u64) -> u64 {
+        now_ns.saturating_sub(self.plan_ns) / 1000
+    }
+
     /// `groups` key groups were packed into `bytes` and sent, from `start_ns` to now; this
     /// thread's CPU clock read `start_cpu_ns` at the start.
     pub(super) fn packed(&mut self, start_ns: u64, start_cpu_ns: u64, groups: usize, bytes: usize) {
-        let now_ns = monotonic_ns();
-        trace!(
-            slot = self.slot,
-            at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
-            took_us = now_ns.saturating_sub(start_ns) / 1000,
-            groups,
-            bytes,
-            "state chunk packed"
-        );
-        self.pack_ns += now_ns.saturating_sub(start_ns);
+        let (now_ns, slot) = (monotonic_ns(), self.slot);
+        let took_ns = now_ns.saturating_sub(start_ns);
+        let (at_us, took_us) = (self.since_plan_us(now_ns), took_ns / 1000);
+        trace!(slot, at_us, took_us, groups, bytes, "state chunk packed");
+        self.pack_ns += took_ns;
         self.pack_cpu_ns += thread_cpu_ns().saturating_sub(start_cpu_ns);
         self.packed_groups += groups as u64;
         self.packed_bytes += bytes as u64;
@@ -62,35 +62,23 @@ impl Spans {
 
     /// A marker came from `from`.
     pub(super) fn marker(&self, from: u16) {
-        trace!(
-            slot = self.slot,
-            from,
-            at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
-            "marker in"
-        );
+        let at_us = self.since_plan_us(monotonic_ns());
+        trace!(slot = self.slot, from, at_us, "marker in");
     }
 
     /// A seal went out to `to`.
     pub(super) fn sealed(&self, to: u32) {
-        trace!(
-            slot = self.slot,
-            to,
-            at_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
-            "seal sent"
-        );
+        let at_us = self.since_plan_us(monotonic_ns());
+        trace!(slot = self.slot, to, at_us, "seal sent");
     }
 
     /// `groups` key groups were installed, from `start_ns` to now.
     pub(super) fn installed(&mut self, start_ns: u64, groups: usize) {
-        let now_ns = monotonic_ns();
-        trace!(
-            slot = self.slot,
-            at_us = now_ns.saturating_sub(self.plan_ns) / 1000,
-            took_us = now_ns.saturating_sub(start_ns) / 1000,
-            groups,
-            "state installed"
-        );
-        self.install_ns += now_ns.saturating_sub(start_ns);
+        let (now_ns, slot) = (monotonic_ns(), self.slot);
+        let took_ns = now_ns.saturating_sub(start_ns);
+        let (at_us, took_us) = (self.since_plan_us(now_ns), took_ns / 1000);
+        trace!(slot, at_us, took_us, groups, "state installed");
+        self.install_ns += took_ns;
         self.installed_groups += groups as u64;
     }
 
@@ -103,7 +91,7 @@ impl Spans {
             marker_wait_us = r.marker_wait_ns / 1000,
             installed_groups = self.installed_groups,
             install_us = self.install_ns / 1000,
-            complete_after_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            complete_after_us = self.since_plan_us(monotonic_ns()),
             "migration part complete"
         );
     }
@@ -117,7 +105,7 @@ impl Spans {
             packed_bytes = self.packed_bytes,
             pack_us = self.pack_ns / 1000,
             pack_cpu_us = self.pack_cpu_ns / 1000,
-            sent_after_us = monotonic_ns().saturating_sub(self.plan_ns) / 1000,
+            sent_after_us = self.since_plan_us(monotonic_ns()),
             "migration state sent"
         );
     }
