@@ -111,7 +111,7 @@ impl<P, S> Worker<P, S> {
         };
         m.report.received_queued += queued.len() as u64;
         for &g in &key_groups {
-            match m.incoming.get_mut(&(operator, g)) {
+            match m.incoming.get_mut((operator, g)) {
                 Some(i) if Peer::Worker(i.from) == from && !i.state_in => {
                     i.state_in = true;
                     let (mine, rest): (Vec<_>, Vec<_>) = queued
@@ -166,7 +166,7 @@ impl<P, S> Worker<P, S> {
             return;
         };
         for &g in key_groups {
-            match m.incoming.get_mut(&(operator, g)) {
+            match m.incoming.get_mut((operator, g)) {
                 Some(i) if Peer::Worker(i.from) == from && !i.seal_in => i.seal_in = true,
                 _ => out.push(Action::Fault(ProtocolError::Unexpected {
                     worker: id,
@@ -184,7 +184,7 @@ impl<P, S> Worker<P, S> {
         let key = (req.operator, req.key_group);
         let id = self.id;
         if let Some(m) = self.migration.as_mut() {
-            if let Some(i) = m.incoming.get_mut(&key) {
+            if let Some(i) = m.incoming.get_mut(key) {
                 if req.epoch < m.epoch {
                     if from == Peer::Worker(i.from) {
                         i.forwarded.push(req);
@@ -203,7 +203,7 @@ impl<P, S> Worker<P, S> {
                 }
                 return;
             }
-            if let Some(&(to, phase)) = m.outgoing.get(&key) {
+            if let Some(&(to, phase)) = m.outgoing.get(key) {
                 match phase {
                     OutPhase::Owned => out.push(Action::Process(req)),
                     OutPhase::Exported if req.epoch < m.epoch => {
@@ -255,10 +255,10 @@ impl<P, S> Worker<P, S> {
         for &g in key_groups {
             let ready = m
                 .incoming
-                .get(&(operator, g))
+                .get((operator, g))
                 .is_some_and(|i| i.state_in && i.seal_in);
             if ready {
-                let i = m.incoming.remove(&(operator, g)).expect("present");
+                let i = m.incoming.remove((operator, g)).expect("present");
                 out.extend(
                     i.exported
                         .into_iter()

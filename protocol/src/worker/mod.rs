@@ -12,7 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
 use std::sync::Arc;
 
+mod group_map;
 mod inbound;
+
+use group_map::GroupMap;
 
 use crate::assignment::Assignment;
 use crate::ids::{Epoch, KeyGroup, Slot};
@@ -200,8 +203,8 @@ struct Migration<P> {
     resume_from: BTreeSet<Peer>,
     /// Markers needed to complete: `resume_from` and the fence.
     complete_from: BTreeSet<Peer>,
-    outgoing: BTreeMap<(usize, KeyGroup), (Slot, OutPhase)>,
-    incoming: BTreeMap<(usize, KeyGroup), Incoming<P>>,
+    outgoing: GroupMap<(Slot, OutPhase)>,
+    incoming: GroupMap<Incoming<P>>,
     /// Per operator: peers (old hosts of its predecessors) whose markers new-epoch requests for
     /// key groups this worker keeps wait for, and those requests in arrival order.
     gates: BTreeMap<usize, Gate<P>>,
@@ -302,13 +305,14 @@ impl<P, S> Worker<P, S> {
             return out;
         }
         let me = self.id;
-        let mut outgoing = BTreeMap::new();
+        let (operators, key_groups) = (plan.routing.operators(), plan.routing.key_groups());
+        let mut outgoing = GroupMap::new(operators, key_groups);
         for t in &plan.plan.sends {
             for &g in &t.key_groups {
                 outgoing.insert((t.operator, g), (t.to, OutPhase::Owned));
             }
         }
-        let mut incoming = BTreeMap::new();
+        let mut incoming = GroupMap::new(operators, key_groups);
         for (o, (old, new)) in self.owners.rows().zip(plan.routing.rows()).enumerate() {
             for (g, (&a, &b)) in old.iter().zip(new).enumerate() {
                 if b == me && a != me {
@@ -458,7 +462,7 @@ impl<P, S> Worker<P, S> {
                 key_groups: t.key_groups.clone(),
             });
             for &g in &t.key_groups {
-                if let Some(o) = m.outgoing.get_mut(&(t.operator, g)) {
+                if let Some(o) = m.outgoing.get_mut((t.operator, g)) {
                     o.1 = OutPhase::Exported;
                 }
             }
