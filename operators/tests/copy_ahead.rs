@@ -140,6 +140,25 @@ fn changes_without_a_copy_or_for_an_untracked_group_are_refused_or_whole() {
     assert!(c.export_changes(kg).starts_with(b"CLGA"));
 }
 
+/// WC's count after 300 records with its fullest key group copied ahead halfway: the sender
+/// (its changes recorded since the copy), the key group, and a receiver with the copy staged.
+fn copied_halfway() -> (Box<dyn OperatorInstance>, u16, Box<dyn OperatorInstance>) {
+    let spec = apps::builtin("wc").unwrap();
+    let count = spec.operators.len() - 1;
+    let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
+    let (first, second) = inputs[count].split_at(inputs[count].len() / 2);
+    let mut a = spec.instantiate(count);
+    run(a.as_mut(), first);
+    let kg = (0..KEY_GROUPS)
+        .max_by_key(|&kg| a.copy_group(kg).len())
+        .unwrap();
+    a.track_changes(kg);
+    let mut b = spec.instantiate(count);
+    b.stage_group(kg, &a.copy_group(kg)).unwrap();
+    run(a.as_mut(), second);
+    (a, kg, b)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     /// A peer's changes with one byte changed, applied over a staged copy: an error or a
@@ -149,21 +168,10 @@ proptest! {
         at in any::<prop::sample::Index>(),
         byte in any::<u8>(),
     ) {
-        let spec = apps::builtin("wc").unwrap();
-        let count = spec.operators.len() - 1;
-        let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
-        let (first, second) = inputs[count].split_at(inputs[count].len() / 2);
-        let mut a = spec.instantiate(count);
-        run(a.as_mut(), first);
-        let kg = (0..KEY_GROUPS).max_by_key(|&kg| a.copy_group(kg).len()).unwrap();
-        a.track_changes(kg);
-        let copy = a.copy_group(kg);
-        run(a.as_mut(), second);
+        let (mut a, kg, mut b) = copied_halfway();
         let mut changes = a.export_changes(kg);
         let i = at.index(changes.len());
         changes[i] = byte;
-        let mut b = spec.instantiate(count);
-        b.stage_group(kg, &copy).unwrap();
         let _ = b.import_group(kg, &changes);
     }
 
@@ -174,23 +182,12 @@ proptest! {
         at in any::<prop::sample::Index>(),
         byte in any::<u8>(),
     ) {
-        let spec = apps::builtin("wc").unwrap();
-        let count = spec.operators.len() - 1;
-        let inputs = oracle::capture_inputs(&spec, 300, 5, usize::MAX);
-        let (first, second) = inputs[count].split_at(inputs[count].len() / 2);
-        let mut a = spec.instantiate(count);
-        run(a.as_mut(), first);
-        let kg = (0..KEY_GROUPS).max_by_key(|&kg| a.copy_group(kg).len()).unwrap();
-        a.track_changes(kg);
-        let copy = a.copy_group(kg);
-        run(a.as_mut(), second);
+        let (mut a, kg, mut b) = copied_halfway();
         let Some(mut refresh) = a.refresh_copy(kg) else {
             return Ok(());
         };
         let i = at.index(refresh.len());
         refresh[i] = byte;
-        let mut b = spec.instantiate(count);
-        b.stage_group(kg, &copy).unwrap();
         let _ = b.stage_group(kg, &refresh);
         let _ = b.import_group(kg, &a.export_changes(kg));
     }
