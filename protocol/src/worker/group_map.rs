@@ -37,9 +37,8 @@ impl<T> GroupMap<T> {
     #[inline]
     fn slot(&self, (operator, g): (usize, KeyGroup)) -> Option<usize> {
         let g = g.index();
-        (g < self.key_groups)
-            .then(|| operator * self.key_groups + g)
-            .filter(|&i| i < self.index.len())
+        let i = operator.checked_mul(self.key_groups)?.checked_add(g)?;
+        (g < self.key_groups && i < self.index.len()).then_some(i)
     }
 
     /// The position of `key`'s entry, if present.
@@ -145,6 +144,7 @@ mod tests {
         assert_eq!(m.get((2, KeyGroup(0))), None);
         assert_eq!(m.get((0, KeyGroup(4))), None);
         assert_eq!(m.remove((5, KeyGroup(9))), None);
+        assert_eq!(m.get((usize::MAX, KeyGroup(1))), None);
         for v in m.values_mut() {
             *v += 1;
         }
