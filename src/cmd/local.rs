@@ -333,34 +333,18 @@ fn ingress_line(
     if let Some(mut out) = out {
         let _ = std::io::Read::read_to_string(&mut out, &mut text);
     }
-    /// The percentiles a `LatencySummary` prints (its buckets are for metrics only).
-    #[derive(serde::Deserialize)]
-    struct Delay {
-        p50: f64,
-        p95: f64,
-        p99: f64,
-        max: f64,
-        count: u64,
-    }
     #[derive(serde::Deserialize)]
     struct Line {
         sources: Vec<SourceReport>,
-        admission_delay_us: Option<Delay>,
+        admission_delay_us: Option<LatencySummary>,
     }
     let line = text
         .lines()
         .find_map(|l| serde_json::from_str::<Line>(l).ok());
     let delay = line
         .as_ref()
-        .and_then(|l| l.admission_delay_us.as_ref())
-        .map_or_else(LatencySummary::default, |d| LatencySummary {
-            p50: d.p50,
-            p95: d.p95,
-            p99: d.p99,
-            max: d.max,
-            count: d.count,
-            ..LatencySummary::default()
-        });
+        .and_then(|l| l.admission_delay_us)
+        .unwrap_or_default();
     if source.is_generator() {
         let mut generated = SourceReport {
             source: source.to_string(),

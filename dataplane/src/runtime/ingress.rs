@@ -230,8 +230,7 @@ fn admit(
         let header = root_header(spec.source, kg, hash, e, i, is_tracked);
         rings.write(e, i, &header, &key, &payload)?;
         if let Some(due) = due {
-            let late = Instant::now().saturating_duration_since(due);
-            delay.record(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX));
+            delay.record_duration(Instant::now().saturating_duration_since(due));
         }
         input.admitted();
         held = false;

@@ -142,8 +142,9 @@ pub struct Ledger {
     completed_other: Vec<u64>,
 }
 
-/// Latency percentiles in µs.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, PartialEq)]
+/// Latency percentiles in µs. Read back (a child process's report), the buckets and the sum
+/// are zero: they are not printed.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct LatencySummary {
     /// Median.
     pub p50: f64,
@@ -270,6 +271,12 @@ impl Latencies {
         let ns = ns.max(1);
         self.run_ns.saturating_record(ns);
         self.interval_ns.saturating_record(ns);
+    }
+
+    /// One duration (as [`Latencies::record`]).
+    #[inline]
+    pub fn record_duration(&mut self, d: std::time::Duration) {
+        self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Percentiles over the run so far.

@@ -282,11 +282,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
                     ahead::apply_changes(&mut group, key_group, count, &archive.entries)?;
                     group
                 }
-                (ArchiveKind::Changes, None) => {
-                    return Err(ImportError::Archive(format!(
-                        "changes to key group {key_group}, which was not copied here ahead"
-                    )));
-                }
+                (ArchiveKind::Changes, None) => return Err(ahead::not_copied(key_group)),
             };
             let mut seqs = Vec::with_capacity(archive.output_seqs.len());
             for entry in archive.output_seqs.iter() {

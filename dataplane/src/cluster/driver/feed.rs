@@ -217,8 +217,7 @@ impl Driver<'_> {
             }
             self.admit(spec, i, is_tracked, &mut scratch)?;
             if let Some(t) = fell_due.take() {
-                let late_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                self.meter.admission_delay.record(late_ns);
+                self.meter.admission_delay.record_duration(t.elapsed());
             }
             input.admitted();
             held = false;

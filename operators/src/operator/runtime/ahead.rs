@@ -133,9 +133,7 @@ impl<O: Operator> Runtime<O> {
         let (kind, body) = archive_body(bytes)?;
         if kind == ArchiveKind::Changes {
             let Some(group) = self.ahead.staged.get_mut(&key_group) else {
-                return Err(ImportError::Archive(format!(
-                    "changes to key group {key_group}, which was not copied here ahead"
-                )));
+                return Err(not_copied(key_group));
             };
             return read_archive(key_group, body, |archive| {
                 let count = archive.entry_count.to_native() as usize;
@@ -168,6 +166,13 @@ fn changes_entries<S: StateCodec>(
         }
     }
     (changed.len() as u32, out)
+}
+
+/// Changes to `key_group` came where no copy of it is staged.
+pub(super) fn not_copied(key_group: u16) -> ImportError {
+    ImportError::Archive(format!(
+        "changes to key group {key_group}, which was not copied here ahead"
+    ))
 }
 
 /// Applies `count` changes from untrusted `bytes` to `group`, a copy of `key_group`.
