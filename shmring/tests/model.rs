@@ -1,6 +1,8 @@
 //! Property test: the ring against a `VecDeque` model, over random frame sizes and random
-//! interleavings of pushes, deferred commits, publishes, peeks and batch pops (wrap-around
-//! included: the ring is small and the sequences long).
+//! interleavings of pushes, deferred commits, abandoned reservations, publishes, peeks and
+//! batch pops (wrap-around included: the ring is small and the sequences long). An abandoned
+//! reservation may already have written the skip marker in front of its frame; the frames
+//! after it must not see it.
 #![cfg(not(loom))]
 
 use clasp_shmring::heap;
@@ -12,6 +14,7 @@ use std::collections::VecDeque;
 enum Op {
     Push(usize),
     PushDeferred(usize),
+    Abandon(usize),
     Publish,
     Pop,
     PopBatch(usize),
@@ -22,6 +25,7 @@ fn op(max_len: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..=max_len).prop_map(Op::Push),
         2 => (0..=max_len).prop_map(Op::PushDeferred),
+        1 => (0..=max_len).prop_map(Op::Abandon),
         1 => Just(Op::Publish),
         3 => Just(Op::Pop),
         1 => (1usize..6).prop_map(Op::PopBatch),
@@ -78,6 +82,11 @@ proptest! {
                                 "full while empty");
                         }
                         Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Abandon(len) => {
+                    if let Ok(mut g) = p.reserve(len) {
+                        g.fill(0xAB);
                     }
                 }
                 Op::Publish => {

@@ -142,6 +142,25 @@ fn an_uncommitted_grant_is_abandoned() {
 }
 
 #[test]
+fn an_abandoned_grant_past_the_end_of_a_lap_leaves_no_skip_marker_behind() {
+    let (mut p, mut c) = ring(256);
+    // 3 × 64 bytes: tail at 192, 64 bytes to the end of the lap.
+    for i in 0..3u8 {
+        p.push(&[i; 48]).unwrap();
+        assert_eq!(pop(&mut c).unwrap(), [i; 48]);
+    }
+    {
+        // 96 bytes do not fit before the end: this reservation skips to the next lap.
+        let _abandoned = p.reserve(80).unwrap();
+    }
+    // A frame that fits before the end goes where the skip marker was.
+    p.push(b"fits").unwrap();
+    assert_eq!(pop(&mut c).unwrap(), b"fits");
+    p.push(&[7; 80]).unwrap();
+    assert_eq!(pop(&mut c).unwrap(), [7; 80]);
+}
+
+#[test]
 fn deferred_release_frees_space_on_publish() {
     let (mut p, mut c) = ring(128);
     p.push(&[1; 40]).unwrap();

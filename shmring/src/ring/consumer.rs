@@ -2,6 +2,7 @@
 //! it with one store of `head`; prefetch published lines while behind (the module docs of
 //! [`super`], "Prefetching").
 
+use super::prefetch;
 use super::wait::{Probe, WaitPolicy, check_alive, park_until};
 use super::{
     CACHE_LINE_BYTES, FRAME_ALIGN, FRAME_HEADER_BYTES, HDR_LEN_MASK, HDR_SKIP, HDR_VALID,
@@ -14,23 +15,6 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-/// How far past its position the consumer prefetches published lines (module docs,
-/// "Prefetching").
-const PREFETCH_AHEAD_BYTES: u64 = 2048;
-/// Most lines the consumer prefetches per frame it reads, so large frames (which the
-/// hardware's own stream prefetcher follows) do not flood the line-fill buffers.
-const PREFETCH_LINES_PER_FRAME: u64 = 4;
-
-/// Asks for the line at `p` to be brought into this core's cache for reading.
-#[inline(always)]
-fn prefetch_read(_p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: a prefetch is a hint; it never faults and does not access memory architecturally.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_p.cast())
-    };
-}
-
 /// The reading end of a ring.
 pub struct Consumer<M: RingMemory> {
     mem: M,
@@ -42,6 +26,8 @@ pub struct Consumer<M: RingMemory> {
     cached_tail: u64,
     /// Lines before this position were prefetched for reading.
     prefetched: u64,
+    /// Lines prefetched per frame read; 0: none on this CPU (`prefetch::lines_per_frame`).
+    prefetch_lines: u64,
     mask: u64,
     config: RingConfig,
     /// The `space` doorbell's waker fence is a compiler fence here
@@ -89,6 +75,7 @@ impl<M: RingMemory> Consumer<M> {
             released_head: head,
             cached_tail: head,
             prefetched: head,
+            prefetch_lines: prefetch::lines_per_frame(),
             mask: config.capacity_bytes as u64 - 1,
             config,
             wake_fence_free: mem.control().space.waker_fence_free(),
@@ -202,8 +189,8 @@ impl<M: RingMemory> Consumer<M> {
         Ok((off, self.mem.header(off).load(Ordering::Relaxed)))
     }
 
-    /// Prefetches, for reading, up to `PREFETCH_LINES_PER_FRAME` published lines from `from`
-    /// on, no further than `PREFETCH_AHEAD_BYTES` past `head`. Whole published lines only:
+    /// Prefetches, for reading, up to `prefetch_lines` published lines from `from` on, no
+    /// further than `prefetch::AHEAD_BYTES` past `head`. Whole published lines only:
     /// the producer does not write them again until they are released, so a prefetch never
     /// pulls a line it is still filling (a line holding the last published frame and the
     /// next, unpublished one is left alone). Always inlined: as an out-of-line call per frame
@@ -211,12 +198,15 @@ impl<M: RingMemory> Consumer<M> {
     /// messages/s (`benches/results/rings.md`).
     #[inline(always)]
     fn prefetch_published(&mut self, from: u64) {
+        if self.prefetch_lines == 0 {
+            return;
+        }
         let line = CACHE_LINE_BYTES as u64;
-        let end = (self.head + PREFETCH_AHEAD_BYTES).min(self.cached_tail & !(line - 1));
+        let end = (self.head + prefetch::AHEAD_BYTES).min(self.cached_tail & !(line - 1));
         let mut p = self.prefetched.max(from);
-        let stop = end.min(p + PREFETCH_LINES_PER_FRAME * line);
+        let stop = end.min(p + self.prefetch_lines * line);
         while p < stop {
-            prefetch_read(self.mem.data().wrapping_add((p & self.mask) as usize));
+            prefetch::read(self.mem.data().wrapping_add((p & self.mask) as usize));
             p += line;
         }
         self.prefetched = p;

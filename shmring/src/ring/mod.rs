@@ -43,27 +43,32 @@
 //! # Prefetching
 //! When the consumer is behind (the tail it cached lies beyond the frame it reads), it
 //! prefetches the published lines ahead of it, up to 2 KiB past `head` and at most 4 lines per
-//! frame read. `perf annotate` showed the consumer's time on the first load of each frame's
-//! line: the line sits modified in the producer's cache, and the hardware prefetcher does not
-//! fetch it early enough. With the transfers overlapped, 64-byte payloads went from 33–37 to
-//! about 100 M messages/s (`benches/results/rings.md`). Only whole lines below the cached tail are
-//! prefetched — never a line the producer may still be writing, which would bounce it — so a
-//! consumer that has caught up (every ping-pong hand-off) prefetches nothing and its latency
-//! is unchanged. Prefetching free lines for writing on the producer side was tried and made
-//! things much worse (8–15 M messages/s); it is not done.
+//! frame read — on CPUs where that was measured to help (`prefetch.rs`; not on AMD). On the
+//! Intel Xeon it was tuned on, `perf annotate` showed the consumer's time on the first load of
+//! each frame's line: the line sits modified in the producer's cache, and the hardware
+//! prefetcher does not fetch it early enough. With the transfers overlapped, 64-byte payloads
+//! went from 33–37 to about 100 M messages/s. On an AMD EPYC the same prefetches lowered them
+//! from 131–152 to 85–92 M messages/s, so an AMD consumer issues none
+//! (`benches/results/rings.md`). Only whole lines below the cached tail are prefetched — never
+//! a line the producer may still be writing, which would bounce it — so a consumer that has
+//! caught up (every ping-pong hand-off) prefetches nothing and its latency is unchanged.
+//! Prefetching free lines for writing on the producer side was tried and made things much
+//! worse (8–15 M messages/s); it is not done.
 //!
 //! # Fast paths
-//! [`Producer::reserve`] and [`Consumer::peek`] are each one inlined fast path for the
-//! common case — a frame that needs no line padding, does not reach the end of the buffer and
-//! fits the free space as last seen; a header that is plainly `VALID | len` inside the
-//! published part — with everything else (padding, skip markers, re-reading the peer's index,
-//! every error and its message) out of line. Each end also looks up once, when it is made,
-//! whether its doorbell's waker fence is a compiler fence (`Doorbell::waker_fence_free`), so
-//! a publish no longer reloads the doorbell's mode and the process's registration. Counted with
-//! `valgrind --tool=callgrind` on one thread (16-byte payloads, 256 frames written then 256
-//! read, the loop included), this took the ring from 159 to 110 instructions per frame written
-//! and read, against rtrb's 34 for the same loop (`benches/results/rings.md`). It did not make the
-//! two-core stream faster on the machine measured: there the cost is cache-line traffic.
+//! [`Producer::reserve`] and [`Consumer::peek`] are each one inlined fast path for the common case
+//! — a frame that needs no line padding, does not reach the end of the buffer and fits the free
+//! space as last seen; a header that is plainly `VALID | len` inside the published part — with
+//! everything else (padding, skip markers, re-reading the peer's index, every error and its
+//! message) out of line; a skip marker in front of a frame is written when the frame is reserved,
+//! so committing is a header store and a tail store on every path. Each end also looks up once,
+//! when it is made, whether its doorbell's waker fence is a compiler fence
+//! (`Doorbell::waker_fence_free`), so a publish no longer reloads the doorbell's mode and the
+//! process's registration. Counted with `valgrind --tool=callgrind` on one thread (16-byte
+//! payloads, 256 frames written then 256 read, the loop included), this took the ring from 159 to
+//! 110 instructions per frame written and read, against rtrb's 34 for the same loop
+//! (`benches/results/rings.md`). It did not make the two-core stream faster on the machine
+//! measured: there the cost is cache-line traffic.
 //!
 //! # Batches
 //! [`WriteGrant::commit_deferred`] writes a frame without publishing it; [`Producer::publish`]
@@ -71,6 +76,7 @@
 //! [`ReadFrame::release_deferred`] and [`Consumer::publish_release`] do the same for `head`.
 
 mod consumer;
+mod prefetch;
 mod producer;
 mod wait;
 

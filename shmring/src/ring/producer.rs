@@ -149,24 +149,25 @@ impl<M: RingMemory> Producer<M> {
                 return Ok(WriteGrant {
                     start: self.tail,
                     producer: self,
-                    wrap_from: None,
                     len_bytes,
                 });
             }
         }
-        let (start, wrap_from) = self.reserve_slow(len_bytes)?;
+        let start = self.reserve_slow(len_bytes)?;
         Ok(WriteGrant {
             producer: self,
             start,
-            wrap_from,
             len_bytes,
         })
     }
 
     /// [`Self::reserve`] when the frame needs padding or a skip to the next lap, or the ring
-    /// looks full: the frame's position and the position of a skip marker in front of it.
+    /// looks full: the frame's position. A skip marker in front of it is written here, in
+    /// space the consumer does not read until the frame is published (if the grant is
+    /// abandoned, the next reservation starts at the same place and overwrites it), so that
+    /// committing is the same few stores on every path.
     #[inline(never)]
-    fn reserve_slow(&mut self, len_bytes: usize) -> Result<(u64, Option<u64>)> {
+    fn reserve_slow(&mut self, len_bytes: usize) -> Result<u64> {
         if len_bytes > self.config.max_frame_bytes {
             return Err(Error::FrameTooLarge {
                 len_bytes,
@@ -184,8 +185,15 @@ impl<M: RingMemory> Producer<M> {
             }
         }
         let off = (start & self.mask) as usize;
+        if let Some(w) = wrap_from {
+            let skip_off = (w & self.mask) as usize;
+            self.mem.track_write(skip_off, FRAME_HEADER_BYTES);
+            self.mem
+                .header(skip_off)
+                .store(HDR_SKIP | (start - w), Ordering::Relaxed);
+        }
         self.mem.track_write(off, frame_bytes(len_bytes));
-        Ok((start, wrap_from))
+        Ok(start)
     }
 
     /// Copies `payload` into a new frame and publishes it.
@@ -198,16 +206,11 @@ impl<M: RingMemory> Producer<M> {
     }
 
     #[inline(always)]
-    fn commit_frame(&mut self, start: u64, wrap_from: Option<u64>, len_bytes: usize) {
+    fn commit_frame(&mut self, start: u64, len_bytes: usize) {
         let off = (start & self.mask) as usize;
         self.mem
             .header(off)
             .store(HDR_VALID | len_bytes as u64, Ordering::Relaxed);
-        if let Some(w) = wrap_from {
-            self.mem
-                .header((w & self.mask) as usize)
-                .store(HDR_SKIP | (start - w), Ordering::Relaxed);
-        }
         self.tail = start + frame_bytes(len_bytes) as u64;
     }
 
@@ -216,17 +219,23 @@ impl<M: RingMemory> Producer<M> {
     #[inline]
     pub fn publish(&mut self) {
         if self.tail != self.published_tail {
-            self.published_tail = self.tail;
-            // SYNC: tail-publish — pairs with the Acquire load in `Consumer::refresh_tail`;
-            // the headers and payloads written before it become visible with it. `ring`
-            // fences after it (SYNC: park).
-            self.mem
-                .control()
-                .producer
-                .tail
-                .store(self.tail, Ordering::Release);
-            self.mem.doorbell().ring_cached(self.wake_fence_free);
+            self.publish_tail();
         }
+    }
+
+    /// Stores `tail` for the consumer and wakes it if it sleeps.
+    #[inline(always)]
+    fn publish_tail(&mut self) {
+        self.published_tail = self.tail;
+        // SYNC: tail-publish — pairs with the Acquire load in `Consumer::refresh_tail`; the
+        // headers and payloads written before it become visible with it. `ring` fences after
+        // it (SYNC: park).
+        self.mem
+            .control()
+            .producer
+            .tail
+            .store(self.tail, Ordering::Release);
+        self.mem.doorbell().ring_cached(self.wake_fence_free);
     }
 
     /// Waits until a frame of `len_bytes` fits, spinning then parking as `policy` says.
@@ -281,7 +290,6 @@ impl<M: RingMemory> Drop for Producer<M> {
 pub struct WriteGrant<'a, M: RingMemory> {
     producer: &'a mut Producer<M>,
     start: u64,
-    wrap_from: Option<u64>,
     len_bytes: usize,
 }
 
@@ -290,16 +298,16 @@ impl<M: RingMemory> WriteGrant<'_, M> {
     #[inline(always)]
     pub fn commit(self) {
         let p = self.producer;
-        p.commit_frame(self.start, self.wrap_from, self.len_bytes);
-        p.publish();
+        p.commit_frame(self.start, self.len_bytes);
+        // A frame was just written, so `tail` moved: publish without comparing.
+        p.publish_tail();
     }
 
     /// Writes the frame; it becomes visible at the next [`Producer::publish`] (or the next
     /// `commit`).
     #[inline]
     pub fn commit_deferred(self) {
-        self.producer
-            .commit_frame(self.start, self.wrap_from, self.len_bytes);
+        self.producer.commit_frame(self.start, self.len_bytes);
     }
 }
 

@@ -1,0 +1,54 @@
+//! Software prefetching of published lines by a consumer that is behind, and which CPUs get
+//! it.
+//!
+//! On the Intel Xeon this ring was first tuned on, a consumer that was behind still took each
+//! frame's first line as a demand miss to the producer's core; prefetching the published lines
+//! ahead of it overlapped those misses and took 64-byte payloads from 33–37 to about 100 M
+//! messages/s. On an AMD EPYC (Zen 3) the same prefetches cost throughput instead: the two-core
+//! stream ran at 85–92 M messages/s with them and 131–152 M without, and 16-byte payloads were
+//! no slower without them (`benches/results/rings.md`). So the consumer asks [`lines_per_frame`]
+//! once, when it is made, and an AMD CPU gets none.
+
+/// How far past its position the consumer prefetches published lines.
+pub(super) const AHEAD_BYTES: u64 = 2048;
+/// Most lines the consumer prefetches per frame it reads, so large frames (which the
+/// hardware's own stream prefetcher follows) do not flood the line-fill buffers.
+const LINES_PER_FRAME: u64 = 4;
+
+/// Lines per frame read that a consumer on this CPU prefetches: [`LINES_PER_FRAME`], or 0 on
+/// CPUs where prefetching was measured to slow the stream (AMD).
+pub(super) fn lines_per_frame() -> u64 {
+    static LINES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LINES.get_or_init(|| {
+        if cpu_vendor_is_amd() {
+            0
+        } else {
+            LINES_PER_FRAME
+        }
+    })
+}
+
+/// Whether CPUID names the vendor "AuthenticAMD".
+fn cpu_vendor_is_amd() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        // Leaf 0 returns the vendor string in EBX, EDX, ECX, four bytes each.
+        let id = std::arch::x86_64::__cpuid(0);
+        let word = |s: &[u8; 4]| u32::from_le_bytes(*s);
+        (id.ebx, id.edx, id.ecx) == (word(b"Auth"), word(b"enti"), word(b"cAMD"))
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    {
+        false
+    }
+}
+
+/// Asks for the line at `p` to be brought into this core's cache for reading.
+#[inline(always)]
+pub(super) fn read(_p: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    // SAFETY: a prefetch is a hint; it never faults and does not access memory architecturally.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_p.cast())
+    };
+}
