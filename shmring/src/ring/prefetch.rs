@@ -7,7 +7,8 @@
 //! messages/s. On an AMD EPYC (Zen 3) the same prefetches cost throughput instead: the two-core
 //! stream ran at 85–92 M messages/s with them and 131–152 M without, and 16-byte payloads were
 //! no slower without them (`benches/results/rings.md`). So the consumer asks [`lines_per_frame`]
-//! once, when it is made, and an AMD CPU gets none.
+//! once, when it is made, and an AMD CPU gets none. `CLASP_RING_PREFETCH_LINES=N` (0–16) in
+//! the environment overrides the choice for the process, to measure both on other hardware.
 
 /// How far past its position the consumer prefetches published lines.
 pub(super) const AHEAD_BYTES: u64 = 2048;
@@ -15,15 +16,34 @@ pub(super) const AHEAD_BYTES: u64 = 2048;
 /// hardware's own stream prefetcher follows) do not flood the line-fill buffers.
 const LINES_PER_FRAME: u64 = 4;
 
+/// The environment variable that overrides [`lines_per_frame`].
+pub const PREFETCH_LINES_ENV: &str = "CLASP_RING_PREFETCH_LINES";
+/// The largest override accepted.
+const MAX_LINES_PER_FRAME: u64 = 16;
+
 /// Lines per frame read that a consumer on this CPU prefetches: [`LINES_PER_FRAME`], or 0 on
-/// CPUs where prefetching was measured to slow the stream (AMD).
+/// CPUs where prefetching was measured to slow the stream (AMD); [`PREFETCH_LINES_ENV`] if
+/// set to a number in `0..=16` (anything else is ignored with a warning on stderr).
 pub(super) fn lines_per_frame() -> u64 {
     static LINES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *LINES.get_or_init(|| {
-        if cpu_vendor_is_amd() {
+        let default = if cpu_vendor_is_amd() {
             0
         } else {
             LINES_PER_FRAME
+        };
+        match std::env::var(PREFETCH_LINES_ENV) {
+            Err(_) => default,
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n <= MAX_LINES_PER_FRAME => n,
+                _ => {
+                    eprintln!(
+                        "warning: {PREFETCH_LINES_ENV}={v:?} is not a number of lines in \
+                         0..={MAX_LINES_PER_FRAME}; using {default}"
+                    );
+                    default
+                }
+            },
         }
     })
 }
