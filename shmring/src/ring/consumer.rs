@@ -15,12 +15,6 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-/// Empty polls in a row after which the consumer counts as waiting and touches the line the
-/// next frame will start in (`Consumer::touch_next_frame`). A consumer waiting for a message
-/// in a ping-pong polls tens of times per round trip; one that streams finds the ring empty
-/// about once per message at most, and pulling the line the producer is filling would slow it.
-const TOUCH_AFTER_EMPTY_POLLS: u32 = 16;
-
 /// The reading end of a ring.
 pub struct Consumer<M: RingMemory> {
     mem: M,
@@ -34,8 +28,6 @@ pub struct Consumer<M: RingMemory> {
     prefetched: u64,
     /// Lines prefetched per frame read; 0: none on this CPU (`prefetch::lines_per_frame`).
     prefetch_lines: u64,
-    /// Polls in a row that found the ring empty (saturating).
-    empty_polls: u32,
     mask: u64,
     config: RingConfig,
     /// The `space` doorbell's waker fence is a compiler fence here
@@ -84,7 +76,6 @@ impl<M: RingMemory> Consumer<M> {
             cached_tail: head,
             prefetched: head,
             prefetch_lines: prefetch::lines_per_frame(),
-            empty_polls: 0,
             mask: config.capacity_bytes as u64 - 1,
             config,
             wake_fence_free: mem.control().space.waker_fence_free(),
@@ -110,17 +101,10 @@ impl<M: RingMemory> Consumer<M> {
     /// frame.
     #[inline(always)]
     fn next_frame(&mut self) -> Result<Option<Found>> {
-        let off = (self.head & self.mask) as usize;
-        if self.head == self.cached_tail {
-            if self.empty_polls >= TOUCH_AFTER_EMPTY_POLLS {
-                self.touch_next_frame(off);
-            }
-            if !self.refresh_tail()? {
-                self.empty_polls = self.empty_polls.saturating_add(1);
-                return Ok(None);
-            }
-            self.empty_polls = 0;
+        if self.head == self.cached_tail && !self.refresh_tail()? {
+            return Ok(None);
         }
+        let off = (self.head & self.mask) as usize;
         let word = self.mem.header(off).load(Ordering::Relaxed);
         let len_bytes = (word & HDR_LEN_MASK) as usize;
         let size_bytes = frame_bytes(len_bytes);
@@ -135,24 +119,6 @@ impl<M: RingMemory> Consumer<M> {
             return self.next_frame_slow(off, word).map(Some);
         }
         Ok(Some(self.found(off, len_bytes, size_bytes)))
-    }
-
-    /// A consumer that has been waiting reads the line where the next frame will start, and
-    /// prefetches the line after it, on every poll from here on (module docs, "Waiting
-    /// consumers"). The header word at `head` is only ever written by an atomic store (a frame
-    /// header or a skip marker), so loading it is not a race; the next line may be payload
-    /// being written, so it is only prefetched. Not done under loom or Miri: the value is
-    /// discarded, and the models would only grow.
-    #[inline(always)]
-    fn touch_next_frame(&self, off: usize) {
-        if cfg!(any(loom, miri)) {
-            return;
-        }
-        std::hint::black_box(self.mem.header(off).load(Ordering::Relaxed));
-        let next_line = (off & !(CACHE_LINE_BYTES - 1)) + CACHE_LINE_BYTES;
-        if next_line < self.config.capacity_bytes {
-            prefetch::read(self.mem.data().wrapping_add(next_line));
-        }
     }
 
     /// The frame of `len_bytes` at `off` is published and inside the buffer: prefetch past it.

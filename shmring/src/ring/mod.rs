@@ -55,18 +55,6 @@
 //! Prefetching free lines for writing on the producer side was tried and made things much
 //! worse (8–15 M messages/s); it is not done.
 //!
-//! # Waiting consumers
-//! A hand-off through an index costs two dependent line transfers: the consumer sees `tail`
-//! move, and only then fetches the frame's line. A consumer that has found the ring empty 16
-//! times in a row (`TOUCH_AFTER_EMPTY_POLLS`) is waiting rather than streaming, so each of its
-//! polls also loads the header word where the next frame will start and prefetches the line
-//! after it. When the producer writes the frame it takes those lines back, and the consumer's
-//! next poll fetches the frame's lines and `tail` in parallel. On an AMD EPYC guest this took
-//! the ping-pong's one-way latency from 64–74 to 58–63 ns at 64-byte payloads (rtrb 62–64 in
-//! the same runs) and to 57–60 ns at 16 bytes, 1.05–1.16× the cache-line floor
-//! (`benches/results/rings.md`). A streaming consumer rarely finds the ring empty twice in a
-//! row, and does not touch: pulling the line the producer is filling would slow the stream.
-//!
 //! # Fast paths
 //! [`Producer::reserve`] and [`Consumer::peek`] are each one inlined fast path for the common case
 //! — a frame that needs no line padding, does not reach the end of the buffer and fits the free
