@@ -38,7 +38,11 @@
 //! side (`benches/results/rings.md`), the two shapes were a wash at 64 bytes (header polling
 //! won at 16 bytes one-way, lost a little throughput); the index needs neither the zeroing
 //! store nor the slack it reserves, so it stayed. What did matter is line sharing (see Layout
-//! above).
+//! above). A middle way was measured too: a consumer that had found the ring empty many times
+//! in a row also loaded the header word at `head` and prefetched the next line on each poll,
+//! so the frame's lines came with the tail. That brought 64-byte one-way latency level with or
+//! under rtrb's, but a streaming consumer that has caught up waits the same way, and 64-byte
+//! streams lost 35–50 % of their throughput; it was reverted (`benches/results/rings.md`).
 //!
 //! # Prefetching
 //! When the consumer is behind (the tail it cached lies beyond the frame it reads), it
