@@ -12,7 +12,8 @@ use super::output;
 pub enum BenchCommand {
     /// One-way latency and throughput of an SPSC frame ring between two threads on two cores:
     /// the hardware floor (a cache-line ping-pong), shmring, rtrb, crossbeam's ArrayQueue and
-    /// std's mpsc, side by side in one run.
+    /// std's mpsc, side by side in one run; then shmring ÷ each within every repetition, which
+    /// a host whose speed drifts during the run does not skew.
     Ring(RingArgs),
     /// What a chained request costs through the real worker path: CPU ns per local chained
     /// request (α) on SYN, across cores, the cost of latency tracking; one-way hop latency at

@@ -15,11 +15,14 @@
 //! measured in interleaved repetitions (every implementation and size once per repetition) and
 //! the median is reported with the spread, because this machine is noisy.
 
+mod report;
+
+pub use report::{AgainstShmring, RingReport, RingResult, table};
+
 use crate::affinity;
 use clasp_shmring::{
     Consumer, Error, Producer, RingConfig, RingSpec, Segment, SegmentLayout, ShmRing,
 };
-use serde::Serialize;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -57,35 +60,6 @@ pub struct RingBenchConfig {
     pub impls: Vec<String>,
     /// Payload sizes to measure (empty: all of [`SIZES_BYTES`]).
     pub sizes_bytes: Vec<usize>,
-}
-
-/// One (implementation, size) cell of the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct RingResult {
-    #[serde(rename = "impl")]
-    pub implementation: String,
-    pub bytes: usize,
-    /// Median one-way latency.
-    pub one_way_ns: f64,
-    /// Lowest and highest one-way latency over the repetitions.
-    pub one_way_ns_min: f64,
-    pub one_way_ns_max: f64,
-    /// Median throughput (`None` for `floor`).
-    pub throughput_msgs_per_s: Option<f64>,
-    pub throughput_msgs_per_s_min: Option<f64>,
-    pub throughput_msgs_per_s_max: Option<f64>,
-}
-
-/// The whole report.
-#[derive(Debug, Clone, Serialize)]
-pub struct RingReport {
-    pub machine: String,
-    /// CPUs the two threads ran on (verified with sched_getcpu), or "unpinned".
-    pub cpus: String,
-    pub repetitions: u32,
-    pub round_trips: u64,
-    pub messages: u64,
-    pub results: Vec<RingResult>,
 }
 
 /// A one-line description of this machine: CPU model, cores, kernel.
@@ -383,7 +357,8 @@ fn floor_latency(cpus: Option<(usize, usize)>, round_trips: u64) -> Result<f64, 
     )
 }
 
-type Cell = (f64, Option<f64>);
+/// One measurement of a cell: one-way latency ns, throughput msgs/s (`None` for `floor`).
+pub(crate) type Cell = (f64, Option<f64>);
 
 fn measure<const N: usize>(
     implementation: &str,
@@ -457,16 +432,6 @@ pub fn measure_cell(
     measure_size(implementation, bytes, cpus, &cfg)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Runs the whole benchmark. `progress` is told each finished repetition.
 pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingReport, String> {
     let machine = machine_description();
@@ -528,33 +493,7 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
         }
         progress(rep + 1);
     }
-    let mut results = Vec::with_capacity(cells);
-    for (si, &bytes) in sizes.iter().enumerate() {
-        for (ii, implementation) in impls.iter().enumerate() {
-            let s = &samples[si * impls.len() + ii];
-            let mut lat: Vec<f64> = s.iter().map(|c| c.0).collect();
-            let mut thr: Vec<f64> = s.iter().filter_map(|c| c.1).collect();
-            let (lmin, lmax) = (
-                lat.iter().copied().fold(f64::INFINITY, f64::min),
-                lat.iter().copied().fold(0.0, f64::max),
-            );
-            let has_thr = !thr.is_empty();
-            let (tmin, tmax) = (
-                thr.iter().copied().fold(f64::INFINITY, f64::min),
-                thr.iter().copied().fold(0.0, f64::max),
-            );
-            results.push(RingResult {
-                implementation: implementation.to_string(),
-                bytes,
-                one_way_ns: median(&mut lat),
-                one_way_ns_min: lmin,
-                one_way_ns_max: lmax,
-                throughput_msgs_per_s: has_thr.then(|| median(&mut thr)),
-                throughput_msgs_per_s_min: has_thr.then_some(tmin),
-                throughput_msgs_per_s_max: has_thr.then_some(tmax),
-            });
-        }
-    }
+    let results = report::summarize(&impls, &sizes, &samples);
     Ok(RingReport {
         machine,
         cpus: cpus.map_or("unpinned".into(), |(a, b)| format!("{a},{b}")),
@@ -563,39 +502,4 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
         messages: cfg.messages,
         results,
     })
-}
-
-/// The report as an aligned text table.
-pub fn table(report: &RingReport) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(out, "machine: {}", report.machine);
-    let _ = writeln!(
-        out,
-        "threads on CPUs {}; median of {} interleaved repetitions [min..max]",
-        report.cpus, report.repetitions
-    );
-    let _ = writeln!(
-        out,
-        "{:<23} {:>6} {:>26} {:>36}",
-        "impl", "bytes", "one-way ns", "throughput msgs/s"
-    );
-    for r in &report.results {
-        let thr = match (
-            r.throughput_msgs_per_s,
-            r.throughput_msgs_per_s_min,
-            r.throughput_msgs_per_s_max,
-        ) {
-            (Some(m), Some(lo), Some(hi)) => {
-                format!("{:>10.2}M [{:.2}M..{:.2}M]", m / 1e6, lo / 1e6, hi / 1e6)
-            }
-            _ => "-".into(),
-        };
-        let _ = writeln!(
-            out,
-            "{:<23} {:>6} {:>9.1} [{:>6.1}..{:>6.1}] {:>36}",
-            r.implementation, r.bytes, r.one_way_ns, r.one_way_ns_min, r.one_way_ns_max, thr
-        );
-    }
-    out
 }

@@ -1,0 +1,47 @@
+//! `clasp bench ring`, run as the built binary with tiny counts: every cell is measured, and
+//! every implementation but shmring is compared with it repetition by repetition.
+
+mod common;
+
+use common::json;
+
+#[test]
+fn bench_ring_compares_shmring_with_each_other_cell_per_repetition() {
+    let out = common::clasp(&[
+        "bench",
+        "ring",
+        "--impls",
+        "floor,shmring,std_mpsc",
+        "--sizes",
+        "16",
+        "--repetitions",
+        "2",
+        "--round-trips",
+        "200",
+        "--messages",
+        "2000",
+        "--json",
+    ]);
+    let v = json(&out);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{v}");
+    for row in rows {
+        assert!(row["one_way_ns"].as_f64().unwrap() > 0.0, "{row}");
+        let against = &row["shmring_against"];
+        match row["impl"].as_str().unwrap() {
+            "shmring" => assert!(against.is_null(), "{row}"),
+            "floor" => {
+                assert!(against["one_way_ratio"]["median"].as_f64().unwrap() > 0.0);
+                assert!(against["one_way_at_most"].as_u64().unwrap() <= 2);
+                assert!(against["throughput_ratio"].is_null(), "{row}");
+            }
+            _ => {
+                assert!(
+                    against["throughput_ratio"]["min"].as_f64().unwrap() > 0.0,
+                    "{row}"
+                );
+                assert!(against["throughput_at_least"].as_u64().unwrap() <= 2);
+            }
+        }
+    }
+}
