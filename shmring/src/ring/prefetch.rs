@@ -32,20 +32,31 @@ pub(super) fn lines_per_frame() -> u64 {
         } else {
             LINES_PER_FRAME
         };
-        match std::env::var(PREFETCH_LINES_ENV) {
-            Err(_) => default,
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(n) if n <= MAX_LINES_PER_FRAME => n,
-                _ => {
-                    eprintln!(
-                        "warning: {PREFETCH_LINES_ENV}={v:?} is not a number of lines in \
-                         0..={MAX_LINES_PER_FRAME}; using {default}"
-                    );
-                    default
-                }
-            },
+        let value = std::env::var(PREFETCH_LINES_ENV).ok();
+        let (lines, warning) = with_override(value.as_deref(), default);
+        if let Some(w) = warning {
+            eprintln!("warning: {w}");
         }
+        lines
     })
+}
+
+/// The lines per frame given the environment's `value` and this CPU's `default`, and a warning
+/// when the value is not a number of lines in `0..=MAX_LINES_PER_FRAME`.
+fn with_override(value: Option<&str>, default: u64) -> (u64, Option<String>) {
+    let Some(v) = value else {
+        return (default, None);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_LINES_PER_FRAME => (n, None),
+        _ => (
+            default,
+            Some(format!(
+                "{PREFETCH_LINES_ENV}={v:?} is not a number of lines in \
+                 0..={MAX_LINES_PER_FRAME}; using {default}"
+            )),
+        ),
+    }
 }
 
 /// Whether CPUID names the vendor "AuthenticAMD".
@@ -71,4 +82,25 @@ pub(super) fn read(_p: *const u8) {
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_p.cast())
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_override_takes_a_number_of_lines_and_names_anything_else() {
+        assert_eq!(with_override(None, 4), (4, None));
+        assert_eq!(with_override(Some("0"), 4), (0, None));
+        assert_eq!(with_override(Some(" 16 "), 0), (16, None));
+        for bad in ["17", "-1", "four", ""] {
+            let (lines, warning) = with_override(Some(bad), 4);
+            assert_eq!(lines, 4, "{bad:?}");
+            let warning = warning.expect("a warning");
+            assert!(
+                warning.contains(PREFETCH_LINES_ENV) && warning.contains("0..=16"),
+                "{warning}"
+            );
+        }
+    }
 }
