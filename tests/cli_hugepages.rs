@@ -1,11 +1,13 @@
 //! Every clasp process runs with transparent huge pages off (`src/hugepages.rs`), unless
 //! `MIMALLOC_ALLOW_THP` is set: read from `/proc/PID/status` of a worker once it listens (so
-//! its start-up, where the switch is made, is over).
+//! its start-up, where the switch is made, is over). "It listens" means this worker's own pid
+//! holds the listening socket on its port: a connection that succeeds proves less, since any
+//! other process may have bound that port after the test picked it.
 
 mod common;
 
 use common::{ClusterDir, start};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "a cluster secret of thirty-two b";
@@ -34,6 +36,36 @@ fn address(cluster: &ClusterDir) -> SocketAddr {
     line.split('"').nth(1).unwrap().parse().unwrap()
 }
 
+/// The inodes of the TCP sockets listening on `port` in this network namespace
+/// (`/proc/net/tcp`: local address `IP:PORT` in hex, state `0A` is LISTEN, inode in field 9).
+fn listening_inodes(port: u16) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port_hex = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listens = fields.get(3) == Some(&"0A");
+            let on_port = fields.get(1).is_some_and(|a| a.ends_with(&port_hex));
+            (listens && on_port).then(|| fields.get(9).map(|i| i.to_string()))?
+        })
+        .collect()
+}
+
+/// Whether process `pid` holds a socket listening on `port`.
+fn holds_listener(pid: u32, port: u16) -> bool {
+    let inodes = listening_inodes(port);
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        let target = std::fs::read_link(fd.path()).unwrap_or_default();
+        let target = target.to_string_lossy();
+        inodes.iter().any(|i| target == format!("socket:[{i}]"))
+    })
+}
+
 /// Starts a worker with `env`, waits until it listens, and reads its `THP_enabled`.
 fn worker_thp(tag: &str, env: &[(&str, &str)]) -> bool {
     let cluster = ClusterDir::new(tag, 7, 1);
@@ -43,14 +75,16 @@ fn worker_thp(tag: &str, env: &[(&str, &str)]) -> bool {
     let args: Vec<&str> = args.into_iter().chain([cluster.path()]).collect();
     let mut worker = start(&args, &all_env);
     let status_path = format!("/proc/{}/status", worker.pid());
+    let port = address(&cluster).port();
     let deadline = Instant::now() + Duration::from_secs(20);
-    // A connection the worker refuses as stray; it only tells us the worker is up.
-    while TcpStream::connect_timeout(&address(&cluster), Duration::from_millis(200)).is_err() {
-        assert!(!worker.finished(), "the worker exited before it listened");
-        assert!(
-            Instant::now() < deadline,
-            "the worker did not listen within 20 s"
-        );
+    while !holds_listener(worker.pid(), port) {
+        if worker.finished() || Instant::now() >= deadline {
+            let out = worker.kill();
+            panic!(
+                "the worker did not listen on port {port} within 20 s; it wrote: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let seen = thp_enabled(&status_path);
