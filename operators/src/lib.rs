@@ -110,7 +110,9 @@
 //! `text_split` (the first operator of `wc-text`) takes raw UTF-8 lines: it lowercases them and
 //! splits them on anything that is not a letter, one request per word keyed by the word.
 
-#![forbid(unsafe_code)]
+// No unsafe code, but for one cache hint: the state map's prefetch
+// (`operator/runtime/state_map.rs`), allowed where it stands.
+#![deny(unsafe_code)]
 
 // `#[derive(StateCodec)]` names the trait by its public path, `::clasp_operators::...`; this
 // makes that path resolve inside the crate too (its own tests and docs use the derive).

@@ -243,6 +243,14 @@ pub trait OperatorInstance: Send {
         payload: &[u8],
         out: &mut Emitter,
     ) -> Result<(), Malformed>;
+    /// Asks the CPU to start fetching the state a request of `key_group` whose key has
+    /// [`crate::key::key_hash`] `key_hash` will look up, so the lookup does not wait for it
+    /// (an executor calls this for the next frames of a batch). Never required for
+    /// correctness; the default does nothing.
+    #[inline]
+    fn prefetch(&self, key_group: u16, key_hash: u64) {
+        let _ = (key_group, key_hash);
+    }
     /// Flushes windows and buffers (see [`Operator::end_of_key`]); appends to `out`. First the
     /// watermark goes to +∞, firing every pending event-time timer; pending processing-time
     /// timers are dropped.

@@ -36,8 +36,8 @@ pub use doorbell::{
 pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{
-    Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Producer, ReadFrame, RingConfig,
-    RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes, spin_for,
+    AHEAD_MAX_FRAMES, Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Pass, Producer,
+    ReadFrame, RingConfig, RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes, spin_for,
 };
 #[cfg(not(loom))]
 pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

@@ -1,12 +1,12 @@
 //! Property test: the ring against a `VecDeque` model, over random frame sizes and random
-//! interleavings of pushes, deferred commits, abandoned reservations, publishes, peeks and
-//! batch pops (wrap-around included: the ring is small and the sequences long). An abandoned
+//! interleavings of pushes, deferred commits, abandoned reservations, publishes, peeks, batch
+//! pops and two-pass batch pops (wrap-around included: the ring is small and the sequences long). An abandoned
 //! reservation may already have written the skip marker in front of its frame; the frames
 //! after it must not see it.
 #![cfg(not(loom))]
 
 use clasp_shmring::heap;
-use clasp_shmring::{Error, RingConfig};
+use clasp_shmring::{AHEAD_MAX_FRAMES, Error, Pass, RingConfig};
 use proptest::prelude::*;
 use std::collections::VecDeque;
 
@@ -18,6 +18,7 @@ enum Op {
     Publish,
     Pop,
     PopBatch(usize),
+    PopBatchAhead(usize),
     PeekWithoutRelease,
 }
 
@@ -29,6 +30,7 @@ fn op(max_len: usize) -> impl Strategy<Value = Op> {
         1 => Just(Op::Publish),
         3 => Just(Op::Pop),
         1 => (1usize..6).prop_map(Op::PopBatch),
+        1 => (1usize..40).prop_map(Op::PopBatchAhead),
         1 => Just(Op::PeekWithoutRelease),
     ]
 }
@@ -103,6 +105,18 @@ proptest! {
                     prop_assert_eq!(n, got.len());
                     let want: Vec<_> = (0..k.min(visible.len())).map(|_| visible.pop_front().unwrap()).collect();
                     prop_assert_eq!(got, want);
+                }
+                Op::PopBatchAhead(k) => {
+                    let (mut ahead, mut taken) = (Vec::new(), Vec::new());
+                    let n = c.pop_batch_ahead(k, |pass, f| match pass {
+                        Pass::Ahead => ahead.push(f.to_vec()),
+                        Pass::Take => taken.push(f.to_vec()),
+                    }).unwrap();
+                    let k = k.min(AHEAD_MAX_FRAMES).min(visible.len());
+                    let want: Vec<_> = (0..k).map(|_| visible.pop_front().unwrap()).collect();
+                    prop_assert_eq!(n, want.len());
+                    prop_assert_eq!(&ahead, &want);
+                    prop_assert_eq!(taken, want);
                 }
                 Op::PeekWithoutRelease => {
                     let got = c.peek().unwrap().map(|f| f.to_vec());

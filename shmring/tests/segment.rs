@@ -1,7 +1,9 @@
 //! Segments on real shared memory: create, attach, validation, stale owners, endpoints.
 #![cfg(not(any(miri, loom)))]
 
-use clasp_shmring::{Error, RingConfig, RingSpec, Segment, SegmentLayout, WaitPolicy};
+use clasp_shmring::{
+    Error, Pass, RingConfig, RingSpec, Segment, SegmentLayout, WaitPolicy, frame_bytes,
+};
 use std::process::Command;
 
 fn unique(tag: &str) -> String {
@@ -190,6 +192,37 @@ fn a_corrupt_frame_header_is_an_error_not_a_crash() {
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
     poke(&name, data, &(7u64 << 40).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
+}
+
+#[test]
+fn a_corrupt_frame_ends_a_two_pass_batch_after_the_frames_before_it() {
+    let name = unique("ahead");
+    let seg = Segment::create(&name, &layout(1)).unwrap();
+    let mut p = seg.producer(0).unwrap();
+    let mut c = seg.consumer(0).unwrap();
+    for f in [b"a", b"b", b"c"] {
+        p.push(f).unwrap();
+    }
+    // The data region's offset is the second field of ring 0's descriptor (see above); the
+    // third frame's header follows two frames of one byte.
+    let mut f = std::fs::File::open(format!("/dev/shm/{name}")).unwrap();
+    use std::io::{Read, Seek, SeekFrom};
+    f.seek(SeekFrom::Start(256 + 8)).unwrap();
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).unwrap();
+    let third = u64::from_ne_bytes(b) + 2 * frame_bytes(1) as u64;
+    poke(&name, third, &(7u64 << 40).to_ne_bytes());
+    let mut seen = Vec::new();
+    let result = c.pop_batch_ahead(10, |pass, f| seen.push((pass, f.to_vec())));
+    assert!(matches!(result, Err(Error::Corrupt(_))), "{result:?}");
+    let (a, b) = (b"a".to_vec(), b"b".to_vec());
+    let want = [
+        (Pass::Ahead, a.clone()),
+        (Pass::Ahead, b.clone()),
+        (Pass::Take, a),
+        (Pass::Take, b),
+    ];
+    assert_eq!(seen, want);
 }
 
 #[test]

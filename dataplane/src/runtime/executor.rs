@@ -25,7 +25,9 @@ use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::{ChildIds, Delta};
 use super::messages::{Command, Report, deltas_frame_bytes};
-use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, frame_len};
+use crate::request::{
+    FLAG_CONTROL, FLAG_TRACKED, REQUEST_HEADER_BYTES, Request, RequestHeader, frame_len,
+};
 use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
@@ -33,7 +35,7 @@ use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Targe
 use clasp_protocol::assignment::Assignment;
 use clasp_protocol::ids::Epoch;
 use clasp_protocol::routing::RoutingTable;
-use clasp_shmring::{Error as RingError, FanIn, Producer, ShmRing, WaitPolicy};
+use clasp_shmring::{Error as RingError, FanIn, Pass, Producer, ShmRing, WaitPolicy};
 use outbound::{Lane, Outbound, Sent};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -412,8 +414,10 @@ impl Executor {
         match self
             .inputs
             .input(i)
-            .pop_batch(max, |frame| f(engine, frame))
-        {
+            .pop_batch_ahead(max, |pass, frame| match pass {
+                Pass::Ahead => engine.prefetch_state(frame),
+                Pass::Take => f(engine, frame),
+            }) {
             Ok(n) => n,
             Err(e) => {
                 self.engine.report_error(format!(
@@ -508,6 +512,22 @@ impl Executor {
 }
 
 impl Engine {
+    /// Starts fetching the state the request in `frame` will look up (the first pass over a
+    /// batch, [`Pass::Ahead`]): reads only the header's operator, key group, flags and key
+    /// hash; anything that is not a plain request is left for `handle` to judge.
+    #[inline]
+    fn prefetch_state(&self, frame: &[u8]) {
+        let Some(h) = frame.get(..REQUEST_HEADER_BYTES) else {
+            return;
+        };
+        let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
+        let (op, flags) = (usize::from(u16_at(0)), u16_at(6));
+        if flags & FLAG_CONTROL == 0 && op < self.instances.len() {
+            let key_hash = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+            self.instances[op].prefetch(u16_at(2), key_hash);
+        }
+    }
+
     /// Handles one request frame.
     #[inline]
     fn handle(&mut self, frame: &[u8]) {

@@ -3,7 +3,7 @@
 //! states the way the oracle does, counts malformed requests, and exports and imports whole key
 //! groups for migrations — so an operator's author writes only `process`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::{ImportError, InstanceContext, Malformed, Operator, OperatorInstance, OperatorSummary};
 use crate::codec::StateCodec;
@@ -119,6 +119,13 @@ impl<O: Operator> Runtime<O> {
 impl<O: Operator> OperatorInstance for Runtime<O> {
     fn operator(&self) -> u16 {
         self.ctx.operator
+    }
+
+    #[inline]
+    fn prefetch(&self, key_group: u16, key_hash: u64) {
+        if !Self::STATELESS {
+            state_map::prefetch(&self.groups[usize::from(key_group % KEY_GROUPS)], key_hash);
+        }
     }
 
     #[inline]
@@ -353,7 +360,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     }
 
     fn state_keys(&self) -> usize {
-        self.groups.iter().map(HashMap::len).sum()
+        self.groups.iter().map(Group::len).sum()
     }
 
     fn summary(&self) -> OperatorSummary {

@@ -47,6 +47,27 @@ struct Found {
     size_bytes: usize,
 }
 
+impl Found {
+    /// A placeholder for an array slot not filled yet (never read as a frame).
+    const NONE: Found = Found {
+        payload_offset: 0,
+        len_bytes: 0,
+        size_bytes: 0,
+    };
+}
+
+/// Most frames one [`Consumer::pop_batch_ahead`] reads.
+pub const AHEAD_MAX_FRAMES: usize = 32;
+
+/// Which pass of [`Consumer::pop_batch_ahead`] a payload is shown in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The first: look, and start fetching what the frame will need.
+    Ahead,
+    /// The second: the frame itself, to handle.
+    Take,
+}
+
 impl<M: RingMemory> Consumer<M> {
     /// The consumer end over `mem`, starting from the positions stored in its control block.
     ///
@@ -237,6 +258,49 @@ impl<M: RingMemory> Consumer<M> {
         }
         self.publish_release();
         Ok(n)
+    }
+
+    /// Reads up to `max_frames` frames (at most [`AHEAD_MAX_FRAMES`]) in two passes: `f` sees
+    /// each payload first with [`Pass::Ahead`], all of them in order, then with [`Pass::Take`],
+    /// in order again; then they are released with one store. Returns how many were read.
+    ///
+    /// Why two passes: the first lets the reader start fetching what each frame will need
+    /// (an executor prefetches the state its request will look up), so those fetches overlap
+    /// instead of each request waiting for its own. A frame that cannot be read ends the
+    /// batch: the frames before it get both passes, then the error is returned.
+    #[inline]
+    pub fn pop_batch_ahead(
+        &mut self,
+        max_frames: usize,
+        mut f: impl FnMut(Pass, &[u8]),
+    ) -> Result<usize> {
+        let max = max_frames.min(AHEAD_MAX_FRAMES);
+        let mut found = [Found::NONE; AHEAD_MAX_FRAMES];
+        let mut n = 0;
+        let mut failed = None;
+        while n < max {
+            match self.next_frame() {
+                Ok(Some(x)) => {
+                    f(Pass::Ahead, self.payload(x));
+                    self.head += x.size_bytes as u64;
+                    found[n] = x;
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        for &x in &found[..n] {
+            f(Pass::Take, self.payload(x));
+        }
+        self.publish_release();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     #[inline]

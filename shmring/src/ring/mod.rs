@@ -84,7 +84,7 @@ mod prefetch;
 mod producer;
 mod wait;
 
-pub use consumer::{Consumer, ReadFrame};
+pub use consumer::{AHEAD_MAX_FRAMES, Consumer, Pass, ReadFrame};
 pub use producer::{Producer, WriteGrant};
 pub use wait::{DEFAULT_SPIN, LIVENESS_POLL, WaitPolicy, spin_for};
 pub(crate) use wait::{Probe, park_until};

@@ -16,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::archive::{ArchiveKind, archive_body, group_archive, read_archive};
-use super::state_map::{Group, OneShotXxh3, StateKey};
+use super::state_map::{FromKeyHash, Group, StateKey};
 use super::{Runtime, entries};
 use crate::codec::StateCodec;
 use crate::key::{KEY_GROUPS, key_group_of};
@@ -25,7 +25,7 @@ use crate::operator::{ImportError, Operator};
 /// What changed in a key group since its copy was taken.
 pub(super) enum Changed {
     /// These keys (each changed, added or deleted).
-    Keys(HashSet<StateKey, OneShotXxh3>),
+    Keys(HashSet<StateKey, FromKeyHash>),
     /// Not recorded key by key: the group must move whole.
     All,
 }
@@ -156,7 +156,7 @@ impl<O: Operator> Runtime<O> {
 /// as deleted when the group no longer holds it. Returns the entry count and the entries.
 fn changes_entries<S: StateCodec>(
     group: &Group<S>,
-    changed: &HashSet<StateKey, OneShotXxh3>,
+    changed: &HashSet<StateKey, FromKeyHash>,
 ) -> (u32, Vec<u8>) {
     let mut out = Vec::with_capacity(changed.len() * entries::TYPICAL_ENTRY_BYTES);
     for key in changed {
