@@ -251,6 +251,11 @@ pub trait OperatorInstance: Send {
     fn prefetch(&self, key_group: u16, key_hash: u64) {
         let _ = (key_group, key_hash);
     }
+    /// Whether [`OperatorInstance::prefetch`] does anything (the instance keeps keyed state):
+    /// an executor none of whose instances do reads its batches in one pass.
+    fn prefetches(&self) -> bool {
+        false
+    }
     /// Flushes windows and buffers (see [`Operator::end_of_key`]); appends to `out`. First the
     /// watermark goes to +∞, firing every pending event-time timer; pending processing-time
     /// timers are dropped.

@@ -1,8 +1,12 @@
 //! An executor: one thread that owns the state of its key groups and runs operators on the
 //! requests in its inbound rings.
 //!
-//! Per request: parse the header in place, run the operator (the instance owns the key
-//! group's state; no lock), then route each emission by (operator, key group) and write it
+//! Per batch of up to 32 frames from one ring, when an operator here keeps keyed state: a first
+//! pass reads each header's operator, key group and key hash and prefetches the state the
+//! request will look up (`OperatorInstance::prefetch`), so the batch's cache misses overlap
+//! instead of each request waiting for its own; a hint only — a frame whose key hash is wrong
+//! is still looked up by its key. Then per request: parse the header in place, run the
+//! operator (the instance owns the key group's state; no lock), then route each emission by (operator, key group) and write it
 //! once, as a request frame, straight into the target executor's ring (reserve → write →
 //! commit, published once per batch). A tracked request that emits no request reports one
 //! ledger delta for its root; one that does hands its id on to its last child (`ledger.rs`).
@@ -168,6 +172,9 @@ pub(crate) struct Engine {
     /// Bytes of state per control frame (fits the rings and the transport's batches).
     state_part_bytes: usize,
     instances: Vec<Box<dyn OperatorInstance>>,
+    /// Some instance keeps keyed state: batches are read in two passes, the first prefetching
+    /// each request's state ([`Engine::prefetch_state`]); otherwise in one.
+    prefetches: bool,
     /// The rings request frames go into.
     out: Outbound,
     report: Producer<ShmRing>,
@@ -274,6 +281,7 @@ impl Executor {
                     .min(frame_bytes_max.min(seat.remote_frame_bytes_max))
                     .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
                     .max(MIN_STATE_PART_BYTES),
+                prefetches: instances.iter().any(|i| i.prefetches()),
                 instances,
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
@@ -411,13 +419,16 @@ impl Executor {
             return 0;
         }
         let engine = &mut self.engine;
-        match self
-            .inputs
-            .input(i)
-            .pop_batch_ahead(max, |pass, frame| match pass {
+        let input = self.inputs.input(i);
+        let read = if engine.prefetches {
+            input.pop_batch_ahead(max, |pass, frame| match pass {
                 Pass::Ahead => engine.prefetch_state(frame),
                 Pass::Take => f(engine, frame),
-            }) {
+            })
+        } else {
+            input.pop_batch(max, |frame| f(engine, frame))
+        };
+        match read {
             Ok(n) => n,
             Err(e) => {
                 self.engine.report_error(format!(

@@ -121,6 +121,10 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         self.ctx.operator
     }
 
+    fn prefetches(&self) -> bool {
+        !Self::STATELESS
+    }
+
     #[inline]
     fn prefetch(&self, key_group: u16, key_hash: u64) {
         if !Self::STATELESS {

@@ -1,5 +1,6 @@
-//! The reading end of a ring: peek a frame in place and release it, or pop a batch and release
-//! it with one store of `head`; prefetch published lines while behind (the module docs of
+//! The reading end of a ring: peek a frame in place and release it, or pop a batch (in one pass
+//! or two, the first to look ahead) and release it with one store of `head`; prefetch published
+//! lines while behind (the module docs of
 //! [`super`], "Prefetching").
 
 use super::prefetch;
