@@ -169,6 +169,18 @@ fn a_corrupt_ring_descriptor_is_refused() {
     drop(seg);
 }
 
+/// Where ring 0's data region starts in segment `name`: the second field of ring 0's
+/// descriptor (after the 128-byte header and one 128-byte doorbell).
+fn ring0_data_offset(name: &str) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let desc0 = 256u64;
+    let mut f = std::fs::File::open(format!("/dev/shm/{name}")).unwrap();
+    f.seek(SeekFrom::Start(desc0 + 8)).unwrap();
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).unwrap();
+    u64::from_ne_bytes(b)
+}
+
 #[test]
 fn a_corrupt_frame_header_is_an_error_not_a_crash() {
     let name = unique("frame");
@@ -179,15 +191,8 @@ fn a_corrupt_frame_header_is_an_error_not_a_crash() {
     // Ring 0's data follows its control block (384 bytes) after the tables: find it by
     // reading the frame back, then corrupt the length of the next one.
     assert_eq!(&*c.peek().unwrap().unwrap(), b"ok");
-    // The frame header is the first word of the data region, whose offset is the second field
-    // of ring 0's descriptor (after the 128-byte header and one 128-byte doorbell).
-    let desc0 = 256u64;
-    let mut f = std::fs::File::open(format!("/dev/shm/{name}")).unwrap();
-    use std::io::{Read, Seek, SeekFrom};
-    f.seek(SeekFrom::Start(desc0 + 8)).unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact(&mut b).unwrap();
-    let data = u64::from_ne_bytes(b);
+    // The frame header is the first word of the data region.
+    let data = ring0_data_offset(&name);
     poke(&name, data, &((1u64 << 32) | 0x00FF_FFFF).to_ne_bytes());
     assert!(matches!(c.peek(), Err(Error::Corrupt(_))));
     poke(&name, data, &(7u64 << 40).to_ne_bytes());
@@ -203,14 +208,8 @@ fn a_corrupt_frame_ends_a_two_pass_batch_after_the_frames_before_it() {
     for f in [b"a", b"b", b"c"] {
         p.push(f).unwrap();
     }
-    // The data region's offset is the second field of ring 0's descriptor (see above); the
-    // third frame's header follows two frames of one byte.
-    let mut f = std::fs::File::open(format!("/dev/shm/{name}")).unwrap();
-    use std::io::{Read, Seek, SeekFrom};
-    f.seek(SeekFrom::Start(256 + 8)).unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact(&mut b).unwrap();
-    let third = u64::from_ne_bytes(b) + 2 * frame_bytes(1) as u64;
+    // The third frame's header follows two frames of one byte.
+    let third = ring0_data_offset(&name) + 2 * frame_bytes(1) as u64;
     poke(&name, third, &(7u64 << 40).to_ne_bytes());
     let mut seen = Vec::new();
     let result = c.pop_batch_ahead(10, |pass, f| seen.push((pass, f.to_vec())));
