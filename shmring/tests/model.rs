@@ -1,8 +1,8 @@
 //! Property test: the ring against a `VecDeque` model, over random frame sizes and random
 //! interleavings of pushes, deferred commits, abandoned reservations, publishes, peeks, batch
-//! pops and two-pass batch pops (wrap-around included: the ring is small and the sequences long). An abandoned
-//! reservation may already have written the skip marker in front of its frame; the frames
-//! after it must not see it.
+//! pops and two-pass batch pops (wrap-around included: the ring is small and the sequences
+//! long). An abandoned reservation may already have written the skip marker in front of its
+//! frame; the frames after it must not see it.
 #![cfg(not(loom))]
 
 use clasp_shmring::heap;

@@ -6,9 +6,9 @@
 //! request will look up (`OperatorInstance::prefetch`), so the batch's cache misses overlap
 //! instead of each request waiting for its own; a hint only — a frame whose key hash is wrong
 //! is still looked up by its key. Then per request: parse the header in place, run the
-//! operator (the instance owns the key group's state; no lock), then route each emission by (operator, key group) and write it
-//! once, as a request frame, straight into the target executor's ring (reserve → write →
-//! commit, published once per batch). A tracked request that emits no request reports one
+//! operator (the instance owns the key group's state; no lock), then route each emission by
+//! (operator, key group) and write it once, as a request frame, straight into the target
+//! executor's ring (reserve → write → commit, published once per batch). A tracked request that emits no request reports one
 //! ledger delta for its root; one that does hands its id on to its last child (`ledger.rs`).
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
