@@ -8,8 +8,9 @@
 //! is still looked up by its key. Then per request: parse the header in place, run the
 //! operator (the instance owns the key group's state; no lock), then route each emission by
 //! (operator, key group) and write it once, as a request frame, straight into the target
-//! executor's ring (reserve → write → commit, published once per batch). A tracked request that emits no request reports one
-//! ledger delta for its root; one that does hands its id on to its last child (`ledger.rs`).
+//! executor's ring (reserve → write → commit, published once per batch). A tracked request
+//! that emits no request reports one ledger delta for its root; one that does hands its id on
+//! to its last child (`ledger.rs`).
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
 //! overflow queue (kept in FIFO order with what follows it), and while any overflow is
