@@ -1,13 +1,17 @@
 //! What moving and checkpointing operator state costs: exporting every key group of WC's count
 //! (an archive per group, as a migration or a checkpoint takes it) and importing them again,
 //! per key. The state is what the count holds after an oracle run of 600 000 records (about
-//! 42 000 words), as in the heavy-move scenario of `benches/results/migrations.md`. Run:
+//! 42 000 words), as in the heavy-move scenario of `benches/results/migrations.md`.
+//!
+//! And what looking it up costs, per request, in batches of 32 as an executor reads them:
+//! with and without the first pass that prefetches each request's state
+//! (`OperatorInstance::prefetch`), on words of another seed. Run:
 //! `cargo bench -p clasp-benches --bench state`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::key::{KEY_GROUPS, key_group_of, key_hash};
 use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -70,5 +74,53 @@ fn state(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, state);
+/// Requests per batch, as an executor reads them from one ring.
+const BATCH: usize = 32;
+/// Records whose words are looked up (of another seed than the fill's).
+const LOOKUP_RECORDS: u64 = 50_000;
+
+fn lookups(c: &mut Criterion) {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+    let mut count = filled_count();
+    let spec = apps::builtin("wc").expect("built-in app");
+    let inputs = oracle::capture_inputs(&spec, LOOKUP_RECORDS, 2, usize::MAX);
+    let reqs: Vec<(u16, u64, &[u8], &[u8])> = inputs[spec.operators.len() - 1]
+        .iter()
+        .map(|(k, p)| (key_group_of(k), key_hash(k), &k[..], &p[..]))
+        .collect();
+    let batches = reqs.len() / BATCH;
+    assert!(batches > 0, "{} requests", reqs.len());
+    let mut group = c.benchmark_group("state/wc lookups");
+    group
+        .throughput(Throughput::Elements(BATCH as u64))
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut out = Emitter::new();
+    for prefetch in [false, true] {
+        let name = if prefetch {
+            "32, prefetched first"
+        } else {
+            "32"
+        };
+        let mut next = 0;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let batch = &reqs[next * BATCH..(next + 1) * BATCH];
+                next = (next + 1) % batches;
+                if prefetch {
+                    for &(kg, hash, _, _) in batch {
+                        count.prefetch(kg, hash);
+                    }
+                }
+                for &(kg, _, k, p) in batch {
+                    let _ = black_box(count.process(kg, k, p, &mut out));
+                    out.clear();
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, state, lookups);
 criterion_main!(benches);
