@@ -47,7 +47,8 @@ impl BuildHasher for FromKeyHash {
 }
 
 /// Hashes a key's bytes as [`key_hash`] does (the length prefix is ignored: xxh3 covers it),
-/// and finishes with [`map_hash`] of that.
+/// and finishes with [`map_hash`] of that. Only for keys that write their bytes in one call,
+/// as a byte slice (and so a [`StateKey`]) does: a second `write` replaces the first.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyHasher(u64);
 
