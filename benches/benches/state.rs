@@ -5,7 +5,7 @@
 //!
 //! And what looking it up costs, per request, in batches of 32 as an executor reads them:
 //! with and without the first pass that prefetches each request's state
-//! (`OperatorInstance::prefetch`), on words of another seed. Run:
+//! (`OperatorInstance::state_lines`, prefetched), on words of another seed. Run:
 //! `cargo bench -p clasp-benches --bench state`.
 
 use std::hint::black_box;
@@ -109,7 +109,10 @@ fn lookups(c: &mut Criterion) {
                 next = (next + 1) % batches;
                 if prefetch {
                     for &(kg, hash, _, _) in batch {
-                        count.prefetch(kg, hash);
+                        if let Some((ctrl, slot)) = count.state_lines(kg, hash) {
+                            clasp_shmring::prefetch_read(ctrl.as_ptr());
+                            clasp_shmring::prefetch_read(slot.as_ptr());
+                        }
                     }
                 }
                 for &(kg, _, k, p) in batch {

@@ -284,7 +284,7 @@ pub fn run(
     if cfg.repetitions == 0 || cfg.records == 0 {
         return Err("repetitions and records must be positive".into());
     }
-    let machine = crate::ring::machine_description();
+    let machine = crate::machine::description();
     let spec = Arc::new(apps::builtin("syn").ok_or("the syn app is missing")?);
     let syn2 = Arc::new(
         AppSpec::from_def(&Registry::builtin(), apps::syn::def(2)).map_err(|e| e.to_string())?,

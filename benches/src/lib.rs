@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod dispatch_idle;
 pub mod dispatch_local;
 pub mod hop;
+pub mod machine;
 pub mod place;
 pub mod ring;
 pub mod wake;

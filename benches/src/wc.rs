@@ -229,7 +229,7 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
     let rows =
         (cfg.executors.iter().zip(runs)).map(|(&e, (c, t, words))| row(e, c, t, words, compared));
     Ok(WcBenchReport {
-        machine: crate::ring::machine_description(),
+        machine: crate::machine::description(),
         records: cfg.records,
         repetitions: cfg.repetitions,
         timely_built: cfg!(feature = "baselines"),

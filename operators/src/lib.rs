@@ -110,9 +110,7 @@
 //! `text_split` (the first operator of `wc-text`) takes raw UTF-8 lines: it lowercases them and
 //! splits them on anything that is not a letter, one request per word keyed by the word.
 
-// No unsafe code, but for one cache hint: the state map's prefetch
-// (`operator/runtime/state_map.rs`), allowed where it stands.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 // `#[derive(StateCodec)]` names the trait by its public path, `::clasp_operators::...`; this
 // makes that path resolve inside the crate too (its own tests and docs use the derive).
@@ -137,7 +135,7 @@ pub use compare::{Comparable, Mismatch};
 pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};
 pub use key::{KEY_GROUPS, key_group, key_hash};
-pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State};
+pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State, StateLines};
 pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,

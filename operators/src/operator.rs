@@ -226,6 +226,9 @@ pub enum ImportError {
     Occupied(u16),
 }
 
+/// Two cache lines to prefetch: [`OperatorInstance::state_lines`].
+pub type StateLines = (std::ptr::NonNull<u8>, std::ptr::NonNull<u8>);
+
 /// The type-erased runtime of one operator: one instance per (executor, operator).
 ///
 /// State is kept per key group (a hash map per group), so a group is exported and imported as
@@ -243,17 +246,20 @@ pub trait OperatorInstance: Send {
         payload: &[u8],
         out: &mut Emitter,
     ) -> Result<(), Malformed>;
-    /// Asks the CPU to start fetching the state a request of `key_group` whose key has
-    /// [`crate::key::key_hash`] `key_hash` will look up, so the lookup does not wait for it
-    /// (an executor calls this for the next frames of a batch). Never required for
-    /// correctness; the default does nothing.
+    /// The cache lines where the lookup of the state of a request of `key_group`, whose key
+    /// has [`crate::key::key_hash`] `key_hash`, will start: an executor prefetches them for the
+    /// next frames of a batch, so the lookup does not wait for them. Addresses only (nothing
+    /// is read), never needed for correctness; the default has none. A pair, not an array:
+    /// two pointers come back in registers, where a larger value came back through memory and
+    /// its caller's wide load waited on the callee's narrow stores.
     #[inline]
-    fn prefetch(&self, key_group: u16, key_hash: u64) {
+    fn state_lines(&self, key_group: u16, key_hash: u64) -> Option<StateLines> {
         let _ = (key_group, key_hash);
+        None
     }
-    /// Whether [`OperatorInstance::prefetch`] does anything (the instance keeps keyed state):
-    /// an executor none of whose instances do reads its batches in one pass.
-    fn prefetches(&self) -> bool {
+    /// Whether [`OperatorInstance::state_lines`] may name lines (the instance keeps keyed
+    /// state): an executor none of whose instances do reads its batches in one pass.
+    fn keeps_state(&self) -> bool {
         false
     }
     /// Flushes windows and buffers (see [`Operator::end_of_key`]); appends to `out`. First the

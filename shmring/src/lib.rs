@@ -37,7 +37,8 @@ pub use error::{Error, Result};
 pub use fanin::FanIn;
 pub use ring::{
     AHEAD_MAX_FRAMES, Consumer, DEFAULT_SPIN, FRAME_ALIGN, FRAME_HEADER_BYTES, Pass, Producer,
-    ReadFrame, RingConfig, RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes, spin_for,
+    ReadFrame, RingConfig, RingControl, RingMemory, WaitPolicy, WriteGrant, frame_bytes,
+    prefetch_read, spin_for,
 };
 #[cfg(not(loom))]
 pub use segment::{RingSpec, Segment, SegmentLayout, ShmRing};

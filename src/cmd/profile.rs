@@ -36,14 +36,7 @@ pub struct Machine {
 impl Machine {
     /// This machine.
     pub fn this() -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-            .unwrap_or_else(|| "unknown CPU".into());
+        let cpu_model = clasp_benches::machine::cpu_model();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|k| k.trim().to_string())

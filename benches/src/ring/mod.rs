@@ -62,30 +62,6 @@ pub struct RingBenchConfig {
     pub sizes_bytes: Vec<usize>,
 }
 
-/// A one-line description of this machine: CPU model, cores, kernel.
-pub fn machine_description() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("processor"))
-        .count()
-        .max(1);
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let virt = if cpuinfo.contains(" hypervisor") {
-        ", virtual machine"
-    } else {
-        ""
-    };
-    format!("{model}, {cores} cores{virt}, Linux {}", kernel.trim())
-}
-
 /// A channel as the benchmark drives it: non-blocking send and receive of a fixed payload.
 trait Channel<const N: usize> {
     type Tx: Send;
@@ -434,7 +410,7 @@ pub fn measure_cell(
 
 /// Runs the whole benchmark. `progress` is told each finished repetition.
 pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingReport, String> {
-    let machine = machine_description();
+    let machine = crate::machine::description();
     if cfg.repetitions == 0 || cfg.round_trips == 0 || cfg.messages < 4 {
         return Err("repetitions, round trips and messages must be positive (messages ≥ 4)".into());
     }

@@ -3,7 +3,7 @@
 //!
 //! Per batch of up to 32 frames from one ring, when an operator here keeps keyed state: a first
 //! pass reads each header's operator, key group and key hash and prefetches the state the
-//! request will look up (`OperatorInstance::prefetch`), so the batch's cache misses overlap
+//! request will look up (`OperatorInstance::state_lines`), so the batch's cache misses overlap
 //! instead of each request waiting for its own; a hint only — a frame whose key hash is wrong
 //! is still looked up by its key. Then per request: parse the header in place, run the
 //! operator (the instance owns the key group's state; no lock), then route each emission by
@@ -30,9 +30,7 @@ use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::{ChildIds, Delta};
 use super::messages::{Command, Report, deltas_frame_bytes};
-use crate::request::{
-    FLAG_CONTROL, FLAG_TRACKED, REQUEST_HEADER_BYTES, Request, RequestHeader, frame_len,
-};
+use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, frame_len};
 use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
@@ -40,7 +38,9 @@ use clasp_operators::{AppSpec, Emitter, OperatorInstance, OperatorSummary, Targe
 use clasp_protocol::assignment::Assignment;
 use clasp_protocol::ids::Epoch;
 use clasp_protocol::routing::RoutingTable;
-use clasp_shmring::{Error as RingError, FanIn, Pass, Producer, ShmRing, WaitPolicy};
+use clasp_shmring::{
+    Error as RingError, FanIn, Pass, Producer, ShmRing, WaitPolicy, prefetch_read,
+};
 use outbound::{Lane, Outbound, Sent};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,7 +175,7 @@ pub(crate) struct Engine {
     instances: Vec<Box<dyn OperatorInstance>>,
     /// Some instance keeps keyed state: batches are read in two passes, the first prefetching
     /// each request's state ([`Engine::prefetch_state`]); otherwise in one.
-    prefetches: bool,
+    keeps_state: bool,
     /// The rings request frames go into.
     out: Outbound,
     report: Producer<ShmRing>,
@@ -282,7 +282,7 @@ impl Executor {
                     .min(frame_bytes_max.min(seat.remote_frame_bytes_max))
                     .saturating_sub(crate::request::REQUEST_HEADER_BYTES)
                     .max(MIN_STATE_PART_BYTES),
-                prefetches: instances.iter().any(|i| i.prefetches()),
+                keeps_state: instances.iter().any(|i| i.keeps_state()),
                 instances,
                 out: Outbound::new(to_executors, to_network, slot_base, frame_bytes_max),
                 report: s.producer(idx.report(me)).map_err(e("report"))?,
@@ -421,7 +421,7 @@ impl Executor {
         }
         let engine = &mut self.engine;
         let input = self.inputs.input(i);
-        let read = if engine.prefetches {
+        let read = if engine.keeps_state {
             input.pop_batch_ahead(max, |pass, frame| match pass {
                 Pass::Ahead => engine.prefetch_state(frame),
                 Pass::Take => f(engine, frame),
@@ -525,18 +525,19 @@ impl Executor {
 
 impl Engine {
     /// Starts fetching the state the request in `frame` will look up (the first pass over a
-    /// batch, [`Pass::Ahead`]): reads only the header's operator, key group, flags and key
-    /// hash; anything that is not a plain request is left for `handle` to judge.
+    /// batch, [`Pass::Ahead`]): reads only the header; anything that is not a plain request is
+    /// left for `handle` to judge.
     #[inline]
     fn prefetch_state(&self, frame: &[u8]) {
-        let Some(h) = frame.get(..REQUEST_HEADER_BYTES) else {
+        let Ok(h) = RequestHeader::peek(frame) else {
             return;
         };
-        let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
-        let (op, flags) = (usize::from(u16_at(0)), u16_at(6));
-        if flags & FLAG_CONTROL == 0 && op < self.instances.len() {
-            let key_hash = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
-            self.instances[op].prefetch(u16_at(2), key_hash);
+        let op = usize::from(h.operator);
+        if h.flags & FLAG_CONTROL == 0 && op < self.instances.len() {
+            if let Some((ctrl, slot)) = self.instances[op].state_lines(h.key_group, h.key_hash) {
+                prefetch_read(ctrl.as_ptr());
+                prefetch_read(slot.as_ptr());
+            }
         }
     }
 

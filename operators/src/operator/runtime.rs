@@ -121,15 +121,16 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         self.ctx.operator
     }
 
-    fn prefetches(&self) -> bool {
+    fn keeps_state(&self) -> bool {
         !Self::STATELESS
     }
 
     #[inline]
-    fn prefetch(&self, key_group: u16, key_hash: u64) {
-        if !Self::STATELESS {
-            state_map::prefetch(&self.groups[usize::from(key_group % KEY_GROUPS)], key_hash);
+    fn state_lines(&self, key_group: u16, key_hash: u64) -> Option<super::StateLines> {
+        if Self::STATELESS {
+            return None;
         }
+        state_map::lookup_lines(&self.groups[usize::from(key_group % KEY_GROUPS)], key_hash)
     }
 
     #[inline]

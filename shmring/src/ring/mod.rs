@@ -85,6 +85,7 @@ mod producer;
 mod wait;
 
 pub use consumer::{AHEAD_MAX_FRAMES, Consumer, Pass, ReadFrame};
+pub use prefetch::read as prefetch_read;
 pub use producer::{Producer, WriteGrant};
 pub use wait::{DEFAULT_SPIN, LIVENESS_POLL, WaitPolicy, spin_for};
 pub(crate) use wait::{Probe, park_until};

@@ -74,9 +74,11 @@ fn cpu_vendor_is_amd() -> bool {
     }
 }
 
-/// Asks for the line at `p` to be brought into this core's cache for reading.
+/// Asks for the line at `p` to be brought into this core's cache for reading. A hint: any
+/// address will do (none is read), so callers outside the ring use it too (an executor's
+/// prefetch of the state a request will look up).
 #[inline(always)]
-pub(super) fn read(_p: *const u8) {
+pub fn read(_p: *const u8) {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
     // SAFETY: a prefetch is a hint; it never faults and does not access memory architecturally.
     unsafe {

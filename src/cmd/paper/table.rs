@@ -62,12 +62,7 @@ fn cell(s: &str) -> String {
 
 /// The machine, from /proc/cpuinfo: "N-vCPU, MODEL".
 fn machine() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown CPU", |(_, m)| m.trim());
+    let model = clasp_benches::machine::cpu_model();
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     format!("{cpus}-vCPU, {model}")
 }

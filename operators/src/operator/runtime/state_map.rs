@@ -12,14 +12,16 @@
 //!   request ([`key_hash`]: one xxh3-64 call, fixed seed, so the map's layout never depends on
 //!   a random key), and the map's hash is [`map_hash`] of that. So an executor, which has the
 //!   key hash in the request's header, finds where a lookup will start without the key.
-//! - **Prefetched.** An executor reads a batch of frames in two passes; in the first it calls
-//!   [`prefetch`] for each request, so the cache misses of a batch's lookups (the bucket's
-//!   control bytes and its first slot) overlap instead of each request waiting for its own in
-//!   turn: with 42 000 words the count's maps hold a few MiB, more than this core's L2 cache.
-//!   The table is hashbrown's, whose raw layout (control bytes at `data_end`, slot `i` just
-//!   below it at `data_end - i - 1`) is what [`prefetch`] reads; `std`'s map does not expose it.
+//! - **Prefetched.** An executor reads a batch of frames in two passes; in the first it
+//!   prefetches the [`lookup_lines`] of each request (the bucket's control bytes and its first
+//!   slot), so the cache misses of a batch's lookups overlap instead of each request waiting
+//!   for its own in turn: with 42 000 words the count's maps hold a few MiB, more than this
+//!   core's L2 cache. The table is hashbrown's, whose raw layout (control bytes at
+//!   `data_end`, slot `i` just below it at `data_end - i - 1`) is what [`lookup_lines`] reads;
+//!   `std`'s map does not expose it.
 
 use std::hash::{BuildHasher, Hasher};
+use std::ptr::NonNull;
 
 use smallvec::SmallVec;
 
@@ -81,32 +83,22 @@ impl Hasher for KeyHasher {
     }
 }
 
-/// Asks the CPU to fetch the lines a lookup of the key with [`key_hash`] `hash` in `group`
-/// starts from (its control bytes and its first slot), without waiting for them.
+/// The lines a lookup of the key with [`key_hash`] `hash` in `group` starts from: its bucket's
+/// control bytes and its first slot, for the caller to prefetch (`None`: an empty group, where
+/// a lookup reads nothing). Addresses only; nothing is read.
 #[inline]
-pub fn prefetch<S>(group: &Group<S>, hash: u64) {
+pub fn lookup_lines<S>(group: &Group<S>, hash: u64) -> Option<(NonNull<u8>, NonNull<u8>)> {
     if group.is_empty() {
-        return;
+        return None;
     }
     let table = group.raw_table();
     let pos = (map_hash(hash) as usize) & (table.buckets() - 1);
     let end = table.data_end().as_ptr();
-    // Control bytes start at `end`; slot `i` ends `i` slots below it.
-    prefetch_line(end.cast::<u8>().wrapping_add(pos));
-    prefetch_line(end.wrapping_sub(pos + 1).cast::<u8>());
-}
-
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address, and reads nothing
-    // the program sees; x86-64 always has SSE.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    // Control bytes start at `end`; slot `i` ends `i` slots below it. Both lie inside the
+    // table's allocation (`pos` < buckets), so neither is null.
+    let ctrl = NonNull::new(end.cast::<u8>().wrapping_add(pos))?;
+    let slot = NonNull::new(end.wrapping_sub(pos + 1).cast::<u8>())?;
+    Some((ctrl, slot))
 }
 
 #[cfg(test)]
@@ -154,10 +146,16 @@ mod tests {
         assert!(distinct(&|h| h & 63) >= 56, "buckets of a 64-bucket table");
         assert!(distinct(&|h| h >> 57) >= 100, "tags (the top 7 bits)");
         let mut g: Group<u64> = Group::default();
-        prefetch(&g, key_hash(&keys[0]));
+        assert!(lookup_lines(&g, key_hash(&keys[0])).is_none());
         for (i, k) in keys.iter().enumerate() {
             g.insert(StateKey::from_slice(k), i as u64);
-            prefetch(&g, key_hash(k));
+            let (ctrl, slot) = lookup_lines(&g, key_hash(k)).expect("a group with keys");
+            let (ctrl, slot) = (ctrl.as_ptr().cast_const(), slot.as_ptr().cast_const());
+            let table = g.raw_table();
+            let start = table.data_end().as_ptr().cast::<u8>().cast_const();
+            let data_bytes = table.buckets() * size_of::<(StateKey, u64)>();
+            assert!(ctrl >= start && ctrl < start.wrapping_add(table.buckets()));
+            assert!(slot < start && slot >= start.wrapping_sub(data_bytes));
         }
         assert!(
             keys.iter()
