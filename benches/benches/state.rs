@@ -90,6 +90,14 @@ fn lookups(c: &mut Criterion) {
         .collect();
     let batches = reqs.len() / BATCH;
     assert!(batches > 0, "{} requests", reqs.len());
+    // What is measured works: the filled count names lines for the words it holds.
+    let named = reqs
+        .iter()
+        .filter(|r| count.state_lines(r.0, r.1).is_some());
+    assert!(
+        named.count() * 2 > reqs.len(),
+        "the count names lines for most words"
+    );
     let mut group = c.benchmark_group("state/wc lookups");
     group
         .throughput(Throughput::Elements(BATCH as u64))
