@@ -265,12 +265,13 @@ fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A checkpoint store on a full disk (a 256 KiB tmpfs; WC's parts are about 700 KB per
-/// worker): every checkpoint fails with the disk's error, the run goes on without them, its
-/// result is the oracle's, and it exits non-zero naming the failures.
+/// A checkpoint store on a full disk (a 64 KiB tmpfs; WC's parts are about 700 KB per worker
+/// at the end, and over 200 KB already at the first checkpoint, 200 ms in): every checkpoint
+/// fails with the disk's error, the run goes on without them, its result is the oracle's, and
+/// it exits non-zero naming the failures.
 #[test]
 fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
-    let fs = match SmallTmpfs::mount("checkpoints", "256k") {
+    let fs = match SmallTmpfs::mount("checkpoints", "64k") {
         Ok(fs) => fs,
         Err(why) => {
             eprintln!("skipped: cannot mount a small tmpfs ({why})");

@@ -87,6 +87,14 @@ impl<M: RingMemory> Producer<M> {
         (self.tail - self.cached_head) as usize
     }
 
+    /// Whether the consumer has released every frame this producer wrote, published or not
+    /// (reads the consumer's `head`, so a producer that is also the consumer, an executor
+    /// writing to itself, learns whether its own queue is empty).
+    #[inline]
+    pub fn drained(&self) -> bool {
+        self.mem.control().consumer.head.load(Ordering::Acquire) == self.tail
+    }
+
     /// Whether the consumer closed its end.
     pub fn is_closed(&self) -> bool {
         self.mem.control().consumer.closed.load(Ordering::Acquire) != 0

@@ -57,6 +57,14 @@ pub(crate) struct Outbound {
     frame_bytes_max: usize,
 }
 
+impl Lane {
+    /// Whether this is the lane to executor `e` of this worker.
+    #[inline]
+    pub(crate) fn is(self, e: usize) -> bool {
+        self.0 == e
+    }
+}
+
 impl Outbound {
     /// Lanes to `executors` (in order; each woken by its doorbell), then, when `network` is
     /// given, one to the network thread.
@@ -147,6 +155,14 @@ impl Outbound {
     /// Whether frames wait in `lane`'s overflow.
     pub(crate) fn has_overflow(&self, lane: Lane) -> bool {
         !self.rings[lane.0].overflow.is_empty()
+    }
+
+    /// Whether every frame sent down `lane` was read and released: nothing in its overflow,
+    /// and its consumer's `head` at everything written, published or not.
+    #[inline]
+    pub(crate) fn drained(&self, lane: Lane) -> bool {
+        let ring = &self.rings[lane.0];
+        ring.overflow.is_empty() && ring.producer.drained()
     }
 
     /// Writes a frame of `len` bytes with `write` in place into `lane`'s ring, or, when the
