@@ -12,12 +12,12 @@
 //! that emits no request reports one ledger delta for its root; one that does hands its id on
 //! to its last child (`ledger.rs`).
 //!
-//! A request to this executor itself runs at once, inside its parent's `route`
-//! (`Engine::run_inline`), rather than through the executor's own ring: no frame is written,
-//! read or parsed, and the children's state is prefetched together before the first runs. Not
-//! during a migration (the protocol machine must see every frame), not while anything it sent
-//! itself waits in its own ring or overflow (per-key order: that runs first), and not deeper
-//! than [`INLINE_DEPTH_MAX`]; then it takes the ring. `CLASP_INLINE_SELF=0` turns it off.
+//! A request to this executor itself skips the ring: it is queued in the executor's own memory
+//! (`local_queue.rs`: header, key and payload, no frame, no parse) and run once the batch that
+//! emitted it is done, its state prefetched when it was queued. Not during a migration (the
+//! protocol machine must see every frame), and not while anything it sent itself still waits
+//! in its own ring or overflow (per-key order: that runs first); then it takes the ring.
+//! `CLASP_INLINE_SELF=0` turns it off.
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
 //! overflow queue (kept in FIFO order with what follows it), and while any overflow is
@@ -56,6 +56,7 @@ use std::time::Duration;
 
 mod ahead;
 mod installs;
+mod local_queue;
 mod migrating;
 mod outbound;
 mod reports;
@@ -81,18 +82,16 @@ const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 pub const EXEC_TIMING_SAMPLE: u32 = 16;
 /// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
 const MIN_STATE_PART_BYTES: usize = 256;
-/// Requests run inline below one another at most (an app is a DAG, so its depth bounds
-/// this anyway; past it a request to itself takes the ring).
-const INLINE_DEPTH_MAX: usize = 16;
-/// How long an executor with pending overflow sleeps before retrying.
-const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
-
-/// Whether requests to an executor itself run inline: yes, unless `CLASP_INLINE_SELF=0` asks
-/// for every chained request to take a ring (read once per executor, when it is made; to
-/// measure the ring path alone, as `clasp bench dispatch --local` on one executor).
+/// Whether requests to an executor itself skip its ring (`local_queue.rs`): yes, unless
+/// `CLASP_INLINE_SELF=0` asks for every chained request to take a ring (read once per executor,
+/// when it is made; to measure the ring path alone, as `clasp bench dispatch --local` on one
+/// executor).
 fn inline_self_enabled() -> bool {
     std::env::var_os("CLASP_INLINE_SELF").is_none_or(|v| v != "0")
 }
+
+/// How long an executor with pending overflow sleeps before retrying.
+const OVERFLOW_RETRY: Duration = Duration::from_micros(200);
 
 /// Input order of an executor's fan-in: commands, the ingress, each executor of the worker
 /// ([`input_exec`]), then the network thread ([`input_net_in`]).
@@ -203,16 +202,12 @@ pub(crate) struct Engine {
     /// Report frames (other than deltas) waiting for room.
     pending_reports: VecDeque<Vec<u8>>,
     emitter: Emitter,
-    /// Emitters of the requests run inline below the one running now (`route`), kept for
-    /// their buffers.
-    spare_emitters: Vec<Emitter>,
-    /// The key hashes of the children being routed, one run of them per `route` on the stack.
-    child_hashes: Vec<u64>,
-    /// Chained requests to this executor itself run at once, inside the parent's `route`,
-    /// instead of through its own ring, when nothing it sent itself still waits there.
+    /// Requests to this executor itself, to run after the current batch (`local_queue.rs`).
+    local: local_queue::LocalQueue,
+    /// The queue's other buffer: drained requests queue more into a fresh one.
+    local_spare: local_queue::LocalQueue,
+    /// Whether requests to itself skip its ring ([`inline_self_enabled`]).
     inline_self: bool,
-    /// How many requests run inline are on the stack now.
-    inline_depth: usize,
     metrics: ExecutorMetrics,
     clock: quanta::Clock,
     /// Requests handled, for sampling execution time.
@@ -317,10 +312,9 @@ impl Executor {
                 deltas_since: None,
                 pending_reports: VecDeque::new(),
                 emitter: Emitter::new(),
-                spare_emitters: Vec::new(),
-                child_hashes: Vec::new(),
+                local: Default::default(),
+                local_spare: Default::default(),
                 inline_self: inline_self_enabled(),
-                inline_depth: 0,
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
                 tick: 0,
@@ -393,6 +387,8 @@ impl Executor {
             work += self.engine.run_copy_ahead();
             work += self.engine.fire_processing_timers();
             self.engine.migration_tick();
+            // What the released requests and the timers sent the executor itself.
+            work += self.engine.drain_local();
             self.engine.out.publish();
             if work > 0 {
                 self.engine.flush_reports_if_due();
@@ -460,8 +456,10 @@ impl Executor {
         } else {
             input.pop_batch(max, |frame| f(engine, frame))
         };
-        // What a batch sent to other executors goes out with it, not at the end of the turn.
-        engine.out.publish();
+        // What the batch sent the executor itself runs now, before anything else is read (also
+        // what the frames before a corrupt one sent).
+        let ran = engine.drain_local();
+        let read = read.map(|n| n + ran);
         match read {
             Ok(n) => n,
             Err(e) => {
@@ -631,9 +629,7 @@ impl Engine {
     #[inline]
     fn route(&mut self, from: usize, parent: &RequestHeader) {
         let tracked = parent.flags & FLAG_TRACKED != 0;
-        // The emissions stay here while the children run: one run inline emits into a spare.
-        let spare = self.spare_emitters.pop().unwrap_or_default();
-        let emitter = std::mem::replace(&mut self.emitter, spare);
+        let emitter = std::mem::take(&mut self.emitter);
         // The last child bound for an operator carries the parent's id (`ledger.rs`).
         let carrier = if tracked {
             emitter.last_to_operator()
@@ -641,21 +637,10 @@ impl Engine {
             None
         };
         let mut ids = ChildIds::new(parent.root_id, parent.request_id, carrier);
-        // Children that may run inline here: their keys are hashed once, ahead, and their
-        // state prefetched.
-        let hashes_from = self.child_hashes.len();
-        let ahead = self.keeps_state && emitter.len() > 1 && self.may_run_inline();
-        if ahead {
-            self.prefetch_inline_children(&emitter);
-        }
         for (i, e) in emitter.iter().enumerate() {
             match e.target {
                 Target::Operator(to) => {
-                    let hash = if ahead {
-                        self.child_hashes[hashes_from + i]
-                    } else {
-                        key_hash(e.key)
-                    };
+                    let hash = key_hash(e.key);
                     let kg = key_group(hash);
                     let slot = self.table.slot(to as usize, kg);
                     let Some(lane) = self.out.lane_of(slot as usize) else {
@@ -679,12 +664,12 @@ impl Engine {
                         root_id: parent.root_id,
                         admitted_ns: parent.admitted_ns,
                     };
-                    self.count_chained(from, to as usize, lane, slot);
-                    if lane.is(self.me) && self.may_run_inline() {
-                        self.run_inline(header, e.key, e.payload);
+                    if lane.is(self.me) && self.may_queue_local() {
+                        self.queue_local(header, e.key, e.payload);
                     } else {
                         self.send_request(lane, &header, e.key, e.payload);
                     }
+                    self.count_chained(from, to as usize, lane, slot);
                 }
                 Target::Output => {
                     self.metrics.view().add(scalar::OUTPUTS, 1);
@@ -698,9 +683,7 @@ impl Engine {
         if let Some(Err(e)) = self.sink.as_mut().map(SinkWriter::lines_added) {
             self.report_error(e);
         }
-        self.child_hashes.truncate(hashes_from);
-        let spare = std::mem::replace(&mut self.emitter, emitter);
-        self.spare_emitters.push(spare);
+        self.emitter = emitter;
         self.emitter.clear();
         if tracked && let Some(xor) = ids.delta() {
             self.add_delta(Delta {
@@ -711,54 +694,43 @@ impl Engine {
         }
     }
 
-    /// Runs a request to this executor itself at once. Out of line: it is where the recursion
-    /// `route → execute → route` is cut, so the compiler can still inline `execute` and
-    /// `route` into the path of a request read from a ring.
-    #[inline(never)]
-    fn run_inline(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
-        self.inline_depth += 1;
-        self.execute(&Request {
-            header,
-            key,
-            payload,
-        });
-        self.inline_depth -= 1;
+    /// Whether a request to this executor itself may skip its ring: outside a migration (whose
+    /// machine sees every frame) and with nothing it sent itself still in its own ring or
+    /// overflow (that must run first, in order).
+    #[inline]
+    fn may_queue_local(&self) -> bool {
+        self.inline_self && self.mig.settled && self.out.drained(self.out.executor_lane(self.me))
     }
 
-    /// Whether a request to this executor itself may run at once: outside a migration (whose
-    /// machine sees every frame), with nothing it sent itself still queued (which must run
-    /// first, in order), and not too deep.
+    /// Queues a request to this executor itself and starts fetching the state it will look up.
     #[inline]
-    fn may_run_inline(&self) -> bool {
-        self.inline_self
-            && self.mig.settled
-            && self.inline_depth < INLINE_DEPTH_MAX
-            && self.out.drained(self.out.executor_lane(self.me))
-    }
-
-    /// Starts fetching the state of the emissions that will run inline here (the first pass
-    /// over a request's children, as [`Engine::prefetch_state`] is over a batch's frames), so
-    /// their lookups overlap instead of missing the cache one after another.
-    /// Pushes each emission's key hash (0 for an output) onto `child_hashes`.
-    #[inline]
-    fn prefetch_inline_children(&mut self, emitter: &Emitter) {
-        for e in emitter.iter() {
-            let Target::Operator(to) = e.target else {
-                self.child_hashes.push(0);
-                continue;
-            };
-            let hash = key_hash(e.key);
-            self.child_hashes.push(hash);
-            let kg = key_group(hash);
-            let slot = self.table.slot(to as usize, kg) as usize;
-            let op = to as usize;
-            if slot == usize::from(self.my_slot) && op < self.instances.len() {
-                if let Some((ctrl, first)) = self.instances[op].state_lines(kg, hash) {
-                    prefetch_read(ctrl.as_ptr());
-                    prefetch_read(first.as_ptr());
-                }
-            }
+    fn queue_local(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
+        let op = usize::from(header.operator);
+        if self.keeps_state
+            && let Some((ctrl, slot)) =
+                self.instances[op].state_lines(header.key_group, header.key_hash)
+        {
+            prefetch_read(ctrl.as_ptr());
+            prefetch_read(slot.as_ptr());
         }
+        self.local.push(header, key, payload);
+    }
+
+    /// Runs the requests this executor queued for itself, and those they queue, in order;
+    /// returns how many ran. Called after every batch and wherever else requests are routed, so
+    /// the queue is empty whenever the executor reads its own ring, takes a plan or parks.
+    pub(super) fn drain_local(&mut self) -> usize {
+        let mut ran = 0;
+        while !self.local.is_empty() {
+            let batch = std::mem::replace(&mut self.local, std::mem::take(&mut self.local_spare));
+            for i in 0..batch.len() {
+                self.execute(&batch.get(i));
+            }
+            ran += batch.len();
+            self.local_spare = batch;
+            self.local_spare.clear();
+        }
+        ran
     }
 
     /// Counts a chained request on edge `from → to` sent down `lane` to `slot`.
@@ -816,6 +788,7 @@ impl Engine {
                 ..RequestHeader::default()
             };
             self.route(op, &parent);
+            self.drain_local();
             self.out.publish();
             self.flush_sink();
         }

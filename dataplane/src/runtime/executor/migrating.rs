@@ -140,6 +140,10 @@ use crate::clock::monotonic_ns as now_ns;
 impl Engine {
     /// Reads the plans the network thread left in the mailbox.
     pub(super) fn take_plans(&mut self) {
+        debug_assert!(
+            self.local.is_empty(),
+            "requests to itself ran before a plan"
+        );
         // A plan may export what was received last time: it is installed first.
         self.flush_installs();
         self.free_exported();

@@ -60,6 +60,10 @@ impl Engine {
     /// `Command::Snapshot`: every owned key group copied, the counters, into the
     /// mailbox; then `Report::Snapshotted`.
     pub(super) fn snapshot(&mut self) {
+        debug_assert!(
+            self.local.is_empty(),
+            "requests to itself ran before a snapshot"
+        );
         let mut groups = Vec::new();
         for (op, inst) in self.instances.iter().enumerate() {
             for kg in 0..KEY_GROUPS {
