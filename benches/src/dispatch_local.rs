@@ -199,7 +199,7 @@ pub(crate) fn run_syn(
     if !report.errors.is_empty() {
         return Err(report.errors.join("; "));
     }
-    // Requests to an executor itself run inline, without a frame: count what ran.
+    // Requests to an executor itself skip its ring (no frame read): count what ran.
     let expected = records * spec.operators.len() as u64;
     let processed: u64 = report.operator_metrics.iter().map(|m| m.processed).sum();
     if processed != expected {

@@ -166,14 +166,15 @@ fn tiny_rings_force_wrap_around_and_a_crossed_pipeline_does_not_deadlock() {
 }
 
 #[test]
-fn requests_to_the_executor_itself_run_inline_and_the_outputs_equal_the_oracle() {
+fn requests_to_the_executor_itself_skip_its_ring_and_the_outputs_equal_the_oracle() {
     // One executor owns every key group: each sentence is the one frame it reads, and each
-    // word the split emits runs inline, never written to its own ring. Digests as the oracle's.
+    // word the split emits is queued in the executor's memory, never written to its own ring
+    // (`executor/local_queue.rs`). Digests as the oracle's.
     for name in ["wc", "syn"] {
         let spec = Arc::new(apps::builtin(name).unwrap());
         let records = 3000;
         let report = run(&spec, records, 5, &config(name, 1, 1 << 16, Spread::Even));
-        assert_equals_oracle(&spec, records, 5, &report, &format!("{name}, inline"));
+        assert_equals_oracle(&spec, records, 5, &report, &format!("{name}, local queue"));
         assert_eq!(report.totals["frames_in"], records, "{name}: frames read");
         let processed: u64 = report.operator_metrics.iter().map(|m| m.processed).sum();
         assert_eq!(report.totals["local_sent"], processed - records, "{name}");

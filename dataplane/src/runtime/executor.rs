@@ -705,10 +705,10 @@ impl Engine {
     /// Queues a request to this executor itself and starts fetching the state it will look up.
     #[inline]
     fn queue_local(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
-        let op = usize::from(header.operator);
+        let instance = self.instances.get(usize::from(header.operator));
         if self.keeps_state
             && let Some((ctrl, slot)) =
-                self.instances[op].state_lines(header.key_group, header.key_hash)
+                instance.and_then(|i| i.state_lines(header.key_group, header.key_hash))
         {
             prefetch_read(ctrl.as_ptr());
             prefetch_read(slot.as_ptr());
