@@ -14,7 +14,9 @@
 //! it sent itself before (`Outbound::drained`), so a key's requests still run in the order
 //! they were sent.
 
+use super::Engine;
 use crate::request::{Request, RequestHeader};
+use clasp_shmring::prefetch_read;
 
 /// Where one queued request's key and payload sit in [`LocalQueue::bytes`].
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +80,47 @@ impl LocalQueue {
         self.headers.clear();
         self.spans.clear();
         self.bytes.clear();
+    }
+}
+
+impl Engine {
+    /// Whether a request to this executor itself may skip its ring: outside a migration (whose
+    /// machine sees every frame) and with nothing it sent itself still in its own ring or
+    /// overflow (that must run first, in order).
+    #[inline]
+    pub(super) fn may_queue_local(&self) -> bool {
+        self.inline_self && self.mig.settled && self.out.drained(self.out.executor_lane(self.me))
+    }
+
+    /// Queues a request to this executor itself and starts fetching the state it will look up.
+    #[inline]
+    pub(super) fn queue_local(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
+        let instance = self.instances.get(usize::from(header.operator));
+        if self.keeps_state
+            && let Some((ctrl, slot)) =
+                instance.and_then(|i| i.state_lines(header.key_group, header.key_hash))
+        {
+            prefetch_read(ctrl.as_ptr());
+            prefetch_read(slot.as_ptr());
+        }
+        self.local.push(header, key, payload);
+    }
+
+    /// Runs the requests this executor queued for itself, and those they queue, in order;
+    /// returns how many ran. Called after every batch and wherever else requests are routed, so
+    /// the queue is empty whenever the executor reads its own ring, takes a plan or parks.
+    pub(super) fn drain_local(&mut self) -> usize {
+        let mut ran = 0;
+        while !self.local.is_empty() {
+            let batch = std::mem::replace(&mut self.local, std::mem::take(&mut self.local_spare));
+            for i in 0..batch.len() {
+                self.execute(&batch.get(i));
+            }
+            ran += batch.len();
+            self.local_spare = batch;
+            self.local_spare.clear();
+        }
+        ran
     }
 }
 
