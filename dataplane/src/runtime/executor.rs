@@ -17,7 +17,7 @@
 //! emitted it is done, its state prefetched when it was queued. Not during a migration (the
 //! protocol machine must see every frame), and not while anything it sent itself still waits
 //! in its own ring or overflow (per-key order: that runs first); then it takes the ring.
-//! `CLASP_INLINE_SELF=0` turns it off.
+//! `CLASP_LOCAL_QUEUE=0` turns it off.
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target
 //! overflow queue (kept in FIFO order with what follows it), and while any overflow is
@@ -83,11 +83,11 @@ pub const EXEC_TIMING_SAMPLE: u32 = 16;
 /// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
 const MIN_STATE_PART_BYTES: usize = 256;
 /// Whether requests to an executor itself skip its ring (`local_queue.rs`): yes, unless
-/// `CLASP_INLINE_SELF=0` asks for every chained request to take a ring (read once per executor,
+/// `CLASP_LOCAL_QUEUE=0` asks for every chained request to take a ring (read once per executor,
 /// when it is made; to measure the ring path alone, as `clasp bench dispatch --local` on one
 /// executor).
-fn inline_self_enabled() -> bool {
-    std::env::var_os("CLASP_INLINE_SELF").is_none_or(|v| v != "0")
+fn local_queue_enabled() -> bool {
+    std::env::var_os("CLASP_LOCAL_QUEUE").is_none_or(|v| v != "0")
 }
 
 /// How long an executor with pending overflow sleeps before retrying.
@@ -206,8 +206,8 @@ pub(crate) struct Engine {
     local: local_queue::LocalQueue,
     /// The queue's other buffer: drained requests queue more into a fresh one.
     local_spare: local_queue::LocalQueue,
-    /// Whether requests to itself skip its ring ([`inline_self_enabled`]).
-    inline_self: bool,
+    /// Whether requests to itself skip its ring ([`local_queue_enabled`]).
+    local_queue_on: bool,
     metrics: ExecutorMetrics,
     clock: quanta::Clock,
     /// Requests handled, for sampling execution time.
@@ -314,7 +314,7 @@ impl Executor {
                 emitter: Emitter::new(),
                 local: Default::default(),
                 local_spare: Default::default(),
-                inline_self: inline_self_enabled(),
+                local_queue_on: local_queue_enabled(),
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
                 tick: 0,
@@ -563,12 +563,19 @@ impl Engine {
         let Ok(h) = RequestHeader::peek(frame) else {
             return;
         };
-        let op = usize::from(h.operator);
-        if h.flags & FLAG_CONTROL == 0 && op < self.instances.len() {
-            if let Some((ctrl, slot)) = self.instances[op].state_lines(h.key_group, h.key_hash) {
-                prefetch_read(ctrl.as_ptr());
-                prefetch_read(slot.as_ptr());
-            }
+        if h.flags & FLAG_CONTROL == 0 {
+            self.prefetch_lookup(usize::from(h.operator), h.key_group, h.key_hash);
+        }
+    }
+
+    /// Starts fetching the lines where operator `op`'s lookup of the state of a key of
+    /// `key_group` with hash `key_hash` starts (none for an operator without keyed state).
+    #[inline]
+    fn prefetch_lookup(&self, op: usize, key_group: u16, key_hash: u64) {
+        let instance = self.instances.get(op);
+        if let Some((ctrl, slot)) = instance.and_then(|i| i.state_lines(key_group, key_hash)) {
+            prefetch_read(ctrl.as_ptr());
+            prefetch_read(slot.as_ptr());
         }
     }
 
@@ -664,7 +671,7 @@ impl Engine {
                         root_id: parent.root_id,
                         admitted_ns: parent.admitted_ns,
                     };
-                    if lane.is(self.me) && self.may_queue_local() {
+                    if lane == self.out.executor_lane(self.me) && self.may_queue_local() {
                         self.queue_local(header, e.key, e.payload);
                     } else {
                         self.send_request(lane, &header, e.key, e.payload);

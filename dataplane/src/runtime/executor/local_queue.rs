@@ -16,7 +16,6 @@
 
 use super::Engine;
 use crate::request::{Request, RequestHeader};
-use clasp_shmring::prefetch_read;
 
 /// Where one queued request's key and payload sit in [`LocalQueue::bytes`].
 #[derive(Clone, Copy, Debug)]
@@ -89,19 +88,15 @@ impl Engine {
     /// overflow (that must run first, in order).
     #[inline]
     pub(super) fn may_queue_local(&self) -> bool {
-        self.inline_self && self.mig.settled && self.out.drained(self.out.executor_lane(self.me))
+        self.local_queue_on && self.mig.settled && self.out.drained(self.out.executor_lane(self.me))
     }
 
     /// Queues a request to this executor itself and starts fetching the state it will look up.
     #[inline]
     pub(super) fn queue_local(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
-        let instance = self.instances.get(usize::from(header.operator));
-        if self.keeps_state
-            && let Some((ctrl, slot)) =
-                instance.and_then(|i| i.state_lines(header.key_group, header.key_hash))
-        {
-            prefetch_read(ctrl.as_ptr());
-            prefetch_read(slot.as_ptr());
+        if self.keeps_state {
+            let op = usize::from(header.operator);
+            self.prefetch_lookup(op, header.key_group, header.key_hash);
         }
         self.local.push(header, key, payload);
     }

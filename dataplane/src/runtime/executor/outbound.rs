@@ -57,14 +57,6 @@ pub(crate) struct Outbound {
     frame_bytes_max: usize,
 }
 
-impl Lane {
-    /// Whether this is the lane to executor `e` of this worker.
-    #[inline]
-    pub(crate) fn is(self, e: usize) -> bool {
-        self.0 == e
-    }
-}
-
 impl Outbound {
     /// Lanes to `executors` (in order; each woken by its doorbell), then, when `network` is
     /// given, one to the network thread.
