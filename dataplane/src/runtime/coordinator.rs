@@ -176,6 +176,12 @@ impl Coordinator {
         self.seg.executors()
     }
 
+    /// Whether every executor says it is parked (or spinning before it parks); an executor
+    /// reports everything it has before it says so.
+    pub(crate) fn executors_parked(&self) -> bool {
+        (0..self.executors()).all(|e| self.seg.metrics(e).get(scalar::PARKED) == 1)
+    }
+
     /// Sends `cmd` to executor `e`.
     pub(crate) fn command(&mut self, e: usize, cmd: Command) {
         push_command(&mut self.commands[e], cmd);

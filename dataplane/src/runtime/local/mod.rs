@@ -13,8 +13,10 @@
 //! Quiescence is read from the segment: every executor parked with nothing in overflow, every
 //! request ring empty, and the executors' counters unchanged between two reads.
 
+mod cadence;
 mod report;
 
+use cadence::{Cadence, REPORT_HOLD};
 pub use report::{IntervalSample, LocalReport, OperatorMetrics};
 
 use super::RuntimeError;
@@ -203,6 +205,7 @@ struct LocalFront {
     topo: Vec<usize>,
     phase: Phase,
     stall: StallWatch,
+    cadence: Cadence,
 }
 
 impl LocalFront {
@@ -221,6 +224,7 @@ impl LocalFront {
             topo: spec.topological_order(),
             phase: Phase::Running,
             stall: StallWatch::new(cfg.stall_timeout),
+            cadence: Cadence::new(cfg.max_in_flight, Instant::now()),
         }
     }
 
@@ -268,15 +272,28 @@ impl LocalFront {
         } else {
             self.sampler.until_due()
         };
-        self.coordinator
-            .wait_reports(wait.max(COORDINATOR_WAIT_MIN));
+        self.wait(wait.max(COORDINATOR_WAIT_MIN), input_over);
         Turn::Continue
     }
 
-    /// Applies the executors' reports; tells the ingress about completions.
+    /// Waits up to `timeout` for the next turn: while the input flows and an executor has work,
+    /// a sleep their reports do not interrupt, else a park they end (`cadence.rs`).
+    fn wait(&mut self, timeout: Duration, input_over: bool) {
+        let parked = self.coordinator.executors_parked();
+        let completed = self.ledger.completed_inputs();
+        let hold = self.cadence.may_hold(completed, parked, Instant::now());
+        if hold && !input_over {
+            std::thread::sleep(timeout.min(REPORT_HOLD));
+        } else {
+            self.coordinator.wait_reports(timeout);
+        }
+    }
+
+    /// Applies the executors' reports; tells the ingress about completions. A tree completes
+    /// when its executor wrote the report that closed it, not when it is read here.
     fn read_reports(&mut self) {
-        let now_ns = crate::clock::monotonic_ns();
         let mut completed = 0u64;
+        let mut last_written_ns = 0u64;
         let mut faults = Vec::new();
         let mut died = None;
         let ledger = &mut self.ledger;
@@ -284,8 +301,13 @@ impl LocalFront {
             self.coordinator
                 .poll_reports(REPORT_FRAMES_PER_TURN, |e, report| match report {
                     Report::Deltas(batch) => {
+                        let written_ns = batch.written_ns();
+                        let before = completed;
                         for d in batch.iter() {
-                            completed += u64::from(ledger.apply(d, now_ns));
+                            completed += u64::from(ledger.apply(d, written_ns));
+                        }
+                        if completed > before {
+                            last_written_ns = last_written_ns.max(written_ns);
                         }
                     }
                     Report::Flushed { .. } => {}
@@ -316,7 +338,9 @@ impl LocalFront {
                 .doorbell(seg.index.ingress_bell())
                 .map(|b| b.ring())
                 .ok();
-            self.last_completion = Instant::now();
+            let ago_ns = crate::clock::monotonic_ns().saturating_sub(last_written_ns);
+            let now = Instant::now();
+            self.last_completion = now.checked_sub(Duration::from_nanos(ago_ns)).unwrap_or(now);
         }
     }
 

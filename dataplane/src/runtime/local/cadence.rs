@@ -1,0 +1,112 @@
+//! How often the coordinator of a worker on its own reads its executors' reports, and why it
+//! mostly does not let their reports wake it.
+//!
+//! A coordinator parked on the report rings is woken by every report frame an executor
+//! publishes: a futex call on the executor's side, a context switch on the coordinator's. A
+//! busy executor publishes its ledger deltas every 100 µs (`executor/reports.rs`), so a WC
+//! worker of two executors woke its coordinator about 4 500 times a second, and each executor
+//! spent a fifth of its CPU more than with reports every millisecond (`clasp local --app wc
+//! --records 300000 --executors 2`, `perf/stat.sh`: 515–528 against 415–441 ms per executor).
+//!
+//! So while an executor has work, the coordinator sleeps up to [`REPORT_HOLD`] without asking
+//! to be woken, and then reads everything that piled up. An executor reports everything before
+//! it parks, and a coordinator that finds every executor parked parks on the report rings as
+//! before: an idle worker's coordinator sleeps until there is something to read. Latency is
+//! not affected: each deltas frame carries when its executor wrote it, and a tree's latency
+//! ends there, not when the coordinator read it (as in a cluster, where the network thread
+//! holds deltas the same way, `cluster/node/reports.rs`).
+//!
+//! What a late coordinator does delay is the ingress waiting on its in-flight bound, which
+//! completions release. So the coordinator holds only while the roots completing in one hold
+//! are at most a quarter of the bound (the rate measured over the last window of at least a
+//! hold), so that a hold leaves at least three quarters of the bound queued; and never with a
+//! bound under [`HOLD_IN_FLIGHT_MIN`]: then every report wakes it, as a latency measurement
+//! with one root in flight needs.
+
+use std::time::{Duration, Instant};
+
+/// Longest the coordinator sleeps through its executors' reports while one has work.
+pub(super) const REPORT_HOLD: Duration = Duration::from_millis(1);
+
+/// Smallest in-flight bound with which the coordinator holds at all.
+pub(super) const HOLD_IN_FLIGHT_MIN: u64 = 256;
+
+/// The coordinator's pace: the rate roots complete at, measured over windows of at least one
+/// hold (a turn can be a few microseconds, too short to tell a rate).
+pub(super) struct Cadence {
+    max_in_flight: u64,
+    window_start: Instant,
+    completed_at_window_start: u64,
+    /// Roots completing in one hold at the last window's rate; `None` before the first window
+    /// ends (no hold until a rate is known).
+    per_hold: Option<u128>,
+}
+
+impl Cadence {
+    /// For an ingress that may have `max_in_flight` tracked roots incomplete.
+    pub(super) fn new(max_in_flight: u64, now: Instant) -> Self {
+        Cadence {
+            max_in_flight,
+            window_start: now,
+            completed_at_window_start: 0,
+            per_hold: None,
+        }
+    }
+
+    /// Whether the wait that ends this turn may sleep through the executors' reports (up to
+    /// [`REPORT_HOLD`]): some executor has work, and at the rate roots completed over the last
+    /// window, one hold completes at most a quarter of the in-flight bound. `completed` is the
+    /// count of completed tracked roots so far.
+    pub(super) fn may_hold(
+        &mut self,
+        completed: u64,
+        executors_parked: bool,
+        now: Instant,
+    ) -> bool {
+        let window = now.saturating_duration_since(self.window_start);
+        if window >= REPORT_HOLD {
+            let done = completed.saturating_sub(self.completed_at_window_start);
+            self.per_hold = Some(u128::from(done) * REPORT_HOLD.as_nanos() / window.as_nanos());
+            self.window_start = now;
+            self.completed_at_window_start = completed;
+        }
+        if executors_parked || self.max_in_flight < HOLD_IN_FLIGHT_MIN {
+            return false;
+        }
+        self.per_hold
+            .is_some_and(|n| n * 4 <= u128::from(self.max_in_flight))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_only_while_an_executor_works_and_a_hold_completes_a_quarter_of_the_bound() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut c = Cadence::new(4096, t0);
+        // No rate yet: no hold.
+        assert!(!c.may_hold(100, false, t0 + Duration::from_micros(100)));
+        // 500 roots in the first millisecond: under 1024 a hold.
+        assert!(c.may_hold(500, false, t0 + ms(1)));
+        // Every executor parked: wake on reports.
+        assert!(!c.may_hold(600, true, t0 + Duration::from_micros(1500)));
+        // 2000 in the next window: a hold would leave the ingress waiting.
+        assert!(!c.may_hold(2500, false, t0 + ms(2)));
+        // Short turns keep the last window's rate.
+        assert!(!c.may_hold(2501, false, t0 + Duration::from_micros(2100)));
+        // 400 in 2 ms: 200 a hold.
+        assert!(c.may_hold(2900, false, t0 + ms(4)));
+    }
+
+    #[test]
+    fn never_holds_with_a_small_in_flight_bound() {
+        let t0 = Instant::now();
+        let mut c = Cadence::new(HOLD_IN_FLIGHT_MIN - 1, t0);
+        assert!(!c.may_hold(0, false, t0 + Duration::from_millis(1)));
+        let mut c = Cadence::new(HOLD_IN_FLIGHT_MIN, t0);
+        assert!(c.may_hold(HOLD_IN_FLIGHT_MIN / 4, false, t0 + Duration::from_millis(1)));
+    }
+}
