@@ -636,13 +636,13 @@ impl Engine {
     #[inline]
     fn route(&mut self, from: usize, parent: &RequestHeader) {
         let tracked = parent.flags & FLAG_TRACKED != 0;
-        let emitter = std::mem::take(&mut self.emitter);
         // The last child bound for an operator carries the parent's id (`ledger.rs`).
-        let carrier = if tracked {
-            emitter.last_to_operator()
-        } else {
-            None
+        let Some(carrier) = self.emitter.last_to_operator() else {
+            self.route_outputs(from, parent);
+            return;
         };
+        let carrier = tracked.then_some(carrier);
+        let emitter = std::mem::take(&mut self.emitter);
         let mut ids = ChildIds::new(parent.root_id, parent.request_id, carrier);
         for (i, e) in emitter.iter().enumerate() {
             match e.target {
@@ -696,6 +696,32 @@ impl Engine {
             self.add_delta(Delta {
                 root_id: parent.root_id,
                 xor,
+                admitted_ns: parent.admitted_ns,
+            });
+        }
+    }
+
+    /// Routes what a leaf emitted (outputs only, or nothing): a tracked leaf reports its id.
+    #[inline]
+    fn route_outputs(&mut self, from: usize, parent: &RequestHeader) {
+        let outputs = self.emitter.len();
+        if outputs > 0 {
+            self.metrics.view().add(scalar::OUTPUTS, outputs as u64);
+        }
+        if let Some(w) = &mut self.sink {
+            for (i, e) in self.emitter.iter().enumerate() {
+                let seq = self.emitter.seq(i);
+                self.instances[from].write_output_line(e.key, e.payload, seq, w.buffer());
+            }
+            if let Err(e) = w.lines_added() {
+                self.report_error(e);
+            }
+        }
+        self.emitter.clear();
+        if parent.flags & FLAG_TRACKED != 0 {
+            self.add_delta(Delta {
+                root_id: parent.root_id,
+                xor: parent.request_id,
                 admitted_ns: parent.admitted_ns,
             });
         }
