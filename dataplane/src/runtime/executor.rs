@@ -59,6 +59,7 @@ mod installs;
 mod local_queue;
 mod migrating;
 mod outbound;
+mod outputs;
 mod reports;
 mod snapshot;
 mod spans;
@@ -687,41 +688,13 @@ impl Engine {
                 }
             }
         }
-        if let Some(Err(e)) = self.sink.as_mut().map(SinkWriter::lines_added) {
-            self.report_error(e);
-        }
+        self.sink_lines_added();
         self.emitter = emitter;
         self.emitter.clear();
         if tracked && let Some(xor) = ids.delta() {
             self.add_delta(Delta {
                 root_id: parent.root_id,
                 xor,
-                admitted_ns: parent.admitted_ns,
-            });
-        }
-    }
-
-    /// Routes what a leaf emitted (outputs only, or nothing): a tracked leaf reports its id.
-    #[inline]
-    fn route_outputs(&mut self, from: usize, parent: &RequestHeader) {
-        let outputs = self.emitter.len();
-        if outputs > 0 {
-            self.metrics.view().add(scalar::OUTPUTS, outputs as u64);
-        }
-        if let Some(w) = &mut self.sink {
-            for (i, e) in self.emitter.iter().enumerate() {
-                let seq = self.emitter.seq(i);
-                self.instances[from].write_output_line(e.key, e.payload, seq, w.buffer());
-            }
-            if let Err(e) = w.lines_added() {
-                self.report_error(e);
-            }
-        }
-        self.emitter.clear();
-        if parent.flags & FLAG_TRACKED != 0 {
-            self.add_delta(Delta {
-                root_id: parent.root_id,
-                xor: parent.request_id,
                 admitted_ns: parent.admitted_ns,
             });
         }
