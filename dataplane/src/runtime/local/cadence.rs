@@ -14,7 +14,7 @@
 //! and a tree's latency ends there, not when the coordinator read it (as in a cluster, where
 //! the network thread holds deltas the same way, `cluster/node/reports.rs`). That also took
 //! the coordinator's own wake-up out of the latency: WC at 2 000 records/s on two executors
-//! measured a p50 of 31–38 µs, against 40–56 µs when a tree ended at the coordinator's read.
+//! measured a p50 of 37–38 µs, against 48–56 µs when a tree ended at the coordinator's read.
 //!
 //! What a late coordinator does delay is the ingress waiting on its in-flight bound, which
 //! completions release. So the coordinator holds only while the roots completing in one hold
