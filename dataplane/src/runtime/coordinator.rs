@@ -28,6 +28,13 @@ use std::time::{Duration, Instant};
 /// Report frames a front reads per turn (then it serves its other inputs).
 pub(crate) const REPORT_FRAMES_PER_TURN: usize = 256;
 
+/// Longest a reader of the executors' reports — a cluster worker's network thread, the
+/// coordinator of a worker on its own — lets ledger deltas wait while an executor has work
+/// (executors do not wake it for them; `cluster/node/reports.rs`, `local/cadence.rs`). The
+/// same bound as a credit grant's (`GRANT_AGE_MIN`): the bookkeeping that flows back to a
+/// sender waits up to a millisecond.
+pub(crate) const REPORT_HOLD: Duration = Duration::from_millis(1);
+
 /// What an executor thread hands back: its result, and why it ran unpinned if it did.
 type ExecutorExit = (ExecutorResult, Option<String>);
 

@@ -27,9 +27,9 @@ mod snapshot;
 mod start;
 mod summary;
 
+use crate::runtime::coordinator::REPORT_HOLD;
 pub use error::NodeError;
 use receiver::{Receiver, Rings};
-use reports::REPORT_HOLD;
 
 use plans::{check_plans, deliver_plans};
 use start::start_executors;
@@ -159,9 +159,7 @@ impl Running {
     /// Whether every executor is parked with nothing left in its `net_out` ring: no request
     /// for another worker is coming until new input arrives.
     fn executors_idle(&self) -> bool {
-        let seg = self.seg();
-        (0..self.executors).all(|e| seg.metrics(e).get(scalar::PARKED) == 1)
-            && self.net_out.iter().all(|c| c.pending_bytes() == 0)
+        self.coordinator.executors_parked() && self.net_out.iter().all(|c| c.pending_bytes() == 0)
     }
 }
 

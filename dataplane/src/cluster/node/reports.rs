@@ -14,16 +14,10 @@
 
 use super::{DELTAS_PER_MESSAGE, Node, OUTBOX_MAX_MESSAGES, Running, snapshot};
 use crate::message::{LedgerDelta, Message};
-use crate::runtime::coordinator::REPORT_FRAMES_PER_TURN;
+use crate::runtime::coordinator::{REPORT_FRAMES_PER_TURN, REPORT_HOLD};
 use crate::runtime::messages::Report;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// Longest a ledger delta waits at the network thread before it is sent (and its longest park
-/// while an executor has work, since executors do not wake it for deltas). The same bound as
-/// a credit grant's (`GRANT_AGE_MIN`): the bookkeeping that flows back to a sender waits up to
-/// a millisecond.
-pub(super) const REPORT_HOLD: Duration = Duration::from_millis(1);
 
 impl Node {
     /// Queues the waiting deltas for the driver, each admission moved later by its wait.

@@ -29,10 +29,12 @@
 //! switches from 885–1 284 to 322–427 each, and the run from 427 000–431 000 to 449 000–464 000
 //! records/s (`benches/results/wc.md`).
 
-use std::time::{Duration, Instant};
+use crate::runtime::coordinator::REPORT_HOLD;
+use std::time::Instant;
 
-/// Longest the coordinator sleeps through its executors' reports while one has work.
-pub(super) const REPORT_HOLD: Duration = Duration::from_millis(1);
+/// A hold may complete at most one in this many of the in-flight bound's roots (a quarter:
+/// three quarters stay queued for the executors while the ingress waits for the coordinator).
+const BOUND_PARTS_PER_HOLD: u128 = 4;
 
 /// Smallest in-flight bound with which the coordinator holds at all.
 pub(super) const HOLD_IN_FLIGHT_MIN: u64 = 256;
@@ -80,13 +82,14 @@ impl Cadence {
             return false;
         }
         self.per_hold
-            .is_some_and(|n| n * 4 <= u128::from(self.max_in_flight))
+            .is_some_and(|n| n * BOUND_PARTS_PER_HOLD <= u128::from(self.max_in_flight))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn holds_only_while_an_executor_works_and_a_hold_completes_a_quarter_of_the_bound() {

@@ -16,11 +16,11 @@
 mod cadence;
 mod report;
 
-use cadence::{Cadence, REPORT_HOLD};
+use cadence::Cadence;
 pub use report::{IntervalSample, LocalReport, OperatorMetrics};
 
 use super::RuntimeError;
-use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, StallWatch};
+use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, REPORT_HOLD, StallWatch};
 use super::executor::Seat;
 use super::idle::IdlePolicy;
 use super::layout::{self, SegmentSizes, WorkerSegment};
