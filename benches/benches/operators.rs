@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use clasp_operators::key::key_group_of;
+use clasp_operators::key::key_hash;
 use clasp_operators::{Emitter, apps, oracle};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -26,9 +26,9 @@ fn operators(c: &mut Criterion) {
             .measurement_time(Duration::from_secs(1))
             .sample_size(20);
         for (op, reqs) in inputs.iter().enumerate() {
-            let reqs: Vec<(u16, &[u8], &[u8])> = reqs
+            let reqs: Vec<(u64, &[u8], &[u8])> = reqs
                 .iter()
-                .map(|(k, p)| (key_group_of(k), &k[..], &p[..]))
+                .map(|(k, p)| (key_hash(k), &k[..], &p[..]))
                 .collect();
             assert!(!reqs.is_empty(), "{name}/{op} receives requests");
             let mut instance = spec.instantiate(op);
@@ -36,8 +36,8 @@ fn operators(c: &mut Criterion) {
             // Check it works before timing it: most captured requests are well-formed.
             let ok = reqs
                 .iter()
-                .filter(|(kg, k, p)| {
-                    let r = instance.process(*kg, k, p, &mut out).is_ok();
+                .filter(|(hash, k, p)| {
+                    let r = instance.process(*hash, k, p, &mut out).is_ok();
                     out.clear();
                     r
                 })
@@ -50,9 +50,9 @@ fn operators(c: &mut Criterion) {
             let mut i = 0;
             group.bench_function(spec.operators[op].name.as_str(), |b| {
                 b.iter(|| {
-                    let (kg, k, p) = reqs[i];
+                    let (hash, k, p) = reqs[i];
                     i = (i + 1) % reqs.len();
-                    let r = instance.process(kg, k, p, &mut out);
+                    let r = instance.process(hash, k, p, &mut out);
                     out.clear();
                     black_box(r)
                 })

@@ -236,12 +236,13 @@ pub type StateLines = (std::ptr::NonNull<u8>, std::ptr::NonNull<u8>);
 pub trait OperatorInstance: Send {
     /// Index of this operator in its app spec.
     fn operator(&self) -> u16;
-    /// Processes one request whose key lies in `key_group` (the caller computed it from the key
-    /// hash carried in the request header). Emissions are appended to `out`; on
-    /// [`Malformed`] they are removed again and the request is counted and dropped.
+    /// Processes one request whose key has [`crate::key::key_hash`] `key_hash` (an executor
+    /// has it in the request header, so the state lookup does not hash the key again; the key
+    /// group is its low bits). Emissions are appended to `out`; on [`Malformed`] they are
+    /// removed again and the request is counted and dropped.
     fn process(
         &mut self,
-        key_group: u16,
+        key_hash: u64,
         key: &[u8],
         payload: &[u8],
         out: &mut Emitter,

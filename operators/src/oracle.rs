@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::compare::{Comparable, Mismatch};
 use crate::digest::Digest;
 use crate::emitter::{Emitter, Target};
-use crate::key::key_group_of;
+use crate::key::key_hash;
 use crate::operator::{OperatorInstance, OperatorSummary};
 use crate::spec::AppSpec;
 
@@ -227,7 +227,7 @@ impl<'s> Oracle<'s> {
                 }
             }
             // A malformed request is counted by the instance and dropped; nothing to do here.
-            let _ = self.instances[op].process(key_group_of(key), key, payload, &mut self.emitter);
+            let _ = self.instances[op].process(key_hash(key), key, payload, &mut self.emitter);
             self.route(op);
         }
         self.arena.clear();

@@ -155,7 +155,8 @@ mod runtime_tests {
                 b.import_group(kg, &bytes).unwrap();
                 continue;
             }
-            inst.process(kg, b"word", b"", &mut e).unwrap();
+            inst.process(crate::key::key_hash(b"word"), b"word", b"", &mut e)
+                .unwrap();
             seqs.push(e.seq(e.len() - 1));
         }
         assert_eq!(seqs, [0, 1, 2, 3, 4]);

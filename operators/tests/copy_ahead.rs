@@ -1,7 +1,7 @@
 //! Key groups copied ahead of a move, then only their changes moved: the receiver ends with
 //! exactly the state the sender would have moved whole, for every operator of every app.
 
-use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::key::{KEY_GROUPS, key_hash};
 use clasp_operators::{Emitter, OperatorInstance, apps, oracle};
 use proptest::prelude::*;
 
@@ -9,7 +9,7 @@ use proptest::prelude::*;
 fn run(inst: &mut dyn OperatorInstance, reqs: &[(Vec<u8>, Vec<u8>)]) {
     let mut out = Emitter::new();
     for (k, p) in reqs {
-        let _ = inst.process(key_group_of(k), k, p, &mut out);
+        let _ = inst.process(key_hash(k), k, p, &mut out);
         out.clear();
     }
 }

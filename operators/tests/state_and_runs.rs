@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use clasp_operators::generate::{RecordRng, chacha_key};
-use clasp_operators::key::{KEY_GROUPS, key_group_of};
+use clasp_operators::key::{KEY_GROUPS, key_group_of, key_hash};
 use clasp_operators::{
     Comparable, Digest, Emitter, OperatorInstance, OperatorSummary, Target, apps, oracle,
 };
@@ -20,7 +20,7 @@ fn export_import_round_trip_every_app() {
             let mut a = spec.instantiate(op);
             let mut out = Emitter::new();
             for (k, p) in reqs {
-                let _ = a.process(key_group_of(k), k, p, &mut out);
+                let _ = a.process(key_hash(k), k, p, &mut out);
                 out.clear();
             }
             let before = a.state_digest();
@@ -61,7 +61,7 @@ fn copy_is_the_export_archive_and_keeps_the_state() {
             a.track_output_seq();
             let mut out = Emitter::new();
             for (k, p) in reqs {
-                let _ = a.process(key_group_of(k), k, p, &mut out);
+                let _ = a.process(key_hash(k), k, p, &mut out);
                 out.clear();
             }
             let (before, keys) = (a.state_digest(), a.state_keys());
@@ -90,7 +90,7 @@ fn filled_count() -> (Box<dyn OperatorInstance>, u16) {
     let mut a = spec.instantiate(count);
     let mut out = Emitter::new();
     for (k, p) in &inputs[count] {
-        let _ = a.process(key_group_of(k), k, p, &mut out);
+        let _ = a.process(key_hash(k), k, p, &mut out);
         out.clear();
     }
     let kg = (0..KEY_GROUPS)
@@ -156,7 +156,7 @@ proptest! {
             let spec = apps::builtin(name).unwrap();
             for op in 0..spec.operators.len() {
                 let mut inst = spec.instantiate(op);
-                let _ = inst.process(key_group_of(&bytes), &bytes, &bytes, &mut out);
+                let _ = inst.process(key_hash(&bytes), &bytes, &bytes, &mut out);
                 out.clear();
             }
         }
@@ -231,7 +231,7 @@ fn distributed(
             busy.swap_remove(at);
             continue;
         };
-        let _ = inst[op][e].process(key_group_of(&k), &k, &p, &mut out);
+        let _ = inst[op][e].process(key_hash(&k), &k, &p, &mut out);
         for em in out.iter() {
             if let Target::Operator(to) = em.target {
                 let (to, te) = (usize::from(to), owner(em.key));

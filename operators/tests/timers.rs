@@ -2,7 +2,7 @@
 //! per key at end of stream, a timer set twice fires once, a timer moves with its key group,
 //! and a timer set at or before the watermark is refused and counted.
 
-use clasp_operators::key::key_group_of;
+use clasp_operators::key::{key_group_of, key_hash};
 use clasp_operators::oracle::{self, OracleOptions};
 use clasp_operators::timers::LATE_TIMER;
 use clasp_operators::{
@@ -71,7 +71,7 @@ fn outputs(e: &Emitter) -> Vec<(String, String)> {
 
 fn feed(inst: &mut dyn OperatorInstance, inputs: &[(&str, &str)], e: &mut Emitter) {
     for (k, p) in inputs {
-        let _ = inst.process(key_group_of(k.as_bytes()), k.as_bytes(), p.as_bytes(), e);
+        let _ = inst.process(key_hash(k.as_bytes()), k.as_bytes(), p.as_bytes(), e);
     }
 }
 

@@ -611,11 +611,11 @@ impl Engine {
     fn execute(&mut self, req: &Request<'_>) {
         let op = req.header.operator as usize;
         self.tick = self.tick.wrapping_add(1);
-        let (key_group, key, payload) = (req.header.key_group, req.key, req.payload);
+        let (key_hash, key, payload) = (req.header.key_hash, req.key, req.payload);
         // A malformed request is counted by the instance under its reason and dropped.
         if self.tick % EXEC_TIMING_SAMPLE == 0 {
             let t0 = self.clock.raw();
-            let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
+            let _ = self.instances[op].process(key_hash, key, payload, &mut self.emitter);
             let sample_ns = self.clock.delta_as_nanos(t0, self.clock.raw());
             let m = self.metrics.view();
             if !self.timing.keep(op, sample_ns) {
@@ -626,7 +626,7 @@ impl Engine {
                 m.add(scalar::BUSY_NS, ns);
             }
         } else {
-            let _ = self.instances[op].process(key_group, key, payload, &mut self.emitter);
+            let _ = self.instances[op].process(key_hash, key, payload, &mut self.emitter);
         }
         let m = self.metrics.view();
         m.add(m.processed(op), 1);
@@ -643,6 +643,9 @@ impl Engine {
             return;
         };
         let carrier = tracked.then_some(carrier);
+        // Exact for the whole loop: while it holds, this loop queues its own requests here and
+        // writes nothing to its own ring; while it does not, nothing here makes it hold.
+        let local_ok = self.may_queue_local();
         let emitter = std::mem::take(&mut self.emitter);
         let mut ids = ChildIds::new(parent.root_id, parent.request_id, carrier);
         for (i, e) in emitter.iter().enumerate() {
@@ -672,7 +675,7 @@ impl Engine {
                         root_id: parent.root_id,
                         admitted_ns: parent.admitted_ns,
                     };
-                    if lane == self.out.executor_lane(self.me) && self.may_queue_local() {
+                    if local_ok && lane == self.out.executor_lane(self.me) {
                         self.queue_local(header, e.key, e.payload);
                     } else {
                         self.send_request(lane, &header, e.key, e.payload);

@@ -9,7 +9,7 @@ use super::{ImportError, InstanceContext, Malformed, Operator, OperatorInstance,
 use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
 use crate::emitter::{Emitter, Out, Target};
-use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group_of};
+use crate::key::{KEY_GROUPS, MAX_KEY_BYTES, key_group, key_group_of};
 use crate::output_line::{OutputText, write_line};
 use crate::output_seq::OutputSeqs;
 use crate::spec::Determinism;
@@ -24,6 +24,7 @@ mod state_map;
 use ahead::{Ahead, Changed};
 use archive::{ArchiveKind, archive_body, group_archive, read_archive};
 pub use archive::{GROUP_ARCHIVE_FORMAT, GroupArchive};
+use hashbrown::hash_map::RawEntryMut;
 use state_map::{Group, StateKey};
 
 /// The generic [`OperatorInstance`] behind every operator.
@@ -136,16 +137,17 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
     #[inline]
     fn process(
         &mut self,
-        key_group: u16,
+        key_hash: u64,
         key: &[u8],
         payload: &[u8],
         out: &mut Emitter,
     ) -> Result<(), Malformed> {
         debug_assert_eq!(
-            key_group,
-            key_group_of(key),
-            "key group does not match the key"
+            key_hash,
+            crate::key::key_hash(key),
+            "hash does not match the key"
         );
+        let key_group = key_group(key_hash);
         self.processed += 1;
         if self.ctx.determinism == Determinism::Racy {
             self.inputs
@@ -158,19 +160,23 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             self.op.process(key, payload, &mut s, &mut o)
         } else {
             let group = &mut self.groups[usize::from(key_group % KEY_GROUPS)];
-            let r = if let Some(s) = group.get_mut(key) {
-                let r = self.op.process(key, payload, s, &mut o);
-                if *s == O::State::default() {
-                    group.remove(key);
+            let hash = state_map::map_hash(key_hash);
+            let r = match group.raw_entry_mut().from_key_hashed_nocheck(hash, key) {
+                RawEntryMut::Occupied(mut entry) => {
+                    let r = self.op.process(key, payload, entry.get_mut(), &mut o);
+                    if *entry.get() == O::State::default() {
+                        entry.remove();
+                    }
+                    r
                 }
-                r
-            } else {
-                let mut s = O::State::default();
-                let r = self.op.process(key, payload, &mut s, &mut o);
-                if s != O::State::default() {
-                    group.insert(key.into(), s);
+                RawEntryMut::Vacant(entry) => {
+                    let mut s = O::State::default();
+                    let r = self.op.process(key, payload, &mut s, &mut o);
+                    if s != O::State::default() {
+                        entry.insert_hashed_nocheck(hash, key.into(), s);
+                    }
+                    r
                 }
-                r
             };
             // A group copied ahead of its move: its changes are what the move will carry
             // (output counters and timers move whole, so only state changes are recorded).

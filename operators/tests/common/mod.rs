@@ -32,9 +32,8 @@ impl<O: Operator> Harness<O> {
     /// Processes one request; returns what it emitted, or the malformed reason.
     pub fn process(&mut self, key: &[u8], payload: &[u8]) -> Result<Emitted, &'static str> {
         self.out.clear();
-        let kg = key::key_group_of(key);
         self.rt
-            .process(kg, key, payload, &mut self.out)
+            .process(key::key_hash(key), key, payload, &mut self.out)
             .map_err(|m| m.reason)?;
         Ok(self.drain())
     }
