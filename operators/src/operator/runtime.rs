@@ -161,7 +161,10 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         } else {
             let group = &mut self.groups[usize::from(key_group % KEY_GROUPS)];
             let hash = state_map::map_hash(key_hash);
-            let r = match group.raw_entry_mut().from_key_hashed_nocheck(hash, key) {
+            let r = match group
+                .raw_entry_mut()
+                .from_hash(hash, |k| state_map::key_eq(k, key))
+            {
                 RawEntryMut::Occupied(mut entry) => {
                     let r = self.op.process(key, payload, entry.get_mut(), &mut o);
                     if *entry.get() == O::State::default() {

@@ -83,6 +83,27 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// Whether the stored key `stored` is `key`. A key of up to [`INLINE_KEY_BYTES`] bytes is
+/// compared as two overlapping words (or two overlapping halves of a word): slice equality
+/// calls `memcmp`, whose call and length dispatch cost more than the compare for a word.
+#[inline]
+pub fn key_eq(stored: &StateKey, key: &[u8]) -> bool {
+    let a: &[u8] = stored;
+    let len = key.len();
+    if a.len() != len {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match len {
+        8..=INLINE_KEY_BYTES => {
+            word(a, 0) == word(key, 0) && word(a, len - 8) == word(key, len - 8)
+        }
+        4..8 => half(a, 0) == half(key, 0) && half(a, len - 4) == half(key, len - 4),
+        _ => a == key,
+    }
+}
+
 /// The lines a lookup of the key with [`key_hash`] `hash` in `group` starts from: its bucket's
 /// control bytes and its first slot, for the caller to prefetch (`None`: an empty group, where
 /// a lookup reads nothing). Addresses only; nothing is read.
@@ -162,6 +183,28 @@ mod tests {
                 .enumerate()
                 .all(|(i, k)| g.get(&k[..]) == Some(&(i as u64)))
         );
+    }
+
+    #[test]
+    fn keys_are_equal_exactly_when_their_bytes_are() {
+        let keys: Vec<Vec<u8>> = (0..=INLINE_KEY_BYTES + 3)
+            .flat_map(|len| {
+                let base: Vec<u8> = (0..len as u8).map(|b| b'a' + b).collect();
+                let mut v = vec![base.clone()];
+                for at in 0..len {
+                    let mut k = base.clone();
+                    k[at] ^= 0x20;
+                    v.push(k);
+                }
+                v
+            })
+            .collect();
+        for a in &keys {
+            let stored = StateKey::from_slice(a);
+            for b in &keys {
+                assert_eq!(key_eq(&stored, b), a == b, "{a:?} against {b:?}");
+            }
+        }
     }
 
     #[test]
