@@ -11,9 +11,9 @@
 //! records/s without, 256/271/239 k with), while combining here gained about 3 % on a
 //! 2-worker static WC run (265/257/272 k against 249/265/258 k).
 
-use crate::runtime::ledger::Delta;
+use crate::runtime::ledger::{Delta, RootIdHasher};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 /// Deltas waiting to be reported, combined per root while they wait.
 #[derive(Default)]
@@ -74,26 +74,6 @@ impl PendingDeltas {
             }
             d
         })
-    }
-}
-
-/// Root ids are already hashes (of the root's record and sequence): used as they are.
-#[derive(Default)]
-pub(crate) struct RootIdHasher(u64);
-
-impl Hasher for RootIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
     }
 }
 
