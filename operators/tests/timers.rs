@@ -1,6 +1,7 @@
 //! Timers through the operator runtime and the oracle: event-time timers fire in time order
 //! per key at end of stream, a timer set twice fires once, a timer moves with its key group,
-//! and a timer set at or before the watermark is refused and counted.
+//! a timer set at or before the watermark is refused and counted, and processing-time
+//! timers set at end of stream are dropped.
 
 use clasp_operators::key::{key_group_of, key_hash};
 use clasp_operators::oracle::{self, OracleOptions};
@@ -184,4 +185,49 @@ fn a_timer_at_or_before_the_watermark_is_refused_and_counted() {
     assert_eq!(outputs(&e), [("k".into(), "11".into())]);
     inst.advance_watermark(u64::MAX, &mut e);
     assert_eq!(inst.pending_timers(), 0);
+}
+
+/// Counts its key's requests, and at end of stream asks for a processing-time timer per key
+/// (which can never fire: the stream has ended).
+struct Linger;
+
+impl Operator for Linger {
+    type State = u64;
+
+    fn process(
+        &mut self,
+        _: &[u8],
+        _: &[u8],
+        seen: &mut u64,
+        _: &mut Out<'_>,
+    ) -> Result<(), Malformed> {
+        *seen += 1;
+        Ok(())
+    }
+
+    fn end_of_key(&mut self, _: &[u8], seen: &mut u64, out: &mut Out<'_>) {
+        out.set_timer_processing(*seen);
+    }
+}
+
+#[test]
+fn processing_timers_set_at_end_of_stream_are_dropped() {
+    let mut registry = Registry::builtin();
+    registry.register(
+        "linger",
+        KindInfo::keyed("seen", "key", Determinism::PathOrdered),
+        |_| Ok(Linger),
+    );
+    let toml =
+        "name = \"linger\"\ngenerator = \"wc\"\n[[operator]]\nname = \"l\"\nkind = \"linger\"\n";
+    let app = AppSpec::from_toml_str_with(&registry, toml).unwrap();
+    let mut inst = app.instantiate(0);
+    let mut e = Emitter::new();
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        let _ = inst.process(key_hash(k.as_bytes()), k.as_bytes(), b"", &mut e);
+    }
+    inst.end_of_stream(&mut e);
+    assert_eq!(inst.pending_timers(), 0, "every key's timer dropped");
+    assert_eq!(inst.next_processing_timer_ms(), None);
 }
