@@ -14,7 +14,7 @@
 //!
 //! A request to this executor itself skips the ring: it is queued in the executor's own memory
 //! (`local_queue.rs`: header, key and payload, no frame, no parse) and run once the batch that
-//! emitted it is done, its state prefetched when it was queued. Not during a migration (the
+//! emitted it is done, each request's state prefetched a few requests before it runs. Not during a migration (the
 //! protocol machine must see every frame), and not while anything it sent itself still waits
 //! in its own ring or overflow (per-key order: that runs first); then it takes the ring.
 //! `CLASP_LOCAL_QUEUE=0` turns it off.

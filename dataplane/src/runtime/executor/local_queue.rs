@@ -17,6 +17,12 @@
 use super::Engine;
 use crate::request::{Request, RequestHeader};
 
+/// How many queued requests ahead of the one it runs the executor starts fetching the state
+/// of. Fetching a whole batch's at queue time (320 lookups for WC's 32 sentences) asked for
+/// more lines than the core tracks at once and than its first-level cache holds until used;
+/// 8 ahead ran one executor's WC 2–12 % faster in three of four alternated runs.
+const PREFETCH_AHEAD: usize = 8;
+
 /// Where one queued request's key and payload sit in [`LocalQueue::bytes`].
 #[derive(Clone, Copy, Debug)]
 struct Span {
@@ -91,14 +97,18 @@ impl Engine {
         self.local_queue_on && self.mig.settled && self.out.drained(self.out.executor_lane(self.me))
     }
 
-    /// Queues a request to this executor itself and starts fetching the state it will look up.
+    /// Queues a request to this executor itself.
     #[inline]
     pub(super) fn queue_local(&mut self, header: RequestHeader, key: &[u8], payload: &[u8]) {
-        if self.keeps_state {
-            let op = usize::from(header.operator);
-            self.prefetch_lookup(op, header.key_group, header.key_hash);
-        }
         self.local.push(header, key, payload);
+    }
+
+    /// Starts fetching the state the queued request at `index` of `batch` will look up.
+    #[inline]
+    fn prefetch_queued(&self, batch: &LocalQueue, index: usize) {
+        if let Some(h) = batch.headers.get(index) {
+            self.prefetch_lookup(usize::from(h.operator), h.key_group, h.key_hash);
+        }
     }
 
     /// Runs the requests this executor queued for itself, and those they queue, in order;
@@ -108,7 +118,14 @@ impl Engine {
         let mut ran = 0;
         while !self.local.is_empty() {
             let batch = std::mem::replace(&mut self.local, std::mem::take(&mut self.local_spare));
+            let ahead = if self.keeps_state { PREFETCH_AHEAD } else { 0 };
+            for i in 0..ahead {
+                self.prefetch_queued(&batch, i);
+            }
             for i in 0..batch.len() {
+                if ahead > 0 {
+                    self.prefetch_queued(&batch, i + ahead);
+                }
                 self.execute(&batch.get(i));
             }
             ran += batch.len();
