@@ -14,9 +14,10 @@
 //!
 //! A request to this executor itself skips the ring: it is queued in the executor's own memory
 //! (`local_queue.rs`: header, key and payload, no frame, no parse) and run once the batch that
-//! emitted it is done, each request's state prefetched a few requests before it runs. Not during a migration (the
-//! protocol machine must see every frame), and not while anything it sent itself still waits
-//! in its own ring or overflow (per-key order: that runs first); then it takes the ring.
+//! emitted it is done, each request's state prefetched a few requests before it runs. Not
+//! during a migration (the protocol machine must see every frame), and not while anything it
+//! sent itself still waits in its own ring or overflow (per-key order: that runs first); then
+//! it takes the ring.
 //! `CLASP_LOCAL_QUEUE=0` turns it off.
 //!
 //! It never blocks in the middle of emitting: a frame whose ring is full goes to a per-target

@@ -18,9 +18,9 @@ use super::Engine;
 use crate::request::{Request, RequestHeader};
 
 /// How many queued requests ahead of the one it runs the executor starts fetching the state
-/// of. Fetching a whole batch's at queue time (320 lookups for WC's 32 sentences) asked for
-/// more lines than the core tracks at once and than its first-level cache holds until used;
-/// 8 ahead ran one executor's WC 2–12 % faster in three of four alternated runs.
+/// of. Fetching a whole batch's at queue time asked for 320 lookups' lines at once for WC's
+/// 32 sentences, more than a core tracks in flight; 8 ahead ran one executor's WC 4–12 %
+/// faster in three of four alternated runs (benches/results/wc.md).
 const PREFETCH_AHEAD: usize = 8;
 
 /// Where one queued request's key and payload sit in [`LocalQueue::bytes`].
