@@ -26,11 +26,18 @@ fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
     for row in rows {
         assert_eq!(row["words"], 20_000, "{row}");
         assert!(row["clasp_sentences_per_s"]["median"].as_f64().unwrap() > 0.0);
+        // Every sentence costs some CPU; a process cannot use more than its run's wall time
+        // on every core (2 000 sentences: far under a second per sentence).
+        let cpu = &row["clasp_cpu_us_per_sentence"];
+        assert!(cpu["min"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(cpu["max"].as_f64().unwrap() < 1e6, "{row}");
         if built {
+            assert!(row["timely_cpu_us_per_sentence"]["min"].as_f64().unwrap() > 0.0);
             assert_eq!(row["digests_equal"], true, "{row}");
             assert!(row["ratio"].as_f64().unwrap() > 0.0);
         } else {
             assert!(row["timely_sentences_per_s"].is_null(), "{row}");
+            assert!(row["timely_cpu_us_per_sentence"].is_null(), "{row}");
         }
     }
     let stderr = String::from_utf8_lossy(&out.stderr);

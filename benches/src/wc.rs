@@ -15,8 +15,15 @@
 //!
 //! The two alternate within each repetition (clasp, then timely) so drift on a shared machine
 //! hits both; the median and spread of each are reported with their ratio.
+//!
+//! Each also reports the CPU it used per sentence: user + system time of the whole process
+//! over the run, from the start of its threads to their end (clasp's ingress and coordinator
+//! threads included). On a shared 2-vCPU guest the wall-clock figure also measures how the
+//! scheduler placed the threads; CPU time says what the work cost, and where the cores sat
+//! idle it shows as a lower figure than the throughput would suggest.
 
 use crate::dispatch_local::Spread3;
+use clasp_dataplane::cpu_usage::process_cpu_ns;
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
 use clasp_dataplane::runtime::{IdlePolicy, LocalConfig, LocalReport, run_local_worker};
@@ -58,6 +65,10 @@ pub struct WcRow {
     pub timely_sentences_per_s: Option<Spread3>,
     /// clasp / timely, of the medians.
     pub ratio: Option<f64>,
+    /// clasp's CPU per sentence, µs: user + system of the whole process over each run.
+    pub clasp_cpu_us_per_sentence: Option<Spread3>,
+    /// timely's, measured the same way.
+    pub timely_cpu_us_per_sentence: Option<Spread3>,
     /// clasp's end-to-end latency p50 of the median-throughput run, µs.
     pub clasp_latency_p50_us: Option<f64>,
     /// Words counted in every run.
@@ -96,6 +107,7 @@ pub struct TimelyRun {
 /// What one clasp run counted.
 struct ClaspRun {
     sentences_per_s: f64,
+    cpu_us_per_sentence: f64,
     latency_p50_us: f64,
     words: u64,
     outputs: Digest,
@@ -177,6 +189,7 @@ fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<Cla
     let summary = &report.summaries[count];
     Ok(ClaspRun {
         sentences_per_s: report.admitted as f64 / report.elapsed.as_secs_f64().max(1e-9),
+        cpu_us_per_sentence: 0.0,
         latency_p50_us: report.latency.p50,
         words: summary.processed,
         outputs: summary.outputs,
@@ -199,24 +212,35 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
         .ok_or("the wc app has no generator")?;
     let records = Arc::new(Pregenerated::new(generator, cfg.records));
     let output_seed = domain_seed("count", DigestDomain::Output);
-    let mut runs: Vec<(Vec<ClaspRun>, Vec<f64>, u64)> =
+    let mut runs: Vec<(Vec<ClaspRun>, Vec<(f64, f64)>, u64)> =
         cfg.executors.iter().map(|_| (vec![], vec![], 0)).collect();
+    let per_sentence_us = |cpu_before_ns: u64| {
+        process_cpu_ns().saturating_sub(cpu_before_ns) as f64 / 1e3 / cfg.records as f64
+    };
     for rep in 0..cfg.repetitions {
         for (&executors, (clasp, timely, words)) in cfg.executors.iter().zip(&mut runs) {
+            let cpu_ns = process_cpu_ns();
             let c = cfg
                 .clasp
                 .then(|| run_clasp(&spec, &records, cfg.records, executors))
-                .transpose()?;
+                .transpose()?
+                .map(|c| ClaspRun {
+                    cpu_us_per_sentence: per_sentence_us(cpu_ns),
+                    ..c
+                });
+            let cpu_ns = process_cpu_ns();
             let t = match cfg.timely {
                 true => baseline(&records, cfg.records, executors, output_seed)?,
                 false => None,
             };
+            let t_cpu_us = per_sentence_us(cpu_ns);
             if let (Some(c), Some(t)) = (&c, &t) {
                 check_equal(executors, c, t)?;
             }
             if let Some(t) = t {
                 *words = t.words;
-                timely.push(cfg.records as f64 / t.elapsed.as_secs_f64().max(1e-9));
+                let per_s = cfg.records as f64 / t.elapsed.as_secs_f64().max(1e-9);
+                timely.push((per_s, t_cpu_us));
             }
             if let Some(c) = c {
                 *words = c.words;
@@ -260,15 +284,17 @@ fn check_equal(executors: usize, c: &ClaspRun, t: &TimelyRun) -> Result<(), Stri
 fn row(
     executors: usize,
     mut clasp: Vec<ClaspRun>,
-    timely: Vec<f64>,
+    timely: Vec<(f64, f64)>,
     words: u64,
     compared: bool,
 ) -> WcRow {
     clasp.sort_by(|a, b| a.sentences_per_s.total_cmp(&b.sentences_per_s));
-    let clasp_per_s =
-        (!clasp.is_empty()).then(|| Spread3::of(clasp.iter().map(|r| r.sentences_per_s).collect()));
-    let timely_per_s = (!timely.is_empty()).then(|| Spread3::of(timely));
+    let spread = |v: Vec<f64>| (!v.is_empty()).then(|| Spread3::of(v));
+    let clasp_per_s = spread(clasp.iter().map(|r| r.sentences_per_s).collect());
+    let timely_per_s = spread(timely.iter().map(|t| t.0).collect());
     WcRow {
+        clasp_cpu_us_per_sentence: spread(clasp.iter().map(|r| r.cpu_us_per_sentence).collect()),
+        timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.1).collect()),
         executors,
         ratio: clasp_per_s
             .zip(timely_per_s)
@@ -331,9 +357,42 @@ pub fn table(r: &WcBenchReport) -> String {
             row.digests_equal.map_or("-".into(), |e| e.to_string()),
         );
     }
+    s += &cpu_table(r);
     if !r.timely_built {
         s += "the timely dataflow baseline is not built: build with `--features baselines` \
               (cargo run --release --features baselines -- bench wc)\n";
+    }
+    s
+}
+
+/// CPU per sentence of each system (user + system of the whole process over each run), µs.
+fn cpu_table(r: &WcBenchReport) -> String {
+    let mut s = "CPU per sentence, µs (user + system of the whole process over each run), \
+                 median [min..max]:\n"
+        .to_string();
+    s += &format!(
+        "{:>9}  {:>28}  {:>28}  {:>6}\n",
+        "executors", "clasp", "timely", "ratio"
+    );
+    let cell = |s: Option<Spread3>| {
+        s.map_or("-".to_string(), |s| {
+            format!("{:.3} [{:.3}..{:.3}]", s.median, s.min, s.max)
+        })
+    };
+    for row in &r.rows {
+        let (c, t) = (
+            row.clasp_cpu_us_per_sentence,
+            row.timely_cpu_us_per_sentence,
+        );
+        // timely ÷ clasp, so that above 1 means clasp used less CPU, as in the table above.
+        let ratio = c.zip(t).map(|(c, t)| t.median / c.median);
+        s += &format!(
+            "{:>9}  {:>28}  {:>28}  {:>6}\n",
+            row.executors,
+            cell(c),
+            cell(t),
+            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+        );
     }
     s
 }
