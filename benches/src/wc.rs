@@ -113,6 +113,12 @@ struct ClaspRun {
     outputs: Digest,
 }
 
+/// One timely run's figures.
+struct TimelyFigures {
+    sentences_per_s: f64,
+    cpu_us_per_sentence: f64,
+}
+
 fn segment_name() -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     format!(
@@ -212,7 +218,7 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
         .ok_or("the wc app has no generator")?;
     let records = Arc::new(Pregenerated::new(generator, cfg.records));
     let output_seed = domain_seed("count", DigestDomain::Output);
-    let mut runs: Vec<(Vec<ClaspRun>, Vec<(f64, f64)>, u64)> =
+    let mut runs: Vec<(Vec<ClaspRun>, Vec<TimelyFigures>, u64)> =
         cfg.executors.iter().map(|_| (vec![], vec![], 0)).collect();
     let per_sentence_us = |cpu_before_ns: u64| {
         process_cpu_ns().saturating_sub(cpu_before_ns) as f64 / 1e3 / cfg.records as f64
@@ -240,7 +246,10 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
             if let Some(t) = t {
                 *words = t.words;
                 let per_s = cfg.records as f64 / t.elapsed.as_secs_f64().max(1e-9);
-                timely.push((per_s, t_cpu_us));
+                timely.push(TimelyFigures {
+                    sentences_per_s: per_s,
+                    cpu_us_per_sentence: t_cpu_us,
+                });
             }
             if let Some(c) = c {
                 *words = c.words;
@@ -284,17 +293,17 @@ fn check_equal(executors: usize, c: &ClaspRun, t: &TimelyRun) -> Result<(), Stri
 fn row(
     executors: usize,
     mut clasp: Vec<ClaspRun>,
-    timely: Vec<(f64, f64)>,
+    timely: Vec<TimelyFigures>,
     words: u64,
     compared: bool,
 ) -> WcRow {
     clasp.sort_by(|a, b| a.sentences_per_s.total_cmp(&b.sentences_per_s));
     let spread = |v: Vec<f64>| (!v.is_empty()).then(|| Spread3::of(v));
     let clasp_per_s = spread(clasp.iter().map(|r| r.sentences_per_s).collect());
-    let timely_per_s = spread(timely.iter().map(|t| t.0).collect());
+    let timely_per_s = spread(timely.iter().map(|t| t.sentences_per_s).collect());
     WcRow {
         clasp_cpu_us_per_sentence: spread(clasp.iter().map(|r| r.cpu_us_per_sentence).collect()),
-        timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.1).collect()),
+        timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.cpu_us_per_sentence).collect()),
         executors,
         ratio: clasp_per_s
             .zip(timely_per_s)
