@@ -67,6 +67,9 @@ pub struct WcRow {
     pub ratio: Option<f64>,
     /// clasp's CPU per sentence, µs: user + system of the whole process over each run.
     pub clasp_cpu_us_per_sentence: Option<Spread3>,
+    /// The part of clasp's that its executor threads used (their own CPU clocks); the rest
+    /// is the ingress, the coordinator and the run's setup.
+    pub clasp_executor_cpu_us_per_sentence: Option<Spread3>,
     /// timely's, measured the same way.
     pub timely_cpu_us_per_sentence: Option<Spread3>,
     /// clasp's end-to-end latency p50 of the median-throughput run, µs.
@@ -108,6 +111,7 @@ pub struct TimelyRun {
 struct ClaspRun {
     sentences_per_s: f64,
     cpu_us_per_sentence: f64,
+    executor_cpu_us_per_sentence: f64,
     latency_p50_us: f64,
     words: u64,
     outputs: Digest,
@@ -196,6 +200,9 @@ fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<Cla
     Ok(ClaspRun {
         sentences_per_s: report.admitted as f64 / report.elapsed.as_secs_f64().max(1e-9),
         cpu_us_per_sentence: 0.0,
+        executor_cpu_us_per_sentence: report.totals.get("cpu_ns").copied().unwrap_or(0) as f64
+            / 1e3
+            / sentences.max(1) as f64,
         latency_p50_us: report.latency.p50,
         words: summary.processed,
         outputs: summary.outputs,
@@ -303,6 +310,12 @@ fn row(
     let timely_per_s = spread(timely.iter().map(|t| t.sentences_per_s).collect());
     WcRow {
         clasp_cpu_us_per_sentence: spread(clasp.iter().map(|r| r.cpu_us_per_sentence).collect()),
+        clasp_executor_cpu_us_per_sentence: spread(
+            clasp
+                .iter()
+                .map(|r| r.executor_cpu_us_per_sentence)
+                .collect(),
+        ),
         timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.cpu_us_per_sentence).collect()),
         executors,
         ratio: clasp_per_s
@@ -380,8 +393,8 @@ fn cpu_table(r: &WcBenchReport) -> String {
                  median [min..max]:\n"
         .to_string();
     s += &format!(
-        "{:>9}  {:>28}  {:>28}  {:>6}\n",
-        "executors", "clasp", "timely", "ratio"
+        "{:>9}  {:>28}  {:>28}  {:>28}  {:>6}\n",
+        "executors", "clasp", "clasp's executors", "timely", "ratio"
     );
     let cell = |s: Option<Spread3>| {
         s.map_or("-".to_string(), |s| {
@@ -396,9 +409,10 @@ fn cpu_table(r: &WcBenchReport) -> String {
         // timely ÷ clasp, so that above 1 means clasp used less CPU, as in the table above.
         let ratio = c.zip(t).map(|(c, t)| t.median / c.median);
         s += &format!(
-            "{:>9}  {:>28}  {:>28}  {:>6}\n",
+            "{:>9}  {:>28}  {:>28}  {:>28}  {:>6}\n",
             row.executors,
             cell(c),
+            cell(row.clasp_executor_cpu_us_per_sentence),
             cell(t),
             ratio.map_or("-".into(), |x| format!("{x:.2}x")),
         );
