@@ -30,6 +30,17 @@
 //! Either the waker sees the sleeper, or the parker sees the new condition; and a `seq` bump
 //! between the token read and the wait makes the wait return at once. No wake-up is lost; the
 //! loom models in `tests/loom_ring.rs` check it.
+//!
+//! # One wake per park
+//! A woken thread stays counted in `sleepers` until it runs again and finishes its park. Where
+//! runnable threads outnumber cores that can take a while, and every ring in between used to
+//! pay a futex call that found nobody left to wake. So the word that counts sleepers also
+//! holds a [`WOKEN`] bit (SYNC: wake-once): the first wake after a park's announcement sets it
+//! (one `fetch_or`) and makes the call, which ends every wait begun with an older token; a ring
+//! that finds it set returns. Each announcement clears the bit in the same read-modify-write
+//! that counts the sleeper, so a waker that sees that sleeper sees the bit clear, and one that
+//! does not see it is the case the fences above already cover: the parker's re-check sees the
+//! change. Being one word, loom checks it (`tests/loom_ring.rs`). Segment format version 4.
 
 use crate::sync::{AtomicU32, Ordering};
 
@@ -167,13 +178,24 @@ pub(crate) mod barrier {
 }
 use std::time::Duration;
 
+/// The bit of the sleepers word set by the first wake since the last park's announcement.
+const WOKEN: u32 = 1 << 31;
+
+/// Whether a waker that read `sleepers_word` must wake: someone announced a park and no wake
+/// has come since.
+#[inline(always)]
+fn needs_wake(sleepers_word: u32) -> bool {
+    sleepers_word != 0 && sleepers_word & WOKEN == 0
+}
+
 /// A 32-bit futex word plus a count of sleepers, alone on a 128-byte line (two lines on x86-64,
 /// because of the adjacent-line prefetcher).
 #[repr(C, align(128))]
 pub struct Doorbell {
     /// Bumped by every wake that found a sleeper. The futex word.
     seq: AtomicU32,
-    /// Threads between `prepare_park` and `finish_park`. In 0..=number of parkers.
+    /// Threads between `prepare_park` and `finish_park` (in 0..=number of parkers), plus
+    /// [`WOKEN`] once a wake came after the last announcement.
     sleepers: AtomicU32,
     /// 1: asymmetric fences ([`ParkMode::Asymmetric`]); 0: a fence on each side. Fixed when
     /// the doorbell is made, so wakers and parkers always agree.
@@ -244,7 +266,12 @@ impl Doorbell {
     #[inline]
     pub fn prepare_park(&self) -> ParkToken {
         let token = self.seq.load(Ordering::Acquire);
-        self.sleepers.fetch_add(1, Ordering::Relaxed);
+        // One step (SYNC: wake-once): a waker that sees this sleeper sees `WOKEN` clear.
+        let _ = self
+            .sleepers
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                Some((w & !WOKEN) + 1)
+            });
         // SYNC: park — pairs with the fence in `ring`: either the waker sees this sleeper or
         // the re-check that follows sees the waker's change.
         barrier::parker(self.asymmetric.load(Ordering::Relaxed) == 1);
@@ -298,7 +325,7 @@ impl Doorbell {
     pub fn ring(&self) {
         // SYNC: park — pairs with the fence in `prepare_park`.
         barrier::waker(self.asymmetric.load(Ordering::Relaxed) == 1);
-        if self.sleepers.load(Ordering::Relaxed) != 0 {
+        if needs_wake(self.sleepers.load(Ordering::Relaxed)) {
             self.wake_all();
         }
     }
@@ -317,13 +344,20 @@ impl Doorbell {
     pub(crate) fn ring_cached(&self, fence_free: bool) {
         // SYNC: park — pairs with the fence in `prepare_park`.
         barrier::waker_cached(fence_free);
-        if self.sleepers.load(Ordering::Relaxed) != 0 {
+        if needs_wake(self.sleepers.load(Ordering::Relaxed)) {
             self.wake_all();
         }
     }
 
+    /// Wakes every sleeper, unless a wake since the last `prepare_park` already did (SYNC:
+    /// wake-once): a woken thread stays counted until it runs, and on a machine with more
+    /// runnable threads than cores that can be long — every publish in between paid a futex
+    /// call that found nobody to wake (`benches/results/wc.md`, "Waking a parked thread once").
     #[cold]
     fn wake_all(&self) {
+        if !needs_wake(self.sleepers.fetch_or(WOKEN, Ordering::Relaxed)) {
+            return;
+        }
         self.seq.fetch_add(1, Ordering::SeqCst);
         #[cfg(not(loom))]
         {
@@ -342,6 +376,6 @@ impl Doorbell {
 
     /// Number of threads parked or about to park (for inspection and tests).
     pub fn sleepers(&self) -> u32 {
-        self.sleepers.load(Ordering::Relaxed)
+        self.sleepers.load(Ordering::Relaxed) & !WOKEN
     }
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// "CLASPSHM".
 const MAGIC: [u8; 8] = *b"CLASPSHM";
 /// Bumped on any change of the segment format.
-pub const SEGMENT_VERSION: u32 = 3;
+pub const SEGMENT_VERSION: u32 = 4;
 /// Most rings in one segment.
 pub const MAX_RINGS: usize = 4096;
 /// Most doorbells in one segment.
