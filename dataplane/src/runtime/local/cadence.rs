@@ -30,7 +30,7 @@
 //! records/s (`benches/results/wc.md`).
 
 use crate::runtime::coordinator::REPORT_HOLD;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A hold may complete at most one in this many of the in-flight bound's roots (a quarter:
 /// three quarters stay queued for the executors while the ingress waits for the coordinator).
@@ -38,6 +38,10 @@ const BOUND_PARTS_PER_HOLD: u128 = 4;
 
 /// Smallest in-flight bound with which the coordinator holds at all.
 pub(super) const HOLD_IN_FLIGHT_MIN: u64 = 256;
+
+/// Shortest hold: below it a sleep costs about what the wake-ups it saves do (a timer's slack
+/// on Linux is 50 µs).
+const HOLD_MIN: Duration = Duration::from_micros(200);
 
 /// The coordinator's pace: the rate roots complete at, measured over windows of at least one
 /// hold (a turn can be a few microseconds, too short to tell a rate).
@@ -61,16 +65,18 @@ impl Cadence {
         }
     }
 
-    /// Whether the wait that ends this turn may sleep through the executors' reports (up to
-    /// [`REPORT_HOLD`]): some executor has work, and at the rate roots completed over the last
-    /// window, one hold completes at most a quarter of the in-flight bound. `completed` is the
+    /// How long the wait that ends this turn may sleep through the executors' reports (at most
+    /// [`REPORT_HOLD`]), or `None` when it must park on them: some executor has work, and at the
+    /// rate roots completed over the last window, the hold completes at most a quarter of the
+    /// in-flight bound. At a rate that completes more than that in a whole hold, the hold is
+    /// shortened to a quarter of the bound's worth, down to [`HOLD_MIN`]. `completed` is the
     /// count of completed tracked roots so far.
     pub(super) fn may_hold(
         &mut self,
         completed: u64,
         executors_parked: bool,
         now: Instant,
-    ) -> bool {
+    ) -> Option<Duration> {
         let window = now.saturating_duration_since(self.window_start);
         if window >= REPORT_HOLD {
             let done = completed.saturating_sub(self.completed_at_window_start);
@@ -79,43 +85,56 @@ impl Cadence {
             self.completed_at_window_start = completed;
         }
         if executors_parked || self.max_in_flight < HOLD_IN_FLIGHT_MIN {
-            return false;
+            return None;
         }
-        self.per_hold
-            .is_some_and(|n| n * BOUND_PARTS_PER_HOLD <= u128::from(self.max_in_flight))
+        let per_hold = self.per_hold?;
+        let quarter = u128::from(self.max_in_flight) / BOUND_PARTS_PER_HOLD;
+        if per_hold <= quarter {
+            return Some(REPORT_HOLD);
+        }
+        // The hold that completes a quarter of the bound at this rate.
+        let hold_ns = REPORT_HOLD.as_nanos() * quarter / per_hold;
+        let hold = Duration::from_nanos(u64::try_from(hold_ns).unwrap_or(u64::MAX));
+        (hold >= HOLD_MIN).then_some(hold)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn holds_only_while_an_executor_works_and_a_hold_completes_a_quarter_of_the_bound() {
         let ms = Duration::from_millis;
+        let us = Duration::from_micros;
         let t0 = Instant::now();
         let mut c = Cadence::new(4096, t0);
         // No rate yet: no hold.
-        assert!(!c.may_hold(100, false, t0 + Duration::from_micros(100)));
-        // 500 roots in the first millisecond: under 1024 a hold.
-        assert!(c.may_hold(500, false, t0 + ms(1)));
+        assert_eq!(c.may_hold(100, false, t0 + us(100)), None);
+        // 500 roots in the first millisecond: under 1024 a whole hold.
+        assert_eq!(c.may_hold(500, false, t0 + ms(1)), Some(REPORT_HOLD));
         // Every executor parked: wake on reports.
-        assert!(!c.may_hold(600, true, t0 + Duration::from_micros(1500)));
-        // 2000 in the next window: a hold would leave the ingress waiting.
-        assert!(!c.may_hold(2500, false, t0 + ms(2)));
+        assert_eq!(c.may_hold(600, true, t0 + us(1500)), None);
+        // 2048 in the next window: a hold of half a millisecond completes 1024.
+        assert_eq!(c.may_hold(2548, false, t0 + ms(2)), Some(us(500)));
         // Short turns keep the last window's rate.
-        assert!(!c.may_hold(2501, false, t0 + Duration::from_micros(2100)));
+        assert_eq!(c.may_hold(2549, false, t0 + us(2100)), Some(us(500)));
+        // 8192 in 1 ms: a hold of 125 µs would be under the shortest.
+        assert_eq!(c.may_hold(10_740, false, t0 + ms(3)), None);
         // 400 in 2 ms: 200 a hold.
-        assert!(c.may_hold(2900, false, t0 + ms(4)));
+        assert_eq!(c.may_hold(11_140, false, t0 + ms(5)), Some(REPORT_HOLD));
     }
 
     #[test]
     fn never_holds_with_a_small_in_flight_bound() {
         let t0 = Instant::now();
         let mut c = Cadence::new(HOLD_IN_FLIGHT_MIN - 1, t0);
-        assert!(!c.may_hold(0, false, t0 + Duration::from_millis(1)));
+        assert_eq!(c.may_hold(0, false, t0 + Duration::from_millis(1)), None);
         let mut c = Cadence::new(HOLD_IN_FLIGHT_MIN, t0);
-        assert!(c.may_hold(HOLD_IN_FLIGHT_MIN / 4, false, t0 + Duration::from_millis(1)));
+        let quarter = HOLD_IN_FLIGHT_MIN / 4;
+        assert!(
+            c.may_hold(quarter, false, t0 + Duration::from_millis(1))
+                .is_some()
+        );
     }
 }

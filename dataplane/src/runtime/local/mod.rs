@@ -20,7 +20,7 @@ use cadence::Cadence;
 pub use report::{IntervalSample, LocalReport, OperatorMetrics};
 
 use super::RuntimeError;
-use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, REPORT_HOLD, StallWatch};
+use super::coordinator::{Coordinator, Launch, REPORT_FRAMES_PER_TURN, StallWatch};
 use super::executor::Seat;
 use super::idle::IdlePolicy;
 use super::layout::{self, SegmentSizes, WorkerSegment};
@@ -282,8 +282,8 @@ impl LocalFront {
         let parked = self.coordinator.executors_parked();
         let completed = self.ledger.completed_inputs();
         let hold = self.cadence.may_hold(completed, parked, Instant::now());
-        if hold && !input_over {
-            std::thread::sleep(timeout.min(REPORT_HOLD));
+        if let Some(hold) = hold.filter(|_| !input_over) {
+            std::thread::sleep(timeout.min(hold));
         } else {
             self.coordinator.wait_reports(timeout);
         }
