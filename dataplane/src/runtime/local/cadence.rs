@@ -17,11 +17,14 @@
 //! measured a p50 of 37–38 µs, against 48–56 µs when a tree ended at the coordinator's read.
 //!
 //! What a late coordinator does delay is the ingress waiting on its in-flight bound, which
-//! completions release. So the coordinator holds only while the roots completing in one hold
-//! are at most a quarter of the bound (the rate measured over the last window of at least a
-//! hold), so that a hold leaves at least three quarters of the bound queued; and never with a
-//! bound under [`HOLD_IN_FLIGHT_MIN`]: then every report wakes it, as a latency measurement
-//! with one root in flight needs.
+//! completions release. So a hold lasts only as long as completes a quarter of the bound (at
+//! the rate measured over the last window of at least a hold), so that it leaves at least three
+//! quarters of the bound queued: a whole [`REPORT_HOLD`] at moderate rates, less at high ones,
+//! and none when that would be under [`HOLD_MIN`] or the bound is under
+//! [`HOLD_IN_FLIGHT_MIN`] (then every report wakes it, as a latency measurement with one root in
+//! flight needs). The first version did not hold at all above the rate a whole hold allowed,
+//! so a fast WC worker of two executors (1.4 million sentences a second) woke its coordinator
+//! for every report; holding shorter took that with it (`benches/results/wc.md`).
 //!
 //! Measured (`perf/stat.sh -- local --app wc --records 300000 --executors 2`, two runs of each
 //! build alternated, AMD EPYC guest, 2 vCPUs): the coordinator's context switches went from
