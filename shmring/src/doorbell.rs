@@ -374,6 +374,15 @@ impl Doorbell {
         }
     }
 
+    /// Which side of the park protocol pays for the fence.
+    pub fn mode(&self) -> ParkMode {
+        if self.asymmetric.load(Ordering::Relaxed) == 1 {
+            ParkMode::Asymmetric
+        } else {
+            ParkMode::Symmetric
+        }
+    }
+
     /// Number of threads parked or about to park (for inspection and tests).
     pub fn sleepers(&self) -> u32 {
         self.sleepers.load(Ordering::Relaxed) & !WOKEN

@@ -329,7 +329,7 @@ impl Segment {
             for (i, (spec, &(control, data))) in layout.rings.iter().zip(&off.rings).enumerate() {
                 base.add(control)
                     .cast::<RingControl>()
-                    .write(RingControl::new());
+                    .write(RingControl::with_mode(layout.park_mode));
                 base.add(off.descs + i * size_of::<RingDesc>())
                     .cast::<RingDesc>()
                     .write(RingDesc {
@@ -603,16 +603,25 @@ impl Segment {
 
     /// Bytes published and not yet released in ring `ring` (for inspectors and metrics).
     pub fn queued_bytes(&self, ring: usize) -> Result<u64> {
+        Ok(self.ring_control(ring)?.queued_bytes())
+    }
+
+    /// The doorbell where ring `ring`'s producer waits for room (for inspectors and tests).
+    pub fn space_doorbell(&self, ring: usize) -> Result<&Doorbell> {
+        Ok(&self.ring_control(ring)?.space)
+    }
+
+    fn ring_control(&self, ring: usize) -> Result<&RingControl> {
         let d = *self.desc(ring)?;
-        // SAFETY: the control block offset was validated in bounds and aligned.
-        let control = unsafe {
+        // SAFETY: the control block offset was validated in bounds and aligned; the mapping
+        // lives as long as `self`.
+        Ok(unsafe {
             &*self
                 .map
                 .base
                 .add(d.control_offset as usize)
                 .cast::<RingControl>()
-        };
-        Ok(control.queued_bytes())
+        })
     }
 
     fn desc(&self, ring: usize) -> Result<&RingDesc> {

@@ -26,6 +26,29 @@ fn layout(rings: usize) -> SegmentLayout {
     }
 }
 
+/// Every doorbell of a segment takes the layout's park mode, the rings' space doorbells (where a
+/// producer waits for room) too: they once kept the default, so an executor waiting for room
+/// paid a `membarrier` on a machine whose layout had chosen plain fences.
+#[test]
+fn every_doorbell_takes_the_layout_park_mode() {
+    use clasp_shmring::ParkMode;
+    for mode in [ParkMode::Symmetric, ParkMode::Asymmetric] {
+        let seg = Segment::create_anonymous(&SegmentLayout {
+            park_mode: mode,
+            ..layout(2)
+        })
+        .unwrap();
+        assert_eq!(seg.doorbell(0).unwrap().mode(), mode);
+        for ring in 0..2 {
+            assert_eq!(
+                seg.space_doorbell(ring).unwrap().mode(),
+                mode,
+                "ring {ring}"
+            );
+        }
+    }
+}
+
 #[test]
 fn create_attach_and_exchange_frames() {
     let name = unique("basic");

@@ -90,7 +90,7 @@ pub use producer::{Producer, WriteGrant};
 pub use wait::{DEFAULT_SPIN, LIVENESS_POLL, WaitPolicy, spin_for};
 pub(crate) use wait::{Probe, park_until};
 
-use crate::doorbell::Doorbell;
+use crate::doorbell::{Doorbell, ParkMode};
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -210,8 +210,15 @@ impl Default for RingControl {
 }
 
 impl RingControl {
-    /// A control block for an empty ring with no endpoints registered.
+    /// A control block for an empty ring with no endpoints registered, its space doorbell in
+    /// the default [`ParkMode`].
     pub fn new() -> Self {
+        Self::with_mode(ParkMode::default())
+    }
+
+    /// [`RingControl::new`] with the space doorbell (where a producer waits for room) in
+    /// `mode`, as a segment's layout gives it for all of its doorbells.
+    pub fn with_mode(mode: ParkMode) -> Self {
         RingControl {
             producer: ProducerLine {
                 tail: AtomicU64::new(0),
@@ -223,7 +230,7 @@ impl RingControl {
                 closed: AtomicU32::new(0),
                 holder: AtomicU64::new(0),
             },
-            space: Doorbell::new(),
+            space: Doorbell::with_mode(mode),
         }
     }
 
