@@ -167,62 +167,29 @@ fn a_parked_consumer_is_never_forgotten() {
     });
 }
 
-/// Two wakers ring one doorbell: whichever rings second while the first one's wake is still
-/// pending skips its system call, and the parker still never sleeps through a change.
-#[test]
-fn a_doorbell_rung_twice_wakes_its_parker() {
+/// `wakers` threads each make `rings` changes, ringing the doorbell after each, while one
+/// parker waits until it has seen them all, parking whenever it has seen every change so far.
+/// A lost wake-up shows as a deadlock, which loom reports.
+fn parker_sees_every_ring(wakers: u32, rings: u32) {
     use clasp_shmring::Doorbell;
     use loom::sync::Arc;
     use loom::sync::atomic::{AtomicU32, Ordering};
-    model(|| {
+    model(move || {
         let bell = Arc::new(Doorbell::new());
         let done = Arc::new(AtomicU32::new(0));
-        let wakers: Vec<_> = (0..2)
+        let threads: Vec<_> = (0..wakers)
             .map(|_| {
                 let (bell, done) = (bell.clone(), done.clone());
                 thread::spawn(move || {
-                    let d = done.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("W done={}", d + 1);
-                    bell.ring();
+                    for _ in 0..rings {
+                        done.fetch_add(1, Ordering::Relaxed);
+                        bell.ring();
+                    }
                 })
             })
             .collect();
-        while done.load(Ordering::Relaxed) < 2 {
-            let token = bell.prepare_park();
-            if done.load(Ordering::Relaxed) < 2 {
-                bell.park(token, None);
-            }
-            bell.finish_park(token);
-        }
-        for w in wakers {
-            w.join().unwrap();
-        }
-    });
-}
-
-/// One waker rings three times while its parker, woken by the first ring, has not run yet:
-/// the later rings skip the system call, and the parker, announcing a new park, still sees
-/// every change or is woken for it. (A first version kept the woken flag in a word of its own;
-/// this model found the lost wake-up.)
-#[test]
-fn rings_after_a_pending_wake_are_not_lost() {
-    use clasp_shmring::Doorbell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicU32, Ordering};
-    model(|| {
-        let bell = Arc::new(Doorbell::new());
-        let done = Arc::new(AtomicU32::new(0));
-        let waker = {
-            let (bell, done) = (bell.clone(), done.clone());
-            thread::spawn(move || {
-                for _ in 0..3 {
-                    done.fetch_add(1, Ordering::Relaxed);
-                    bell.ring();
-                }
-            })
-        };
         let mut seen = 0;
-        while seen < 3 {
+        while seen < wakers * rings {
             let now = done.load(Ordering::Relaxed);
             if now > seen {
                 seen = now;
@@ -234,8 +201,26 @@ fn rings_after_a_pending_wake_are_not_lost() {
             }
             bell.finish_park(token);
         }
-        waker.join().unwrap();
+        for t in threads {
+            t.join().unwrap();
+        }
     });
+}
+
+/// Two wakers ring one doorbell: whichever rings second while the first one's wake is still
+/// pending skips its system call, and the parker still never sleeps through a change.
+#[test]
+fn a_doorbell_rung_by_two_wakers_wakes_its_parker() {
+    parker_sees_every_ring(2, 1);
+}
+
+/// One waker rings three times while its parker, woken by the first ring, has not run yet:
+/// the later rings skip the system call, and the parker, announcing a new park, still sees
+/// every change or is woken for it. (A first version kept the woken flag in a word of its own;
+/// this model found the lost wake-up.)
+#[test]
+fn rings_after_a_pending_wake_are_not_lost() {
+    parker_sees_every_ring(1, 3);
 }
 
 /// A producer that parks for space is woken by the consumer's release.
