@@ -352,7 +352,7 @@ impl Doorbell {
     /// Wakes every sleeper, unless a wake since the last `prepare_park` already did (SYNC:
     /// wake-once): a woken thread stays counted until it runs, and on a machine with more
     /// runnable threads than cores that can be long — every publish in between paid a futex
-    /// call that found nobody to wake (`benches/results/wc.md`, "Waking a parked thread once").
+    /// call that found nobody to wake (`benches/results/wc.md`, "Fewer wake-ups").
     #[cold]
     fn wake_all(&self) {
         if !needs_wake(self.sleepers.fetch_or(WOKEN, Ordering::Relaxed)) {
