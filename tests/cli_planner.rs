@@ -1,18 +1,16 @@
 //! `clasp run` (the live planner) through the real binary: worker processes on 127.0.0.1,
 //! live migrations while the input flows. Runs must equal `clasp oracle`; every wait is
-//! bounded (a run that hangs is killed and fails the test). The tests take turns
-//! (`common::one_cluster_at_a_time`).
+//! bounded (a run that hangs is killed and fails the test). The tests that start runs
+//! take turns (`common::one_at_a_time`).
 
 mod common;
 
-use common::{
-    ClusterDir, Workers, assert_equals_oracle, clasp, json, one_cluster_at_a_time, start,
-};
+use common::{ClusterDir, Workers, assert_equals_oracle, clasp, json, one_at_a_time, start};
 use std::time::Duration;
 
 #[test]
 fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     for app in ["wc", "nwm"] {
         // WC's copies are refreshed a round every millisecond once they are all out; a copy
         // window of 50 ms instead of 10 leaves room for rounds on a loaded machine, where the
@@ -87,7 +85,7 @@ fn chaos_run(app: &str, migrations: &str, extra: &[&str]) -> serde_json::Value {
 /// `--copy-ahead-ms 0`: every key group moves whole, as before copies ahead, losing nothing.
 #[test]
 fn with_copy_ahead_off_key_groups_move_whole() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let run = chaos_run("wc", "4", &["--copy-ahead-ms", "0"]);
     let totals = &run["totals"];
     for k in [
@@ -101,7 +99,7 @@ fn with_copy_ahead_off_key_groups_move_whole() {
 
 #[test]
 fn a_live_run_writes_its_summary_series_and_plots() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-cli-planner-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let run = json(&clasp(&[
@@ -156,7 +154,7 @@ fn a_live_run_writes_its_summary_series_and_plots() {
 /// and still every record processed exactly once.
 #[test]
 fn scripted_moves_happen_in_order_and_lose_nothing() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let run = json(&clasp(&[
         "run",
         "--app",
@@ -192,7 +190,6 @@ fn scripted_moves_happen_in_order_and_lose_nothing() {
 
 #[test]
 fn bad_live_options_are_named() {
-    let _turn = one_cluster_at_a_time();
     for (args, needle) in [
         (&["run", "--pattern", "zigzag"][..], "zigzag"),
         (&["run", "--duration=0"][..], "--duration"),
@@ -220,7 +217,7 @@ fn bad_live_options_are_named() {
 /// later work.)
 #[test]
 fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let cluster = ClusterDir::new("cli-planner-kill", 78, 2);
     let secret = "a cluster secret of enough bytes!";
     let mut workers = Workers(vec![
@@ -281,7 +278,7 @@ fn a_worker_killed_during_migrations_is_a_clear_error_not_a_hang() {
 /// `--json` has `worker_cpu` either way.
 #[test]
 fn a_live_run_says_first_whether_its_workers_are_capped() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let base = [&SMALL_LIVE_RUN[..], &["--json"]].concat();
     let uncapped = clasp(&[&base[..], &["--uncapped"]].concat());
     let err = String::from_utf8_lossy(&uncapped.stderr);
@@ -336,7 +333,7 @@ const SMALL_LIVE_RUN: [&str; 13] = [
 /// A paced live run's text summary says how late its records were admitted.
 #[test]
 fn a_live_runs_text_says_how_late_records_were_admitted() {
-    let _turn = one_cluster_at_a_time();
+    let _turn = one_at_a_time();
     let out = clasp(&SMALL_LIVE_RUN);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

@@ -7,11 +7,13 @@
 //! does) and kills whole if the test's time runs out. The tests take turns: every start of a
 //! run sweeps `/dev/shm`, which would race with the planted segments of the `clean` test.
 
+mod common;
+
+use common::one_at_a_time;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Longest one test's clasp process may run.
@@ -20,12 +22,6 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(90);
 const RUN_BEFORE_SIGNAL: Duration = Duration::from_secs(1);
 /// How long an orphaned ingress may live on.
 const ORPHAN_EXIT: Duration = Duration::from_secs(2);
-
-/// One test at a time (see the module docs).
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A clasp process in its own process group; the group is killed if the test ends early.
 struct Group {

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Takes this test binary's turn for tests that start clusters of worker processes: they run
-/// one at a time, as the project's tests do, since several clusters at once on a small
+/// Takes this test binary's turn: tests that start clusters of worker processes, or that sweep
+/// and plant shared-memory segments, run one at a time. Several clusters at once on a small
 /// machine starve each other and turn timing into failures (a move that came before any
 /// refresh of its copies, say). Hold the guard for the whole test.
-pub fn one_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
