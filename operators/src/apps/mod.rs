@@ -10,6 +10,7 @@ pub mod sd;
 pub mod syn;
 pub mod wc;
 pub mod wc_text;
+pub mod wc_words;
 
 use crate::spec::{AppDef, AppSpec, OperatorDef, Registry};
 
