@@ -201,7 +201,11 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
             Ok(()) => {
                 if out.len() > start {
                     self.digest_outputs(out, start);
-                    Self::number_outputs(&mut self.seqs, out, start, Some(key_group));
+                    // Checked here: the call alone, with nothing to number, cost more than
+                    // the check (outputs are numbered only for a sink).
+                    if self.seqs.is_on() {
+                        Self::number_outputs(&mut self.seqs, out, start, Some(key_group));
+                    }
                 }
                 self.apply_timer_requests(key_group, key);
                 Ok(())
