@@ -31,13 +31,22 @@ fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
         let cpu = &row["clasp_cpu_us_per_sentence"];
         assert!(cpu["min"].as_f64().unwrap() > 0.0, "{row}");
         assert!(cpu["max"].as_f64().unwrap() < 1e6, "{row}");
+        // Some core was busy, and no more than the machine has (plus rounding of the clocks).
+        let cores = row["clasp_cores_busy"]["median"].as_f64().unwrap();
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(cores > 0.0 && cores <= machine * 1.05, "{row}");
         if built {
+            assert!(
+                row["timely_cores_busy"]["median"].as_f64().unwrap() > 0.0,
+                "{row}"
+            );
             assert!(row["timely_cpu_us_per_sentence"]["min"].as_f64().unwrap() > 0.0);
             assert_eq!(row["digests_equal"], true, "{row}");
             assert!(row["ratio"].as_f64().unwrap() > 0.0);
         } else {
             assert!(row["timely_sentences_per_s"].is_null(), "{row}");
             assert!(row["timely_cpu_us_per_sentence"].is_null(), "{row}");
+            assert!(row["timely_cores_busy"].is_null(), "{row}");
         }
     }
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -32,6 +32,7 @@ use clasp_operators::generate::{Generator, Pregenerated};
 use clasp_operators::{AppSpec, apps};
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The generator seed of the benchmark's sentences.
 pub const SEED: u64 = 1;
@@ -72,6 +73,12 @@ pub struct WcRow {
     pub clasp_executor_cpu_us_per_sentence: Option<Spread3>,
     /// timely's, measured the same way.
     pub timely_cpu_us_per_sentence: Option<Spread3>,
+    /// Cores clasp kept busy: the process's CPU seconds ÷ wall seconds over each run (its
+    /// setup included in both). Where the two systems use about the same CPU a sentence, this
+    /// is what tells their throughputs apart.
+    pub clasp_cores_busy: Option<Spread3>,
+    /// timely's, measured the same way.
+    pub timely_cores_busy: Option<Spread3>,
     /// clasp's end-to-end latency p50 of the median-throughput run, µs.
     pub clasp_latency_p50_us: Option<f64>,
     /// Words counted in every run.
@@ -111,6 +118,8 @@ pub struct TimelyRun {
 struct ClaspRun {
     sentences_per_s: f64,
     cpu_us_per_sentence: f64,
+    /// CPU seconds ÷ wall seconds of the whole run (setup included in both).
+    cores_busy: f64,
     executor_cpu_us_per_sentence: f64,
     latency_p50_us: f64,
     words: u64,
@@ -121,6 +130,7 @@ struct ClaspRun {
 struct TimelyFigures {
     sentences_per_s: f64,
     cpu_us_per_sentence: f64,
+    cores_busy: f64,
 }
 
 fn segment_name() -> String {
@@ -200,6 +210,7 @@ fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<Cla
     Ok(ClaspRun {
         sentences_per_s: report.admitted as f64 / report.elapsed.as_secs_f64().max(1e-9),
         cpu_us_per_sentence: 0.0,
+        cores_busy: 0.0,
         executor_cpu_us_per_sentence: report.totals.get("cpu_ns").copied().unwrap_or(0) as f64
             / 1e3
             / sentences.max(1) as f64,
@@ -230,22 +241,30 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
     let per_sentence_us = |cpu_before_ns: u64| {
         process_cpu_ns().saturating_sub(cpu_before_ns) as f64 / 1e3 / cfg.records as f64
     };
+    // CPU seconds a second over the same window as the CPU (setup included in both).
+    let cores_busy = |cpu_before_ns: u64, since: Instant| {
+        process_cpu_ns().saturating_sub(cpu_before_ns) as f64
+            / 1e9
+            / since.elapsed().as_secs_f64().max(1e-9)
+    };
     for rep in 0..cfg.repetitions {
         for (&executors, (clasp, timely, words)) in cfg.executors.iter().zip(&mut runs) {
-            let cpu_ns = process_cpu_ns();
+            let (cpu_ns, since) = (process_cpu_ns(), Instant::now());
             let c = cfg
                 .clasp
                 .then(|| run_clasp(&spec, &records, cfg.records, executors))
                 .transpose()?
                 .map(|c| ClaspRun {
+                    cores_busy: cores_busy(cpu_ns, since),
                     cpu_us_per_sentence: per_sentence_us(cpu_ns),
                     ..c
                 });
-            let cpu_ns = process_cpu_ns();
+            let (cpu_ns, since) = (process_cpu_ns(), Instant::now());
             let t = match cfg.timely {
                 true => baseline(&records, cfg.records, executors, output_seed)?,
                 false => None,
             };
+            let t_cores = cores_busy(cpu_ns, since);
             let t_cpu_us = per_sentence_us(cpu_ns);
             if let (Some(c), Some(t)) = (&c, &t) {
                 check_equal(executors, c, t)?;
@@ -256,6 +275,7 @@ pub fn run(cfg: &WcBenchConfig, mut progress: impl FnMut(u32)) -> Result<WcBench
                 timely.push(TimelyFigures {
                     sentences_per_s: per_s,
                     cpu_us_per_sentence: t_cpu_us,
+                    cores_busy: t_cores,
                 });
             }
             if let Some(c) = c {
@@ -317,6 +337,8 @@ fn row(
                 .collect(),
         ),
         timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.cpu_us_per_sentence).collect()),
+        clasp_cores_busy: spread(clasp.iter().map(|r| r.cores_busy).collect()),
+        timely_cores_busy: spread(timely.iter().map(|t| t.cores_busy).collect()),
         executors,
         ratio: clasp_per_s
             .zip(timely_per_s)
@@ -380,6 +402,7 @@ pub fn table(r: &WcBenchReport) -> String {
         );
     }
     s += &cpu_table(r);
+    s += &cores_table(r);
     if !r.timely_built {
         s += "the timely dataflow baseline is not built: build with `--features baselines` \
               (cargo run --release --features baselines -- bench wc)\n";
@@ -415,6 +438,28 @@ fn cpu_table(r: &WcBenchReport) -> String {
             cell(row.clasp_executor_cpu_us_per_sentence),
             cell(t),
             ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+        );
+    }
+    s
+}
+
+/// Cores each system kept busy (CPU seconds ÷ wall seconds over each run).
+fn cores_table(r: &WcBenchReport) -> String {
+    let mut s = "cores kept busy (CPU seconds ÷ wall seconds of the whole process over each \
+                 run), median [min..max]:\n"
+        .to_string();
+    s += &format!("{:>9}  {:>28}  {:>28}\n", "executors", "clasp", "timely");
+    let cell = |s: Option<Spread3>| {
+        s.map_or("-".to_string(), |s| {
+            format!("{:.2} [{:.2}..{:.2}]", s.median, s.min, s.max)
+        })
+    };
+    for row in &r.rows {
+        s += &format!(
+            "{:>9}  {:>28}  {:>28}\n",
+            row.executors,
+            cell(row.clasp_cores_busy),
+            cell(row.timely_cores_busy),
         );
     }
     s
