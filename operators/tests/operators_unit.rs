@@ -2,7 +2,7 @@
 
 mod common;
 
-use clasp_operators::apps::{aa, etl, nwm, pl, sd, wc};
+use clasp_operators::apps::{aa, etl, nwm, pl, sd, wc, wc_words};
 use clasp_operators::codec::{Reader, Writer};
 use clasp_operators::key::{encode_u32, encode_u64};
 use clasp_operators::{Determinism, Target};
@@ -20,6 +20,23 @@ fn wc_split_and_count() {
         "sentence has a character that is not a lowercase letter"
     );
     assert_eq!(h.process(b"x", b"   ").unwrap_err(), "empty sentence");
+    // Longer than the word-at-a-time scan takes: the byte loop, with the same results.
+    let long: Vec<u8> = b"ab  cde ".repeat(40);
+    assert!(long.len() > wc_words::SCAN_BYTES_MAX);
+    let e = h.process(b"x", &long).unwrap();
+    assert_eq!(e.len(), 80);
+    assert!(
+        e.iter()
+            .enumerate()
+            .all(|(i, (_, k, _))| { k.as_slice() == if i % 2 == 0 { &b"ab"[..] } else { b"cde" } })
+    );
+    let mut bad = long.clone();
+    bad[300] = b'A';
+    assert_eq!(
+        h.process(b"x", &bad).unwrap_err(),
+        "sentence has a character that is not a lowercase letter"
+    );
+    assert_eq!(h.process(b"x", &[b' '; 300]).unwrap_err(), "empty sentence");
 
     let mut c = Harness::new(wc::Count { window_words: 2 }, 0, Determinism::OrderFree);
     assert!(c.process(b"the", b"").unwrap().is_empty());
