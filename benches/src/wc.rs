@@ -380,11 +380,7 @@ pub fn table(r: &WcBenchReport) -> String {
         "executors", "clasp", "timely", "ratio", "words", "outputs equal"
     );
     for row in &r.rows {
-        let cell = |s: Option<Spread3>, none: &str| {
-            s.map_or(none.to_string(), |s| {
-                format!("{:.0} [{:.0}..{:.0}]", s.median, s.min, s.max)
-            })
-        };
+        let cell = |s: Option<Spread3>, none: &str| spread_cell(s, 0, none);
         let none = if r.timely_built {
             "not run"
         } else {
@@ -419,11 +415,7 @@ fn cpu_table(r: &WcBenchReport) -> String {
         "{:>9}  {:>28}  {:>28}  {:>28}  {:>6}\n",
         "executors", "clasp", "clasp's executors", "timely", "ratio"
     );
-    let cell = |s: Option<Spread3>| {
-        s.map_or("-".to_string(), |s| {
-            format!("{:.3} [{:.3}..{:.3}]", s.median, s.min, s.max)
-        })
-    };
+    let cell = |s: Option<Spread3>| spread_cell(s, 3, "-");
     for row in &r.rows {
         let (c, t) = (
             row.clasp_cpu_us_per_sentence,
@@ -449,11 +441,7 @@ fn cores_table(r: &WcBenchReport) -> String {
                  run), median [min..max]:\n"
         .to_string();
     s += &format!("{:>9}  {:>28}  {:>28}\n", "executors", "clasp", "timely");
-    let cell = |s: Option<Spread3>| {
-        s.map_or("-".to_string(), |s| {
-            format!("{:.2} [{:.2}..{:.2}]", s.median, s.min, s.max)
-        })
-    };
+    let cell = |s: Option<Spread3>| spread_cell(s, 2, "-");
     for row in &r.rows {
         s += &format!(
             "{:>9}  {:>28}  {:>28}\n",
@@ -463,4 +451,14 @@ fn cores_table(r: &WcBenchReport) -> String {
         );
     }
     s
+}
+
+/// A spread as `median [min..max]` with `digits` decimals, or `none`.
+fn spread_cell(s: Option<Spread3>, digits: usize, none: &str) -> String {
+    s.map_or(none.to_string(), |s| {
+        format!(
+            "{:.digits$} [{:.digits$}..{:.digits$}]",
+            s.median, s.min, s.max
+        )
+    })
 }
