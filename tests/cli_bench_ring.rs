@@ -47,3 +47,33 @@ fn bench_ring_compares_shmring_with_each_other_cell_per_repetition() {
         }
     }
 }
+
+#[test]
+fn bench_ring_measures_the_frame_sizes_on_request_and_names_the_sizes_it_has() {
+    let out = common::clasp(&[
+        "bench",
+        "ring",
+        "--impls",
+        "shmring,std_mpsc",
+        "--sizes",
+        "32,80",
+        "--repetitions",
+        "1",
+        "--round-trips",
+        "200",
+        "--messages",
+        "2000",
+        "--no-pin",
+        "--json",
+    ]);
+    let v = json(&out);
+    let rows = v["results"].as_array().unwrap();
+    let bytes: Vec<u64> = rows.iter().map(|r| r["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(bytes, [32, 32, 80, 80], "{v}");
+    let (code, _, stderr) = common::clasp_text(&["bench", "ring", "--sizes", "48"]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("48-byte") && stderr.contains("[32, 80]"),
+        "{stderr}"
+    );
+}

@@ -27,8 +27,12 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Payload sizes measured.
+/// Payload sizes measured by default.
 pub const SIZES_BYTES: [usize; 4] = [16, 64, 256, 1024];
+/// Payload sizes measured only when asked for: the frames shmring writes for 16- and 64-byte
+/// payloads (a 16-byte header in front), so a fixed-size queue can be measured moving the same
+/// bytes per message (`benches/results/rings.md`).
+pub const FRAME_SIZES_BYTES: [usize; 2] = [32, 80];
 /// Implementations measured, in report order (`rtrb` and `crossbeam_array_queue` only with
 /// the `baselines` feature: the default binary does not link them).
 pub const IMPLS: &[&str] = if cfg!(feature = "baselines") {
@@ -375,7 +379,9 @@ fn measure_size(
 ) -> Result<Cell, String> {
     match bytes {
         16 => measure::<16>(implementation, cpus, cfg),
+        32 => measure::<32>(implementation, cpus, cfg),
         64 => measure::<64>(implementation, cpus, cfg),
+        80 => measure::<80>(implementation, cpus, cfg),
         256 => measure::<256>(implementation, cpus, cfg),
         1024 => measure::<1024>(implementation, cpus, cfg),
         other => Err(format!("no benchmark for {other}-byte payloads")),
@@ -450,9 +456,10 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
         SIZES_BYTES.to_vec()
     } else {
         for b in &cfg.sizes_bytes {
-            if !SIZES_BYTES.contains(b) {
+            if !SIZES_BYTES.contains(b) && !FRAME_SIZES_BYTES.contains(b) {
                 return Err(format!(
-                    "no benchmark for {b}-byte payloads; sizes: {SIZES_BYTES:?}"
+                    "no benchmark for {b}-byte payloads; sizes: {SIZES_BYTES:?}, and on \
+                     request {FRAME_SIZES_BYTES:?}"
                 ));
             }
         }
