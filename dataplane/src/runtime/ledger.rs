@@ -299,11 +299,12 @@ impl Default for Latencies {
 
 impl Latencies {
     /// One duration of `ns` (at least 1 ns; longer than the bound counts as the bound).
+    /// Recorded in the interval's histogram only: the run's takes each interval whole when it
+    /// ends ([`Latencies::take_interval`]), so a duration costs one record, not two (the
+    /// second was a sixth of a two-executor WC coordinator's samples).
     #[inline]
     pub fn record(&mut self, ns: u64) {
-        let ns = ns.max(1);
-        self.run_ns.saturating_record(ns);
-        self.interval_ns.saturating_record(ns);
+        self.interval_ns.saturating_record(ns.max(1));
     }
 
     /// One duration (as [`Latencies::record`]).
@@ -312,17 +313,30 @@ impl Latencies {
         self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
-    /// Percentiles over the run so far.
+    /// Percentiles over the run so far: the intervals taken and the one under way.
     pub fn summary(&self) -> LatencySummary {
-        summarize(&self.run_ns)
+        if self.run_ns.is_empty() {
+            return summarize(&self.interval_ns);
+        }
+        let mut all = self.run_ns.clone();
+        merge(&mut all, &self.interval_ns);
+        summarize(&all)
     }
 
-    /// Percentiles since the previous call.
+    /// Percentiles since the previous call; the interval joins the run's histogram.
     pub fn take_interval(&mut self) -> LatencySummary {
         let s = summarize(&self.interval_ns);
+        merge(&mut self.run_ns, &self.interval_ns);
         self.interval_ns.reset();
         s
     }
+}
+
+/// Adds `from`'s counts to `into`. Both have [`Latencies`]'s bounds, so the histograms' buckets
+/// line up and the addition cannot fail.
+fn merge(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    into.add(from)
+        .expect("latency histograms share their bounds (`Latencies::default`)");
 }
 
 /// `h` (ns) as percentiles in µs.
@@ -371,6 +385,31 @@ mod tests {
         assert_eq!(s.buckets[2], 1, "{:?}", s.buckets);
         assert_eq!(s.buckets[LATENCY_BUCKETS - 1], 1, "{:?}", s.buckets);
         assert_eq!(s.buckets.iter().sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn the_run_holds_every_interval_taken_and_the_one_under_way() {
+        let mut l = Latencies::default();
+        assert_eq!(l.summary().count, 0);
+        for ns in [1_000, 2_000, 3_000] {
+            l.record(ns);
+        }
+        assert_eq!(l.summary().count, 3, "before any interval is taken");
+        let first = l.take_interval();
+        assert_eq!((first.count, l.summary().count), (3, 3));
+        l.record(1_000_000);
+        let run = l.summary();
+        assert_eq!(run.count, 4);
+        assert!((run.max - 1000.0).abs() < 1.0, "{run:?}");
+        let second = l.take_interval();
+        assert_eq!(second.count, 1);
+        assert!((second.p50 - 1000.0).abs() < 1.0, "{second:?}");
+        assert_eq!(
+            l.take_interval().count,
+            0,
+            "an interval with nothing recorded"
+        );
+        assert_eq!(l.summary().count, 4, "taking intervals loses nothing");
     }
 
     /// The deltas of a tree given as each request's number of children (in breadth-first
