@@ -189,6 +189,19 @@ impl Coordinator {
         (0..self.executors()).all(|e| self.seg.metrics(e).get(scalar::PARKED) == 1)
     }
 
+    /// Sleeps up to `d` through the executors' reports (a hold, `local/cadence.rs`), unless an
+    /// executor goes idle meanwhile while the ingress waits on its in-flight bound: it rings
+    /// the hold doorbell (`executor/starving.rs`). A missed ring costs the rest of the hold.
+    pub(crate) fn hold(&self, d: Duration) {
+        let Ok(bell) = self.seg.segment.doorbell(self.seg.index.hold_bell()) else {
+            std::thread::sleep(d);
+            return;
+        };
+        let token = bell.prepare_park();
+        bell.park(token, Some(d));
+        bell.finish_park(token);
+    }
+
     /// Sends `cmd` to executor `e`.
     pub(crate) fn command(&mut self, e: usize, cmd: Command) {
         push_command(&mut self.commands[e], cmd);

@@ -64,6 +64,7 @@ mod outputs;
 mod reports;
 mod snapshot;
 mod spans;
+mod starving;
 mod timers;
 mod timing;
 
@@ -230,6 +231,8 @@ pub(crate) struct Executor {
     inputs: FanIn<ShmRing>,
     engine: Engine,
     policy: WaitPolicy,
+    /// Wakes a coordinator holding its reads when this executor runs dry (`starving.rs`).
+    hold_wake: starving::HoldWake,
 }
 
 impl Executor {
@@ -327,6 +330,7 @@ impl Executor {
                 sink: None,
             },
             policy,
+            hold_wake: starving::HoldWake::new(seg),
         })
     }
 
@@ -506,6 +510,7 @@ impl Executor {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        self.hold_wake.going_idle();
         // A spin burns CPU that is not work: measured, so the planner's CPU figure can leave it
         // out. A park costs the kernel's way to sleep and back — on a virtual machine most of
         // what a lightly loaded worker spends, which the busy-time estimator must not read as

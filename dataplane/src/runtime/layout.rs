@@ -22,7 +22,8 @@
 //! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), a
 //! local coordinator on doorbell E (a cluster worker's coordinator is its network thread), the
 //! ingress (waiting for completions, its in-flight bound) on
-//! doorbell E + 1, the network thread on doorbell E + 2. The network thread parks in io_uring,
+//! doorbell E + 1, the network thread on doorbell E + 2, a local coordinator that sleeps through
+//! its executors' reports on doorbell E + 3 (`local/cadence.rs`). The network thread parks in io_uring,
 //! not on a futex, so executors also wake it through its transport's eventfd
 //! (`crate::runtime::executor::NetLink`) when it announced that it parks.
 //!
@@ -36,7 +37,7 @@ use clasp_shmring::{ParkMode, RingConfig, RingSpec, Segment, SegmentLayout};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"CLASPWKR");
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Most executors a worker runs.
 pub const MAX_EXECUTORS: usize = 64;
 /// Most operators in an app the worker runs.
@@ -362,9 +363,14 @@ impl RingIndex {
     pub fn net_bell(&self) -> usize {
         self.executors + 2
     }
+    /// Where the coordinator sleeps through its executors' reports (`local/cadence.rs`): an
+    /// executor going idle while the ingress waits on its in-flight bound rings it.
+    pub fn hold_bell(&self) -> usize {
+        self.executors + 3
+    }
     /// Number of doorbells.
     pub fn doorbells(&self) -> usize {
-        self.executors + 3
+        self.executors + 4
     }
 }
 

@@ -283,7 +283,7 @@ impl LocalFront {
         let completed = self.ledger.completed_inputs();
         let hold = self.cadence.may_hold(completed, parked, Instant::now());
         if let Some(hold) = hold.filter(|_| !input_over) {
-            std::thread::sleep(timeout.min(hold));
+            self.coordinator.hold(timeout.min(hold));
         } else {
             self.coordinator.wait_reports(timeout);
         }
