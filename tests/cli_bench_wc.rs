@@ -31,6 +31,22 @@ fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
         let cpu = &row["clasp_cpu_us_per_sentence"];
         assert!(cpu["min"].as_f64().unwrap() > 0.0, "{row}");
         assert!(cpu["max"].as_f64().unwrap() < 1e6, "{row}");
+        // Each thread's part is some CPU, and the parts are within the whole (the whole also
+        // holds the run's setup outside these threads).
+        let median = |k: &str| row[k]["median"].as_f64().unwrap();
+        let parts = [
+            "clasp_executor_cpu_us_per_sentence",
+            "clasp_ingress_cpu_us_per_sentence",
+            "clasp_coordinator_cpu_us_per_sentence",
+        ];
+        for k in parts {
+            assert!(median(k) > 0.0, "{k}: {row}");
+        }
+        let sum: f64 = parts.iter().map(|k| median(k)).sum();
+        assert!(
+            sum <= median("clasp_cpu_us_per_sentence") * 1.05,
+            "the parts exceed the whole: {row}"
+        );
         // Some core was busy, and no more than the machine has (plus rounding of the clocks).
         let cores = row["clasp_cores_busy"]["median"].as_f64().unwrap();
         let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;

@@ -20,9 +20,12 @@
 //! over the run, from the start of its threads to their end (clasp's ingress and coordinator
 //! threads included). On a shared 2-vCPU guest the wall-clock figure also measures how the
 //! scheduler placed the threads; CPU time says what the work cost, and where the cores sat
-//! idle it shows as a lower figure than the throughput would suggest.
+//! idle it shows as a lower figure than the throughput would suggest. clasp's is also split
+//! by thread — executors, ingress, coordinator — from each thread's own CPU clock, so a gap
+//! can be placed without a profiler.
 
 use crate::dispatch_local::Spread3;
+use clasp_dataplane::clock::thread_cpu_ns;
 use clasp_dataplane::cpu_usage::process_cpu_ns;
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::runtime::ingress::{IngressConfig, run_ingress};
@@ -71,6 +74,11 @@ pub struct WcRow {
     /// The part of clasp's that its executor threads used (their own CPU clocks); the rest
     /// is the ingress, the coordinator and the run's setup.
     pub clasp_executor_cpu_us_per_sentence: Option<Spread3>,
+    /// The part its ingress thread used (its own CPU clock, from its start to its end).
+    pub clasp_ingress_cpu_us_per_sentence: Option<Spread3>,
+    /// The part the coordinator's thread used over the whole run, the worker's setup and
+    /// teardown included (its own CPU clock).
+    pub clasp_coordinator_cpu_us_per_sentence: Option<Spread3>,
     /// timely's, measured the same way.
     pub timely_cpu_us_per_sentence: Option<Spread3>,
     /// Cores clasp kept busy: the process's CPU seconds ÷ wall seconds over each run (its
@@ -121,6 +129,8 @@ struct ClaspRun {
     /// CPU seconds ÷ wall seconds of the whole run (setup included in both).
     cores_busy: f64,
     executor_cpu_us_per_sentence: f64,
+    ingress_cpu_us_per_sentence: f64,
+    coordinator_cpu_us_per_sentence: f64,
     latency_p50_us: f64,
     words: u64,
     outputs: Digest,
@@ -161,6 +171,8 @@ fn run_clasp(
     };
     let generator: Arc<dyn Generator> = records.clone();
     let ingress = std::sync::Mutex::new(None);
+    // The coordinator runs on this thread, inside `run_local_worker`.
+    let coordinator_from_ns = thread_cpu_ns();
     let report = run_local_worker(
         spec.clone(),
         &cfg,
@@ -175,19 +187,31 @@ fn run_clasp(
                 generator: Some(generator.clone()),
             };
             let spec = spec.clone();
-            let handle = std::thread::spawn(move || run_ingress(&spec, &cfg));
+            let handle = std::thread::spawn(move || {
+                let result = run_ingress(&spec, &cfg);
+                (result, thread_cpu_ns())
+            });
             *ingress.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
             Ok(())
         },
         || None,
     )
     .map_err(|e| e.to_string())?;
+    let coordinator_ns = thread_cpu_ns().saturating_sub(coordinator_from_ns);
+    let mut ingress_ns = 0;
     if let Some(h) = ingress.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        h.join()
-            .map_err(|_| "the ingress thread panicked".to_string())?
-            .map_err(|e| e.to_string())?;
+        let (result, cpu_ns) = h
+            .join()
+            .map_err(|_| "the ingress thread panicked".to_string())?;
+        result.map_err(|e| e.to_string())?;
+        ingress_ns = cpu_ns;
     }
-    clasp_run(spec, &report, sentences)
+    let per_sentence_us = |ns: u64| ns as f64 / 1e3 / sentences.max(1) as f64;
+    Ok(ClaspRun {
+        ingress_cpu_us_per_sentence: per_sentence_us(ingress_ns),
+        coordinator_cpu_us_per_sentence: per_sentence_us(coordinator_ns),
+        ..clasp_run(spec, &report, sentences)?
+    })
 }
 
 /// The figures of a finished clasp run, checked: no faults, every sentence admitted.
@@ -214,6 +238,8 @@ fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<Cla
         executor_cpu_us_per_sentence: report.totals.get("cpu_ns").copied().unwrap_or(0) as f64
             / 1e3
             / sentences.max(1) as f64,
+        ingress_cpu_us_per_sentence: 0.0,
+        coordinator_cpu_us_per_sentence: 0.0,
         latency_p50_us: report.latency.p50,
         words: summary.processed,
         outputs: summary.outputs,
@@ -336,6 +362,18 @@ fn row(
                 .map(|r| r.executor_cpu_us_per_sentence)
                 .collect(),
         ),
+        clasp_ingress_cpu_us_per_sentence: spread(
+            clasp
+                .iter()
+                .map(|r| r.ingress_cpu_us_per_sentence)
+                .collect(),
+        ),
+        clasp_coordinator_cpu_us_per_sentence: spread(
+            clasp
+                .iter()
+                .map(|r| r.coordinator_cpu_us_per_sentence)
+                .collect(),
+        ),
         timely_cpu_us_per_sentence: spread(timely.iter().map(|t| t.cpu_us_per_sentence).collect()),
         clasp_cores_busy: spread(clasp.iter().map(|r| r.cores_busy).collect()),
         timely_cores_busy: spread(timely.iter().map(|t| t.cores_busy).collect()),
@@ -398,6 +436,7 @@ pub fn table(r: &WcBenchReport) -> String {
         );
     }
     s += &cpu_table(r);
+    s += &clasp_cpu_table(r);
     s += &cores_table(r);
     if !r.timely_built {
         s += "the timely dataflow baseline is not built: build with `--features baselines` \
@@ -430,6 +469,34 @@ fn cpu_table(r: &WcBenchReport) -> String {
             cell(row.clasp_executor_cpu_us_per_sentence),
             cell(t),
             ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+        );
+    }
+    s
+}
+
+/// Where clasp's CPU per sentence goes, by thread (each thread's own CPU clock), µs.
+fn clasp_cpu_table(r: &WcBenchReport) -> String {
+    if r.rows
+        .iter()
+        .all(|row| row.clasp_cpu_us_per_sentence.is_none())
+    {
+        return String::new();
+    }
+    let mut s = "clasp's CPU per sentence by thread, µs (each thread's own clock; the \
+                 coordinator's includes the worker's setup), median [min..max]:\n"
+        .to_string();
+    s += &format!(
+        "{:>9}  {:>28}  {:>28}  {:>28}\n",
+        "executors", "executors", "ingress", "coordinator"
+    );
+    let cell = |s: Option<Spread3>| spread_cell(s, 3, "-");
+    for row in &r.rows {
+        s += &format!(
+            "{:>9}  {:>28}  {:>28}  {:>28}\n",
+            row.executors,
+            cell(row.clasp_executor_cpu_us_per_sentence),
+            cell(row.clasp_ingress_cpu_us_per_sentence),
+            cell(row.clasp_coordinator_cpu_us_per_sentence),
         );
     }
     s
