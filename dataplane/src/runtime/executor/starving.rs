@@ -87,10 +87,13 @@ mod tests {
         wake.going_idle();
         let result = woke.recv_timeout(Duration::from_secs(30));
         ingress.finish_park(token);
+        // Whatever happened, end the hold, so that the thread and its mapping are gone before
+        // the segment is removed.
+        seg.segment.doorbell(hold_bell).unwrap().ring();
+        coordinator.join().unwrap();
         assert!(
             result.is_ok(),
             "the hold was not ended by the idle executor"
         );
-        coordinator.join().unwrap();
     }
 }
