@@ -24,6 +24,10 @@
 //! by thread — executors, ingress, coordinator — from each thread's own CPU clock, so a gap
 //! can be placed without a profiler.
 
+mod table;
+
+pub use table::table;
+
 use crate::dispatch_local::Spread3;
 use clasp_dataplane::clock::thread_cpu_ns;
 use clasp_dataplane::cpu_usage::process_cpu_ns;
@@ -404,128 +408,4 @@ fn baseline(
 #[cfg(not(feature = "baselines"))]
 fn baseline(_: &Arc<Pregenerated>, _: u64, _: usize, _: u64) -> Result<Option<TimelyRun>, String> {
     Ok(None)
-}
-
-/// The report as text.
-pub fn table(r: &WcBenchReport) -> String {
-    let mut s = format!(
-        "machine: {}\nword count, {} sentences of 10 Zipf words (seed {SEED}), median \
-         [min..max] of {} repetitions, sentences/s:\n",
-        r.machine, r.records, r.repetitions
-    );
-    s += &format!(
-        "{:>9}  {:>28}  {:>28}  {:>6}  {:>10}  {}\n",
-        "executors", "clasp", "timely", "ratio", "words", "outputs equal"
-    );
-    for row in &r.rows {
-        let cell = |s: Option<Spread3>, none: &str| spread_cell(s, 0, none);
-        let none = if r.timely_built {
-            "not run"
-        } else {
-            "not built"
-        };
-        let timely = cell(row.timely_sentences_per_s, none);
-        s += &format!(
-            "{:>9}  {:>28}  {:>28}  {:>6}  {:>10}  {}\n",
-            row.executors,
-            cell(row.clasp_sentences_per_s, "not run"),
-            timely,
-            row.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
-            row.words,
-            row.digests_equal.map_or("-".into(), |e| e.to_string()),
-        );
-    }
-    s += &cpu_table(r);
-    s += &clasp_cpu_table(r);
-    s += &cores_table(r);
-    if !r.timely_built {
-        s += "the timely dataflow baseline is not built: build with `--features baselines` \
-              (cargo run --release --features baselines -- bench wc)\n";
-    }
-    s
-}
-
-/// CPU per sentence of each system (user + system of the whole process over each run), µs.
-fn cpu_table(r: &WcBenchReport) -> String {
-    let mut s = "CPU per sentence, µs (user + system of the whole process over each run), \
-                 median [min..max]:\n"
-        .to_string();
-    s += &format!(
-        "{:>9}  {:>28}  {:>28}  {:>28}  {:>6}\n",
-        "executors", "clasp", "clasp's executors", "timely", "ratio"
-    );
-    let cell = |s: Option<Spread3>| spread_cell(s, 3, "-");
-    for row in &r.rows {
-        let (c, t) = (
-            row.clasp_cpu_us_per_sentence,
-            row.timely_cpu_us_per_sentence,
-        );
-        // timely ÷ clasp, so that above 1 means clasp used less CPU, as in the table above.
-        let ratio = c.zip(t).map(|(c, t)| t.median / c.median);
-        s += &format!(
-            "{:>9}  {:>28}  {:>28}  {:>28}  {:>6}\n",
-            row.executors,
-            cell(c),
-            cell(row.clasp_executor_cpu_us_per_sentence),
-            cell(t),
-            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
-        );
-    }
-    s
-}
-
-/// Where clasp's CPU per sentence goes, by thread (each thread's own CPU clock), µs.
-fn clasp_cpu_table(r: &WcBenchReport) -> String {
-    if r.rows
-        .iter()
-        .all(|row| row.clasp_cpu_us_per_sentence.is_none())
-    {
-        return String::new();
-    }
-    let mut s = "clasp's CPU per sentence by thread, µs (each thread's own clock; the \
-                 coordinator's includes the worker's setup), median [min..max]:\n"
-        .to_string();
-    s += &format!(
-        "{:>9}  {:>28}  {:>28}  {:>28}\n",
-        "executors", "executors", "ingress", "coordinator"
-    );
-    let cell = |s: Option<Spread3>| spread_cell(s, 3, "-");
-    for row in &r.rows {
-        s += &format!(
-            "{:>9}  {:>28}  {:>28}  {:>28}\n",
-            row.executors,
-            cell(row.clasp_executor_cpu_us_per_sentence),
-            cell(row.clasp_ingress_cpu_us_per_sentence),
-            cell(row.clasp_coordinator_cpu_us_per_sentence),
-        );
-    }
-    s
-}
-
-/// Cores each system kept busy (CPU seconds ÷ wall seconds over each run).
-fn cores_table(r: &WcBenchReport) -> String {
-    let mut s = "cores kept busy (CPU seconds ÷ wall seconds of the whole process over each \
-                 run), median [min..max]:\n"
-        .to_string();
-    s += &format!("{:>9}  {:>28}  {:>28}\n", "executors", "clasp", "timely");
-    let cell = |s: Option<Spread3>| spread_cell(s, 2, "-");
-    for row in &r.rows {
-        s += &format!(
-            "{:>9}  {:>28}  {:>28}\n",
-            row.executors,
-            cell(row.clasp_cores_busy),
-            cell(row.timely_cores_busy),
-        );
-    }
-    s
-}
-
-/// A spread as `median [min..max]` with `digits` decimals, or `none`.
-fn spread_cell(s: Option<Spread3>, digits: usize, none: &str) -> String {
-    s.map_or(none.to_string(), |s| {
-        format!(
-            "{:.digits$} [{:.digits$}..{:.digits$}]",
-            s.median, s.min, s.max
-        )
-    })
 }
