@@ -206,12 +206,7 @@ impl Driver<'_> {
             }
             let is_tracked = i % sample == 0;
             if is_tracked {
-                if self.in_flight_roots() >= self.in_flight_bound() {
-                    while self.in_flight_roots() >= self.in_flight_bound() {
-                        self.t.flush_now();
-                        self.turn(DRIVER_PARK)?;
-                        self.maintain(ctl, i, ops)?;
-                    }
+                if self.wait_in_flight_below_bound(ctl, i, ops)? {
                     // The wait is part of the record's admission delay.
                     now = Instant::now();
                 }
@@ -237,6 +232,23 @@ impl Driver<'_> {
                 self.maintain(ctl, fed.admitted, ops)?;
             }
         }
+    }
+
+    /// Turns until the tracked roots in flight are under the bound; whether it had to wait.
+    fn wait_in_flight_below_bound(
+        &mut self,
+        ctl: &mut dyn Controller,
+        i: u64,
+        ops: usize,
+    ) -> Result<bool, DriverError> {
+        let mut waited = false;
+        while self.in_flight_roots() >= self.in_flight_bound() {
+            waited = true;
+            self.t.flush_now();
+            self.turn(DRIVER_PARK)?;
+            self.maintain(ctl, i, ops)?;
+        }
+        Ok(waited)
     }
 
     /// Every few records: a checkpoint when one is due, a testing fault when its phase
