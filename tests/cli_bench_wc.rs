@@ -32,7 +32,8 @@ fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
         assert!(cpu["min"].as_f64().unwrap() > 0.0, "{row}");
         assert!(cpu["max"].as_f64().unwrap() < 1e6, "{row}");
         // Each thread's part is some CPU, and the parts are within the whole (the whole also
-        // holds the run's setup outside these threads).
+        // holds the run's setup outside these threads; one repetition, so each median is that
+        // run's figure and the sum compares like with like).
         let median = |k: &str| row[k]["median"].as_f64().unwrap();
         let parts = [
             "clasp_executor_cpu_us_per_sentence",

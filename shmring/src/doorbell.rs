@@ -278,6 +278,23 @@ impl Doorbell {
         ParkToken(token)
     }
 
+    /// [`prepare_park`](Self::prepare_park) for a sleep that a ring may only cut short: a
+    /// timed wait with no condition to re-check. Without the barrier against the wakers, a
+    /// ring whose waker's fence is a compiler fence ([`ParkMode::Asymmetric`]) may miss this
+    /// sleeper, and the sleep then runs to its timeout; in exchange the sleeper does not pay a
+    /// `membarrier` for every sleep.
+    #[inline]
+    pub fn prepare_hint_park(&self) -> ParkToken {
+        let token = self.seq.load(Ordering::Acquire);
+        // As in `prepare_park` (SYNC: wake-once), without the barrier (SYNC: park).
+        let _ = self
+            .sleepers
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                Some((w & !WOKEN) + 1)
+            });
+        ParkToken(token)
+    }
+
     /// Sleep until the doorbell is rung after `token` was taken, the timeout passes, or a
     /// spurious wake-up. Callers loop and re-check.
     pub fn park(&self, token: ParkToken, timeout: Option<Duration>) {

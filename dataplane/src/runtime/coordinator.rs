@@ -191,13 +191,15 @@ impl Coordinator {
 
     /// Sleeps up to `d` through the executors' reports (a hold, `local/cadence.rs`), unless an
     /// executor goes idle meanwhile while the ingress waits on its in-flight bound: it rings
-    /// the hold doorbell (`executor/starving.rs`). A missed ring costs the rest of the hold.
+    /// the hold doorbell (`executor/starving.rs`). The ring is a hint: a missed one costs the
+    /// rest of the hold, and a spurious wake-up ends the hold early (the next turn decides
+    /// again), so the park is announced without a barrier against the wakers.
     pub(crate) fn hold(&self, d: Duration) {
         let Ok(bell) = self.seg.segment.doorbell(self.seg.index.hold_bell()) else {
             std::thread::sleep(d);
             return;
         };
-        let token = bell.prepare_park();
+        let token = bell.prepare_hint_park();
         bell.park(token, Some(d));
         bell.finish_park(token);
     }

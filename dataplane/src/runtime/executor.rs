@@ -510,7 +510,11 @@ impl Executor {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         m.set(scalar::PARKED, 1);
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        self.hold_wake.going_idle();
+        // Dry, not waiting for room in an output ring or for a migration: the coordinator may
+        // be all that keeps more work from it.
+        if overflow_bytes == 0 && self.engine.mig.settled {
+            self.hold_wake.going_idle();
+        }
         // A spin burns CPU that is not work: measured, so the planner's CPU figure can leave it
         // out. A park costs the kernel's way to sleep and back — on a virtual machine most of
         // what a lightly loaded worker spends, which the busy-time estimator must not read as

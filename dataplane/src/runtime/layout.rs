@@ -21,10 +21,10 @@
 //!
 //! Doorbells: executor e parks on doorbell e (all its input rings ring it, `net_in(e)` too), a
 //! local coordinator on doorbell E (a cluster worker's coordinator is its network thread), the
-//! ingress (waiting for completions, its in-flight bound) on
-//! doorbell E + 1, the network thread on doorbell E + 2, a local coordinator that sleeps through
-//! its executors' reports on doorbell E + 3 (`local/cadence.rs`). The network thread parks in io_uring,
-//! not on a futex, so executors also wake it through its transport's eventfd
+//! ingress (waiting for completions, its in-flight bound) on doorbell E + 1, the network thread
+//! on doorbell E + 2, and a local coordinator holding its reads of the reports on doorbell
+//! E + 3 (`local/cadence.rs`). The network thread parks in io_uring, not on a futex, so
+//! executors also wake it through its transport's eventfd
 //! (`crate::runtime::executor::NetLink`) when it announced that it parks.
 //!
 //! The user area starts with [`SharedControl`], then the routing table's serialised form (the

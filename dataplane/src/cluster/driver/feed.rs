@@ -169,10 +169,11 @@ impl Driver<'_> {
             if i % POLL_EVERY_RECORDS == 0 {
                 self.between_admissions(spec, ctl, i, &input)?;
             }
-            // One clock read serves the record's pacing, its due time and its delay (on a
-            // virtual machine a read costs tens of ns, and this loop made five a record: 13 %
-            // of a saturated driver's CPU); it is read again only after a wait.
-            let mut now = Instant::now();
+            // One clock read serves the record's pacing and its due time (on a virtual
+            // machine a read costs tens of ns, and this loop made five a record: 13 % of a
+            // saturated driver's CPU); the admission delay ends with a read after the admit,
+            // so it holds every wait of the record's, for the in-flight bound or for credit.
+            let now = Instant::now();
             let t_s = now.saturating_duration_since(self.meter.t0).as_secs_f64();
             if i >= cfg.records || ctl.done(t_s, i) {
                 fed.source = input.report(i);
@@ -206,23 +207,18 @@ impl Driver<'_> {
             }
             let is_tracked = i % sample == 0;
             if is_tracked {
-                if self.wait_in_flight_below_bound(ctl, i, ops)? {
-                    // The wait is part of the record's admission delay.
-                    now = Instant::now();
-                }
+                self.wait_in_flight_below_bound(ctl, i, ops)?;
                 fed.tracked += 1;
                 self.tracked = fed.tracked;
             }
             self.admit(spec, i, is_tracked, &mut scratch)?;
             if let Some(t) = fell_due.take() {
-                self.meter
-                    .admission_delay
-                    .record_duration(now.saturating_duration_since(t));
+                self.meter.admission_delay.record_duration(t.elapsed());
             }
             input.admitted();
             held = false;
             if fed.first_admit.is_none() {
-                fed.first_admit = Some(now);
+                fed.first_admit = Some(Instant::now());
                 self.carry.first_admit = fed.first_admit;
             }
             fed.admitted += 1;
@@ -234,21 +230,19 @@ impl Driver<'_> {
         }
     }
 
-    /// Turns until the tracked roots in flight are under the bound; whether it had to wait.
+    /// Turns until the tracked roots in flight are under the bound.
     fn wait_in_flight_below_bound(
         &mut self,
         ctl: &mut dyn Controller,
         i: u64,
         ops: usize,
-    ) -> Result<bool, DriverError> {
-        let mut waited = false;
+    ) -> Result<(), DriverError> {
         while self.in_flight_roots() >= self.in_flight_bound() {
-            waited = true;
             self.t.flush_now();
             self.turn(DRIVER_PARK)?;
             self.maintain(ctl, i, ops)?;
         }
-        Ok(waited)
+        Ok(())
     }
 
     /// Every few records: a checkpoint when one is due, a testing fault when its phase

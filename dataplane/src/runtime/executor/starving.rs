@@ -60,40 +60,66 @@ impl HoldWake {
 mod tests {
     use super::*;
     use crate::runtime::layout::test_segment;
-    use std::sync::mpsc;
+    use std::sync::mpsc::{self, Receiver};
+    use std::thread::JoinHandle;
     use std::time::Duration;
 
-    #[test]
-    fn an_executor_going_idle_while_the_ingress_waits_ends_a_hold() {
-        let seg = test_segment(&format!("clasp-starving-test-{}", std::process::id()), 2);
-        let wake = HoldWake::new(&seg);
-        let hold = seg.segment.clone();
-        let hold_bell = seg.index.hold_bell();
+    /// A coordinator's hold on `seg`'s hold doorbell, far longer than a test may take: says
+    /// when it has announced itself and when it woke.
+    fn holding_coordinator(seg: &WorkerSegment) -> (Receiver<()>, JoinHandle<()>) {
+        let (hold, hold_bell) = (seg.segment.clone(), seg.index.hold_bell());
         let (announced_tx, announced) = mpsc::channel();
         let (woke_tx, woke) = mpsc::channel();
-        // A coordinator's hold, far longer than the test may take.
         let coordinator = std::thread::spawn(move || {
             let bell = hold.doorbell(hold_bell).unwrap();
-            let token = bell.prepare_park();
+            let token = bell.prepare_hint_park();
             announced_tx.send(()).unwrap();
             bell.park(token, Some(Duration::from_secs(120)));
             bell.finish_park(token);
             woke_tx.send(()).unwrap();
         });
         announced.recv().unwrap();
+        (woke, coordinator)
+    }
+
+    /// Ends the hold whatever happened, so that the thread and its mapping are gone before
+    /// the segment is removed.
+    fn end(seg: &WorkerSegment, coordinator: JoinHandle<()>) {
+        seg.segment.doorbell(seg.index.hold_bell()).unwrap().ring();
+        coordinator.join().unwrap();
+    }
+
+    #[test]
+    fn an_executor_going_idle_while_the_ingress_waits_ends_a_hold() {
+        let seg = test_segment(&format!("clasp-starving-test-{}", std::process::id()), 2);
+        let (woke, coordinator) = holding_coordinator(&seg);
         // The ingress waits for completions: it has announced a park on its doorbell.
         let ingress = seg.segment.doorbell(seg.index.ingress_bell()).unwrap();
         let token = ingress.prepare_park();
-        wake.going_idle();
+        HoldWake::new(&seg).going_idle();
         let result = woke.recv_timeout(Duration::from_secs(30));
         ingress.finish_park(token);
-        // Whatever happened, end the hold, so that the thread and its mapping are gone before
-        // the segment is removed.
-        seg.segment.doorbell(hold_bell).unwrap().ring();
-        coordinator.join().unwrap();
+        end(&seg, coordinator);
         assert!(
             result.is_ok(),
             "the hold was not ended by the idle executor"
+        );
+    }
+
+    #[test]
+    fn without_a_waiting_ingress_an_idle_executor_leaves_the_hold_alone() {
+        let seg = test_segment(
+            &format!("clasp-starving-quiet-test-{}", std::process::id()),
+            2,
+        );
+        let (woke, coordinator) = holding_coordinator(&seg);
+        HoldWake::new(&seg).going_idle();
+        // Nothing rang, so the hold goes on (only a spurious futex wake-up could end it).
+        let result = woke.recv_timeout(Duration::from_millis(200));
+        end(&seg, coordinator);
+        assert!(
+            result.is_err(),
+            "an idle executor ended a hold with no ingress waiting"
         );
     }
 }

@@ -7,19 +7,18 @@
 //! worker of two executors woke its coordinator about 5 000 times a second.
 //!
 //! So while an executor has work, the coordinator sleeps up to [`REPORT_HOLD`] without asking
-//! to be woken, and then reads everything that piled up. An executor reports everything before
-//! it parks, and a coordinator that finds every executor parked parks on the report rings as
-//! before: an idle worker's coordinator sleeps until there is something to read. The hold
-//! costs the measured latency nothing: each deltas frame carries when its executor wrote it,
-//! and a tree's latency ends there, not when the coordinator read it (as in a cluster, where
-//! the network thread holds deltas the same way, `cluster/node/reports.rs`). That also took
-//! the coordinator's own wake-up out of the latency: WC at 2 000 records/s on two executors
-//! measured a p50 of 37–38 µs, against 48–56 µs when a tree ended at the coordinator's read.
+//! its reports to wake it, and then reads everything that piled up. An executor reports
+//! everything before it parks, and a coordinator that finds every executor parked parks on the
+//! report rings as before: an idle worker's coordinator sleeps until there is something to
+//! read. The hold costs the measured latency nothing: each deltas frame carries when its
+//! executor wrote it, and a tree's latency ends there, not when the coordinator read it (as in
+//! a cluster, where the network thread holds deltas the same way, `cluster/node/reports.rs`).
+//! That also took the coordinator's own wake-up out of the latency: WC at 2 000 records/s on
+//! two executors measured a p50 of 37–38 µs, against 48–56 µs when a tree ended at the
+//! coordinator's read.
 //!
 //! What a late coordinator does delay is the ingress waiting on its in-flight bound, which
-//! completions release. So a hold is a park on its own doorbell, which an executor that runs
-//! dry while the ingress waits rings (`executor/starving.rs`): without it, a two-executor WC
-//! run kept 1.79–1.85 of its 2 cores busy, with it 1.88–1.93, and ran 1–9 % faster. So a hold lasts only as long as completes a quarter of the bound (at
+//! completions release. So a hold lasts only as long as completes a quarter of the bound (at
 //! the rate measured over the last window of at least a hold), so that it leaves at least three
 //! quarters of the bound queued: a whole [`REPORT_HOLD`] at moderate rates, less at high ones,
 //! and none when that would be under [`HOLD_MIN`] or the bound is under
@@ -27,6 +26,11 @@
 //! flight needs). The first version did not hold at all above the rate a whole hold allowed,
 //! so a fast WC worker of two executors (1.4 million sentences a second) woke its coordinator
 //! for every report; holding shorter took that with it (`benches/results/wc.md`).
+//!
+//! And a hold is a park on a doorbell of its own rather than a sleep: an executor that runs
+//! dry while the ingress waits rings it (`executor/starving.rs`), since then the coordinator's
+//! read is all that keeps work from the cores. Without it a two-executor WC run kept 1.79–1.85
+//! of its 2 cores busy, with it 1.88–1.93, and ran 1–9 % faster (`benches/results/wc.md`).
 //!
 //! Measured (`perf/stat.sh -- local --app wc --records 300000 --executors 2`, two runs of each
 //! build alternated, AMD EPYC guest, 2 vCPUs): the coordinator's context switches went from

@@ -277,7 +277,8 @@ impl LocalFront {
     }
 
     /// Waits up to `timeout` for the next turn: while the input flows and an executor has work,
-    /// a sleep their reports do not interrupt, else a park they end (`cadence.rs`).
+    /// a hold their reports do not interrupt (an executor running dry does), else a park they end
+    /// (`cadence.rs`).
     fn wait(&mut self, timeout: Duration, input_over: bool) {
         let parked = self.coordinator.executors_parked();
         let completed = self.ledger.completed_inputs();
