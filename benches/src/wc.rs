@@ -210,16 +210,19 @@ fn run_clasp(
         result.map_err(|e| e.to_string())?;
         ingress_ns = cpu_ns;
     }
-    let per_sentence_us = |ns: u64| ns as f64 / 1e3 / sentences.max(1) as f64;
-    Ok(ClaspRun {
-        ingress_cpu_us_per_sentence: per_sentence_us(ingress_ns),
-        coordinator_cpu_us_per_sentence: per_sentence_us(coordinator_ns),
-        ..clasp_run(spec, &report, sentences)?
-    })
+    clasp_run(spec, &report, sentences, ingress_ns, coordinator_ns)
 }
 
 /// The figures of a finished clasp run, checked: no faults, every sentence admitted.
-fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<ClaspRun, String> {
+/// `ingress_ns` and `coordinator_ns`: those threads' CPU over the run.
+fn clasp_run(
+    spec: &AppSpec,
+    report: &LocalReport,
+    sentences: u64,
+    ingress_ns: u64,
+    coordinator_ns: u64,
+) -> Result<ClaspRun, String> {
+    let per_sentence_us = |ns: u64| ns as f64 / 1e3 / sentences.max(1) as f64;
     if !report.errors.is_empty() {
         return Err(report.errors.join("; "));
     }
@@ -239,11 +242,11 @@ fn clasp_run(spec: &AppSpec, report: &LocalReport, sentences: u64) -> Result<Cla
         sentences_per_s: report.admitted as f64 / report.elapsed.as_secs_f64().max(1e-9),
         cpu_us_per_sentence: 0.0,
         cores_busy: 0.0,
-        executor_cpu_us_per_sentence: report.totals.get("cpu_ns").copied().unwrap_or(0) as f64
-            / 1e3
-            / sentences.max(1) as f64,
-        ingress_cpu_us_per_sentence: 0.0,
-        coordinator_cpu_us_per_sentence: 0.0,
+        executor_cpu_us_per_sentence: per_sentence_us(
+            report.totals.get("cpu_ns").copied().unwrap_or(0),
+        ),
+        ingress_cpu_us_per_sentence: per_sentence_us(ingress_ns),
+        coordinator_cpu_us_per_sentence: per_sentence_us(coordinator_ns),
         latency_p50_us: report.latency.p50,
         words: summary.processed,
         outputs: summary.outputs,

@@ -265,17 +265,11 @@ impl Doorbell {
     /// [`finish_park`](Self::finish_park) in every case.
     #[inline]
     pub fn prepare_park(&self) -> ParkToken {
-        let token = self.seq.load(Ordering::Acquire);
-        // One step (SYNC: wake-once): a waker that sees this sleeper sees `WOKEN` clear.
-        let _ = self
-            .sleepers
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                Some((w & !WOKEN) + 1)
-            });
+        let token = self.prepare_hint_park();
         // SYNC: park — pairs with the fence in `ring`: either the waker sees this sleeper or
         // the re-check that follows sees the waker's change.
         barrier::parker(self.asymmetric.load(Ordering::Relaxed) == 1);
-        ParkToken(token)
+        token
     }
 
     /// [`prepare_park`](Self::prepare_park) for a sleep that a ring may only cut short: a
@@ -286,7 +280,7 @@ impl Doorbell {
     #[inline]
     pub fn prepare_hint_park(&self) -> ParkToken {
         let token = self.seq.load(Ordering::Acquire);
-        // As in `prepare_park` (SYNC: wake-once), without the barrier (SYNC: park).
+        // One step (SYNC: wake-once): a waker that sees this sleeper sees `WOKEN` clear.
         let _ = self
             .sleepers
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
