@@ -78,6 +78,7 @@ fn migration(c: &mut Criterion) {
                     operator: 1,
                     key_group: groups[n % groups.len()],
                     epoch: Epoch(0),
+                    from_moved: false,
                     body: n as u64,
                 };
                 black_box(w.on_message(3, Peer::Worker(Slot(slot)), Msg::Request(req)))

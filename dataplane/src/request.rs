@@ -12,7 +12,8 @@
 //!      0     2  operator      target operator index in the app spec
 //!      2     2  key_group     key_hash % KEY_GROUPS
 //!      4     2  key_len       bytes of canonical key (≤ MAX_KEY_BYTES)
-//!      6     2  flags         FLAG_* bits; unknown bits are an error
+//!      6     2  flags         FLAG_* bits (tracked, control, from a moved key group);
+//!                             unknown bits are an error
 //!      8     2  epoch         low 16 bits of the routing epoch the sender routed it under
 //!     10     2  dest          executor slot the frame is addressed to
 //!     12     2  root_home     worker that admitted the root (its latency ledger lives there)
@@ -34,8 +35,12 @@ pub const FLAG_TRACKED: u16 = 1;
 /// The frame is a migration-protocol message (marker, state, seal), not a request: it travels
 /// on the same FIFO path as the requests it must stay ordered with.
 pub const FLAG_CONTROL: u16 = 2;
+/// Emitted by an execution of a key group its executor received in the frame's epoch (the
+/// migration protocol's `Req::from_moved`): only such a request waits at a kept key group's
+/// upstream gate during a migration.
+pub const FLAG_FROM_MOVED: u16 = 4;
 /// Every flag this version knows.
-pub const FLAGS_KNOWN: u16 = FLAG_TRACKED | FLAG_CONTROL;
+pub const FLAGS_KNOWN: u16 = FLAG_TRACKED | FLAG_CONTROL | FLAG_FROM_MOVED;
 /// The `source` of frames the ingress sends.
 pub const INGRESS_SLOT: u16 = u16::MAX;
 

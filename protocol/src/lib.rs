@@ -63,7 +63,9 @@
 //!   table (`fence_to`: to each old host of an operator it hosted a predecessor of);
 //! - a worker holds new-epoch requests for an operator's key groups it *keeps* until the
 //!   markers of every old host of that operator's predecessors are in (`upstream_old`); old-
-//!   epoch requests still run at once — per key they all come first;
+//!   epoch requests still run at once — per key they all come first. Only requests emitted by
+//!   an upstream key group that moved in this epoch ([`message::Req::from_moved`]) wait: one
+//!   from a group that stayed follows its old-epoch requests on the same connection;
 //! - a worker reports completion only once all those markers are in (`fence_from`).
 //!
 //! The last point also makes a completed migration a flush: no request routed by an older

@@ -32,6 +32,11 @@ pub struct Req<P> {
     pub key_group: KeyGroup,
     /// Epoch of the routing table the sender routed it by (kept when forwarded).
     pub epoch: Epoch,
+    /// Emitted by an execution of a key group its emitter received in `epoch`'s plan. Only
+    /// such a request can overtake an older one for the same key on another connection (from
+    /// the key group's old owner), so only such new-epoch requests wait at a kept key group's
+    /// upstream gate (crate docs, "Upstream gate and fence"). False for roots.
+    pub from_moved: bool,
     /// Everything else.
     pub body: P,
 }

@@ -206,6 +206,7 @@ impl Planner {
                 operator,
                 key_group,
                 epoch: self.epoch,
+                from_moved: false,
                 body,
             },
         }

@@ -18,6 +18,7 @@ fn req(epoch: u64, body: u32) -> Req<u32> {
         operator: 0,
         key_group: KeyGroup(0),
         epoch: Epoch(epoch),
+        from_moved: false,
         body,
     }
 }
@@ -253,4 +254,63 @@ fn a_kept_key_group_runs_between_the_drain_and_the_markers() {
         panic!("completes once sealed: {acts:?}");
     };
     assert_eq!((r.pause_ns, r.marker_wait_ns, r.forwarded), (1, 9, 1));
+}
+
+#[test]
+fn only_what_a_moved_upstream_key_group_emits_waits_at_the_gate() {
+    // Operator 0's key group 1 moves from slot 1 to slot 2; operator 1 stays on slot 0. What
+    // slot 2 emits from key group 1 may overtake slot 1's old-epoch requests for the same key,
+    // so slot 0 holds it until slot 1's marker; what slot 1 emits from the key group it kept
+    // comes on the connection its old-epoch requests took, and runs at once.
+    let old = table(0, &[&[1, 1], &[0, 0]]);
+    let new = Arc::new(table(1, &[&[1, 2], &[0, 0]]));
+    let preds = vec![vec![], vec![0]];
+    let p = plan(&old, &new, &preds);
+    let parts = assignments(&p, &old, &new, &preds, 3);
+
+    let mut up: W = Worker::new(Slot(2), Arc::new(old.clone()), Epoch(0));
+    assert!(!up.emits_from_moved((0, KeyGroup(1))));
+    assert_eq!(up.on_plan(0, parts[2].clone()), vec![A::Drain]);
+    assert!(
+        !up.emits_from_moved((0, KeyGroup(1))),
+        "before the drain, emissions are routed by the old table"
+    );
+    up.on_drained(1);
+    assert!(up.emits_from_moved((0, KeyGroup(1))));
+    assert!(!up.emits_from_moved((0, KeyGroup(0))));
+    assert!(!up.emits_from_moved((1, KeyGroup(0))));
+    let sent = up.on_emit((0, KeyGroup(1)), 1, KeyGroup(0), 5);
+    let [A::SendRequest { to, req: moved }] = &sent[..] else {
+        panic!("sent to operator 1's owner: {sent:?}");
+    };
+    assert_eq!(
+        (*to, moved.epoch, moved.from_moved),
+        (Slot(0), Epoch(1), true)
+    );
+
+    let mut down: W = Worker::new(Slot(0), Arc::new(old), Epoch(0));
+    assert_eq!(down.on_plan(0, parts[0].clone()), vec![A::Drain]);
+    down.on_drained(1);
+    let kept = Req {
+        operator: 1,
+        ..req(1, 4)
+    };
+    let acts = down.on_message(2, Peer::Worker(Slot(1)), Msg::Request(kept));
+    assert_eq!(
+        processed(&acts),
+        vec![4],
+        "from a kept key group: runs at once"
+    );
+    let acts = down.on_message(3, Peer::Worker(Slot(2)), Msg::Request(moved.clone()));
+    assert_eq!(
+        processed(&acts),
+        Vec::<u32>::new(),
+        "from the moved one: gated"
+    );
+    let acts = down.on_message(4, Peer::Worker(Slot(1)), Msg::Marker { epoch: Epoch(1) });
+    assert_eq!(
+        processed(&acts),
+        vec![5],
+        "released by the old owner's marker"
+    );
 }

@@ -640,18 +640,21 @@ impl Engine {
         }
         let m = self.metrics.view();
         m.add(m.processed(op), 1);
-        self.route(op, &req.header);
+        let moved = self.moved_flag(op, req.header.key_group);
+        self.route(op, &req.header, moved);
     }
 
-    /// Routes what operator `from` emitted while handling `parent`.
+    /// Routes what operator `from` emitted while handling `parent`; `moved`
+    /// ([`Engine::moved_flag`]) marks the chained requests.
     #[inline]
-    fn route(&mut self, from: usize, parent: &RequestHeader) {
+    fn route(&mut self, from: usize, parent: &RequestHeader, moved: u16) {
         let tracked = parent.flags & FLAG_TRACKED != 0;
         // The last child bound for an operator carries the parent's id (`ledger.rs`).
         let Some(carrier) = self.emitter.last_to_operator() else {
             self.route_outputs(from, parent);
             return;
         };
+        let flags = (parent.flags & FLAG_TRACKED) | moved;
         let carrier = tracked.then_some(carrier);
         // Exact for the whole loop: while it holds, this loop queues its own requests here and
         // writes nothing to its own ring; while it does not, nothing here makes it hold.
@@ -675,7 +678,7 @@ impl Engine {
                     let header = RequestHeader {
                         operator: to,
                         key_group: kg,
-                        flags: parent.flags & FLAG_TRACKED,
+                        flags,
                         epoch: self.epoch.0 as u16,
                         dest: slot,
                         root_home: parent.root_home,
@@ -767,7 +770,8 @@ impl Engine {
                 root_home: self.worker as u16,
                 ..RequestHeader::default()
             };
-            self.route(op, &parent);
+            let moved = self.moved_flag_any(op);
+            self.route(op, &parent, moved);
             self.drain_local();
             self.out.publish();
             self.flush_sink();

@@ -142,7 +142,9 @@ impl Sim<'_> {
                 path: (path << PATH_BITS) | (s as u64 + 1),
             };
             let g = key_group(key, s, self.cfg.key_groups);
-            let acts = self.nodes[w].sm.on_emit(s, g, body);
+            let acts = self.nodes[w]
+                .sm
+                .on_emit((req.operator, req.key_group), s, g, body);
             self.apply_no_settle(w, acts);
         }
         self.settle(w);

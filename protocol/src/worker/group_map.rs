@@ -1,4 +1,5 @@
-//! (operator, key group) → value for one migration: what a worker gives up or receives.
+//! (operator, key group) → value for one migration: what a worker gives up or receives; and
+//! the set of key groups a worker received in the latest plan.
 //!
 //! Why not a B-tree map: a worker builds one of these per moving key group at every plan (two
 //! operators × 1 024 key groups in a heavy WC move), and every request it sees until the move
@@ -103,6 +104,63 @@ impl<T> GroupMap<T> {
     }
 }
 
+/// A set of (operator, key group), one bit each: the key groups a worker received in the
+/// latest plan. Every execution's chained requests look their parent's key group up in it, so
+/// an empty set answers without touching the bits.
+#[derive(Default)]
+pub(super) struct GroupSet {
+    key_groups: usize,
+    /// Bit `operator × key_groups + key group`.
+    bits: Vec<u64>,
+    len: usize,
+}
+
+impl GroupSet {
+    /// An empty set for `operators` operators of `key_groups` key groups each.
+    pub(super) fn new(operators: usize, key_groups: usize) -> Self {
+        GroupSet {
+            key_groups,
+            bits: vec![0; (operators * key_groups).div_ceil(64)],
+            len: 0,
+        }
+    }
+
+    /// The bit of `(operator, g)`; `None` outside the set's operators and key groups.
+    #[inline]
+    fn bit(&self, (operator, g): (usize, KeyGroup)) -> Option<usize> {
+        let g = g.index();
+        let i = operator.checked_mul(self.key_groups)?.checked_add(g)?;
+        (g < self.key_groups && i / 64 < self.bits.len()).then_some(i)
+    }
+
+    /// Adds `key`.
+    ///
+    /// # Panics
+    /// If `key` lies outside the operators and key groups the set was made for.
+    pub(super) fn insert(&mut self, key: (usize, KeyGroup)) {
+        let i = self.bit(key).expect("a key inside the routing table");
+        let (word, mask) = (&mut self.bits[i / 64], 1u64 << (i % 64));
+        if *word & mask == 0 {
+            *word |= mask;
+            self.len += 1;
+        }
+    }
+
+    /// Whether `key` is in the set (never, outside its operators and key groups).
+    #[inline]
+    pub(super) fn contains(&self, key: (usize, KeyGroup)) -> bool {
+        self.len != 0
+            && self
+                .bit(key)
+                .is_some_and(|i| self.bits[i / 64] & (1u64 << (i % 64)) != 0)
+    }
+
+    /// Whether any key group of `operator` is in the set.
+    pub(super) fn any_of(&self, operator: usize) -> bool {
+        self.len != 0 && (0..self.key_groups).any(|g| self.contains((operator, KeyGroup::at(g))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +207,31 @@ mod tests {
             *v += 1;
         }
         assert_eq!(m.get((1, KeyGroup(0))), Some(&31));
+    }
+
+    #[test]
+    fn a_group_set_holds_what_was_inserted_and_nothing_else() {
+        let mut s = GroupSet::new(3, 100);
+        assert!(!GroupSet::default().contains((0, KeyGroup(0))));
+        let inside = [(0, 0), (0, 63), (1, 0), (1, 64), (2, 99)];
+        for (o, g) in inside {
+            s.insert((o, KeyGroup(g)));
+            s.insert((o, KeyGroup(g)));
+        }
+        assert_eq!(s.len, inside.len());
+        for o in 0..3 {
+            for g in 0..100 {
+                assert_eq!(
+                    s.contains((o, KeyGroup(g))),
+                    inside.contains(&(o, g)),
+                    "{o} {g}"
+                );
+            }
+        }
+        assert!(!s.contains((3, KeyGroup(0))));
+        assert!(!s.contains((0, KeyGroup(100))));
+        assert!(!s.contains((usize::MAX, KeyGroup(1))));
+        assert!(s.any_of(0) && s.any_of(2) && !s.any_of(3));
+        assert!(!GroupSet::new(3, 100).any_of(0));
     }
 }

@@ -224,6 +224,7 @@ impl<P, S> Worker<P, S> {
         if self.owners.get(req.operator, req.key_group) == Some(id) {
             if let Some(m) = self.migration.as_mut()
                 && req.epoch == m.epoch
+                && req.from_moved
                 && let Some(g) = m.gates.get_mut(&req.operator)
             {
                 m.report.gated += 1;

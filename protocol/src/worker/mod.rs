@@ -15,7 +15,7 @@ use std::sync::Arc;
 mod group_map;
 mod inbound;
 
-use group_map::GroupMap;
+use group_map::{GroupMap, GroupSet};
 
 use crate::assignment::Assignment;
 use crate::ids::{Epoch, KeyGroup, Slot};
@@ -223,6 +223,9 @@ pub struct Worker<P, S> {
     emit_routing: Arc<RoutingTable>,
     emit_epoch: Epoch,
     migration: Option<Migration<P>>,
+    /// Key groups this worker owns under the latest plan's table and did not under the one
+    /// before: what they emit in this epoch is marked [`Req::from_moved`].
+    moved_in: GroupSet,
     /// Messages from a newer epoch than the latest plan, and everything after them on the same
     /// connection, in arrival order.
     early: Vec<(Peer, Msg<P, S>)>,
@@ -239,6 +242,7 @@ impl<P, S> Worker<P, S> {
             emit_routing: routing,
             emit_epoch: epoch,
             migration: None,
+            moved_in: GroupSet::default(),
             early: Vec::new(),
             ahead: BTreeSet::new(),
         }
@@ -312,24 +316,7 @@ impl<P, S> Worker<P, S> {
                 outgoing.insert((t.operator, g), (t.to, OutPhase::Owned));
             }
         }
-        let mut incoming = GroupMap::new(operators, key_groups);
-        for (o, (old, new)) in self.owners.rows().zip(plan.routing.rows()).enumerate() {
-            for (g, (&a, &b)) in old.iter().zip(new).enumerate() {
-                if b == me && a != me {
-                    incoming.insert(
-                        (o, KeyGroup::at(g)),
-                        Incoming {
-                            from: a,
-                            state_in: false,
-                            seal_in: false,
-                            exported: Vec::new(),
-                            forwarded: Vec::new(),
-                            held: Vec::new(),
-                        },
-                    );
-                }
-            }
-        }
+        let incoming = self.receive(&plan.routing);
         let mut resume_from: BTreeSet<Peer> = plan
             .plan
             .hear_from
@@ -397,6 +384,34 @@ impl<P, S> Worker<P, S> {
         out
     }
 
+    /// The key groups this worker receives under `new`, each waiting for its state and seal;
+    /// they also become `moved_in` for the new epoch.
+    fn receive(&mut self, new: &RoutingTable) -> GroupMap<Incoming<P>> {
+        let me = self.id;
+        let (operators, key_groups) = (new.operators(), new.key_groups());
+        let mut incoming = GroupMap::new(operators, key_groups);
+        self.moved_in = GroupSet::new(operators, key_groups);
+        for (o, (old, new)) in self.owners.rows().zip(new.rows()).enumerate() {
+            for (g, (&a, &b)) in old.iter().zip(new).enumerate() {
+                if b == me && a != me {
+                    self.moved_in.insert((o, KeyGroup::at(g)));
+                    incoming.insert(
+                        (o, KeyGroup::at(g)),
+                        Incoming {
+                            from: a,
+                            state_in: false,
+                            seal_in: false,
+                            exported: Vec::new(),
+                            forwarded: Vec::new(),
+                            held: Vec::new(),
+                        },
+                    );
+                }
+            }
+        }
+        incoming
+    }
+
     /// A message from a peer (or the ingress) arrived.
     pub fn on_message(&mut self, now_ns: u64, from: Peer, msg: Msg<P, S>) -> Vec<Action<P, S>> {
         let mut out = Vec::new();
@@ -404,16 +419,39 @@ impl<P, S> Worker<P, S> {
         out
     }
 
-    /// A local execution emitted a chained request: route it by the current table.
+    /// Whether what an execution of a request for `parent` (operator, key group) emits now is
+    /// [`Req::from_moved`]: `parent` was received in the latest plan and emissions are routed by
+    /// its table. The data plane, which routes its emissions itself, marks its frames by it.
+    #[inline]
+    pub fn emits_from_moved(&self, parent: (usize, KeyGroup)) -> bool {
+        self.emit_epoch == self.epoch && self.moved_in.contains(parent)
+    }
+
+    /// [`emits_from_moved`](Self::emits_from_moved) for emissions that belong to no one key
+    /// group of `operator` (timers fired together, an end-of-stream flush): true if any of its
+    /// key groups was received in the latest plan.
+    pub fn emits_from_moved_any(&self, operator: usize) -> bool {
+        self.emit_epoch == self.epoch && self.moved_in.any_of(operator)
+    }
+
+    /// A local execution of a request for `parent` (operator, key group) emitted a chained
+    /// request: route it by the current table.
     ///
     /// # Panics
     /// If the operator or key group is outside the table (the caller's own emission).
-    pub fn on_emit(&mut self, operator: usize, key_group: KeyGroup, body: P) -> Vec<Action<P, S>> {
+    pub fn on_emit(
+        &mut self,
+        parent: (usize, KeyGroup),
+        operator: usize,
+        key_group: KeyGroup,
+        body: P,
+    ) -> Vec<Action<P, S>> {
         let mut out = Vec::new();
         let req = Req {
             operator,
             key_group,
             epoch: self.emit_epoch,
+            from_moved: self.emits_from_moved(parent),
             body,
         };
         let to = self.emit_routing.owner(operator, key_group);

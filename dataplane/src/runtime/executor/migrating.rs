@@ -18,7 +18,7 @@ use super::PlanMail;
 use crate::message::migration::key_groups_of;
 use crate::message::{self, Decoder, Message, Progress, Seal, StateMsg, encode};
 use crate::migrate::{Reassembly, control_body, control_frame, peer_of, state_parts};
-use crate::request::{REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
+use crate::request::{FLAG_FROM_MOVED, REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::routing::flatten;
 use crate::runtime::messages::Report;
 use clasp_operators::key::KEY_GROUPS;
@@ -190,6 +190,28 @@ impl Engine {
         self.mig.refresh();
     }
 
+    /// [`FLAG_FROM_MOVED`] for what an execution of operator `op`'s key group `key_group`
+    /// emits, or 0: the protocol machine knows which key groups this executor received in the
+    /// current epoch (none outside a migration's epoch: two loads).
+    #[inline]
+    pub(super) fn moved_flag(&self, op: usize, key_group: u16) -> u16 {
+        if self.mig.proto.emits_from_moved((op, KeyGroup(key_group))) {
+            FLAG_FROM_MOVED
+        } else {
+            0
+        }
+    }
+
+    /// [`moved_flag`](Self::moved_flag) for emissions of no one request (timers, end of
+    /// stream), which may come from any of `op`'s key groups: set if any was received.
+    pub(super) fn moved_flag_any(&self, op: usize) -> u16 {
+        if self.mig.proto.emits_from_moved_any(op) {
+            FLAG_FROM_MOVED
+        } else {
+            0
+        }
+    }
+
     /// A request that cannot take the fast path.
     #[cold]
     pub(super) fn on_unsettled_request(&mut self, h: &RequestHeader, frame: &[u8]) {
@@ -200,6 +222,7 @@ impl Engine {
             operator: h.operator as usize,
             key_group: KeyGroup(h.key_group),
             epoch,
+            from_moved: h.flags & FLAG_FROM_MOVED != 0,
             body: frame.to_vec(),
         };
         let actions = self
@@ -307,6 +330,7 @@ impl Engine {
                 operator: h.operator as usize,
                 key_group: KeyGroup(h.key_group),
                 epoch: Epoch(widen_epoch(self.mig.proto.epoch().0, h.epoch)),
+                from_moved: h.flags & FLAG_FROM_MOVED != 0,
                 body: f,
             });
         }

@@ -49,7 +49,8 @@ impl Engine {
                     root_home: self.worker as u16,
                     ..RequestHeader::default()
                 };
-                self.route(op, &parent);
+                let moved = self.moved_flag_any(op);
+                self.route(op, &parent, moved);
                 fired += 1;
             }
         }
