@@ -31,6 +31,7 @@ fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
                 "exported",
                 "forwarded",
                 "held",
+                "gated",
                 "admitted_during",
             ] {
                 assert!(m[k].as_f64().is_some(), "{app}: {k} in {m}");

@@ -632,6 +632,7 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
         exported: m.exported,
         forwarded: m.forwarded,
         held: m.held,
+        gated: m.gated,
         admitted_during: m.admitted_during,
         reason: if m.reason == "chaos" {
             "chaos".into()

@@ -28,7 +28,7 @@ const INTERVAL_HEADER: [&str; 13] = [
 ];
 
 /// The columns of `migrations.csv`, in [`MigrationRow`]'s field order.
-const MIGRATION_HEADER: [&str; 14] = [
+const MIGRATION_HEADER: [&str; 15] = [
     "epoch",
     "t_s",
     "workers_before",
@@ -41,6 +41,7 @@ const MIGRATION_HEADER: [&str; 14] = [
     "exported",
     "forwarded",
     "held",
+    "gated",
     "admitted_during",
     "reason",
 ];
@@ -110,7 +111,7 @@ fn interval_fields(r: &IntervalRow) -> [String; 13] {
     ]
 }
 
-fn migration_fields(m: &MigrationRow) -> [String; 14] {
+fn migration_fields(m: &MigrationRow) -> [String; 15] {
     [
         m.epoch.to_string(),
         m.t_s.to_string(),
@@ -124,6 +125,7 @@ fn migration_fields(m: &MigrationRow) -> [String; 14] {
         m.exported.to_string(),
         m.forwarded.to_string(),
         m.held.to_string(),
+        m.gated.to_string(),
         m.admitted_during.to_string(),
         m.reason.clone(),
     ]
@@ -354,8 +356,9 @@ mod tests {
             assert_eq!(row[5].parse::<f64>().unwrap(), m.narrowing_ms);
             assert_eq!(row[6].parse::<f64>().unwrap(), m.planner_ms);
             assert_eq!(row[8].parse::<f64>().unwrap(), m.marker_wait_ms);
-            assert_eq!(row[12].parse::<u64>().unwrap(), m.admitted_during);
-            assert_eq!(row[13], m.reason);
+            assert_eq!(row[12].parse::<u64>().unwrap(), m.gated);
+            assert_eq!(row[13].parse::<u64>().unwrap(), m.admitted_during);
+            assert_eq!(row[14], m.reason);
         }
 
         let decisions = std::fs::read_to_string(dir.join("decisions.txt")).unwrap();

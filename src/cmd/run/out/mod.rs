@@ -70,6 +70,8 @@ pub struct MigrationRow {
     pub exported: u64,
     pub forwarded: u64,
     pub held: u64,
+    /// New-epoch requests held at the upstream gate.
+    pub gated: u64,
     /// Inputs admitted while the migration was in progress.
     pub admitted_during: u64,
     /// `"policy"` or `"chaos"`.

@@ -42,7 +42,7 @@ pub fn render_summary(rec: &RunRecord) -> String {
             out,
             "  epoch {} t={:.3}s [{}] workers {} -> {}, {} key groups moved; planner {:.3} ms, \
              longest pause {:.3} ms, marker wait {:.3} ms; exported {}, forwarded {}, held {}, \
-             admitted during {}",
+             gated {}, admitted during {}",
             m.epoch,
             m.t_s,
             m.reason,
@@ -55,6 +55,7 @@ pub fn render_summary(rec: &RunRecord) -> String {
             m.exported,
             m.forwarded,
             m.held,
+            m.gated,
             m.admitted_during,
         );
     }
@@ -203,6 +204,7 @@ mod tests {
                 format!("exported {}", m.exported),
                 format!("forwarded {}", m.forwarded),
                 format!("held {}", m.held),
+                format!("gated {}", m.gated),
                 format!("admitted during {}", m.admitted_during),
             ] {
                 assert!(line.contains(&part), "{part} not in {line}");
