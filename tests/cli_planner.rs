@@ -46,7 +46,12 @@ fn a_live_run_with_chaos_migrations_equals_the_oracle_while_the_input_flows() {
         );
         // Key groups were copied ahead and moved as their changes (and still nothing lost).
         let totals = &run["totals"];
-        for k in ["groups_copied_ahead", "groups_moved_as_changes"] {
+        // Moved key groups emitted requests marked as theirs (the upstream gate's mark).
+        for k in [
+            "groups_copied_ahead",
+            "groups_moved_as_changes",
+            "sent_from_moved",
+        ] {
             assert!(totals[k].as_u64().unwrap() > 0, "{app}: {k} in {totals}");
         }
         // WC's counts change all the time, so its copies were refreshed before the moves

@@ -655,6 +655,9 @@ impl Engine {
             return;
         };
         let flags = (parent.flags & FLAG_TRACKED) | moved;
+        if moved != 0 {
+            self.count_from_moved();
+        }
         let carrier = tracked.then_some(carrier);
         // Exact for the whole loop: while it holds, this loop queues its own requests here and
         // writes nothing to its own ring; while it does not, nothing here makes it hold.

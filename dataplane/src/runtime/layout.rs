@@ -230,8 +230,11 @@ pub mod scalar {
     /// Refreshes of such copies it sent while their move was coming (one per key group that
     /// changed since its copy or its last refresh, per round).
     pub const REFRESHED_AHEAD: usize = 20;
+    /// Chained requests it marked as emitted by a key group it received in their epoch
+    /// (`FLAG_FROM_MOVED`: only those may wait at a migration's upstream gate).
+    pub const SENT_FROM_MOVED: usize = 21;
     /// Number of scalar slots.
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 22;
 }
 
 impl<'a> MetricsView<'a> {

@@ -102,6 +102,7 @@ pub(super) fn finish(
                 ("groups_copied_ahead", scalar::COPIED_AHEAD),
                 ("groups_moved_as_changes", scalar::MOVED_AS_CHANGES),
                 ("copies_refreshed_ahead", scalar::REFRESHED_AHEAD),
+                ("sent_from_moved", scalar::SENT_FROM_MOVED),
             ],
         ))
         .map(|(name, n)| (name.to_owned(), n))

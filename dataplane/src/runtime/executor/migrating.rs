@@ -21,6 +21,7 @@ use crate::migrate::{Reassembly, control_body, control_frame, peer_of, state_par
 use crate::request::{FLAG_FROM_MOVED, REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::routing::flatten;
 use crate::runtime::messages::Report;
+use clasp_operators::Target;
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::message::{Msg, Req};
 use clasp_protocol::worker::{Action, Worker};
@@ -200,6 +201,20 @@ impl Engine {
         } else {
             0
         }
+    }
+
+    /// Counts the chained requests of the emitter marked [`FLAG_FROM_MOVED`] (off the hot
+    /// path: only in an epoch that moved key groups here).
+    #[cold]
+    pub(super) fn count_from_moved(&self) {
+        let n = self
+            .emitter
+            .iter()
+            .filter(|e| matches!(e.target, Target::Operator(_)))
+            .count();
+        self.metrics
+            .view()
+            .add(super::scalar::SENT_FROM_MOVED, n as u64);
     }
 
     /// [`moved_flag`](Self::moved_flag) for emissions of no one request (timers, end of
