@@ -59,6 +59,7 @@ mod ahead;
 mod installs;
 mod local_queue;
 mod migrating;
+use migrating::EmittedBy;
 mod outbound;
 mod outputs;
 mod reports;
@@ -640,24 +641,22 @@ impl Engine {
         }
         let m = self.metrics.view();
         m.add(m.processed(op), 1);
-        let moved = self.moved_flag(op, req.header.key_group);
-        self.route(op, &req.header, moved);
+        self.route(op, &req.header, EmittedBy::KeyGroup(req.header.key_group));
     }
 
-    /// Routes what operator `from` emitted while handling `parent`; `moved`
-    /// ([`Engine::moved_flag`]) marks the chained requests.
+    /// Routes what operator `from` emitted while handling `parent`; `by` says which of its key
+    /// groups, for the migration's mark ([`Engine::moved_flag`]).
     #[inline]
-    fn route(&mut self, from: usize, parent: &RequestHeader, moved: u16) {
+    fn route(&mut self, from: usize, parent: &RequestHeader, by: EmittedBy) {
         let tracked = parent.flags & FLAG_TRACKED != 0;
         // The last child bound for an operator carries the parent's id (`ledger.rs`).
         let Some(carrier) = self.emitter.last_to_operator() else {
             self.route_outputs(from, parent);
             return;
         };
+        let moved = self.moved_flag(from, by);
         let flags = (parent.flags & FLAG_TRACKED) | moved;
-        if moved != 0 {
-            self.count_from_moved();
-        }
+        let mut chained = 0u64;
         let carrier = tracked.then_some(carrier);
         // Exact for the whole loop: while it holds, this loop queues its own requests here and
         // writes nothing to its own ring; while it does not, nothing here makes it hold.
@@ -697,6 +696,7 @@ impl Engine {
                         self.send_request(lane, &header, e.key, e.payload);
                     }
                     self.count_chained(from, to as usize, lane, slot);
+                    chained += 1;
                 }
                 Target::Output => {
                     self.metrics.view().add(scalar::OUTPUTS, 1);
@@ -706,6 +706,9 @@ impl Engine {
                     }
                 }
             }
+        }
+        if moved != 0 {
+            self.metrics.view().add(scalar::SENT_FROM_MOVED, chained);
         }
         self.sink_lines_added();
         self.emitter = emitter;
@@ -773,8 +776,7 @@ impl Engine {
                 root_home: self.worker as u16,
                 ..RequestHeader::default()
             };
-            let moved = self.moved_flag_any(op);
-            self.route(op, &parent, moved);
+            self.route(op, &parent, EmittedBy::AnyKeyGroup);
             self.drain_local();
             self.out.publish();
             self.flush_sink();

@@ -21,7 +21,6 @@ use crate::migrate::{Reassembly, control_body, control_frame, peer_of, state_par
 use crate::request::{FLAG_FROM_MOVED, REQUEST_HEADER_BYTES, Request, RequestHeader, widen_epoch};
 use crate::routing::flatten;
 use crate::runtime::messages::Report;
-use clasp_operators::Target;
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::message::{Msg, Req};
 use clasp_protocol::worker::{Action, Worker};
@@ -138,6 +137,14 @@ impl Migration {
 
 use crate::clock::monotonic_ns as now_ns;
 
+/// Whose execution emitted what is being routed: a request's key group, or — for timers
+/// fired together and an end-of-stream flush — any of the operator's key groups.
+#[derive(Clone, Copy)]
+pub(super) enum EmittedBy {
+    KeyGroup(u16),
+    AnyKeyGroup,
+}
+
 impl Engine {
     /// Reads the plans the network thread left in the mailbox.
     pub(super) fn take_plans(&mut self) {
@@ -191,40 +198,15 @@ impl Engine {
         self.mig.refresh();
     }
 
-    /// [`FLAG_FROM_MOVED`] for what an execution of operator `op`'s key group `key_group`
-    /// emits, or 0: the protocol machine knows which key groups this executor received in the
-    /// current epoch (none outside a migration's epoch: two loads).
+    /// [`FLAG_FROM_MOVED`] for what operator `op` emitted, or 0: the protocol machine knows
+    /// which key groups this executor received in the current epoch (none: two loads).
     #[inline]
-    pub(super) fn moved_flag(&self, op: usize, key_group: u16) -> u16 {
-        if self.mig.proto.emits_from_moved((op, KeyGroup(key_group))) {
-            FLAG_FROM_MOVED
-        } else {
-            0
-        }
-    }
-
-    /// Counts the chained requests of the emitter marked [`FLAG_FROM_MOVED`] (off the hot
-    /// path: only in an epoch that moved key groups here).
-    #[cold]
-    pub(super) fn count_from_moved(&self) {
-        let n = self
-            .emitter
-            .iter()
-            .filter(|e| matches!(e.target, Target::Operator(_)))
-            .count();
-        self.metrics
-            .view()
-            .add(super::scalar::SENT_FROM_MOVED, n as u64);
-    }
-
-    /// [`moved_flag`](Self::moved_flag) for emissions of no one request (timers, end of
-    /// stream), which may come from any of `op`'s key groups: set if any was received.
-    pub(super) fn moved_flag_any(&self, op: usize) -> u16 {
-        if self.mig.proto.emits_from_moved_any(op) {
-            FLAG_FROM_MOVED
-        } else {
-            0
-        }
+    pub(super) fn moved_flag(&self, op: usize, by: EmittedBy) -> u16 {
+        let moved = match by {
+            EmittedBy::KeyGroup(g) => self.mig.proto.emits_from_moved((op, KeyGroup(g))),
+            EmittedBy::AnyKeyGroup => self.mig.proto.emits_from_moved_any(op),
+        };
+        if moved { FLAG_FROM_MOVED } else { 0 }
     }
 
     /// A request that cannot take the fast path.

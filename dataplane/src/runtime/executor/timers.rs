@@ -49,8 +49,7 @@ impl Engine {
                     root_home: self.worker as u16,
                     ..RequestHeader::default()
                 };
-                let moved = self.moved_flag_any(op);
-                self.route(op, &parent, moved);
+                self.route(op, &parent, super::EmittedBy::AnyKeyGroup);
                 fired += 1;
             }
         }
