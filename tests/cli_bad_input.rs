@@ -124,6 +124,9 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
         ],
         &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
         &["bench", "place", "--repetitions", "1000000000000000000"],
+        &["bench", "ring", "--impls", "foo"],
+        &["bench", "ring", "--sizes", "17"],
+        &["run", "--duration", "1", "--checkpoint-dir", "/dev/null"],
         &["run", "--duration", "1", "--max-workers", "100000"],
         &["run", "--static", "--workers", "100000"],
         &[

@@ -24,8 +24,33 @@ fn local_equals_the_oracle_on_every_app() {
                 "--json",
             ]));
             assert_measured_run_equals_oracle(app, "3000", "5", &local);
+            // The run lasts from the first admission to the last completion: at least as long
+            // as any one tree took.
+            let elapsed_us = local["elapsed_s"].as_f64().unwrap() * 1e6;
+            let max_us = local["latency_us"]["max"].as_f64().unwrap();
+            assert!(elapsed_us >= max_us * 0.99, "{app}: {local}");
         }
     }
+}
+
+/// The most executors `--executors` accepts fit one worker's segment (its rings).
+#[test]
+fn the_most_executors_a_worker_takes_run() {
+    let local = json(&clasp(&[
+        "local",
+        "--app",
+        "wc",
+        "--records",
+        "500",
+        "--seed",
+        "5",
+        "--executors",
+        "64",
+        "--ring-bytes",
+        "16384",
+        "--json",
+    ]));
+    assert_measured_run_equals_oracle("wc", "500", "5", &local);
 }
 
 /// With a rate, the report says how late each record was admitted after it fell due (a

@@ -184,6 +184,13 @@ fn a_running_cluster_is_scraped_twice() {
             .any(|e| e["event"] == "migration" && e["epoch"].as_u64().is_some()),
         "{text}"
     );
+    // The planner's first decision (the placement the run starts with) is an event too.
+    assert!(
+        lines
+            .iter()
+            .any(|e| e["event"] == "decision" && e["t_s"].as_f64() == Some(0.0)),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

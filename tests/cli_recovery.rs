@@ -190,6 +190,17 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
     let resumed = json(&clasp(&again));
     assert_equals_oracle("wc", "12000", "4", &resumed);
     assert!(resumed["resumed_from"].as_u64().is_some(), "{resumed}");
+    // Its throughput counts the records it admitted itself, not those before the checkpoint.
+    let before = resumed["resumed_admitted"]
+        .as_u64()
+        .expect("resumed_admitted");
+    let here =
+        resumed["throughput_per_s"].as_f64().unwrap() * resumed["elapsed_s"].as_f64().unwrap();
+    let expected = (12_000 - before) as f64;
+    assert!(
+        (here - expected).abs() <= 1.0 + expected * 1e-6,
+        "{here} vs {expected}: {resumed}"
+    );
     // A resumed run keeps the directory it was given.
     assert!(dir.exists());
     let _ = std::fs::remove_dir_all(&dir);

@@ -208,9 +208,28 @@ fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
 }
 
 #[test]
-fn sigint_drains_a_static_run_prints_its_summary_and_exits_130() {
+fn sigint_drains_a_static_run_prints_its_summary_exits_130_and_keeps_its_checkpoints() {
     let _turn = one_at_a_time();
-    interrupt(&STATIC_RUN, 2, Signal::INT, 130);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ck = dir.path().join("checkpoints");
+    let ck_arg = ck.to_str().expect("a UTF-8 path");
+    let mut args = STATIC_RUN.to_vec();
+    args.extend([
+        "--checkpoint-interval-ms",
+        "200",
+        "--checkpoint-dir",
+        ck_arg,
+    ]);
+    interrupt(&args, 2, Signal::INT, 130);
+    // An interrupted run did not succeed: what it checkpointed stays for `--resume`.
+    let taken = std::fs::read_dir(&ck)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("ckpt"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert!(taken > 0, "no checkpoint kept in {}", ck.display());
 }
 
 #[test]

@@ -31,8 +31,8 @@ use std::sync::Arc;
 const MAGIC: [u8; 8] = *b"CLASPSHM";
 /// Bumped on any change of the segment format.
 pub const SEGMENT_VERSION: u32 = 4;
-/// Most rings in one segment.
-pub const MAX_RINGS: usize = 4096;
+/// Most rings in one segment: a worker of 64 executors (the most it runs) has 4 416.
+pub const MAX_RINGS: usize = 8192;
 /// Most doorbells in one segment.
 pub const MAX_DOORBELLS: usize = 4096;
 /// Largest segment.

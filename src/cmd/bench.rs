@@ -152,6 +152,7 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
             "--repetitions and --round-trips must be positive and --messages at least 4",
         ));
     }
+    clasp_benches::ring::selection(&cfg).map_err(crate::cmd::usage_error)?;
     run_and_print(
         args.json,
         cfg.repetitions,
@@ -232,7 +233,10 @@ fn write_remote(
         out,
         "remote (io_uring TCP, ring-format batches), CPU ns per request, both sides:"
     )?;
-    for (batch, ns) in &r.remote_ns_per_request {
+    // Keyed by the batch as text (the JSON's object keys): listed by size.
+    let mut batches: Vec<(&String, &f64)> = r.remote_ns_per_request.iter().collect();
+    batches.sort_by_key(|(batch, _)| batch.parse::<u64>().unwrap_or(u64::MAX));
+    for (batch, ns) in batches {
         writeln!(out, "  batch {batch:>4}: {ns:8.1} ns")?;
     }
     for (batch, ns) in &r.baseline_remote_ns_per_request {

@@ -382,6 +382,7 @@ fn print_report(
         latency: &r.latency,
         elapsed: r.elapsed,
         admitted: r.admitted,
+        admitted_here: r.admitted,
         totals: serde_json::to_value(t)?,
         totals_line: format!(
             "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, {} parks",

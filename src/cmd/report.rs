@@ -25,6 +25,9 @@ pub struct RunView<'a> {
     pub latency: &'a LatencySummary,
     pub elapsed: Duration,
     pub admitted: u64,
+    /// Of those, the records this process admitted (a run resumed from a checkpoint admitted
+    /// the rest before it): what the throughput counts over `elapsed`.
+    pub admitted_here: u64,
     pub totals: serde_json::Value,
     /// The counters' one-line summary in the text output.
     pub totals_line: String,
@@ -49,7 +52,7 @@ impl RunView<'_> {
 pub fn json(v: &RunView<'_>) -> serde_json::Value {
     let comparable = Comparable::from_summaries(v.spec, v.summaries);
     let names: Vec<&str> = v.spec.operators.iter().map(|o| o.name.as_str()).collect();
-    let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
+    let throughput = v.admitted_here as f64 / v.elapsed.as_secs_f64().max(1e-9);
     let l = v.latency;
     let by_name = |f: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Map<_, _> {
         names
@@ -93,7 +96,7 @@ pub fn json(v: &RunView<'_>) -> serde_json::Value {
 pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Result<()> {
     let comparable = Comparable::from_summaries(v.spec, v.summaries);
     let names: Vec<&str> = v.spec.operators.iter().map(|o| o.name.as_str()).collect();
-    let throughput = v.admitted as f64 / v.elapsed.as_secs_f64().max(1e-9);
+    let throughput = v.admitted_here as f64 / v.elapsed.as_secs_f64().max(1e-9);
     let l = v.latency;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&self::json(v))?)?;

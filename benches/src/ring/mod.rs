@@ -414,22 +414,9 @@ pub fn measure_cell(
     measure_size(implementation, bytes, cpus, &cfg)
 }
 
-/// Runs the whole benchmark. `progress` is told each finished repetition.
-pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingReport, String> {
-    let machine = crate::machine::description();
-    if cfg.repetitions == 0 || cfg.round_trips == 0 || cfg.messages < 4 {
-        return Err("repetitions, round trips and messages must be positive (messages ≥ 4)".into());
-    }
-    let cpus = if cfg.pin {
-        Some(default_cpus().ok_or_else(|| {
-            format!(
-                "pinning needs two CPUs, this process may use {:?}; pass --no-pin",
-                affinity::allowed_cpus()
-            )
-        })?)
-    } else {
-        None
-    };
+/// The implementations and payload sizes `cfg` asks for, in the table's order; an unknown
+/// name or size is an error naming it and what there is.
+pub fn selection(cfg: &RingBenchConfig) -> Result<(Vec<&'static str>, Vec<usize>), String> {
     let impls: Vec<&str> = if cfg.impls.is_empty() {
         IMPLS.to_vec()
     } else {
@@ -441,7 +428,7 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
                     " (rtrb and crossbeam_array_queue need a build with `--features baselines`)"
                 };
                 return Err(format!(
-                    "unknown implementation {i:?}; known: {}{hint}",
+                    "--impls: unknown implementation {i:?}; known: {}{hint}",
                     IMPLS.join(", ")
                 ));
             }
@@ -458,13 +445,33 @@ pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingR
         for b in &cfg.sizes_bytes {
             if !SIZES_BYTES.contains(b) && !FRAME_SIZES_BYTES.contains(b) {
                 return Err(format!(
-                    "no benchmark for {b}-byte payloads; sizes: {SIZES_BYTES:?}, and on \
+                    "--sizes: no benchmark for {b}-byte payloads; sizes: {SIZES_BYTES:?}, and on \
                      request {FRAME_SIZES_BYTES:?}"
                 ));
             }
         }
         cfg.sizes_bytes.clone()
     };
+    Ok((impls, sizes))
+}
+
+/// Runs the whole benchmark. `progress` is told each finished repetition.
+pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingReport, String> {
+    let machine = crate::machine::description();
+    if cfg.repetitions == 0 || cfg.round_trips == 0 || cfg.messages < 4 {
+        return Err("repetitions, round trips and messages must be positive (messages ≥ 4)".into());
+    }
+    let cpus = if cfg.pin {
+        Some(default_cpus().ok_or_else(|| {
+            format!(
+                "pinning needs two CPUs, this process may use {:?}; pass --no-pin",
+                affinity::allowed_cpus()
+            )
+        })?)
+    } else {
+        None
+    };
+    let (impls, sizes) = selection(cfg)?;
     let cells = impls.len() * sizes.len();
     let mut samples: Vec<Vec<Cell>> = vec![Vec::new(); cells];
     for rep in 0..cfg.repetitions {

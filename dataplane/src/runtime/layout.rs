@@ -40,6 +40,9 @@ const MAGIC: u64 = u64::from_le_bytes(*b"CLASPWKR");
 const VERSION: u32 = 3;
 /// Most executors a worker runs.
 pub const MAX_EXECUTORS: usize = 64;
+// The largest worker's rings fit one segment ([`RingIndex::rings`]).
+const _: () =
+    assert!(5 * MAX_EXECUTORS + MAX_EXECUTORS * MAX_EXECUTORS <= clasp_shmring::MAX_RINGS);
 /// Most operators in an app the worker runs.
 pub const MAX_OPERATORS: usize = 256;
 /// Capacity of each `control(e)` and `report(e)` ring (commands and reports are small).

@@ -165,6 +165,8 @@ pub struct Ledger {
     latency: Latencies,
     completed_inputs: u64,
     completed_other: Vec<u64>,
+    /// The earliest admission time (ns, the roots' clock) of a completed input tree.
+    first_admitted_ns: Option<u64>,
 }
 
 /// Latency percentiles in µs. Read back (a child process's report), the buckets and the sum
@@ -213,6 +215,7 @@ impl Ledger {
             latency: Latencies::default(),
             completed_inputs: 0,
             completed_other: Vec::new(),
+            first_admitted_ns: None,
         }
     }
 
@@ -241,6 +244,11 @@ impl Ledger {
         };
         if opened_at != 0 {
             self.completed_inputs += 1;
+            let admitted_ns = opened_at.min(d.admitted_ns);
+            self.first_admitted_ns = Some(
+                self.first_admitted_ns
+                    .map_or(admitted_ns, |f| f.min(admitted_ns)),
+            );
             let ns = now_ns.saturating_sub(d.admitted_ns).max(1);
             self.latency.record(ns);
         } else {
@@ -252,6 +260,12 @@ impl Ledger {
     /// Input trees completed.
     pub fn completed_inputs(&self) -> u64 {
         self.completed_inputs
+    }
+
+    /// The earliest admission time (ns on the roots' clock) among the input trees completed:
+    /// the first record's, since the first record is always tracked.
+    pub fn first_admitted_ns(&self) -> Option<u64> {
+        self.first_admitted_ns
     }
 
     /// Whether the non-input root `root_id` (an end-of-stream flush) completed.

@@ -529,6 +529,8 @@ fn start_autoscaler(
         t_s: 0.0,
         line: d.explanation.clone(),
     });
+    // The first decision is one like the rest: in `--events` and in the decisions counter.
+    live.watch.on_decision(0.0, &d.explanation);
     live.pending = Some(Move {
         routing: live.slot_routing(&d.routing),
         reason: format!("policy: {}", d.explanation),

@@ -33,7 +33,17 @@ pub fn config(args: &RunArgs) -> anyhow::Result<Option<CheckpointConfig>> {
         return Ok(None);
     }
     let dir = match &args.checkpoint_dir {
-        Some(d) => d.clone(),
+        Some(d) => {
+            // Checked before any worker starts: a path that cannot hold checkpoints would
+            // otherwise fail every one of them, each pausing the input for nothing.
+            std::fs::create_dir_all(d).map_err(|e| {
+                crate::cmd::usage_error(format!(
+                    "--checkpoint-dir {}: cannot be a directory of checkpoints: {e}",
+                    d.display()
+                ))
+            })?;
+            d.clone()
+        }
         None => default_dir()?,
     };
     eprintln!(
@@ -72,10 +82,11 @@ fn default_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// After a run that succeeded: its checkpoints are removed unless asked to keep them (a run
-/// that resumed keeps the directory it was given).
+/// that resumed keeps the directory it was given). A run stopped by a signal did not succeed,
+/// even though it reports what it admitted: its checkpoints stay, for `--resume`.
 pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     let Some(ck) = cfg else { return };
-    if args.keep_checkpoints || args.resume.is_some() {
+    if args.keep_checkpoints || args.resume.is_some() || crate::signals::interrupted().is_some() {
         return;
     }
     if let Err(e) = std::fs::remove_dir_all(&ck.dir)
@@ -132,5 +143,6 @@ pub fn json(r: &ClusterReport) -> anyhow::Result<Vec<(String, serde_json::Value)
         ("checkpoints".into(), serde_json::to_value(&r.checkpoints)?),
         ("recoveries".into(), serde_json::to_value(&r.recoveries)?),
         ("resumed_from".into(), serde_json::to_value(r.resumed_from)?),
+        ("resumed_admitted".into(), r.resumed_admitted.into()),
     ])
 }

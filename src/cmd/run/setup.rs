@@ -34,6 +34,8 @@ pub fn prepare(
         .check()
         .map_err(|e| usage_error(e.to_string()))?;
     let limits = args.net.limits()?;
+    // Before any worker starts: a bad checkpoint directory is refused with nothing to stop.
+    let checkpoint = super::recovery::config(args)?;
     let worker_limits = WorkerLimits {
         cpu: args.worker_cpu,
         cpus: args.cpus.clone(),
@@ -99,7 +101,7 @@ pub fn prepare(
         sink: args.sink.clone(),
         sink_per_worker,
         source: args.source.clone(),
-        checkpoint: super::recovery::config(args)?,
+        checkpoint,
         fault: args.fault,
     };
     Ok((cfg, spawned))

@@ -52,6 +52,7 @@ pub fn run_view<'a>(
         latency: &r.latency,
         elapsed: r.elapsed,
         admitted: r.admitted,
+        admitted_here: r.admitted.saturating_sub(r.resumed_admitted),
         totals: serde_json::to_value(&r.totals)?,
         totals_line: format!(
             "executors: {} frames in, {} local and {} remote chained requests, {} overflowed, \

@@ -199,9 +199,12 @@ impl Driver<'_> {
             store.discard(id);
         }
         self.carry.checkpoints.failed += 1;
-        self.fault(format!(
-            "checkpoint {id} failed (the previous one is kept): {why}"
-        ));
+        let kept = if self.carry.checkpoints.taken > 0 {
+            "the previous one is kept"
+        } else {
+            "none was taken before it"
+        };
+        self.fault(format!("checkpoint {id} failed ({kept}): {why}"));
     }
 
     /// Checkpoint `id`'s manifest, but for its parts, from the workers' answers at the cut;

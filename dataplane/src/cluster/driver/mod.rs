@@ -193,6 +193,9 @@ pub struct ClusterReport {
     pub checkpoints: Option<CheckpointReport>,
     /// The checkpoint the run resumed from (`--resume`).
     pub resumed_from: Option<u64>,
+    /// Records that checkpoint had admitted (0 for a run from the start): the input's part
+    /// the run before the resume admitted.
+    pub resumed_admitted: u64,
 }
 
 struct Driver<'a> {

@@ -182,6 +182,8 @@ pub(super) struct Carry {
     pub(super) attempts: usize,
     /// The checkpoint `--resume` started from.
     pub(super) resumed_from: Option<u64>,
+    /// Records it had admitted.
+    pub(super) resumed_admitted: u64,
 }
 
 impl Carry {
@@ -224,6 +226,7 @@ impl Carry {
                 }
                 c.next_id = l.manifest.id + 1;
                 c.resumed_from = Some(l.manifest.id);
+                c.resumed_admitted = l.manifest.admitted;
                 c.admitted_ns_from = l.manifest.admitted;
                 c.resume = Some(point(&store, l.manifest, None));
             }

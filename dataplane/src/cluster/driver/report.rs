@@ -106,6 +106,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
         checkpoints: carry.checkpoint_report(d.cfg.checkpoint.is_some()),
         recoveries: carry.recoveries,
         resumed_from: carry.resumed_from,
+        resumed_admitted: carry.resumed_admitted,
     }
 }
 

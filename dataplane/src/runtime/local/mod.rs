@@ -385,6 +385,23 @@ impl LocalFront {
         true
     }
 
+    /// When the first record was admitted: the first tree's admission time (the ingress's
+    /// clock), or when this front first saw a record admitted if that was earlier. The front
+    /// looks between its waits, up to a hold after the admission, while the last completion
+    /// is dated back to its report: a run shorter than a hold would otherwise end before it
+    /// began.
+    fn first_admit(&self) -> Option<Instant> {
+        let admitted = self.ledger.first_admitted_ns().map(|ns| {
+            let ago_ns = crate::clock::monotonic_ns().saturating_sub(ns);
+            let now = Instant::now();
+            now.checked_sub(Duration::from_nanos(ago_ns)).unwrap_or(now)
+        });
+        match (self.first_admit, admitted) {
+            (Some(seen), Some(admitted)) => Some(seen.min(admitted)),
+            (seen, admitted) => seen.or(admitted),
+        }
+    }
+
     /// Stops the executors and sums up the run.
     fn finish(mut self, spec: &AppSpec) -> Result<LocalReport, RuntimeError> {
         let seg = self.coordinator.segment();
@@ -402,7 +419,7 @@ impl LocalFront {
             self.errors.push(e);
         }
         let elapsed = run_elapsed(
-            self.first_admit,
+            self.first_admit(),
             self.last_completion,
             self.input_done,
             self.coordinator.segment().control().sample_every,
