@@ -63,6 +63,17 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// The live planner alone, for workers that are already running (`clasp worker`, here or
     /// on other hosts): the same as `clasp run --cluster FILE` (docs/planner.md).
+    // The options about the workers `clasp run` starts itself do not apply: hidden here (and
+    // refused if given, `run_planner`).
+    #[command(
+        mut_arg("static_", |a| a.hide(true)),
+        mut_arg("workers", |a| a.hide(true)),
+        mut_arg("max_workers", |a| a.hide(true)),
+        mut_arg("start_workers", |a| a.hide(true)),
+        mut_arg("worker_cpu", |a| a.hide(true)),
+        mut_arg("uncapped", |a| a.hide(true)),
+        mut_arg("cpus", |a| a.hide(true))
+    )]
     Planner(cmd::run::RunArgs),
     /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),

@@ -127,6 +127,12 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
         &["bench", "ring", "--impls", "foo"],
         &["bench", "ring", "--sizes", "17"],
         &["run", "--duration", "1", "--checkpoint-dir", "/dev/null"],
+        // The planner drives running workers: options about starting them do not apply.
+        &["planner", "--cluster", "/dev/null", "--worker-cpu", "0.3"],
+        &["planner", "--cluster", "/dev/null", "--max-workers", "2"],
+        // A static run has no planner: the live run's outputs are refused, not ignored.
+        &["run", "--static", "--workers", "1", "--out", "/tmp/never"],
+        &["run", "--static", "--workers", "1", "--metrics-listen", "127.0.0.1:1"],
         &["run", "--duration", "1", "--max-workers", "100000"],
         &["run", "--static", "--workers", "100000"],
         &[

@@ -405,6 +405,12 @@ impl StallWatch {
         self.since.elapsed() > self.timeout
     }
 
+    /// Nothing is outstanding at `counters`: the timeout counts from now.
+    pub(crate) fn restart(&mut self, counters: (u64, u64)) {
+        self.seen = counters;
+        self.since = Instant::now();
+    }
+
     /// The timeout.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
@@ -426,5 +432,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1));
         assert!(w.stalled((1, 0)));
         assert!(!w.stalled((1, 1)));
+        // A wait with nothing outstanding restarts the count.
+        let mut w = StallWatch::new(Duration::from_millis(50));
+        assert!(!w.stalled((2, 2)));
+        std::thread::sleep(Duration::from_millis(60));
+        w.restart((2, 2));
+        assert!(!w.stalled((2, 2)), "counted from the restart");
     }
 }

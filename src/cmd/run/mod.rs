@@ -49,6 +49,20 @@ pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
              `clasp run` starts local workers itself",
         ));
     }
+    let starts_workers = [
+        ("--workers", args.workers.is_some()),
+        ("--max-workers", args.max_workers.is_some()),
+        ("--start-workers", args.start_workers.is_some()),
+        ("--worker-cpu", args.worker_cpu.is_some()),
+        ("--uncapped", args.uncapped),
+        ("--cpus", args.cpus.is_some()),
+    ];
+    if let Some((flag, _)) = starts_workers.iter().find(|(_, given)| *given) {
+        return Err(usage_error(format!(
+            "{flag} is about the workers `clasp run` starts; clasp planner drives the running \
+             workers of --cluster FILE (start each with `clasp worker`, and its options there)"
+        )));
+    }
     start(&args)?;
     live::run_live(args)
 }

@@ -27,10 +27,18 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
              --workers N",
         ));
     }
-    if args.moves.is_some() {
-        return Err(usage_error(
-            "--moves is for live runs (`clasp run --moves ...` without --static)",
-        ));
+    let live_only = [
+        ("--moves", args.moves.is_some()),
+        ("--out", args.out.is_some()),
+        ("--events", args.events.is_some()),
+        ("--metrics-listen", args.metrics_listen.is_some()),
+        ("--peak-rate", args.peak_rate.is_some()),
+    ];
+    if let Some((flag, _)) = live_only.iter().find(|(_, given)| *given) {
+        return Err(usage_error(format!(
+            "{flag} is for live runs (`clasp run {flag} ...` without --static); a --static \
+             run prints its summary (--json for all of it)"
+        )));
     }
     if args.migration_timeout_s == 0 {
         return Err(usage_error("--migration-timeout-s must be at least 1"));

@@ -373,7 +373,13 @@ impl LocalFront {
     fn stalled(&mut self) -> bool {
         let progress = (self.coordinator.frames_in(), self.ledger.completed_inputs());
         let outstanding = self.ledger.open() > 0 || self.phase != Phase::Running;
-        if !self.stall.stalled(progress) || !outstanding {
+        if !outstanding {
+            // Waiting for input (a source with nothing to read yet) is not a stall, however
+            // long: the timeout counts from when work is outstanding again.
+            self.stall.restart(progress);
+            return false;
+        }
+        if !self.stall.stalled(progress) {
             return false;
         }
         let e = format!(
