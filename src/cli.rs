@@ -119,7 +119,9 @@ pub fn main_with(registry: Registry) -> std::process::ExitCode {
         }
         Err(err) => {
             // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
-            let _ = writeln!(std::io::stderr(), "clasp: error: {err:#}");
+            // One write (stderr is unbuffered): not cut into by other processes' lines.
+            let line = format!("clasp: error: {}\n", error_text(&err));
+            let _ = std::io::stderr().write_all(line.as_bytes());
             std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
         }
     }
@@ -167,4 +169,55 @@ fn init_logs() {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+/// An error and its causes, each said once. Many errors print their cause in their own message
+/// (`"{what}: {source}"`) and also report it as their source, which `{:#}` would repeat.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// An error that says its cause in its message and reports it as its source too.
+    #[derive(Debug)]
+    struct Says(std::io::Error);
+
+    impl std::fmt::Display for Says {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "worker 1: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Says {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_says_is_not_repeated() {
+        let io = || std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let err = anyhow::Error::new(Says(io()));
+        assert_eq!(error_text(&err), format!("worker 1: {}", io()));
+        // A context's cause is said after it.
+        let err = anyhow::Error::new(io()).context("binding 127.0.0.1:7001");
+        assert_eq!(
+            error_text(&err),
+            format!("binding 127.0.0.1:7001: {}", io())
+        );
+    }
 }

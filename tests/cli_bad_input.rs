@@ -132,7 +132,15 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
         &["planner", "--cluster", "/dev/null", "--max-workers", "2"],
         // A static run has no planner: the live run's outputs are refused, not ignored.
         &["run", "--static", "--workers", "1", "--out", "/tmp/never"],
-        &["run", "--static", "--workers", "1", "--metrics-listen", "127.0.0.1:1"],
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "1",
+            "--metrics-listen",
+            "127.0.0.1:1",
+        ],
+        &["experiment", "scaling", "--quick", "--worker-cpu", "0.05"],
         &["run", "--duration", "1", "--max-workers", "100000"],
         &["run", "--static", "--workers", "100000"],
         &[

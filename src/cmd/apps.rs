@@ -231,19 +231,24 @@ pub fn run_gen(args: GenArgs) -> anyhow::Result<()> {
     };
     let mut w = std::io::BufWriter::with_capacity(1 << 16, sink);
     let (mut key, mut payload) = (Vec::new(), Vec::new());
-    for i in 0..args.records {
-        generator.record_into(i, &mut key, &mut payload);
-        if args.keys {
-            for b in &key {
-                write!(w, "{b:02x}")?;
+    let mut write_all = || -> std::io::Result<()> {
+        for i in 0..args.records {
+            generator.record_into(i, &mut key, &mut payload);
+            if args.keys {
+                for b in &key {
+                    write!(w, "{b:02x}")?;
+                }
+                w.write_all(b"\t")?;
             }
-            w.write_all(b"\t")?;
+            w.write_all(&payload)?;
+            w.write_all(b"\n")?;
         }
-        w.write_all(&payload)?;
-        w.write_all(b"\n")?;
-    }
-    w.flush().context("writing records")?;
-    Ok(())
+        w.flush()
+    };
+    write_all().with_context(|| match &args.out {
+        Some(path) => format!("writing records to {}", path.display()),
+        None => "writing records".to_owned(),
+    })
 }
 
 pub fn run_oracle(args: OracleArgs) -> anyhow::Result<()> {

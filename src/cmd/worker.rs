@@ -115,7 +115,9 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
 /// stderr, not log events a filter could hide. Not `eprintln!`, which panics when stderr is
 /// full.
 fn say(id: u32, line: String) {
-    let _ = writeln!(std::io::stderr(), "clasp worker {id}: {line}");
+    // One write: stderr is unbuffered, and a formatted write is a write per piece, which the
+    // lines of the other workers sharing this stderr would cut into.
+    let _ = std::io::stderr().write_all(format!("clasp worker {id}: {line}\n").as_bytes());
 }
 
 /// The worker's settings: from its cluster file, or for a joiner from `--join`.

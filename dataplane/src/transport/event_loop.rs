@@ -171,7 +171,10 @@ impl Transport {
                 cfg.id
             )));
         }
-        let listener = TcpListener::bind(cfg.listen)?;
+        let listener = TcpListener::bind(cfg.listen).map_err(|source| TransportError::Listen {
+            addr: cfg.listen,
+            source,
+        })?;
         let local_addr = listener.local_addr()?;
         let (ring, single_issuer) = build_ring(cfg.limits.single_issuer, cfg.limits.recv_buffers)?;
         let min_wait = ring.params().is_feature_min_timeout();

@@ -261,6 +261,14 @@ pub enum TransportError {
     /// A system call failed.
     #[error("transport i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The listening socket could not be bound (the address is taken, or not this host's).
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Never connected to, and not configured.
     #[error("unknown peer {0}")]
     UnknownPeer(PeerId),

@@ -42,6 +42,12 @@ pub enum Experiment {
     All,
 }
 
+/// `--worker-cpu`'s parser: a cap `clasp run --worker-cpu` takes (checked here, before any run
+/// starts or any file is written), as its fraction of a core.
+fn worker_cpu_fraction(s: &str) -> Result<f64, String> {
+    crate::cgroup::CpuCap::parse_arg(s).map(|cap| cap.fraction)
+}
+
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
     /// Which experiment.
@@ -51,7 +57,8 @@ pub struct ExperimentArgs {
     #[arg(long, default_value = "docs/live")]
     out: PathBuf,
     /// Each worker's CPU cap, as a fraction of one core (0.1 ..= CPUs).
-    #[arg(long, default_value_t = DEFAULT_WORKER_CPU, conflicts_with = "uncapped")]
+    #[arg(long, default_value_t = DEFAULT_WORKER_CPU, conflicts_with = "uncapped",
+          value_parser = worker_cpu_fraction)]
     worker_cpu: f64,
     /// Run the workers uncapped (they then share the host's cores).
     #[arg(long)]

@@ -299,11 +299,14 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         (a, f) => load_app(a.as_deref(), f.as_deref())?,
     };
     check_live(&args)?;
-    if let Some(dir) = &args.out {
-        // Before any worker starts: a run must not end with nowhere to put its files.
-        out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
-    }
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
+    // The metrics endpoint and the events file too: a port in use or a path that cannot be
+    // written is refused before any worker starts.
+    let watch = Watch::start(
+        args.metrics_listen,
+        args.events.as_deref(),
+        spec.operators.iter().map(|o| o.name.clone()).collect(),
+    )?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
     eprintln!("clasp run: {}", caps.note);
@@ -351,11 +354,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         priors,
         pool: (0..cfg.workers.len()).collect(),
         join_hint: (!cfg.joinable.is_empty()).then(|| (cfg.cluster_id, cfg.joinable.clone())),
-        watch: Watch::start(
-            args.metrics_listen,
-            args.events.as_deref(),
-            spec.operators.iter().map(|o| o.name.clone()).collect(),
-        )?,
+        watch,
     };
     if let Some(kind) = kind {
         // Decisions use the workers there are; the pool grows as workers join.
@@ -431,7 +430,8 @@ fn start_priors(args: &RunArgs) -> anyhow::Result<Priors> {
     Ok(p)
 }
 
-/// The options only a live run checks (the cluster's are checked by `prepare`).
+/// The options only a live run checks, before any worker starts (the cluster's are checked by
+/// `prepare`), and the `--out` directory it prepares.
 fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(usage_error(format!(
@@ -449,6 +449,18 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
         return Err(usage_error(
             "--rate is for --static runs; live runs take --pattern and --peak-rate",
         ));
+    }
+    if let Some(text) = &args.moves {
+        // Before any worker starts (a cluster file's worker count is checked once it is read).
+        let most = match args.cluster {
+            Some(_) => usize::MAX,
+            None => args.max_workers.unwrap_or(DEFAULT_MAX_WORKERS),
+        };
+        parse_moves(text, most).map_err(|e| usage_error(format!("--moves {e}")))?;
+    }
+    if let Some(dir) = &args.out {
+        // Before any worker starts: a run must not end with nowhere to put its files.
+        out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     Ok(())
 }

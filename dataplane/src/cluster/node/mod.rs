@@ -518,8 +518,9 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
     loop {
         match Transport::start(tcfg.clone()) {
             Ok(t) => return Ok(t),
-            Err(crate::transport::TransportError::Io(e))
-                if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < bind_deadline =>
+            Err(crate::transport::TransportError::Listen { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse
+                    && Instant::now() < bind_deadline =>
             {
                 std::thread::sleep(BIND_RETRY_PAUSE);
             }
