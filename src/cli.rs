@@ -85,8 +85,9 @@ enum Command {
     /// and 100 workers, live on capped workers) and a README table that sets each beside the
     /// original's headline numbers (docs/paper/).
     Paper(cmd::paper::PaperArgs),
-    /// Remove what clasp processes that died left behind: named segments in /dev/shm and
-    /// clasp-run-* directories (every start of run, local and worker does this too).
+    /// Remove what clasp processes that died left behind: named segments in /dev/shm,
+    /// clasp-run-* directories and the empty cgroups of capped runs (every start of run, local
+    /// and worker does this too).
     Clean(cmd::clean::CleanArgs),
 }
 

@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
-    /// ones it does not use idle, parked; 1..=64).
+    /// ones it does not use idle, parked; 1..=64; default 3).
     #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
     /// Live runs: start only this many of the --max-workers worker processes (default: all);

@@ -31,7 +31,8 @@ fn line(key: &Key, setting: &Setting) -> String {
         Source::Environment => "environment".to_owned(),
         Source::File(path, what) => format!("{what} {}", path.display()),
         Source::Default => "default".to_owned(),
-        Source::Unset => "unset: no default".to_owned(),
+        // Not "no default": some options default in code (`--help` says to what).
+        Source::Unset => "unset: see --help".to_owned(),
     };
     for note in &setting.dropped {
         origin.push_str("; ");
