@@ -189,7 +189,8 @@ fn print_config_round_trips_through_a_run_file() {
 #[test]
 fn a_static_run_takes_its_settings_from_the_run_file_and_the_app_file() {
     // The app file (with its [run] table) also travels to the workers, which must accept it.
-    let app = app_file("static", "seed = 4\nrecords = 2000\n");
+    // Its suggestion for live runs (peak-rate) is dropped by --static, not an error.
+    let app = app_file("static", "seed = 4\nrecords = 2000\npeak-rate = 60000\n");
     let run = write(
         "static.toml",
         &format!(

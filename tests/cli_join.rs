@@ -282,7 +282,7 @@ fn bad_join_options_are_named() {
         ),
         (
             &["run", "--static", "--workers", "2", "--start-workers", "1"][..],
-            "live runs",
+            "cannot be used with",
         ),
         (
             &["worker", "--id", "2", "--join", "127.0.0.1:9"][..],

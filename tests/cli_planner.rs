@@ -205,7 +205,7 @@ fn bad_live_options_are_named() {
         (&["run", "--moves", "1:9"][..], "1..=3"),
         (
             &["run", "--static", "--workers", "1", "--moves", "1:1"][..],
-            "live runs",
+            "cannot be used with",
         ),
     ] {
         let out = clasp(args);

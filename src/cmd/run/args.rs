@@ -15,6 +15,10 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    // The live run's own options conflict with `static_` in clap rather than being refused in
+    // `run_static`: an app file's `[run]` table may suggest them for its app, and the run
+    // file machinery drops a suggestion that conflicts with a key set above it (`--static`)
+    // instead of failing the run.
     /// A static cluster: workers and placement fixed for the run (no planner; with
     /// --chaos-migrations, random moves). Without it: the live planner autoscales.
     #[arg(long = "static")]
@@ -24,14 +28,14 @@ pub struct RunArgs {
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
     /// ones it does not use idle, parked; 1..=64; default 3).
-    #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
+    #[arg(long, conflicts_with_all = ["cluster", "static_"], value_parser = local_workers())]
     pub(crate) max_workers: Option<usize>,
     /// Live runs: start only this many of the --max-workers worker processes (default: all);
     /// the other ids are reserved for workers that join the running cluster (`clasp worker
     /// --id ID --join ADDR --cluster-id N`, printed on stderr once the run listens; the run's
     /// secret then comes from --secret-file or CLASP_CLUSTER_SECRET). The planner uses a
     /// worker once it joined (docs/cluster.md, "Joining a running cluster").
-    #[arg(long, conflicts_with = "cluster", value_parser = local_workers())]
+    #[arg(long, conflicts_with_all = ["cluster", "static_"], value_parser = local_workers())]
     pub(crate) start_workers: Option<usize>,
     /// Live runs: the scaling policy.
     #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
@@ -44,13 +48,13 @@ pub struct RunArgs {
     /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
     /// 250000 on uncapped workers; on capped ones 800000 × F (with F = 0.3, 1.3–1.4× what one
     /// worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "static_")]
     pub(crate) peak_rate: Option<f64>,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
     #[arg(long, default_value_t = 30.0)]
     pub(crate) duration: f64,
     /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "static_")]
     pub(crate) out: Option<PathBuf>,
     /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
     /// remote destination per second); the estimator (--estimator) refines them. Default: the
@@ -169,7 +173,7 @@ pub struct RunArgs {
     /// Live runs: migrate at these moments to an even placement on this many workers,
     /// `SECONDS:WORKERS,...` (e.g. `0:1,5:2,10:3,15:1`; seconds since the first admission,
     /// ascending). Replaces the policy: for measuring what a migration costs on your machine.
-    #[arg(long, conflicts_with = "chaos_migrations")]
+    #[arg(long, conflicts_with_all = ["chaos_migrations", "static_"])]
     pub(crate) moves: Option<String>,
     /// Before a move, how long the workers copy the key groups it moves to their new owners
     /// while still running them (ms; 0: off). The move then carries only what changed since,
@@ -200,11 +204,11 @@ pub struct RunArgs {
     /// `GET /healthz`; e.g. 127.0.0.1:9464, port 0 picks one and says which; every metric is
     /// in docs/metrics.md). Give a non-loopback address only on a network you trust: the
     /// endpoint has no authentication.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "static_")]
     pub(crate) metrics_listen: Option<SocketAddr>,
     /// Live runs: write the planner's decisions and the completed migrations to this file as
     /// they happen, one JSON object per line.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "static_")]
     pub(crate) events: Option<PathBuf>,
     /// Read settings from this run file (TOML, one key per long flag: `worker-cpu = 0.3`);
     /// a flag given here wins over the file, the file over the app file's [run] table.

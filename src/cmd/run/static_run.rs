@@ -21,25 +21,8 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
             "clasp run --static needs --workers N or --cluster FILE",
         ));
     }
-    if args.max_workers.is_some() || args.start_workers.is_some() {
-        return Err(usage_error(
-            "--max-workers and --start-workers are for live runs; a --static run takes \
-             --workers N",
-        ));
-    }
-    let live_only = [
-        ("--moves", args.moves.is_some()),
-        ("--out", args.out.is_some()),
-        ("--events", args.events.is_some()),
-        ("--metrics-listen", args.metrics_listen.is_some()),
-        ("--peak-rate", args.peak_rate.is_some()),
-    ];
-    if let Some((flag, _)) = live_only.iter().find(|(_, given)| *given) {
-        return Err(usage_error(format!(
-            "{flag} is for live runs (`clasp run {flag} ...` without --static); a --static \
-             run prints its summary (--json for all of it)"
-        )));
-    }
+    // The live run's own options (--moves, --out, --peak-rate, ...) conflict with --static
+    // in clap (args.rs).
     if args.migration_timeout_s == 0 {
         return Err(usage_error("--migration-timeout-s must be at least 1"));
     }
