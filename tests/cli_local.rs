@@ -4,6 +4,7 @@
 mod common;
 
 use common::{assert_measured_run_equals_oracle, clasp, clasp_text, json};
+use std::time::{Duration, Instant};
 
 #[test]
 fn local_equals_the_oracle_on_every_app() {
@@ -123,4 +124,48 @@ fn bad_arguments_are_refused_with_a_reason() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+/// A second `clasp ingress` pointed at a running `clasp local` segment is refused, naming the
+/// rings another ingress holds, and the run it tried to join finishes whole.
+#[test]
+fn a_second_ingress_is_refused_and_the_run_goes_on() {
+    let _turn = common::one_at_a_time();
+    let args = [
+        "local",
+        "--app",
+        "wc",
+        "--records",
+        "4000",
+        "--rate",
+        "2000",
+        "--seed",
+        "1",
+        "--json",
+    ];
+    let run = common::start(&args, &[]);
+    let segment = format!("clasp-local-{}", run.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::path::Path::new("/dev/shm").join(&segment).exists() {
+        assert!(Instant::now() < deadline, "no segment {segment}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The run's own ingress starts with the segment and claims its rings at once.
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, _, err) = clasp_text(&[
+        "ingress",
+        "--segment",
+        &segment,
+        "--app",
+        "wc",
+        "--records",
+        "10",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("already has a live producer"), "{err}");
+    let out = run.wait();
+    assert!(out.status.success(), "{out:?}");
+    assert_measured_run_equals_oracle("wc", "4000", "1", &json(&out));
 }

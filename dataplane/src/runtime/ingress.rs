@@ -140,8 +140,14 @@ pub struct IngressReport {
 /// Runs an ingress for `spec` into the worker segment named in `cfg`.
 pub fn run_ingress(spec: &AppSpec, cfg: &IngressConfig) -> Result<IngressReport, IngressError> {
     let seg = WorkerSegment::attach(&cfg.segment_name, spec.operators.len(), spec.source)?;
-    let result = admit(spec, cfg, &seg);
+    // Claim the rings before touching the segment's control line: an ingress refused here
+    // (another one holds them) must not stop the run that ingress feeds.
+    let rings = IngressRings::open(&seg, cfg)?;
     let control = seg.control();
+    control
+        .ingress_pid
+        .store(std::process::id(), Ordering::Release);
+    let result = admit(spec, cfg, &seg, rings);
     control.ingress_state.store(
         if result.is_ok() {
             INGRESS_DONE
@@ -163,12 +169,9 @@ fn admit(
     spec: &AppSpec,
     cfg: &IngressConfig,
     seg: &WorkerSegment,
+    mut rings: IngressRings<'_>,
 ) -> Result<IngressReport, IngressError> {
     let control = seg.control();
-    control
-        .ingress_pid
-        .store(std::process::id(), Ordering::Release);
-    let mut rings = IngressRings::open(seg, cfg)?;
     let bell = seg
         .segment
         .doorbell(seg.index.ingress_bell())
