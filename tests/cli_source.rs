@@ -279,10 +279,13 @@ fn stdin_is_a_source_of_clasp_local_and_of_a_static_cluster() {
 #[test]
 fn bad_source_data_is_counted_and_nothing_else_is_lost() {
     let d = TempDir::new("bad");
-    // Lines: good, invalid UTF-8 (WC's split counts it), over 1 MiB (the source counts it),
+    // Lines: good, invalid UTF-8 (WC's split counts it), over 128 KiB (the source counts it),
+    // one word of 100 KiB (larger than a transport batch: sent alone; WC's split counts it),
     // good, a word over 1024 bytes, and a last line without a newline.
     let mut lines = b"alpha beta\n\xff\xfe gamma\n".to_vec();
-    lines.extend(std::iter::repeat_n(b'x', (1 << 20) + 1));
+    lines.extend(std::iter::repeat_n(b'x', (128 << 10) + 1));
+    lines.push(b'\n');
+    lines.extend(std::iter::repeat_n(b'y', 100 << 10));
     lines.extend_from_slice(b"\ngamma delta\nbeta ");
     // A word too long to be a key (WC's split counts it).
     lines.extend(std::iter::repeat_n(b'z', 2000));
@@ -304,19 +307,19 @@ fn bad_source_data_is_counted_and_nothing_else_is_lost() {
         count_digest(&counts),
         "{run}"
     );
-    assert_eq!(run["processed"]["split"], 5, "{run}");
+    assert_eq!(run["processed"]["split"], 6, "{run}");
     let split_malformed = &run["malformed"]["split"];
     assert_eq!(
         split_malformed["sentence has a character that is not a lowercase letter"], 1,
         "{run}"
     );
     assert_eq!(
-        split_malformed["emitted a key longer than 1024 bytes"], 1,
+        split_malformed["emitted a key longer than 1024 bytes"], 2,
         "{run}"
     );
     let s = &run["sources"][0];
-    assert_eq!(s["records"], 5, "{s}");
-    assert_eq!(s["malformed"]["record longer than 1 MiB"], 1, "{s}");
+    assert_eq!(s["records"], 6, "{s}");
+    assert_eq!(s["malformed"]["record longer than 128 KiB"], 1, "{s}");
     assert_eq!(s["byte_offset"], lines.len() as u64, "{s}");
     // Length-prefixed: two records, then one cut short by the end of the file.
     let mut bytes = Vec::new();
@@ -515,7 +518,7 @@ fn a_bad_source_is_refused_naming_it() {
     );
     let help = String::from_utf8_lossy(&clasp(&["run", "--help"]).stdout).into_owned();
     assert!(
-        help.contains("lenprefix:PATH") && help.contains("1 MiB"),
+        help.contains("lenprefix:PATH") && help.contains("128 KiB"),
         "{help}"
     );
 }

@@ -159,3 +159,33 @@ fn a_crossed_exchange_with_tiny_credits_does_not_deadlock() {
     assert_in_order(&st[0].consumed, 1, count);
     assert!(st.iter().all(|s| s.lost.is_empty()));
 }
+
+/// A request larger than a batch goes alone, in a batch of its own, in order with the small
+/// ones around it; one larger than the peer's frame limit (or its data window) is refused.
+#[test]
+fn a_request_larger_than_a_batch_goes_alone_in_order() {
+    init_logs();
+    let limits = Limits {
+        batch_bytes_max: 512,
+        frame_bytes_max: 4096,
+        data_credit_bytes: 8192,
+        ..Limits::default()
+    };
+    let mut ts = mesh(2, &limits);
+    let mut rs = vec![Recorder::default(), Recorder::default()];
+    wait_connected(&mut ts, &mut rs);
+    let count = 200;
+    let mut out = Outbox {
+        queues: vec![VecDeque::new(); 3],
+    };
+    out.queues[2] = (0..count)
+        .map(|s| request(1, s, if s % 3 == 0 { 3000 } else { 40 }))
+        .collect();
+    pump(&mut ts, &mut rs, |ts, rs| {
+        out.push(&mut ts[0]);
+        rs[1].frames.len() == count as usize
+    });
+    assert_in_order(&rs[1].from(1), 1, count);
+    let err = ts[0].try_append(2, &request(1, count, 5000)).unwrap_err();
+    assert!(err.to_string().contains("exceeds the limit"), "{err}");
+}

@@ -5,7 +5,7 @@ use clasp_dataplane::source::{SourceReport, SourceSpec};
 
 /// `--source`'s one-line help (`-h`).
 pub const SOURCE_SHORT_HELP: &str = "Where the input records come from: file:PATH, \
-    lenprefix:PATH, dir:PATH, stdin:, tcp:ADDR or gen: (the default); records over 1 MiB are \
+    lenprefix:PATH, dir:PATH, stdin:, tcp:ADDR or gen: (the default); records over 128 KiB are \
     skipped and counted (--help says more)";
 
 /// `--source`'s help (`--help`).
@@ -16,7 +16,7 @@ pub const SOURCE_HELP: &str = "Where the input records come from: file:PATH (one
     connections are read one after another, one record per line, and the input ends when one \
     closes and no other is waiting; when the cluster does not keep up the source stops \
     reading, so a fast client is slowed, never dropped), or gen: (the app's seeded generator, \
-    the default). A record over 1 MiB (a line, or a length prefix above it) and a length \
+    the default). A record over 128 KiB (a line, or a length prefix above it) and a length \
     prefix cut short at the end of a file are skipped and counted as malformed. The app's \
     first operator keys each record. Without --records, every record of the source is read.";
 

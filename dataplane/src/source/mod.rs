@@ -31,8 +31,19 @@ pub use share::Share;
 pub use spec::SourceSpec;
 
 /// The longest record a source accepts: a longer line, or a length prefix above it, is
-/// counted malformed and skipped.
-pub const MAX_RECORD_BYTES: usize = 1 << 20;
+/// counted malformed and skipped. Chosen so that a root request of the longest record with
+/// the longest key fits the data plane's default limits: a frame the transport sends alone
+/// and one a default ring takes (half of `--ring-bytes`' default of 1 MiB).
+pub const MAX_RECORD_BYTES: usize = 128 << 10;
+/// Room left in a frame beyond the request: the transport's batch and entry headers.
+const WIRE_SLACK_BYTES: usize = 1024;
+const _: () = assert!(
+    crate::request::REQUEST_HEADER_BYTES
+        + crate::request::MAX_KEY_BYTES
+        + MAX_RECORD_BYTES
+        + WIRE_SLACK_BYTES
+        <= crate::transport::DEFAULT_FRAME_BYTES_MAX
+);
 /// A batch is handed to the ingress once it holds this many bytes of records (or when the
 /// reader would wait for more input).
 pub const BATCH_BYTES: usize = 64 << 10;
@@ -84,7 +95,7 @@ impl SourceError {
 /// Reasons bad source data is counted under.
 pub mod malformed {
     /// A line (or length-prefixed record) longer than [`super::MAX_RECORD_BYTES`].
-    pub const TOO_LONG: &str = "record longer than 1 MiB";
+    pub const TOO_LONG: &str = "record longer than 128 KiB";
     /// A length prefix, or the record it announces, cut short by the end of the file.
     pub const TRUNCATED: &str = "truncated length-prefixed record at end of file";
 }

@@ -184,10 +184,8 @@ impl Transport {
             frame_bytes_max: 0,
         });
         let limits = &self.cfg.limits;
-        let batch_limit_bytes = limits
-            .batch_bytes_max
-            .min(w.frame_bytes_max as usize)
-            .min(w.data_credit_bytes as usize);
+        let lone_limit_bytes = (w.frame_bytes_max as usize).min(w.data_credit_bytes as usize);
+        let batch_limit_bytes = limits.batch_bytes_max.min(lone_limit_bytes);
         if direction == Direction::Outbound
             && batch_limit_bytes
                 < NET_HEADER_BYTES + wire::entry_bytes(wire::MIN_REQUEST_FRAME_BYTES)
@@ -210,7 +208,7 @@ impl Transport {
             direction,
             state: ConnState::Open,
             ops: 0,
-            send: SendHalf::new(batch_limit_bytes, self.now),
+            send: SendHalf::new(batch_limit_bytes, lone_limit_bytes, self.now),
             recv: RecvHalf::new(recv_buffer_bytes),
             credit: Credit::new(direction, &w, limits),
         };

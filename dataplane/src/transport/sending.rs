@@ -49,24 +49,36 @@ impl Transport {
         };
         debug_assert_eq!(conn.gen_, gen_);
         let limit_bytes = conn.send.batch.limit_bytes;
-        if NET_HEADER_BYTES + entry > limit_bytes {
-            return Err(TransportError::TooLarge {
-                frame_bytes: frame.len(),
-                limit_bytes: limit_bytes - NET_HEADER_BYTES - wire::ENTRY_HEADER_BYTES,
-            });
+        // A request too large for a batch goes alone, in a batch of its own.
+        let alone = NET_HEADER_BYTES + entry > limit_bytes;
+        if alone {
+            let lone_limit_bytes = conn.send.batch.lone_limit_bytes;
+            if NET_HEADER_BYTES + entry > lone_limit_bytes {
+                return Err(TransportError::TooLarge {
+                    frame_bytes: frame.len(),
+                    limit_bytes: lone_limit_bytes - NET_HEADER_BYTES - wire::ENTRY_HEADER_BYTES,
+                });
+            }
         }
         if frame.len() < wire::MIN_REQUEST_FRAME_BYTES {
             crate::request::Request::parse(frame)?;
         }
         let counters = &mut p.counters;
-        if conn.send.batch.buf.len() + entry > limit_bytes {
+        let fits = |b: &super::conn::send::Batch| {
+            if alone {
+                b.requests == 0
+            } else {
+                b.buf.len() + entry <= limit_bytes
+            }
+        };
+        if !fits(&conn.send.batch) {
             // Full: hand it to the kernel now if the previous batch is done.
             if !conn.send.busy() && !conn.is_closing() {
                 counters.flushes_by_size += 1;
                 let e = conn.start_batch_send(slot, self.cfg.id);
                 push_sqe(&mut self.ring, &mut self.inflight, &e)?;
             }
-            if conn.send.batch.buf.len() + entry > limit_bytes {
+            if !fits(&conn.send.batch) {
                 counters.append_refusals += 1;
                 return Ok(false);
             }

@@ -52,6 +52,10 @@ pub(crate) struct Batch {
     /// Largest batch frame this connection sends (our limit, the peer's frame limit and its
     /// data window, whichever is least).
     pub limit_bytes: usize,
+    /// Largest frame this connection may send at all (the peer's frame limit and its data
+    /// window, whichever is less; at least `limit_bytes`): a request too large for a batch
+    /// goes out alone in a batch of its own, up to this.
+    pub lone_limit_bytes: usize,
     pub urgency: Urgency,
 }
 
@@ -88,7 +92,8 @@ pub(crate) struct SendHalf {
 }
 
 impl SendHalf {
-    pub(crate) fn new(batch_limit_bytes: usize, now: Instant) -> SendHalf {
+    pub(crate) fn new(batch_limit_bytes: usize, lone_limit_bytes: usize, now: Instant) -> SendHalf {
+        debug_assert!(lone_limit_bytes >= batch_limit_bytes);
         let mut batch = Vec::with_capacity(batch_limit_bytes);
         batch.resize(NET_HEADER_BYTES, 0);
         SendHalf {
@@ -101,6 +106,7 @@ impl SendHalf {
                 requests: 0,
                 started: now,
                 limit_bytes: batch_limit_bytes,
+                lone_limit_bytes,
                 urgency: Urgency::Normal,
             },
             control_q: VecDeque::new(),
