@@ -39,6 +39,71 @@ fn every_app_on_a_three_worker_static_cluster_equals_the_oracle() {
     }
 }
 
+/// An app file of `n` forward operators in a chain.
+fn chain_app(n: usize) -> tempfile::TempPath {
+    let mut text = format!("name = \"chain{n}\"\ngenerator = \"syn\"\n");
+    for i in 1..=n {
+        text += &format!("\n[[operator]]\nname = \"s{i}\"\nkind = \"forward\"\n");
+        if i < n {
+            text += &format!("successors = [\"s{}\"]\n", i + 1);
+        }
+    }
+    common::temp_file(&format!("chain{n}.toml"), &text)
+}
+
+/// The most operators an app may have run on a cluster (what a worker reports grows with the
+/// app's edges, not its operators squared); one more is refused before any worker starts.
+#[test]
+fn an_app_of_the_most_operators_runs_on_a_cluster_and_one_more_is_refused() {
+    let app = chain_app(256);
+    let path = app.to_str().unwrap();
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app-file",
+        path,
+        "--records",
+        "2000",
+        "--seed",
+        "3",
+        "--json",
+    ]));
+    let oracle = json(&clasp(&[
+        "oracle",
+        "--app-file",
+        path,
+        "--records",
+        "2000",
+        "--seed",
+        "3",
+        "--json",
+    ]));
+    for key in ["state_digest", "output_digest", "processed"] {
+        assert_eq!(run[key], oracle[key], "{key}");
+    }
+    assert_eq!(run["errors"].as_array().unwrap().len(), 0, "{run}");
+    let too_many = chain_app(257);
+    let out = clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app-file",
+        too_many.to_str().unwrap(),
+        "--records",
+        "10",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("more than the limit of 256"), "{err}");
+    assert!(
+        !err.contains("worker"),
+        "refused before any worker started: {err}"
+    );
+}
+
 #[test]
 fn a_crossed_placement_with_tiny_rings_and_credit_does_not_deadlock() {
     // Operators alternate between two workers (o1 on A → o2 on B → o3 on A): every chained

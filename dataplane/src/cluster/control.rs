@@ -19,9 +19,9 @@ pub struct WorkerInterval {
     pub processed_per_s: Vec<f64>,
     /// Per operator: mean execution time (µs) over the interval (0 when nothing ran).
     pub exec_us: Vec<f64>,
-    /// `[from * ops + to]`: local chained requests per second.
+    /// Per edge of the app (`AppSpec::edges` order): local chained requests per second.
     pub edges_local_per_s: Vec<f64>,
-    /// `[from * ops + to]`: remote chained requests per second.
+    /// Per edge of the app: remote chained requests per second.
     pub edges_remote_per_s: Vec<f64>,
     /// Executor busy µs per second (summed over executors).
     pub busy_us_per_s: f64,

@@ -138,9 +138,11 @@ pub struct Counters {
     pub processed: Vec<u64>,
     /// Per operator: execution ns (sampled, scaled).
     pub exec_ns: Vec<u64>,
-    /// `[from * ops + to]`: local chained requests.
+    /// Per edge of the app (`AppSpec::edges`, in its order): local chained requests. Not a
+    /// `from × to` matrix: that grows with the square of the operators and would not fit a
+    /// control frame for an app of 64.
     pub edges_local: Vec<u64>,
-    /// `[from * ops + to]`: remote chained requests.
+    /// Per edge of the app, as `edges_local`: remote chained requests.
     pub edges_remote: Vec<u64>,
     /// Executor busy ns, summed.
     pub busy_ns: u64,
@@ -198,9 +200,11 @@ pub struct WorkerSummary {
     pub processed: Vec<u64>,
     /// Per operator: execution ns (sampled, scaled).
     pub exec_ns: Vec<u64>,
-    /// `[from * ops + to]`: local chained requests.
+    /// Per edge of the app (`AppSpec::edges`, in its order): local chained requests. Not a
+    /// `from × to` matrix: that grows with the square of the operators and would not fit a
+    /// control frame for an app of 64.
     pub edges_local: Vec<u64>,
-    /// `[from * ops + to]`: remote chained requests.
+    /// Per edge of the app, as `edges_local`: remote chained requests.
     pub edges_remote: Vec<u64>,
     /// Named counters (executors' and the transport's).
     pub totals: Vec<(String, u64)>,

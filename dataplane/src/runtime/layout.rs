@@ -43,8 +43,9 @@ pub const MAX_EXECUTORS: usize = 64;
 // The largest worker's rings fit one segment ([`RingIndex::rings`]).
 const _: () =
     assert!(5 * MAX_EXECUTORS + MAX_EXECUTORS * MAX_EXECUTORS <= clasp_shmring::MAX_RINGS);
-/// Most operators in an app the worker runs.
-pub const MAX_OPERATORS: usize = 256;
+/// Most operators in an app the worker runs: the apps' own bound, so that an app that loads
+/// runs.
+pub const MAX_OPERATORS: usize = clasp_operators::spec::OPERATORS_MAX;
 /// Capacity of each `control(e)` and `report(e)` ring (commands and reports are small).
 pub const MESSAGE_RING_BYTES: usize = 64 * 1024;
 /// Longest frame on a `control(e)` or `report(e)` ring.

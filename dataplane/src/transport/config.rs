@@ -56,13 +56,13 @@ pub const DEFAULT_BATCH_BYTES_MAX: usize = 32 << 10;
 /// Default batch age limit (Flink's buffer timeout, scaled to this data plane).
 pub const DEFAULT_BATCH_AGE_MAX_US: u64 = 50;
 /// Default frame limit.
-pub const DEFAULT_FRAME_BYTES_MAX: usize = 256 << 10;
+pub const DEFAULT_FRAME_BYTES_MAX: usize = 1 << 20;
 /// Default data window per sender.
 pub const DEFAULT_DATA_CREDIT_BYTES: u32 = 512 << 10;
 /// Default wake-up coalescing under load (see [`Limits::park_min_wait_us`]).
 pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 50;
 /// Default control window per sender.
-pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 256 << 10;
+pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 1 << 20;
 
 const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_FRAME_BYTES_MAX);
 const _: () = assert!(DEFAULT_FRAME_BYTES_MAX <= wire::FRAME_BYTES_MAX);

@@ -280,7 +280,8 @@ pub enum TransportError {
         /// Why.
         reason: String,
     },
-    /// A request frame larger than a batch, or a control body larger than allowed.
+    /// A request frame larger than the peer's frame limit or data window (one larger than a
+    /// batch goes alone), or a control body larger than allowed.
     #[error("frame of {frame_bytes} bytes exceeds the limit of {limit_bytes}")]
     TooLarge {
         /// Its length.

@@ -59,8 +59,11 @@ pub const WIRE_ALIGN: usize = 16;
 pub const FRAME_BYTES_MAX: usize = 1 << 20;
 /// Bytes of the prefix before a control archive.
 pub const CONTROL_PREFIX_BYTES: usize = 16;
-/// Longest control body (the bytes the worker passes to `send_control`).
-pub const MAX_CONTROL_BODY_BYTES: usize = 64 << 10;
+/// Longest control body (the bytes the worker passes to `send_control`). A migration's plan
+/// carries the new routing table (up to 2 KiB an operator, less as runs) and the key groups
+/// each slot sends: 512 KiB holds an app of 128 operators at worst, and the moves of a
+/// 256-operator chain measured; a larger plan fails the move, naming its size.
+pub const MAX_CONTROL_BODY_BYTES: usize = 512 << 10;
 /// Smallest frame a batch may carry: a request header.
 pub const MIN_REQUEST_FRAME_BYTES: usize = REQUEST_HEADER_BYTES;
 

@@ -21,9 +21,10 @@ use graph::{
 };
 pub use registry::{Determinism, KindInfo, Params, Registry};
 
-/// Most operators an app may have (operator indices travel as `u16` in request headers; this
-/// is a far lower, sane bound).
-pub const OPERATORS_MAX: usize = 1024;
+/// Most operators an app may have: what a worker runs (each executor keeps an operators ×
+/// operators table of chained-request counters in shared memory, 1 MiB at this bound). An app
+/// over it is refused when it is loaded, before any worker starts.
+pub const OPERATORS_MAX: usize = 256;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorDef {

@@ -27,6 +27,8 @@ const MIGRATION_BOUNDS_S: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.
 /// Every family the driver exports (names and help in `docs/metrics.md`).
 pub struct DriverMetrics {
     operators: Vec<String>,
+    /// The app's edges (from, to), in the order the workers count chained requests in.
+    edges: Vec<(usize, usize)>,
     /// Each worker's counters at the last update (totals are exported as their increments).
     last: Vec<Option<Counters>>,
     processed: Count,
@@ -52,11 +54,12 @@ pub struct DriverMetrics {
 }
 
 impl DriverMetrics {
-    /// The families for an app with these operators, registered in a fresh registry the
+    /// The families for this app's operators and edges, registered in a fresh registry the
     /// endpoint serves.
-    pub fn new(operators: Vec<String>) -> (Self, Arc<Mutex<Registry>>) {
+    pub fn new(spec: &clasp_operators::AppSpec) -> (Self, Arc<Mutex<Registry>>) {
         let m = DriverMetrics {
-            operators,
+            operators: spec.operators.iter().map(|o| o.name.clone()).collect(),
+            edges: spec.edges.iter().map(|e| (e.from, e.to)).collect(),
             last: Vec::new(),
             processed: Count::default(),
             exec: Seconds::default(),
@@ -231,7 +234,6 @@ impl DriverMetrics {
         let p = before.unwrap_or(&zero);
         let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
         let inc = |now: u64, then: u64| now.saturating_sub(then);
-        let ops = self.operators.len();
         for (o, name) in self.operators.iter().enumerate() {
             let op = vec![("operator", name.clone())];
             self.processed
@@ -239,21 +241,20 @@ impl DriverMetrics {
                 .inc_by(inc(at(&now.processed, o), at(&p.processed, o)));
             let ns = inc(at(&now.exec_ns, o), at(&p.exec_ns, o));
             self.exec.get_or_create(&op).inc_by(ns as f64 / 1e9);
-            for (t, to) in self.operators.iter().enumerate() {
-                let i = o * ops + t;
-                for (kind, n, m) in [
-                    ("local", &now.edges_local, &p.edges_local),
-                    ("remote", &now.edges_remote, &p.edges_remote),
-                ] {
-                    let d = inc(at(n, i), at(m, i));
-                    if d > 0 {
-                        let edge = vec![
-                            ("from", name.clone()),
-                            ("to", to.clone()),
-                            ("kind", kind.to_owned()),
-                        ];
-                        self.chained.get_or_create(&edge).inc_by(d);
-                    }
+        }
+        for (i, &(from, to)) in self.edges.iter().enumerate() {
+            for (kind, n, m) in [
+                ("local", &now.edges_local, &p.edges_local),
+                ("remote", &now.edges_remote, &p.edges_remote),
+            ] {
+                let d = inc(at(n, i), at(m, i));
+                if d > 0 {
+                    let edge = vec![
+                        ("from", self.operators[from].clone()),
+                        ("to", self.operators[to].clone()),
+                        ("kind", kind.to_owned()),
+                    ];
+                    self.chained.get_or_create(&edge).inc_by(d);
                 }
             }
         }

@@ -33,11 +33,11 @@ impl Watch {
     pub fn start(
         listen: Option<SocketAddr>,
         events: Option<&Path>,
-        operators: Vec<String>,
+        spec: &clasp_operators::AppSpec,
     ) -> anyhow::Result<Self> {
         let metrics = match listen {
             Some(addr) => {
-                let (m, registry) = DriverMetrics::new(operators);
+                let (m, registry) = DriverMetrics::new(spec);
                 let server = MetricsServer::start(addr, registry)?;
                 eprintln!("clasp run: metrics on http://{}/metrics", server.addr());
                 Some((m, server))

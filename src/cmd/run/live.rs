@@ -63,7 +63,9 @@ struct Live {
     seed: u64,
     limited_by_records: bool,
     slots: Slots,
-    edges: Vec<(usize, usize)>,
+    /// For each edge of the model (the planner's order), its index in the app's edge list
+    /// (the order the workers count chained requests in).
+    edge_slots: Vec<usize>,
     operators: usize,
     auto: Option<Autoscaler>,
     /// The initial move (before any input), then moves decided at intervals.
@@ -130,11 +132,9 @@ impl Live {
                 })
                 .collect(),
             edges_per_s: self
-                .edges
+                .edge_slots
                 .iter()
-                .map(|&(f, t)| {
-                    m(&w.edges_local_per_s, f * ops + t) + m(&w.edges_remote_per_s, f * ops + t)
-                })
+                .map(|&i| m(&w.edges_local_per_s, i) + m(&w.edges_remote_per_s, i))
                 .collect(),
             executor_busy_us_per_s: w.busy_us_per_s,
             network_busy_us_per_s: 0.0,
@@ -302,11 +302,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     // The metrics endpoint and the events file too: a port in use or a path that cannot be
     // written is refused before any worker starts.
-    let watch = Watch::start(
-        args.metrics_listen,
-        args.events.as_deref(),
-        spec.operators.iter().map(|o| o.name.clone()).collect(),
-    )?;
+    let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
     eprintln!("clasp run: {}", caps.note);
@@ -342,7 +338,15 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         seed: args.seed,
         limited_by_records: args.records.is_some(),
         slots: slots.clone(),
-        edges: edges.iter().map(|&(f, t, _)| (f, t)).collect(),
+        edge_slots: edges
+            .iter()
+            .map(|&(f, t, _)| {
+                let slot = spec.edges.iter().position(|e| (e.from, e.to) == (f, t));
+                slot.ok_or_else(|| {
+                    anyhow::anyhow!("the model has an edge {f} -> {t} the app has not")
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
         operators: spec.operators.len(),
         auto: None,
         pending: None,

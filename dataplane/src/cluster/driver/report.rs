@@ -25,8 +25,8 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
             && w.malformed.len() == ops
             && w.processed.len() == ops
             && w.exec_ns.len() == ops
-            && w.edges_local.len() == ops * ops
-            && w.edges_remote.len() == ops * ops;
+            && w.edges_local.len() == spec.edges.len()
+            && w.edges_remote.len() == spec.edges.len();
         if !ok {
             errors.push(format!(
                 "worker {} sent a summary of another shape",
@@ -42,17 +42,16 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
             }
             metrics[op].processed += w.processed[op];
             exec_ns[op] += w.exec_ns[op];
-            for to in 0..ops {
-                let name = &spec.operators[to].name;
-                let m = &mut metrics[op];
-                for (edges, map) in [
-                    (&w.edges_local, &mut m.chained_local),
-                    (&w.edges_remote, &mut m.chained_remote),
-                ] {
-                    let n = edges[op * ops + to];
-                    if n > 0 {
-                        *map.entry(name.clone()).or_default() += n;
-                    }
+        }
+        for (i, edge) in spec.edges.iter().enumerate() {
+            let name = &spec.operators[edge.to].name;
+            let m = &mut metrics[edge.from];
+            for (edges, map) in [
+                (&w.edges_local, &mut m.chained_local),
+                (&w.edges_remote, &mut m.chained_remote),
+            ] {
+                if edges[i] > 0 {
+                    *map.entry(name.clone()).or_default() += edges[i];
                 }
             }
         }

@@ -14,8 +14,8 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         t_ns: crate::clock::monotonic_ns(),
         processed: vec![0; ops],
         exec_ns: vec![0; ops],
-        edges_local: vec![0; ops * ops],
-        edges_remote: vec![0; ops * ops],
+        edges_local: vec![0; run.spec.edges.len()],
+        edges_remote: vec![0; run.spec.edges.len()],
         ..Counters::default()
     };
     let mut exec_cpu_ns = Some(0u64);
@@ -24,10 +24,10 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
         for op in 0..ops {
             c.processed[op] += m.get(m.processed(op));
             c.exec_ns[op] += m.get(m.exec_ns(op));
-            for to in 0..ops {
-                c.edges_local[op * ops + to] += m.get(m.edge_local(op, to));
-                c.edges_remote[op * ops + to] += m.get(m.edge_remote(op, to));
-            }
+        }
+        for (i, edge) in run.spec.edges.iter().enumerate() {
+            c.edges_local[i] += m.get(m.edge_local(edge.from, edge.to));
+            c.edges_remote[i] += m.get(m.edge_remote(edge.from, edge.to));
         }
         c.busy_ns += m.get(scalar::BUSY_NS);
         c.idle_spin_ns += m.get(scalar::IDLE_SPIN_NS);
