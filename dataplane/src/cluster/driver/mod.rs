@@ -257,6 +257,10 @@ impl<'a> Driver<'a> {
         let mut tcfg =
             TransportConfig::new(DRIVER_ID, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
         tcfg.limits = cfg.limits.clone();
+        // Keep trying a worker for as long as the run waits for it to be ready: a cluster
+        // file's worker restarted by its supervisor after a loss may take that long.
+        let ready_ms = u64::try_from(cfg.ready_timeout.as_millis()).unwrap_or(u64::MAX);
+        tcfg.limits.connect_timeout_ms = tcfg.limits.connect_timeout_ms.max(ready_ms);
         tcfg.peers = cfg.workers.clone();
         let t = Transport::start(tcfg).map_err(|e| DriverError::transport("driver", e))?;
         let ops = spec.operators.len();
