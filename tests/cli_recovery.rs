@@ -336,3 +336,55 @@ fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
         assert_eq!(run[key], oracle[key], "{key}");
     }
 }
+
+/// A worker that stops answering while its connections stay up (SIGSTOP) is named by the
+/// probe after a stall and replaced as a lost one is; the run equals the oracle.
+#[test]
+fn a_stopped_worker_is_replaced_and_the_run_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("stopped");
+    let dir_s = dir.display().to_string();
+    let run = start(
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "2",
+            "--app",
+            "wc",
+            "--records",
+            "40000",
+            "--seed",
+            "2",
+            "--rate",
+            "10000",
+            "--stall-timeout-s",
+            "2",
+            "--checkpoint-interval-ms",
+            "300",
+            "--checkpoint-dir",
+            &dir_s,
+            "--json",
+        ],
+        &[],
+    );
+    let workers = common::wait_for_children(run.pid() as i32, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &workers[0].to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(stopped.success());
+    let out = run.wait();
+    assert!(out.status.success(), "{out:?}");
+    let run = json(&out);
+    assert_equals_oracle("wc", "40000", "2", &run);
+    let r = run["recoveries"].as_array().expect("a recoveries list");
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        r[0]["workers_lost"].as_array().map(Vec::len),
+        Some(1),
+        "{r:?}"
+    );
+    assert!(!common::runs(workers[0]), "the stopped worker was killed");
+}

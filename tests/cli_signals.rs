@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::one_at_a_time;
+use common::{one_at_a_time, runs, wait_for_children};
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
@@ -92,48 +92,6 @@ impl Drop for Group {
             let _ = kill_process_group(pid, Signal::KILL);
         }
         let _ = self.child.wait();
-    }
-}
-
-/// The pids whose parent is `parent` (from `/proc/*/stat`).
-fn children_of(parent: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if stat_field(pid, 1).and_then(|p| p.parse().ok()) == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// Field `n` (0-based) after the command name of `/proc/PID/stat`: 0 is the state, 1 the ppid.
-fn stat_field(pid: i32, n: usize) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(n).map(str::to_string)
-}
-
-/// Whether `pid` runs (a zombie has exited).
-fn runs(pid: i32) -> bool {
-    stat_field(pid, 0).is_some_and(|s| s != "Z" && s != "X")
-}
-
-/// Waits until `parent` has at least `n` children (the workers or the ingress it starts).
-fn wait_for_children(parent: i32, n: usize) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let c = children_of(parent);
-        if c.len() >= n {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{parent} did not start {n} children"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

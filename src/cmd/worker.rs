@@ -172,6 +172,9 @@ fn serve_jobs(
     leave: &AtomicBool,
 ) -> anyhow::Result<()> {
     let mut served = 0u64;
+    // Jobs whose driver went away: not served (they do not count against --max-jobs), but a
+    // worker that had them is idle after work, not a worker no driver ever reached.
+    let mut abandoned = 0u64;
     loop {
         let job = worker.run_job();
         if leave.load(Ordering::Acquire) {
@@ -201,10 +204,14 @@ fn serve_jobs(
                 ),
             ),
             // Idle after serving: the normal end of a worker that is not told how many jobs.
-            Err(NodeError::NoJob { timeout, .. }) if served > 0 => {
+            Err(NodeError::NoJob { timeout, .. }) if served + abandoned > 0 => {
+                let also = match abandoned {
+                    0 => String::new(),
+                    n => format!(" (and {n} whose driver went away)"),
+                };
                 say(
                     id,
-                    format!("no job within {timeout:?} after {served}; exiting"),
+                    format!("no job within {timeout:?} after {served}{also}; exiting"),
                 );
                 return Ok(());
             }
@@ -212,6 +219,7 @@ fn serve_jobs(
             // or it died and is resumed): not a job served; wait for the next.
             Err(e @ NodeError::Driver(_)) => {
                 say(id, format!("the job failed: {e}; waiting for the next"));
+                abandoned += 1;
                 continue;
             }
             Err(e) if max_jobs != 1 && e.ends_only_the_job() => {

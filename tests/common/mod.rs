@@ -308,3 +308,45 @@ pub fn temp_file(name: &str, text: &str) -> tempfile::TempPath {
     std::io::Write::write_all(&mut f, text.as_bytes()).expect("write the temp file");
     f.into_temp_path()
 }
+
+/// The pids whose parent is `parent` (from `/proc/*/stat`).
+pub fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if stat_field(pid, 1).and_then(|p| p.parse().ok()) == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Field `n` (0-based) after the command name of `/proc/PID/stat`: 0 is the state, 1 the ppid.
+pub fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(n).map(str::to_string)
+}
+
+/// Whether `pid` runs (a zombie has exited).
+pub fn runs(pid: i32) -> bool {
+    stat_field(pid, 0).is_some_and(|s| s != "Z" && s != "X")
+}
+
+/// Waits until `parent` has at least `n` children (the workers or the ingress it starts).
+pub fn wait_for_children(parent: i32, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = children_of(parent);
+        if c.len() >= n {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{parent} did not start {n} children"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

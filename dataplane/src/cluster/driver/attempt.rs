@@ -65,7 +65,8 @@ impl Driver<'_> {
             }
         }
         for &p in &self.ids {
-            if !self.t.is_connected(p) && !lost.contains(&p) {
+            let silent = self.silent_at_stall.contains(&p);
+            if (silent || !self.t.is_connected(p)) && !lost.contains(&p) {
                 lost.push(p);
             }
         }

@@ -59,6 +59,13 @@ impl Barrier {
         self.statuses.entry(st.round).or_default().push((from, st));
     }
 
+    /// The workers of `ids` that did not answer probe `round`.
+    pub(super) fn silent(&self, round: u64, ids: &[PeerId]) -> Vec<PeerId> {
+        let answered =
+            |p: &PeerId| (self.statuses.get(&round)).is_some_and(|v| v.iter().any(|s| s.0 == *p));
+        ids.iter().copied().filter(|p| !answered(p)).collect()
+    }
+
     /// The answers to probe `round`, taken.
     pub(super) fn take_round(&mut self, round: u64) -> Vec<(PeerId, Status)> {
         self.statuses.remove(&round).unwrap_or_default()
@@ -185,12 +192,8 @@ impl Driver<'_> {
 
     /// The workers that did not answer probe round `r`.
     fn silent_in(&self, r: u64) -> String {
-        let answered: Vec<PeerId> = (self.barrier.statuses.get(&r).into_iter())
-            .flat_map(|v| v.iter().map(|s| s.0))
-            .collect();
-        let silent: Vec<String> = (self.ids.iter())
-            .filter(|p| !answered.contains(p))
-            .map(|&p| format!("worker {p} at {}", self.addr_of(p)))
+        let silent: Vec<String> = (self.barrier.silent(r, &self.ids).into_iter())
+            .map(|p| format!("worker {p} at {}", self.addr_of(p)))
             .collect();
         format!("no answer to the probe from {}", silent.join(", "))
     }

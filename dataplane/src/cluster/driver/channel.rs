@@ -159,6 +159,7 @@ impl Driver<'_> {
                 }
             }
         }
+        self.silent_at_stall = self.barrier.silent(round, &self.ids);
         let what = self.unsettled_in(round);
         if what.is_empty() {
             String::new()

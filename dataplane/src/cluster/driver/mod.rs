@@ -216,6 +216,9 @@ struct Driver<'a> {
     errors: Vec<String>,
     /// The last time the run moved (the stall timeout counts from here).
     last_progress: Instant,
+    /// The workers that did not answer the probe after a stall (stopped, hung): a recovery
+    /// replaces them as it replaces the workers it lost.
+    silent_at_stall: Vec<PeerId>,
     mig: Migrations,
     meter: Metering,
     barrier: Barrier,
@@ -312,6 +315,7 @@ impl<'a> Driver<'a> {
             sent: BTreeMap::new(),
             errors: Vec::new(),
             last_progress: Instant::now(),
+            silent_at_stall: Vec::new(),
         })
     }
 

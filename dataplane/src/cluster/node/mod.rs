@@ -426,13 +426,7 @@ impl ClusterWorker {
     /// that ended this job (also logged).
     pub fn run_job(&mut self) -> Result<WorkerExit, NodeError> {
         self.node.reset_for_job();
-        // A worker of the cluster file that went away since the last job is dialled again.
-        for &(p, addr) in self.cfg.workers.iter().filter(|w| w.0 != self.cfg.id) {
-            self.node
-                .t
-                .connect(p, addr)
-                .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
-        }
+        dial_cluster_peers(&mut self.node, &self.cfg)?;
         if let Some(driver) = self.cfg.join {
             join::ask(&mut self.node, &self.cfg, driver)?;
         }
@@ -441,6 +435,19 @@ impl ClusterWorker {
         self.node.rx.rings = None;
         result
     }
+}
+
+/// Dials every other worker of the cluster file whose link went away since the last job (a
+/// link that is up or being set up is left alone). Done again when a job comes: a worker
+/// replaced after a recovery may have lost its link to us only after our previous job ended
+/// (a stopped worker, killed by the driver once it gave up on it).
+fn dial_cluster_peers(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<(), NodeError> {
+    for &(p, addr) in cfg.workers.iter().filter(|w| w.0 != cfg.id) {
+        node.t
+            .connect(p, addr)
+            .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
+    }
+    Ok(())
 }
 
 /// Runs one cluster worker until the driver says `BYE` (one job). `listening` is called with
@@ -577,6 +584,7 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
     node.driver = Some(job.driver);
     // The job's workers are the cluster file's, then those reserved for joiners.
     let peers = if job.peers.is_empty() {
+        dial_cluster_peers(node, cfg)?;
         if !job.workers.starts_with(&ids) {
             return Err(NodeError::Job(format!(
                 "the driver's workers {:?} do not start with this cluster file's {:?}",
