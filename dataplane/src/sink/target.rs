@@ -15,6 +15,11 @@ pub const TCP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A `tcp:` reader that takes nothing for this long fails the sink (a slow reader is waited
 /// for; one that stopped reading is an error, never a hang).
 pub const TCP_WRITE_STALL: Duration = Duration::from_secs(30);
+/// A `tcp:` sink's send waits at most this long before the writer looks at how long the
+/// reader has taken nothing ([`TCP_WRITE_STALL`]): a blocking send of a whole chunk would
+/// return only when all of it is sent, or partly sent once its timeout passes, so a reader
+/// that takes a few bytes now and then would hold it for several timeouts.
+pub(super) const TCP_SEND_WAIT: Duration = Duration::from_secs(1);
 /// The kernel's send buffer of a `tcp:` sink, fixed (not autotuned up to `tcp_wmem`'s
 /// maximum, several MiB): what waits for a slow reader stays in the sink's own bounded buffer.
 /// 256 KiB keeps a link with a 1 ms round trip at 250 MB/s.
@@ -101,7 +106,7 @@ impl SinkTarget {
             SinkTarget::Stdout => Ok(Destination::Stdout(std::io::stdout())),
             SinkTarget::Tcp(addr) => {
                 let s = self.connect(addr)?;
-                s.set_write_timeout(Some(TCP_WRITE_STALL))
+                s.set_write_timeout(Some(TCP_SEND_WAIT))
                     .map_err(|e| self.io("configure", e))?;
                 rustix::net::sockopt::set_socket_send_buffer_size(&s, TCP_SEND_BUFFER_BYTES)
                     .map_err(|e| self.io("configure", e.into()))?;
@@ -167,7 +172,7 @@ impl Destination {
             // One write(2) per chunk: with O_APPEND the kernel places it at the end of the
             // file as one unit, so the chunks of several workers do not interleave.
             Destination::File(f) => f.write_all(chunk),
-            Destination::Tcp(s) => s.write_all(chunk),
+            Destination::Tcp(s) => write_tcp(s, chunk, TCP_WRITE_STALL),
             Destination::Stdout(out) => {
                 let mut out = out.lock();
                 for piece in whole_line_pieces(chunk, PIPE_ATOMIC_BYTES) {
@@ -190,6 +195,34 @@ impl Destination {
             }
         }
     }
+}
+
+/// Writes all of `chunk`; an error once nothing was sent for `stall` ([`TCP_WRITE_STALL`]).
+/// The stream's write timeout must be set (to [`TCP_SEND_WAIT`]).
+pub(super) fn write_tcp(s: &mut TcpStream, chunk: &[u8], stall: Duration) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    let mut rest = chunk;
+    let mut progress = std::time::Instant::now();
+    while !rest.is_empty() {
+        match s.write(rest) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                rest = &rest[n..];
+                progress = std::time::Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if progress.elapsed() >= stall {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        format!("the reader took nothing for {} s", stall.as_secs()),
+                    ));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Splits `chunk` into pieces of whole lines of at most `max` bytes (a longer line is a piece

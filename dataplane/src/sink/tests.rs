@@ -249,3 +249,21 @@ mod serde_json_lite {
         Line { pad: pad.len() }
     }
 }
+
+/// A reader that connects and never reads: once both ends' buffers are full, the write fails
+/// after the stall (here 1 s) naming it, rather than waiting on (or timing out once per
+/// partial send).
+#[test]
+fn a_reader_that_takes_nothing_is_an_error_after_the_stall() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (_deaf, _) = l.accept().unwrap();
+    s.set_write_timeout(Some(super::target::TCP_SEND_WAIT))
+        .unwrap();
+    let chunk = vec![b'x'; 64 << 20];
+    let started = Instant::now();
+    let e = super::target::write_tcp(&mut s, &chunk, Duration::from_secs(1)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert!(e.to_string().contains("took nothing for 1 s"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60), "bounded");
+}
