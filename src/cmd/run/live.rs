@@ -338,15 +338,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         seed: args.seed,
         limited_by_records: args.records.is_some(),
         slots: slots.clone(),
-        edge_slots: edges
-            .iter()
-            .map(|&(f, t, _)| {
-                let slot = spec.edges.iter().position(|e| (e.from, e.to) == (f, t));
-                slot.ok_or_else(|| {
-                    anyhow::anyhow!("the model has an edge {f} -> {t} the app has not")
-                })
-            })
-            .collect::<anyhow::Result<_>>()?,
+        edge_slots: edge_slots(&spec, &edges)?,
         operators: spec.operators.len(),
         auto: None,
         pending: None,
@@ -467,6 +459,17 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
         out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     Ok(())
+}
+
+/// For each of the model's edges, its index in the app's edge list (the order the workers
+/// count chained requests in).
+fn edge_slots(spec: &AppSpec, edges: &[(usize, usize, f64)]) -> anyhow::Result<Vec<usize>> {
+    (edges.iter())
+        .map(|&(f, t, _)| {
+            let slot = spec.edges.iter().position(|e| (e.from, e.to) == (f, t));
+            slot.ok_or_else(|| anyhow::anyhow!("the model has an edge {f} -> {t} the app has not"))
+        })
+        .collect()
 }
 
 /// `--chaos-migrations K` or `--moves T:N,...`: the moves made whatever the load.
