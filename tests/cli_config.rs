@@ -89,6 +89,13 @@ fn a_flag_beats_the_run_file_which_beats_the_app_file_which_beats_the_default() 
         line(&printed, "uncapped"),
         "uncapped = true  # command line"
     );
+
+    // But a run file's mode switch is not silenced by a flag of the other mode: the pair is
+    // refused (a static run file with --peak-rate must not become a live run).
+    let static_run = write("static-mode.toml", "static = true\nworkers = 2\n");
+    let (code, _, err) = clasp_text(&["run", "--config", path(&static_run), "--peak-rate", "5000"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
 }
 
 #[test]

@@ -244,7 +244,7 @@ impl From<LedgerDelta> for Delta {
     }
 }
 
-/// Ledger deltas per `Deltas` message (24 bytes each: 48 KiB, under the 64 KiB body limit).
+/// Ledger deltas per `Deltas` message (24 bytes each: 48 KiB, well under the body limit).
 pub const DELTAS_PER_MESSAGE: usize = 2048;
 
 const _: () = assert!(

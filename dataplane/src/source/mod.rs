@@ -33,7 +33,8 @@ pub use spec::SourceSpec;
 /// The longest record a source accepts: a longer line, or a length prefix above it, is
 /// counted malformed and skipped. Chosen so that a root request of the longest record with
 /// the longest key fits the data plane's default limits: a frame the transport sends alone
-/// and one a default ring takes (half of `--ring-bytes`' default of 1 MiB).
+/// (its frame limit and data window) and one a default ring takes (half of `--ring-bytes`'
+/// default of 1 MiB).
 pub const MAX_RECORD_BYTES: usize = 128 << 10;
 /// Room left in a frame beyond the request: the transport's batch and entry headers.
 const WIRE_SLACK_BYTES: usize = 1024;
@@ -42,8 +43,14 @@ const _: () = assert!(
         + crate::request::MAX_KEY_BYTES
         + MAX_RECORD_BYTES
         + WIRE_SLACK_BYTES
-        <= crate::transport::DEFAULT_FRAME_BYTES_MAX
+        <= min_usize(
+            crate::transport::DEFAULT_FRAME_BYTES_MAX,
+            crate::transport::DEFAULT_DATA_CREDIT_BYTES as usize
+        )
 );
+const fn min_usize(a: usize, b: usize) -> usize {
+    if a < b { a } else { b }
+}
 /// A batch is handed to the ingress once it holds this many bytes of records (or when the
 /// reader would wait for more input).
 pub const BATCH_BYTES: usize = 64 << 10;

@@ -198,7 +198,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     pub(crate) profile: Option<PathBuf>,
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "profile")]
     pub(crate) no_profile: bool,
     /// Live runs: serve Prometheus metrics on this address while the run runs (`GET /metrics`,
     /// `GET /healthz`; e.g. 127.0.0.1:9464, port 0 picks one and says which; every metric is

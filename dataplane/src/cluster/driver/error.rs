@@ -124,16 +124,24 @@ impl DriverError {
     /// lost, a worker that cannot be reached, a run that stopped moving (a worker that
     /// froze). Bad settings, a bad source or a worker breaking the protocol are not.
     pub fn is_recoverable(&self) -> bool {
-        matches!(
-            self,
+        match self {
+            // What a frame or a setting is does not change with a restart: replaying would
+            // fail at the same record again.
+            DriverError::Transport { source, .. } => !matches!(
+                source,
+                TransportError::TooLarge { .. }
+                    | TransportError::Frame(_)
+                    | TransportError::Wire(_)
+                    | TransportError::Config(_)
+            ),
             DriverError::Lost { .. }
-                | DriverError::LinkLost { .. }
-                | DriverError::Unreachable { .. }
-                | DriverError::NotQuiescent { .. }
-                | DriverError::Stalled { .. }
-                | DriverError::Timeout(_)
-                | DriverError::Transport { .. }
-        )
+            | DriverError::LinkLost { .. }
+            | DriverError::Unreachable { .. }
+            | DriverError::NotQuiescent { .. }
+            | DriverError::Stalled { .. }
+            | DriverError::Timeout(_) => true,
+            _ => false,
+        }
     }
 
     /// A transport error while doing `context`.

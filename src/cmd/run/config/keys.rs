@@ -42,6 +42,8 @@ pub struct Key {
     pub default: Vec<String>,
     /// The ids of the arguments it cannot be given with (either direction).
     pub conflicts: Vec<String>,
+    /// Of those, the ones its own flag names (`conflicts_with` on it).
+    pub declared: Vec<String>,
 }
 
 impl Key {
@@ -60,11 +62,12 @@ pub fn keys(cmd: &Command) -> Vec<Key> {
         .collect();
     args.iter()
         .map(|arg| {
-            let mut conflicts: Vec<String> = cmd
+            let declared: Vec<String> = cmd
                 .get_arg_conflicts_with(arg)
                 .iter()
                 .map(|a| a.get_id().to_string())
                 .collect();
+            let mut conflicts = declared.clone();
             for other in &args {
                 let theirs = cmd.get_arg_conflicts_with(other);
                 if theirs.iter().any(|a| a.get_id() == arg.get_id()) {
@@ -80,6 +83,7 @@ pub fn keys(cmd: &Command) -> Vec<Key> {
                 repeated: matches!(arg.get_action(), ArgAction::Append),
                 default: default_of(arg),
                 conflicts,
+                declared,
             }
         })
         .collect()

@@ -6,7 +6,10 @@
 //! suggest settings for its app in a `[run]` table. Each setting comes from the first of: the
 //! command line, the run file, the app file, clap's default. A key of a higher layer also
 //! silences the keys of lower layers it conflicts with (`--uncapped` on the command line drops
-//! the run file's `worker-cpu`), so a flag always wins.
+//! the run file's `worker-cpu`; `--static` drops an app file's suggested `peak-rate`), so a
+//! flag always wins — except over a switch a lower layer turns on, which gives way only to the
+//! keys its own flag names as conflicting: a run file's `static = true` is not silenced by
+//! `--peak-rate` (which would turn the run into a live one); clap refuses the pair instead.
 //!
 //! Nothing here knows the flags: the keys are read off clap's `Command` ([`keys`]), a file's
 //! values become the flags' string forms, checked by the flags' own parsers ([`file`]), and
@@ -177,8 +180,14 @@ fn merge(keys: &[Key], settings: &mut [Option<Setting>], layer: &Layer) {
             continue;
         }
         let key = &keys[v.key];
+        let switched_on = key.kind == Kind::Flag && !key.is_default(&v.values);
+        let yields_to = if switched_on {
+            &key.declared
+        } else {
+            &key.conflicts
+        };
         let blocker = keys.iter().zip(settings.iter()).find(|(other, s)| {
-            key.conflicts.contains(&other.id) && s.as_ref().is_some_and(|s| s.is_set(other))
+            yields_to.contains(&other.id) && s.as_ref().is_some_and(|s| s.is_set(other))
         });
         if let Some((other, _)) = blocker {
             let mut unset = default_setting(key);
