@@ -341,3 +341,63 @@ fn sink_errors_are_clear_errors_naming_the_sink() {
         }
     }
 }
+
+/// A file sink that is the source's own file (or in its directory) is refused before anything
+/// is written, and the input is left as it was.
+#[test]
+fn a_sink_over_the_source_is_refused_and_the_input_kept() {
+    let input = common::temp_file("sink-over-source.txt", "hello world\nbye now\n");
+    let path = input.to_str().unwrap();
+    let dir = input.parent().unwrap().to_str().unwrap();
+    let other = format!(
+        "file:{dir}/clasp-sink-over-source-{}.out",
+        std::process::id()
+    );
+    for args in [
+        vec![
+            "local",
+            "--app",
+            "wc",
+            "--source",
+            &format!("file:{path}")[..],
+            "--sink",
+        ],
+        vec![
+            "run",
+            "--static",
+            "--workers",
+            "1",
+            "--app",
+            "wc",
+            "--source",
+            &format!("file:{path}")[..],
+            "--sink",
+        ],
+    ] {
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        args.push(format!("file:{path}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::clasp(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("would write over the input"), "{err}");
+    }
+    let out = common::clasp(&[
+        "local",
+        "--app",
+        "wc",
+        "--source",
+        &format!("dir:{dir}"),
+        "--sink",
+        &other,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a sink in the source's directory"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        "hello world\nbye now\n"
+    );
+}

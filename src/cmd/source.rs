@@ -62,3 +62,18 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Refuses a `--sink` that would write over the `--source`'s own input (exit 2): a file sink
+/// opened for the run is emptied before the source reads it.
+pub fn check_sink(
+    source: &SourceSpec,
+    sink: Option<&clasp_dataplane::sink::SinkTarget>,
+) -> anyhow::Result<()> {
+    match sink {
+        Some(sink) if sink.overwrites(source) => Err(crate::cmd::usage_error(format!(
+            "--sink {sink} would write over the input of --source {source}: give the sink \
+             another path"
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -48,6 +48,22 @@ impl FileStore {
         self.dir.join(format!("{PREFIX}{id:020}"))
     }
 
+    /// Removes every checkpoint in the directory, then the directory if nothing else is in it:
+    /// what else a user keeps there (the directory may be theirs) is left alone.
+    pub fn remove_all(&self) -> Result<(), CheckpointError> {
+        for id in self.ids()? {
+            let dir = self.checkpoint_dir(id);
+            fs::remove_dir_all(&dir)
+                .map_err(|e| CheckpointError::io(format!("removing {}", dir.display()), e))?;
+        }
+        match fs::remove_dir(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => Err(
+                CheckpointError::io(format!("removing {}", self.dir.display()), e),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Ids of the checkpoint directories present, newest first (complete or not).
     fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
         let what = || format!("listing {}", self.dir.display());

@@ -205,3 +205,29 @@ proptest::proptest! {
         let _ = Part::decode(&valid);
     }
 }
+
+/// Removing a run's checkpoints leaves what else is in the directory, and the directory too
+/// while anything is; an empty directory goes.
+#[test]
+fn remove_all_takes_only_the_checkpoints() {
+    let dir = std::env::temp_dir().join(format!("clasp-ck-remove-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = FileStore::open(&dir, 2).unwrap();
+    for id in 1..=2 {
+        std::fs::create_dir_all(store.checkpoint_dir(id)).unwrap();
+        std::fs::write(store.checkpoint_dir(id).join("MANIFEST"), b"x").unwrap();
+    }
+    std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    store.remove_all().unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt", "sub"]);
+    std::fs::remove_file(dir.join("notes.txt")).unwrap();
+    std::fs::remove_dir(dir.join("sub")).unwrap();
+    store.remove_all().unwrap();
+    assert!(!dir.exists(), "an empty directory is removed");
+}

@@ -143,6 +143,38 @@ impl SinkTarget {
     }
 }
 
+impl SinkTarget {
+    /// Whether writing this sink would write over `source`'s input: a `file:` sink that is
+    /// the source's file, or a file in the source's directory (read again as input).
+    pub fn overwrites(&self, source: &crate::source::SourceSpec) -> bool {
+        use crate::source::SourceSpec;
+        let SinkTarget::File(sink) = self else {
+            return false;
+        };
+        // The sink need not exist yet: its directory does, or it cannot be opened anyway.
+        let (Some(parent), Some(name)) = (sink.parent(), sink.file_name()) else {
+            return false;
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            parent
+        };
+        let Ok(parent) = parent.canonicalize() else {
+            return false;
+        };
+        let sink = parent.join(name);
+        let sink = sink.canonicalize().unwrap_or(sink);
+        match source {
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => {
+                p.canonicalize().is_ok_and(|p| p == sink)
+            }
+            SourceSpec::Dir(d) => d.canonicalize().is_ok_and(|d| sink.starts_with(d)),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for SinkTarget {
     /// The text [`SinkTarget::parse`] reads.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

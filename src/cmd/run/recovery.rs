@@ -89,9 +89,13 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     if args.keep_checkpoints || args.resume.is_some() || crate::signals::interrupted().is_some() {
         return;
     }
-    if let Err(e) = std::fs::remove_dir_all(&ck.dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
+    if !ck.dir.exists() {
+        return;
+    }
+    // Only the checkpoints: the directory may be the user's, with other files in it.
+    let removed = clasp_dataplane::checkpoint::FileStore::open(&ck.dir, KEEP_DEFAULT)
+        .and_then(|store| store.remove_all());
+    if let Err(e) = removed {
         tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display());
     }
 }

@@ -33,6 +33,7 @@ pub fn prepare(
     args.source
         .check()
         .map_err(|e| usage_error(e.to_string()))?;
+    crate::cmd::source::check_sink(&args.source, args.sink.as_ref())?;
     let limits = args.net.limits()?;
     // Before any worker starts: a bad checkpoint directory is refused with nothing to stop.
     let checkpoint = super::recovery::config(args)?;
