@@ -204,6 +204,10 @@ fn bad_live_options_are_named() {
         (&["run", "--moves", "2:1,1:2"][..], "ascend"),
         (&["run", "--moves", "1:9"][..], "1..=3"),
         (
+            &["run", "--source", "stdin:", "--chaos-migrations", "2"][..],
+            "--records",
+        ),
+        (
             &["run", "--static", "--workers", "1", "--moves", "1:1"][..],
             "cannot be used with",
         ),

@@ -134,6 +134,15 @@ fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) {
     let v: serde_json::Value = serde_json::from_str(&out).expect("the summary as JSON");
     assert_eq!(v["interrupted"], true, "{args:?}");
     assert_eq!(v["errors"].as_array().map(Vec::len), Some(0), "{err}");
+    // `records` is the shorter run's: what was admitted before the signal, not what was asked.
+    if let Some(i) = args.iter().position(|a| *a == "--records") {
+        let asked: u64 = args[i + 1].parse().unwrap();
+        let records = v["records"].as_u64().expect("records");
+        assert!(
+            0 < records && records < asked,
+            "{args:?}: {records} of {asked}"
+        );
+    }
     assert!(
         v["state_digest"].is_string() && v["processed"].is_object(),
         "{out}"

@@ -46,6 +46,15 @@ impl RunView<'_> {
     pub fn interrupted_now() -> Option<&'static str> {
         crate::signals::interrupted().map(crate::signals::name)
     }
+
+    /// The records the run is about: those asked for, or, when a signal stopped the input,
+    /// those admitted (the shorter run every other figure describes).
+    fn records_run(&self) -> u64 {
+        match self.interrupted {
+            Some(_) => self.admitted,
+            None => self.records,
+        }
+    }
 }
 
 /// The run as one JSON object (what `--json` prints).
@@ -63,7 +72,7 @@ pub fn json(v: &RunView<'_>) -> serde_json::Value {
     };
     let mut o = serde_json::json!({
         "app": v.spec.name,
-        "records": v.records,
+        "records": v.records_run(),
         "seed": v.seed,
         "state_digest": comparable.state_digest().to_hex(),
         "output_digest": comparable.output_digest().to_hex(),
@@ -109,7 +118,10 @@ pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Resul
     writeln!(
         out,
         "app {}  records {}  seed {}{workers}  executors {}",
-        v.spec.name, v.records, v.seed, v.executors
+        v.spec.name,
+        v.records_run(),
+        v.seed,
+        v.executors
     )?;
     writeln!(out, "state_digest  {}", comparable.state_digest())?;
     writeln!(out, "output_digest {}", comparable.output_digest())?;

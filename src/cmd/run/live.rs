@@ -446,6 +446,7 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             "--rate is for --static runs; live runs take --pattern and --peak-rate",
         ));
     }
+    args.check_chaos_source()?;
     if let Some(text) = &args.moves {
         // Before any worker starts (a cluster file's worker count is checked once it is read).
         let most = match args.cluster {

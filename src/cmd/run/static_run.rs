@@ -27,12 +27,7 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         return Err(usage_error("--migration-timeout-s must be at least 1"));
     }
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
-    if args.chaos_migrations > 0 && !args.source.is_generator() && args.records.is_none() {
-        return Err(usage_error(
-            "--chaos-migrations with --source needs --records N (the moves are spread over \
-             the first N records)",
-        ));
-    }
+    args.check_chaos_source()?;
     let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
     let (cfg, spawned) = prepare(&args, args.workers, 0, &spec, records)?;
     let mut chaos;
