@@ -185,6 +185,25 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
     );
     let killed = run.wait();
     assert!(!killed.status.success());
+    // Another run's flags are refused before any worker starts, naming what differs.
+    for (flag, value, needle) in [
+        ("--seed", "5", "--seed 4, not 5"),
+        ("--app", "sd", "app wc, not sd"),
+        ("--source", "file:/etc/hostname", "did not read a file"),
+    ] {
+        let mut other: Vec<&str> = common.to_vec();
+        let at = other.iter().position(|a| *a == flag).unwrap_or(other.len());
+        if at < other.len() {
+            other[at + 1] = value;
+        } else {
+            other.extend([flag, value]);
+        }
+        other.extend(["--resume", &dir_s]);
+        let out = clasp(&other);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{other:?}: {err}");
+        assert!(err.contains(needle) && !err.contains("listening"), "{err}");
+    }
     let mut again: Vec<&str> = common.to_vec();
     again.extend(["--resume", &dir_s, "--json"]);
     let resumed = json(&clasp(&again));

@@ -3,13 +3,15 @@
 //! succeeded.
 
 use super::args::RunArgs;
-use clasp_dataplane::checkpoint::KEEP_DEFAULT;
+use clasp_dataplane::checkpoint::{CheckpointStore, FileStore, KEEP_DEFAULT};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
+use clasp_dataplane::source::SourceSpec;
+use clasp_operators::AppSpec;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The run's checkpoint settings (`None`: off), its directory printed on stderr.
-pub fn config(args: &RunArgs) -> anyhow::Result<Option<CheckpointConfig>> {
+pub fn config(args: &RunArgs, spec: &AppSpec) -> anyhow::Result<Option<CheckpointConfig>> {
     let interval = Duration::from_millis(args.checkpoint_interval_ms);
     if let Some(dir) = &args.resume {
         if !dir.is_dir() {
@@ -18,6 +20,7 @@ pub fn config(args: &RunArgs) -> anyhow::Result<Option<CheckpointConfig>> {
                 dir.display()
             )));
         }
+        check_resume(dir, args, spec)?;
         eprintln!(
             "clasp run: resuming from the checkpoints in {}",
             dir.display()
@@ -57,6 +60,61 @@ pub fn config(args: &RunArgs) -> anyhow::Result<Option<CheckpointConfig>> {
         keep: KEEP_DEFAULT,
         resume: false,
     }))
+}
+
+/// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,
+/// seed and source, and no more records than `--records` — or the resume is refused (exit 2)
+/// naming what differs (a restore of another run's state would not fail: it would be wrong).
+fn check_resume(dir: &std::path::Path, args: &RunArgs, spec: &AppSpec) -> anyhow::Result<()> {
+    let refuse = |why: String| {
+        Err(crate::cmd::usage_error(format!(
+            "--resume {}: {why}",
+            dir.display()
+        )))
+    };
+    let store = FileStore::open(dir, KEEP_DEFAULT)?;
+    let m = match store.load_latest() {
+        Ok(loaded) => loaded.manifest,
+        Err(e) => return refuse(e.to_string()),
+    };
+    if m.app != spec.name {
+        return refuse(format!(
+            "its checkpoint is of app {}, not {}",
+            m.app, spec.name
+        ));
+    }
+    if m.seed != args.seed {
+        return refuse(format!(
+            "its checkpoint is of --seed {}, not {}",
+            m.seed, args.seed
+        ));
+    }
+    let file_source = matches!(
+        args.source,
+        SourceSpec::File(_) | SourceSpec::LenPrefix(_) | SourceSpec::Dir(_)
+    );
+    match (&m.source.file, file_source) {
+        (Some(pos), false) => {
+            return refuse(format!(
+                "its checkpoint read {}, not --source {}",
+                pos.path, args.source
+            ));
+        }
+        (None, true) if m.admitted > 0 => {
+            return refuse(format!(
+                "its checkpoint did not read a file, unlike --source {}",
+                args.source
+            ));
+        }
+        _ => {}
+    }
+    if let Some(records) = args.records.filter(|&r| r < m.admitted) {
+        return refuse(format!(
+            "its checkpoint admitted {} records already, more than --records {records}",
+            m.admitted
+        ));
+    }
+    Ok(())
 }
 
 /// `$XDG_STATE_HOME/clasp/checkpoints/RUN`, else `~/.local/state/clasp/checkpoints/RUN`; RUN
