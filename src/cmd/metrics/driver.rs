@@ -8,6 +8,7 @@ use clasp_controlplane::autoscale::Estimates;
 use clasp_dataplane::cluster::control::{IntervalView, MigrationRecord};
 use clasp_dataplane::message::Counters;
 use clasp_dataplane::runtime::ledger::LATENCY_BUCKET_BOUNDS_US;
+use clasp_dataplane::transport::PeerId;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -195,7 +196,7 @@ impl DriverMetrics {
         }
         for w in &v.workers {
             let before = self.last[w.index].take();
-            self.add_worker(w.index, &w.totals, before.as_ref());
+            self.add_worker(w.totals.worker, &w.totals, before.as_ref());
             self.last[w.index] = Some(w.totals.clone());
         }
         let rate = |kind: &'static str| {
@@ -229,7 +230,7 @@ impl DriverMetrics {
     }
 
     /// A worker's counters since `before` (its first report: everything so far).
-    fn add_worker(&self, worker: usize, now: &Counters, before: Option<&Counters>) {
+    fn add_worker(&self, worker: PeerId, now: &Counters, before: Option<&Counters>) {
         let zero = Counters::default();
         let p = before.unwrap_or(&zero);
         let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);

@@ -101,7 +101,7 @@ pub struct RunRecord {
 pub struct WorkerRow {
     /// Seconds since the run started, at the end of the interval.
     pub t_s: f64,
-    /// Index in the run's worker list.
+    /// The worker's id (as `clasp worker N` and `workers_lost` name it).
     pub worker: usize,
     /// The worker process's CPU µs per second, idle spinning excluded (None: not measured).
     pub cpu_us_per_s: Option<f64>,
