@@ -79,8 +79,17 @@ pub struct OracleArgs {
 pub fn load_app(app: Option<&str>, app_file: Option<&std::path::Path>) -> anyhow::Result<AppSpec> {
     match (app, app_file) {
         // Kinds from this process's registry: the built-in ones plus a user's own binary's.
-        (_, Some(path)) => AppSpec::from_toml_file_with(crate::registry::get(), path)
-            .map_err(|e| usage_error(e.to_string())),
+        (_, Some(path)) => {
+            AppSpec::from_toml_file_with(crate::registry::get(), path).map_err(|e| {
+                let text = e.to_string();
+                // A read error names the file already; a bad app names only what is wrong.
+                if text.contains(&path.display().to_string()) {
+                    usage_error(text)
+                } else {
+                    usage_error(format!("app file {}: {text}", path.display()))
+                }
+            })
+        }
         (Some(name), None) => builtin(name),
         (None, None) => Err(usage_error("give --app NAME or --app-file FILE")),
     }

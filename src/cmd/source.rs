@@ -58,7 +58,9 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
             } else {
                 format!("; malformed: {}", bad.join(", "))
             };
-            format!("source {}: {} records{at}{bad}", s.source, s.offset.records)
+            // `stdin:` and `gen:` end in a colon already.
+            let name = s.source.strip_suffix(':').unwrap_or(&s.source);
+            format!("source {name}: {} records{at}{bad}", s.offset.records)
         })
         .collect()
 }
