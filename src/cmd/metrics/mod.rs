@@ -44,7 +44,9 @@ impl Watch {
             }
             None => None,
         };
-        let events = events.map(EventLog::create).transpose()?;
+        // Like --out, a path that cannot be written is a usage error (exit 2).
+        let events = (events.map(EventLog::create).transpose())
+            .map_err(|e| crate::cmd::usage_error(format!("{e:#}")))?;
         Ok(Watch { metrics, events })
     }
 
