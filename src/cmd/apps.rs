@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use clasp_operators::{AppSpec, apps, generate, oracle};
+use clasp_operators::{AppSpec, SpecError, apps, generate, oracle};
 
 use super::{output, usage_error};
 
@@ -80,14 +80,12 @@ pub fn load_app(app: Option<&str>, app_file: Option<&std::path::Path>) -> anyhow
     match (app, app_file) {
         // Kinds from this process's registry: the built-in ones plus a user's own binary's.
         (_, Some(path)) => {
-            AppSpec::from_toml_file_with(crate::registry::get(), path).map_err(|e| {
-                let text = e.to_string();
-                // A read error names the file already; a bad app names only what is wrong.
-                if text.contains(&path.display().to_string()) {
-                    usage_error(text)
-                } else {
-                    usage_error(format!("app file {}: {text}", path.display()))
-                }
+            AppSpec::from_toml_file_with(crate::registry::get(), path).map_err(|e| match e {
+                // A read error names the file already; a bad app names only what is wrong
+                // (a TOML error says "app file: ..." without saying which).
+                SpecError::Io { .. } => usage_error(e.to_string()),
+                SpecError::Toml(why) => usage_error(format!("app file {}: {why}", path.display())),
+                e => usage_error(format!("app file {}: {e}", path.display())),
             })
         }
         (Some(name), None) => builtin(name),

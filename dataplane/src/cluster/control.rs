@@ -15,6 +15,8 @@ use clasp_protocol::routing::RoutingTable;
 pub struct WorkerInterval {
     /// Index in the job's worker list.
     pub index: usize,
+    /// The worker's id (reported or not yet).
+    pub worker: crate::transport::PeerId,
     /// Per operator: requests processed per second.
     pub processed_per_s: Vec<f64>,
     /// Per operator: mean execution time (µs) over the interval (0 when nothing ran).

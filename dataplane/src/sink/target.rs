@@ -169,7 +169,10 @@ impl SinkTarget {
             SourceSpec::File(p) | SourceSpec::LenPrefix(p) => {
                 p.canonicalize().is_ok_and(|p| p == sink)
             }
-            SourceSpec::Dir(d) => d.canonicalize().is_ok_and(|d| sink.starts_with(d)),
+            // A `dir:` source reads the files directly in it.
+            SourceSpec::Dir(d) => d
+                .canonicalize()
+                .is_ok_and(|d| sink.parent() == Some(d.as_path())),
             _ => false,
         }
     }

@@ -196,7 +196,7 @@ impl DriverMetrics {
         }
         for w in &v.workers {
             let before = self.last[w.index].take();
-            self.add_worker(w.totals.worker, &w.totals, before.as_ref());
+            self.add_worker(w.worker, &w.totals, before.as_ref());
             self.last[w.index] = Some(w.totals.clone());
         }
         let rate = |kind: &'static str| {

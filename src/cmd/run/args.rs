@@ -254,12 +254,12 @@ pub(crate) fn parse_sink(text: &str) -> Result<SinkTarget, String> {
 
 impl RunArgs {
     /// `--chaos-migrations` spreads its moves over the run's records: with a source, their
-    /// number must be given (`--records N`), or the moves would never come.
+    /// number must be given (`--records N`), since a source's length is not known ahead.
     pub(crate) fn check_chaos_source(&self) -> anyhow::Result<()> {
         if self.chaos_migrations > 0 && !self.source.is_generator() && self.records.is_none() {
             return Err(crate::cmd::usage_error(
                 "--chaos-migrations with --source needs --records N (the moves are spread over \
-                 the first N records)",
+                 the first N records; a source's length is not known ahead)",
             ));
         }
         Ok(())

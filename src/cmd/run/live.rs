@@ -610,7 +610,7 @@ fn record(
 fn worker_rows(report: &ClusterReport) -> Vec<WorkerRow> {
     let row = |t_s: f64, w: &WorkerInterval| WorkerRow {
         t_s,
-        worker: w.totals.worker as usize,
+        worker: w.worker as usize,
         cpu_us_per_s: w.cpu_us_per_s,
         exec_us_per_s: w
             .processed_per_s

@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The run's checkpoint settings (`None`: off), its directory printed on stderr.
-pub fn config(args: &RunArgs, spec: &AppSpec) -> anyhow::Result<Option<CheckpointConfig>> {
+pub fn config(
+    args: &RunArgs,
+    spec: &AppSpec,
+    records: u64,
+) -> anyhow::Result<Option<CheckpointConfig>> {
     let interval = Duration::from_millis(args.checkpoint_interval_ms);
     if let Some(dir) = &args.resume {
         if !dir.is_dir() {
@@ -20,7 +24,7 @@ pub fn config(args: &RunArgs, spec: &AppSpec) -> anyhow::Result<Option<Checkpoin
                 dir.display()
             )));
         }
-        check_resume(dir, args, spec)?;
+        check_resume(dir, args, spec, records)?;
         eprintln!(
             "clasp run: resuming from the checkpoints in {}",
             dir.display()
@@ -63,9 +67,16 @@ pub fn config(args: &RunArgs, spec: &AppSpec) -> anyhow::Result<Option<Checkpoin
 }
 
 /// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,
-/// seed and source, and no more records than `--records` — or the resume is refused (exit 2)
-/// naming what differs (a restore of another run's state would not fail: it would be wrong).
-fn check_resume(dir: &std::path::Path, args: &RunArgs, spec: &AppSpec) -> anyhow::Result<()> {
+/// seed, file source (if any) and no more than its `records` — or the resume is refused (exit
+/// 2) naming what differs (a restore of another run's state would not fail: it would be
+/// wrong). A checkpoint does not say which stream or generator fed it: those are not told
+/// apart.
+fn check_resume(
+    dir: &std::path::Path,
+    args: &RunArgs,
+    spec: &AppSpec,
+    records: u64,
+) -> anyhow::Result<()> {
     let refuse = |why: String| {
         Err(crate::cmd::usage_error(format!(
             "--resume {}: {why}",
@@ -89,12 +100,18 @@ fn check_resume(dir: &std::path::Path, args: &RunArgs, spec: &AppSpec) -> anyhow
             m.seed, args.seed
         ));
     }
+    // The file the checkpoint read: the source's file, or one in the source's directory.
+    let read_by_source = |path: &str| match &args.source {
+        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::path::Path::new(path) == p,
+        SourceSpec::Dir(d) => std::path::Path::new(path).starts_with(d),
+        _ => false,
+    };
     let file_source = matches!(
         args.source,
         SourceSpec::File(_) | SourceSpec::LenPrefix(_) | SourceSpec::Dir(_)
     );
     match (&m.source.file, file_source) {
-        (Some(pos), false) => {
+        (Some(pos), _) if !read_by_source(&pos.path) => {
             return refuse(format!(
                 "its checkpoint read {}, not --source {}",
                 pos.path, args.source
@@ -108,9 +125,10 @@ fn check_resume(dir: &std::path::Path, args: &RunArgs, spec: &AppSpec) -> anyhow
         }
         _ => {}
     }
-    if let Some(records) = args.records.filter(|&r| r < m.admitted) {
+    if records < m.admitted {
         return refuse(format!(
-            "its checkpoint admitted {} records already, more than --records {records}",
+            "its checkpoint admitted {} records already, more than this run's {records} \
+             (--records)",
             m.admitted
         ));
     }

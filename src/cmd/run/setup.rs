@@ -36,7 +36,7 @@ pub fn prepare(
     crate::cmd::source::check_sink(&args.source, args.sink.as_ref())?;
     let limits = args.net.limits()?;
     // Before any worker starts: a bad checkpoint directory is refused with nothing to stop.
-    let checkpoint = super::recovery::config(args, spec)?;
+    let checkpoint = super::recovery::config(args, spec, records)?;
     let worker_limits = WorkerLimits {
         cpu: args.worker_cpu,
         cpus: args.cpus.clone(),

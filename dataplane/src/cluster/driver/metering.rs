@@ -102,6 +102,7 @@ impl Driver<'_> {
             let (Some(c), p) = (&self.meter.counters[i], &self.meter.prev_counters[i]) else {
                 workers.push(WorkerInterval {
                     index: i,
+                    worker: self.slots.workers[i],
                     ..WorkerInterval::default()
                 });
                 continue;
@@ -138,6 +139,7 @@ impl Driver<'_> {
                 .count();
             workers.push(WorkerInterval {
                 index: i,
+                worker: self.slots.workers[i],
                 exec_us: exec_ns
                     .iter()
                     .zip(&processed)
