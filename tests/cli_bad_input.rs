@@ -6,7 +6,7 @@ mod common;
 
 use common::clasp;
 use std::io::Read as _;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
  "alpha_us": 38.5, "beta_us": 275, "gamma_us": 51500,
@@ -198,7 +198,7 @@ fn to_dev_full(args: &[&str]) -> Output {
         .write(true)
         .open("/dev/full")
         .expect("/dev/full");
-    Command::new(env!("CARGO_BIN_EXE_clasp"))
+    common::clasp_command()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::from(full))
@@ -239,7 +239,7 @@ fn a_full_disk_under_stdout_is_an_error_with_a_message() {
 
 /// Starts clasp with its stdout a pipe, reads at most `keep` bytes, closes the pipe and waits.
 fn with_closed_pipe(args: &[&str], keep: usize) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+    let mut child = common::clasp_command()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

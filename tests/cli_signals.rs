@@ -33,7 +33,7 @@ struct Group {
 
 impl Group {
     fn start(args: &[&str]) -> Group {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        let mut child = common::clasp_command()
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

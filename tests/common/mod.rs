@@ -31,20 +31,11 @@ pub struct Running {
 
 /// Starts clasp with `env` added to its environment.
 pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clasp"));
+    let mut cmd = clasp_command();
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // No test reads the user's machine profile (`clasp calibrate`): a config directory that
-    // does not exist, unless the test gives its own.
-    cmd.env("XDG_CONFIG_HOME", no_config_dir());
-    // Checkpoints of runs that fail on purpose stay out of the user's state directory: in one
-    // directory every test run shares (one per process would leave a directory per run).
-    cmd.env(
-        "XDG_STATE_HOME",
-        std::env::temp_dir().join("clasp-tests-state"),
-    );
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -65,6 +56,22 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
             b
         }),
     }
+}
+
+/// The clasp binary as every test starts it: away from the user's configuration and state.
+pub fn clasp_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clasp"));
+    // No test reads the user's machine profile (`clasp calibrate`): a config directory that
+    // does not exist, unless the test gives its own.
+    cmd.env("XDG_CONFIG_HOME", no_config_dir());
+    // Checkpoints of runs that fail or are interrupted on purpose stay out of the user's state
+    // directory: in one directory every test run shares (one per process would leave a
+    // directory per run).
+    cmd.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("clasp-tests-state"),
+    );
+    cmd
 }
 
 /// A config directory that holds nothing.
