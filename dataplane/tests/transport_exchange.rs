@@ -2,7 +2,7 @@
 //! connection, on both receive paths (multishot into provided buffers, and plain recv).
 
 mod transport_support;
-use clasp_dataplane::transport::{Limits, Transport};
+use clasp_dataplane::transport::{Limits, Transport, wire};
 use transport_support::*;
 
 fn exchange(n: u32, count: u32, limits: Limits) -> Vec<Transport> {
@@ -86,6 +86,59 @@ fn small_receive_buffers_split_frames_across_receives() {
             ..limits
         },
     );
+}
+
+/// Batches of four requests: a sender that appends faster than the kernel sends fills many
+/// while one send is in flight.
+fn small_batches(send_bytes_max: usize) -> Limits {
+    let entry = wire::entry_bytes(16 + clasp_dataplane::request::REQUEST_HEADER_BYTES);
+    Limits {
+        batch_bytes_max: wire::NET_HEADER_BYTES + 4 * entry,
+        send_bytes_max,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn batches_that_fill_behind_a_send_go_out_together_in_order() {
+    let ts = exchange(2, 20_000, small_batches(64 << 10));
+    let c = ts[0].peer_counters(2);
+    assert_eq!(c.frames_received, 20_000);
+    assert!(c.batches_sent >= 5_000, "batches of at most four: {c:?}");
+    assert!(
+        c.batch_sends < c.batches_sent,
+        "batches filled behind a send went out together: {c:?}"
+    );
+}
+
+#[test]
+fn one_batch_a_send_where_send_bytes_max_is_the_batch() {
+    let limits = small_batches(0);
+    let ts = exchange(2, 5_000, limits);
+    let c = ts[0].peer_counters(2);
+    assert_eq!(c.batch_sends, c.batches_sent, "{c:?}");
+}
+
+#[test]
+fn control_between_coalesced_batches_keeps_the_sequence() {
+    init_logs();
+    let mut ts = mesh(2, &small_batches(64 << 10));
+    let mut rs = vec![Recorder::default(), Recorder::default()];
+    wait_connected(&mut ts, &mut rs);
+    let mut out = Outbox::new(1, &[2], 8_000, 16, 2);
+    let mut controls = 0u16;
+    pump(&mut ts, &mut rs, |ts, rs| {
+        out.push(&mut ts[0]);
+        // A control frame queued while batches wait behind a send goes out ahead of them.
+        if controls < 200 && ts[0].send_control(2, controls, b"between").unwrap() {
+            controls += 1;
+        }
+        rs[1].frames.len() == 8_000 && rs[1].controls.len() == 200
+    });
+    assert_in_order(&rs[1].from(1), 1, 8_000);
+    assert!(rs[1].lost().is_empty(), "{:?}", rs[1].events);
+    let c = ts[0].peer_counters(2);
+    assert!(c.batch_sends < c.batches_sent, "{c:?}");
 }
 
 #[test]

@@ -232,8 +232,10 @@ fn delayed_batches_still_arrive_in_order() {
 #[test]
 fn a_cut_connection_is_reported_and_the_other_direction_survives() {
     init_logs();
+    // One batch a send, so the cut after three batches falls before most requests go out.
     let limits = Limits {
         batch_bytes_max: 1024,
+        send_bytes_max: 1024,
         ..Limits::default()
     };
     let mut a = config(1, limits.clone());

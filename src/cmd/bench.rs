@@ -237,7 +237,12 @@ fn write_remote(
     let mut batches: Vec<(&String, &f64)> = r.remote_ns_per_request.iter().collect();
     batches.sort_by_key(|(batch, _)| batch.parse::<u64>().unwrap_or(u64::MAX));
     for (batch, ns) in batches {
-        writeln!(out, "  batch {batch:>4}: {ns:8.1} ns")?;
+        let per_send = r.remote_batches_per_send.get(batch);
+        let per_send = per_send.map_or(String::new(), |b| format!("  ({b:.1} batches a send)"));
+        writeln!(out, "  batch {batch:>4}: {ns:8.1} ns{per_send}")?;
+    }
+    for (batch, ns) in &r.remote_one_send_per_batch_ns_per_request {
+        writeln!(out, "  batch {batch:>4}, one batch a send: {ns:8.1} ns")?;
     }
     for (batch, ns) in &r.baseline_remote_ns_per_request {
         writeln!(

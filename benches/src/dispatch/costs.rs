@@ -5,7 +5,7 @@
 //! The runs are the very ones of the full benchmark (`remote_run`, `gamma_run`), so a figure
 //! here means what the same figure of `clasp bench dispatch --json` means.
 
-use super::harness::{KEY_BYTES, PAYLOAD_BYTES, median};
+use super::harness::{KEY_BYTES, PAYLOAD_BYTES, Sends, median};
 use super::transport::{gamma_run, remote_run};
 use super::{BATCH_SIZES, DESTINATIONS, DispatchOpts};
 use clasp_dataplane::request::frame_len;
@@ -65,7 +65,7 @@ pub fn remote_costs(
         for &b in &batches {
             beta.entry(b)
                 .or_default()
-                .push(remote_run(b, opts.requests_for(b)).0);
+                .push(remote_run(b, opts.requests_for(b), Sends::Coalesced).ns);
         }
     }
     let round = || {

@@ -129,13 +129,27 @@ impl Inbound for RingSink {
     fn control(&mut self, _: PeerId, _: u16, _: &[u8]) {}
 }
 
-pub(super) fn limits_for(batch: usize, age_us: u64) -> Limits {
+/// How a run's sender sends its batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sends {
+    /// The transport's default: batches that fill while a send is in flight go out together
+    /// in the next (`Limits::send_bytes_max`).
+    Coalesced,
+    /// One batch a send (`send_bytes_max` at the batch), as the tokio baseline writes.
+    OnePerBatch,
+}
+
+pub(super) fn limits_for(batch: usize, age_us: u64, sends: Sends) -> Limits {
     let entry = wire::entry_bytes(frame_len(KEY_BYTES, PAYLOAD_BYTES));
+    let batch_bytes_max = wire::NET_HEADER_BYTES + batch * entry;
     let mut l = Limits {
-        batch_bytes_max: wire::NET_HEADER_BYTES + batch * entry,
+        batch_bytes_max,
         batch_age_max_us: age_us,
         ..Limits::default()
     };
+    if sends == Sends::OnePerBatch {
+        l.send_bytes_max = batch_bytes_max;
+    }
     // Ablations, for the README's "what each change bought".
     if let Some(us) = std::env::var("CLASP_DISPATCH_PARK_MIN_WAIT_US")
         .ok()

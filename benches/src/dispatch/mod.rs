@@ -30,13 +30,16 @@ pub use costs::{RemoteCosts, default_batch_requests, remote_costs};
 pub use harness::process_cpu_s;
 
 use clasp_dataplane::request::{Request, frame_len};
-use harness::{KEY_BYTES, PAYLOAD_BYTES, emit, median};
+use harness::{KEY_BYTES, PAYLOAD_BYTES, Sends, emit, median};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use transport::{gamma_run, remote_latency_us, remote_run};
 
 /// Batch sizes of β.
 pub const BATCH_SIZES: [usize; 4] = [1, 8, 32, 128];
+/// Batch sizes of β measured again with one batch a send (what the tokio baseline does, and
+/// what the transport did before it sent batches that fill behind a send together).
+pub const ONE_SEND_BATCH_SIZES: [usize; 2] = [1, 32];
 /// Destination counts of γ.
 pub const DESTINATIONS: [usize; 3] = [1, 2, 4];
 /// How often γ's sender flushes a batch to every destination (µs): once per millisecond, as
@@ -102,8 +105,16 @@ impl DispatchOpts {
 /// The remote half of `clasp bench dispatch --json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RemoteDispatch {
-    /// CPU ns per remote chained request (both sides) by batch size.
+    /// CPU ns per remote chained request (both sides) by batch size, as the transport sends
+    /// by default: batches that fill while a send is in flight go out together.
     pub remote_ns_per_request: BTreeMap<String, f64>,
+    /// Batches per send in those runs, by batch size (median).
+    #[serde(default)]
+    pub remote_batches_per_send: BTreeMap<String, f64>,
+    /// CPU ns per remote chained request by batch size ([`ONE_SEND_BATCH_SIZES`]) with one
+    /// batch a send (`Limits::send_bytes_max` at the batch).
+    #[serde(default)]
+    pub remote_one_send_per_batch_ns_per_request: BTreeMap<String, f64>,
     /// Added CPU ns per request for each extra remote destination at the same total rate
     /// (slope over 1, 2, 4 destinations).
     pub per_destination_ns: f64,
@@ -149,8 +160,8 @@ pub struct RemoteIdleRow {
 
 /// Checks that both paths deliver every request intact before anything is timed.
 fn check() {
-    let (ns, _) = remote_run(8, 2_000);
-    assert!(ns.is_finite());
+    assert!(remote_run(8, 2_000, Sends::Coalesced).ns.is_finite());
+    assert!(remote_run(8, 2_000, Sends::OnePerBatch).ns.is_finite());
     assert!(baseline_run(8, 2_000).is_none_or(f64::is_finite));
     let frame = {
         let mut f = [0u8; frame_len(KEY_BYTES, PAYLOAD_BYTES)];
@@ -192,7 +203,7 @@ pub fn compare(batch: usize, requests: u64, reps: usize) -> (Vec<f64>, Vec<f64>)
     let only = std::env::var("CLASP_DISPATCH_ONLY").unwrap_or_default();
     for _ in 0..reps {
         if only != "baseline" {
-            t.push(remote_run(batch, requests).0);
+            t.push(remote_run(batch, requests, Sends::Coalesced).ns);
         }
         if only != "transport" {
             b.push(baseline::run(batch, requests));
@@ -214,6 +225,8 @@ pub fn latency(round_trips: usize) -> (f64, f64) {
 pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
     check();
     let mut remote: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut per_send: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut one_send: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut base: Vec<f64> = Vec::new();
     let mut gamma: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut multishot = false;
@@ -229,9 +242,14 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
             v.push(remote_latency_us(opts.round_trips, p.network_spin()));
         }
         for &b in &BATCH_SIZES {
-            let (ns, m) = remote_run(b, opts.requests_for(b));
-            multishot = m;
-            remote.entry(b).or_default().push(ns);
+            let run = remote_run(b, opts.requests_for(b), Sends::Coalesced);
+            multishot = run.multishot;
+            remote.entry(b).or_default().push(run.ns);
+            per_send.entry(b).or_default().push(run.batches_per_send);
+        }
+        for &b in &ONE_SEND_BATCH_SIZES {
+            let run = remote_run(b, opts.requests_for(b), Sends::OnePerBatch);
+            one_send.entry(b).or_default().push(run.ns);
         }
         base.extend(baseline_run(32, opts.requests));
         for &d in &DESTINATIONS {
@@ -260,11 +278,15 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
             }
         })
         .collect();
-    RemoteDispatch {
-        remote_ns_per_request: remote
-            .into_iter()
+    let medians = |m: BTreeMap<usize, Vec<f64>>| -> BTreeMap<String, f64> {
+        m.into_iter()
             .map(|(b, v)| (b.to_string(), median(v)))
-            .collect(),
+            .collect()
+    };
+    RemoteDispatch {
+        remote_ns_per_request: medians(remote),
+        remote_batches_per_send: medians(per_send),
+        remote_one_send_per_batch_ns_per_request: medians(one_send),
         per_destination_ns: (g4 - g1) / 3.0,
         per_destination_detail_ns: detail,
         gamma_rate_per_s: opts.gamma_rate_per_s,
@@ -301,6 +323,14 @@ mod tests {
     fn the_remote_dispatch_bench_runs_and_reports_every_field() {
         let r = run(&DispatchOpts::quick());
         assert_eq!(r.remote_ns_per_request.len(), 4);
+        assert_eq!(r.remote_batches_per_send.len(), 4);
+        assert!(r.remote_batches_per_send.values().all(|v| *v >= 1.0));
+        assert_eq!(r.remote_one_send_per_batch_ns_per_request.len(), 2);
+        assert!(
+            r.remote_one_send_per_batch_ns_per_request
+                .values()
+                .all(|v| v.is_finite() && *v > 0.0)
+        );
         assert!(
             r.remote_ns_per_request
                 .values()

@@ -3,8 +3,8 @@
 //! latency.
 
 use super::harness::{
-    KEY_BYTES, PAYLOAD_BYTES, RUN_DEADLINE, Rendezvous, RingSink, emit, limits_for, main_edge,
-    median, pin, process_cpu_s, spawn_named, thread_cpu_s, worker_edge,
+    KEY_BYTES, PAYLOAD_BYTES, RUN_DEADLINE, Rendezvous, RingSink, Sends, emit, limits_for,
+    main_edge, median, pin, process_cpu_s, spawn_named, thread_cpu_s, worker_edge,
 };
 use clasp_dataplane::request::frame_len;
 use clasp_dataplane::transport::{Limits, PeerId};
@@ -18,10 +18,20 @@ const RX_WAIT: Duration = Duration::from_millis(1);
 /// How long the sender parks when the transport refuses a request (until a completion).
 const TX_WAIT: Duration = Duration::from_millis(1);
 
-/// β: CPU ns per request at `batch` requests per batch, at saturation.
-pub(super) fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
+/// What one β run measured.
+pub(super) struct RemoteRun {
+    /// CPU ns per request, both sides.
+    pub ns: f64,
+    /// Whether the receiver used multishot receive.
+    pub multishot: bool,
+    /// Batches the sender sent per send.
+    pub batches_per_send: f64,
+}
+
+/// β: CPU ns per request at `batch` requests per batch, at saturation, sent as `sends` says.
+pub(super) fn remote_run(batch: usize, requests: u64, sends: Sends) -> RemoteRun {
     // A long age limit: batches leave full (by size), as at saturation.
-    let limits = limits_for(batch, 1_000_000);
+    let limits = limits_for(batch, 1_000_000, sends);
     let meet = Rendezvous::new(2);
     let barrier = Arc::new(Barrier::new(3));
     let done = Arc::new(AtomicBool::new(false));
@@ -91,7 +101,11 @@ pub(super) fn remote_run(batch: usize, requests: u64) -> (f64, bool) {
     );
     let want: u64 = (0..requests).fold(0u64, |s, i| s.wrapping_add(i));
     assert_eq!(checksum, want, "requests lost or corrupted");
-    (cpu * 1e9 / requests as f64, tx_counters.multishot)
+    RemoteRun {
+        ns: cpu * 1e9 / requests as f64,
+        multishot: tx_counters.multishot,
+        batches_per_send: tx_peer.batches_sent as f64 / tx_peer.batch_sends.max(1) as f64,
+    }
 }
 
 /// γ: CPU ns per request at a fixed total rate spread over `dests` destinations, the sender
@@ -187,7 +201,7 @@ pub(super) fn remote_latency_us(round_trips: usize, idle_spin: Duration) -> f64 
 }
 
 fn one_way_us(round_trips: usize, idle_spin: Duration) -> f64 {
-    let limits = limits_for(1, 0);
+    let limits = limits_for(1, 0, Sends::Coalesced);
     let meet = Rendezvous::new(2);
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {

@@ -12,6 +12,15 @@ pub struct Limits {
     pub batch_bytes_max: usize,
     /// ... or when its first request is this old.
     pub batch_age_max_us: u64,
+    /// Most bytes of batches one send carries. A batch that fills while the connection's
+    /// send is in flight is closed as a frame of its own (≤ `batch_bytes_max`) and the next
+    /// starts behind it, up to this; the next send takes them all, so a sender that fills
+    /// batches faster than the kernel sends them pays for one send per this many bytes rather
+    /// than one per batch. It delays nothing (only batches already full wait, behind a send
+    /// already in flight). `batch_bytes_max` or less: one batch a send. Default:
+    /// [`DEFAULT_SEND_BYTES_MAX`]; what it buys is measured in
+    /// `benches/results/dispatch-remote.md`.
+    pub send_bytes_max: usize,
     /// Longest frame accepted from a peer (checked on the header, before buffering).
     pub frame_bytes_max: usize,
     /// Data credit granted to each sender: bytes of batch frames it may have in flight.
@@ -55,6 +64,8 @@ pub struct Limits {
 pub const DEFAULT_BATCH_BYTES_MAX: usize = 32 << 10;
 /// Default batch age limit (Flink's buffer timeout, scaled to this data plane).
 pub const DEFAULT_BATCH_AGE_MAX_US: u64 = 50;
+/// Default most bytes of batches one send carries (four default batches).
+pub const DEFAULT_SEND_BYTES_MAX: usize = 4 * DEFAULT_BATCH_BYTES_MAX;
 /// Default frame limit.
 pub const DEFAULT_FRAME_BYTES_MAX: usize = 1 << 20;
 /// Default data window per sender.
@@ -64,7 +75,11 @@ pub const DEFAULT_PARK_MIN_WAIT_US: u32 = 50;
 /// Default control window per sender.
 pub const DEFAULT_CONTROL_CREDIT_BYTES: u32 = 1 << 20;
 
+/// Largest `send_bytes_max` accepted (each connection keeps two buffers about this large).
+pub const SEND_BYTES_MAX_LIMIT: usize = 16 << 20;
+
 const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_FRAME_BYTES_MAX);
+const _: () = assert!(DEFAULT_SEND_BYTES_MAX <= SEND_BYTES_MAX_LIMIT);
 const _: () = assert!(DEFAULT_FRAME_BYTES_MAX <= wire::FRAME_BYTES_MAX);
 const _: () = assert!(DEFAULT_BATCH_BYTES_MAX <= DEFAULT_DATA_CREDIT_BYTES as usize);
 // The largest control frame fits the control window, or control could never be sent.
@@ -78,6 +93,7 @@ impl Default for Limits {
         Limits {
             batch_bytes_max: DEFAULT_BATCH_BYTES_MAX,
             batch_age_max_us: DEFAULT_BATCH_AGE_MAX_US,
+            send_bytes_max: DEFAULT_SEND_BYTES_MAX,
             frame_bytes_max: DEFAULT_FRAME_BYTES_MAX,
             data_credit_bytes: DEFAULT_DATA_CREDIT_BYTES,
             control_credit_bytes: DEFAULT_CONTROL_CREDIT_BYTES,
@@ -101,6 +117,12 @@ impl Limits {
             return bad(format!(
                 "batch_bytes_max {} must be in {min_batch}..=frame_bytes_max ({})",
                 self.batch_bytes_max, self.frame_bytes_max
+            ));
+        }
+        if self.send_bytes_max > SEND_BYTES_MAX_LIMIT {
+            return bad(format!(
+                "send_bytes_max {} must be at most {SEND_BYTES_MAX_LIMIT}",
+                self.send_bytes_max
             ));
         }
         if self.frame_bytes_max > wire::FRAME_BYTES_MAX

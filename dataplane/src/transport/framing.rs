@@ -232,7 +232,7 @@ mod tests {
             direction: Direction::Inbound,
             state: ConnState::Open,
             ops: 0,
-            send: SendHalf::new(0, 0, now),
+            send: SendHalf::new(0, 0, 0, now),
             recv: RecvHalf::new(0),
             credit: Credit::new(Direction::Inbound, &none, &Limits::default()),
         }

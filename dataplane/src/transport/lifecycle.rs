@@ -208,7 +208,12 @@ impl Transport {
             direction,
             state: ConnState::Open,
             ops: 0,
-            send: SendHalf::new(batch_limit_bytes, lone_limit_bytes, self.now),
+            send: SendHalf::new(
+                batch_limit_bytes,
+                lone_limit_bytes,
+                limits.send_bytes_max,
+                self.now,
+            ),
             recv: RecvHalf::new(recv_buffer_bytes),
             credit: Credit::new(direction, &w, limits),
         };

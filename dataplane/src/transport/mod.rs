@@ -3,7 +3,9 @@
 //! A remote chained request is the expensive hop of the data plane, and what makes it cheap is
 //! batching: requests for the same destination are appended to one outbound batch, the batch
 //! crosses the kernel once, and on arrival each request is validated and copied once, from the
-//! receive buffer into the destination ring ([`wire`] has the format). The network thread owns a [`Transport`] and calls
+//! receive buffer into the destination ring ([`wire`] has the format). Batches that fill while
+//! the connection's one send is in flight go out together in the next send
+//! ([`Limits::send_bytes_max`]). The network thread owns a [`Transport`] and calls
 //! [`Transport::poll`] in its loop: one `io_uring_enter` per turn submits every send and
 //! re-arm of the turn and, when there is nothing to do, parks until a completion, a
 //! [`Waker`], or the next batch's age limit. Poll a transport from one thread only, the first
@@ -207,8 +209,11 @@ pub struct PeerCounters {
     pub bytes_sent: u64,
     /// Request frames sent.
     pub frames_sent: u64,
-    /// Batches sent.
+    /// Batches sent (each a frame of its own).
     pub batches_sent: u64,
+    /// Sends that carried batches: fewer than `batches_sent` where batches that filled while a
+    /// send was in flight went out together (`Limits::send_bytes_max`).
+    pub batch_sends: u64,
     /// Control messages sent.
     pub control_sent: u64,
     /// Bytes of frames received (all kinds).

@@ -64,36 +64,32 @@ impl Transport {
             crate::request::Request::parse(frame)?;
         }
         let counters = &mut p.counters;
-        let fits = |b: &super::conn::send::Batch| {
-            if alone {
-                b.requests == 0
-            } else {
-                b.buf.len() + entry <= limit_bytes
-            }
-        };
-        if !fits(&conn.send.batch) {
+        if !conn.send.batch.fits(entry, alone) {
             // Full: hand it to the kernel now if the previous batch is done.
             if !conn.send.busy() && !conn.is_closing() {
                 counters.flushes_by_size += 1;
                 let e = conn.start_batch_send(slot, self.cfg.id);
                 push_sqe(&mut self.ring, &mut self.inflight, &e)?;
             }
-            if !fits(&conn.send.batch) {
-                counters.append_refusals += 1;
-                return Ok(false);
-            }
+        }
+        // Still full (a send is in flight): the next frame starts behind it, to go out with
+        // it in the next send, while there is room for it (`conn/send.rs`).
+        let open = !conn.send.batch.fits(entry, alone);
+        if open && (conn.is_closing() || !conn.send.batch.may_open_frame(entry)) {
+            counters.append_refusals += 1;
+            return Ok(false);
         }
         let batch = &mut conn.send.batch;
-        if (batch.buf.len() + entry) as u64 > conn.credit.data_bytes {
+        let header = if open { NET_HEADER_BYTES } else { 0 };
+        if (batch.buf.len() + header + entry) as u64 > conn.credit.data_bytes {
             batch.block_on_credit();
             counters.append_refusals += 1;
             return Ok(false);
         }
-        if batch.requests == 0 {
-            batch.started = self.now;
+        if open {
+            batch.open_frame();
         }
-        wire::push_entry(&mut batch.buf, frame);
-        batch.requests += 1;
+        batch.push(frame, self.now);
         Ok(true)
     }
 
@@ -214,10 +210,11 @@ impl Transport {
             conn.send.sent_bytes += bytes;
             let counters = &mut self.peers[conn.peer as usize].counters;
             counters.bytes_sent += bytes;
-            if let Some(Sending::Batch { requests }) = sending {
-                conn.send.sent_batches += 1;
-                counters.batches_sent += 1;
-                counters.frames_sent += requests as u64;
+            if let Some(Sending::Batch { requests, frames }) = sending {
+                conn.send.sent_batches += u64::from(frames);
+                counters.batches_sent += u64::from(frames);
+                counters.batch_sends += 1;
+                counters.frames_sent += u64::from(requests);
             }
             let outbound = conn.direction == Direction::Outbound;
             for cut in cuts.iter().filter(|cut| cut.peer == conn.peer && outbound) {

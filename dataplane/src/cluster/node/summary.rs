@@ -115,14 +115,16 @@ pub(super) fn finish(
     totals.insert("net_enters".into(), tc.enters);
     totals.insert("net_turns".into(), tc.turns);
     totals.insert("net_refused".into(), tc.refused);
-    let (mut batches, mut refusals, mut full) = (0, 0, 0);
+    let (mut batches, mut sends, mut refusals, mut full) = (0, 0, 0, 0);
     for p in 0..node.sent.len().max(node.rx.received.len()) {
         let c = node.t.peer_counters(p as PeerId);
         batches += c.batches_sent;
+        sends += c.batch_sends;
         refusals += c.append_refusals;
         full += c.deliveries_full;
     }
     totals.insert("net_batches_sent".into(), batches);
+    totals.insert("net_batch_sends".into(), sends);
     totals.insert("net_append_refusals".into(), refusals);
     totals.insert("net_deliveries_full".into(), full);
     s.totals = totals.into_iter().collect();

@@ -6,6 +6,15 @@
 //! request. A connection has at most one send in flight; while the kernel owns the send buffer
 //! the next batch fills a second buffer, and the two are swapped when it goes out. Control
 //! frames are queued whole and go out ahead of the next batch, several coalesced in one send.
+//!
+//! Why several batches a send: on loopback and fast links a send costs the kernel microseconds
+//! whatever it carries, so a sender that fills batches faster than the kernel sends them paid
+//! that once per batch and waited between. Now a batch that fills while a send is in flight is
+//! closed as a frame of its own and the next one starts behind it in the same buffer, up to
+//! `Limits::send_bytes_max`; the next send takes them all. Nothing waits that would not have
+//! waited anyway (only a batch already full, behind a send already in flight), each frame
+//! stays within the peer's frame limit, and frames are stamped with their sequence numbers
+//! only when they go out, so control frames queued meanwhile still go out ahead of them.
 
 use super::super::op::Op;
 use super::super::wire::{self, Kind, NET_HEADER_BYTES, NetHeader};
@@ -24,8 +33,8 @@ const _: () = assert!(CONTROL_SEND_BYTES_MAX >= wire::FRAME_BYTES_MAX / 4);
 /// What the send in flight carries (counted by kind when it completes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Sending {
-    /// A batch of this many requests.
-    Batch { requests: u32 },
+    /// This many batch frames, carrying this many requests in all.
+    Batch { requests: u32, frames: u32 },
     /// One or more control frames.
     Control,
     /// A credit frame.
@@ -43,10 +52,21 @@ pub(crate) enum Urgency {
     Requested,
 }
 
-/// The outbound batch being filled (frame header space first).
+/// The outbound batches being filled: one frame (header space first) or, behind a send in
+/// flight, several frames one after another.
 pub(crate) struct Batch {
     pub buf: Vec<u8>,
+    /// Requests in every frame of `buf`.
     pub requests: u32,
+    /// Where the frame being filled starts in `buf` (its header; 0 for the first).
+    frame_from: usize,
+    /// Requests in the frame being filled.
+    frame_requests: u32,
+    /// Where each closed frame before it starts in `buf` (empty while there is one frame).
+    closed_from: Vec<usize>,
+    /// Most bytes of frames one send carries (`Limits::send_bytes_max`; at least
+    /// `limit_bytes`).
+    pub send_bytes_max: usize,
     /// When its first request was appended.
     pub started: Instant,
     /// Largest batch frame this connection sends (our limit, the peer's frame limit and its
@@ -75,6 +95,51 @@ impl Batch {
             self.urgency = Urgency::Normal;
         }
     }
+
+    /// Whether an entry of `entry` bytes fits the frame being filled (`alone`: a request too
+    /// large for a batch, which goes in a frame of its own).
+    #[inline]
+    pub(crate) fn fits(&self, entry: usize, alone: bool) -> bool {
+        if alone {
+            self.frame_requests == 0
+        } else {
+            self.buf.len() - self.frame_from + entry <= self.limit_bytes
+        }
+    }
+
+    /// Whether a new frame holding an entry of `entry` bytes may start behind the one being
+    /// filled (which has requests) within `send_bytes_max`.
+    #[inline]
+    pub(crate) fn may_open_frame(&self, entry: usize) -> bool {
+        self.frame_requests > 0 && self.buf.len() + NET_HEADER_BYTES + entry <= self.send_bytes_max
+    }
+
+    /// Closes the frame being filled and starts the next behind it.
+    #[inline]
+    pub(crate) fn open_frame(&mut self) {
+        debug_assert!(self.frame_requests > 0, "an empty frame closed");
+        self.closed_from.push(self.frame_from);
+        self.frame_from = self.buf.len();
+        self.buf.resize(self.frame_from + NET_HEADER_BYTES, 0);
+        self.frame_requests = 0;
+    }
+
+    /// Appends one request frame to the frame being filled.
+    #[inline]
+    pub(crate) fn push(&mut self, frame: &[u8], now: Instant) {
+        if self.requests == 0 {
+            self.started = now;
+        }
+        wire::push_entry(&mut self.buf, frame);
+        self.requests += 1;
+        self.frame_requests += 1;
+    }
+
+    /// Whether a frame has been closed behind a send in flight (so the batch is full).
+    #[inline]
+    fn has_closed_frames(&self) -> bool {
+        !self.closed_from.is_empty()
+    }
 }
 
 /// The send side.
@@ -92,7 +157,12 @@ pub(crate) struct SendHalf {
 }
 
 impl SendHalf {
-    pub(crate) fn new(batch_limit_bytes: usize, lone_limit_bytes: usize, now: Instant) -> SendHalf {
+    pub(crate) fn new(
+        batch_limit_bytes: usize,
+        lone_limit_bytes: usize,
+        send_bytes_max: usize,
+        now: Instant,
+    ) -> SendHalf {
         debug_assert!(lone_limit_bytes >= batch_limit_bytes);
         let mut batch = Vec::with_capacity(batch_limit_bytes);
         batch.resize(NET_HEADER_BYTES, 0);
@@ -104,6 +174,10 @@ impl SendHalf {
             batch: Batch {
                 buf: batch,
                 requests: 0,
+                frame_from: 0,
+                frame_requests: 0,
+                closed_from: Vec::new(),
+                send_bytes_max: send_bytes_max.max(batch_limit_bytes),
                 started: now,
                 limit_bytes: batch_limit_bytes,
                 lone_limit_bytes,
@@ -137,37 +211,48 @@ impl SendHalf {
             return false;
         }
         let age = now.saturating_duration_since(b.started);
-        let full = b.buf.len() >= b.limit_bytes || b.urgency != Urgency::Normal;
+        let full =
+            b.buf.len() >= b.limit_bytes || b.has_closed_frames() || b.urgency != Urgency::Normal;
         (full || age >= age_max) && age >= delay
     }
 }
 
 impl Conn {
-    /// Moves the filled batch into the send buffer, stamps its header, takes its credit and
-    /// returns its send.
+    /// Moves the filled batch (one frame or several) into the send buffer, stamps each frame's
+    /// header, takes their credit and returns the send.
     pub(crate) fn start_batch_send(&mut self, slot: usize, id: PeerId) -> squeue::Entry {
         let s = &mut self.send;
         debug_assert!(!s.busy() && s.batch.requests > 0);
+        debug_assert!(s.batch.frame_requests > 0, "an empty frame to send");
         std::mem::swap(&mut s.batch.buf, &mut s.buf);
         s.batch.buf.clear();
         s.batch.buf.resize(NET_HEADER_BYTES, 0);
-        let payload = (s.buf.len() - NET_HEADER_BYTES) as u32;
-        let seq = s.take_seq();
-        NetHeader {
-            kind: Kind::Batch,
-            payload_bytes: payload,
-            sender: id,
-            seq,
-            data_credit_bytes: 0,
-            control_credit_bytes: 0,
+        let mut starts = std::mem::take(&mut s.batch.closed_from);
+        starts.push(s.batch.frame_from);
+        for (i, &from) in starts.iter().enumerate() {
+            let to = starts.get(i + 1).copied().unwrap_or(s.buf.len());
+            let seq = s.take_seq();
+            NetHeader {
+                kind: Kind::Batch,
+                payload_bytes: (to - from - NET_HEADER_BYTES) as u32,
+                sender: id,
+                seq,
+                data_credit_bytes: 0,
+                control_credit_bytes: 0,
+            }
+            .write(&mut s.buf[from..]);
         }
-        .write(&mut s.buf);
+        let frames = starts.len() as u32;
+        starts.clear();
+        s.batch.closed_from = starts;
         self.credit.spend_data(s.buf.len() as u64);
         let requests = s.batch.requests;
         s.batch.requests = 0;
+        s.batch.frame_from = 0;
+        s.batch.frame_requests = 0;
         s.batch.urgency = Urgency::Normal;
         s.off = 0;
-        self.send_entry(slot, Sending::Batch { requests })
+        self.send_entry(slot, Sending::Batch { requests, frames })
     }
 
     /// Moves queued control frames into the send buffer, as many as credit and
