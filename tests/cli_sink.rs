@@ -325,10 +325,12 @@ fn sink_errors_are_clear_errors_naming_the_sink() {
     let tcp = format!("tcp:{closed}");
     for (sink, code, says) in [
         (tcp.as_str(), 1, format!("sink {tcp}: connect")),
+        // Refused before anything starts, as a missing source is.
         (
             "file:/nonexistent-dir/x",
-            1,
-            "sink file:/nonexistent-dir/x".to_owned(),
+            2,
+            "sink file:/nonexistent-dir/x: the directory /nonexistent-dir does not exist"
+                .to_owned(),
         ),
         ("kafka:topic", 2, "bad sink `kafka:topic`".to_owned()),
     ] {

@@ -231,7 +231,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     args.source
         .check()
         .map_err(|e| usage_error(e.to_string()))?;
-    crate::cmd::source::check_sink(&args.source, args.sink.as_ref())?;
+    crate::cmd::source::check_sink(&args.source, args.sink.as_ref(), true)?;
     let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
     check_ring_bytes(args.ring_bytes)?;
     if args.max_in_flight == 0 || args.sample_every == 0 || args.interval_ms == 0 {

@@ -65,17 +65,35 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
         .collect()
 }
 
-/// Refuses a `--sink` that would write over the `--source`'s own input (exit 2): a file sink
-/// opened for the run is emptied before the source reads it.
+/// Refuses, as usage errors (exit 2), a `--sink` that would write over the `--source`'s own
+/// input (a file sink opened for the run is emptied before the source reads it) and, where the
+/// sink is a file on this host (`here`), one whose directory does not exist — before anything
+/// starts, as a missing source file is refused.
 pub fn check_sink(
     source: &SourceSpec,
     sink: Option<&clasp_dataplane::sink::SinkTarget>,
+    here: bool,
 ) -> anyhow::Result<()> {
+    use clasp_dataplane::sink::SinkTarget;
     match sink {
         Some(sink) if sink.overwrites(source) => Err(crate::cmd::usage_error(format!(
             "--sink {sink} would write over the input of --source {source}: give the sink \
              another path"
         ))),
+        Some(target @ SinkTarget::File(path)) if here => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if dir.is_dir() {
+                Ok(())
+            } else {
+                Err(crate::cmd::usage_error(format!(
+                    "--sink {target}: the directory {} does not exist",
+                    dir.display()
+                )))
+            }
+        }
         _ => Ok(()),
     }
 }

@@ -33,7 +33,8 @@ pub fn prepare(
     args.source
         .check()
         .map_err(|e| usage_error(e.to_string()))?;
-    crate::cmd::source::check_sink(&args.source, args.sink.as_ref())?;
+    // A cluster file's workers write their sink files on their own hosts.
+    crate::cmd::source::check_sink(&args.source, args.sink.as_ref(), spawn.is_some())?;
     let limits = args.net.limits()?;
     // Before any worker starts: a bad checkpoint directory is refused with nothing to stop.
     let checkpoint = super::recovery::config(args, spec, records)?;
