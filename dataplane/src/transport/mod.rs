@@ -106,8 +106,8 @@ pub mod wire;
 pub use auth::{AuthError, ClusterSecret};
 pub use config::{
     Cut, DEFAULT_BATCH_AGE_MAX_US, DEFAULT_BATCH_BYTES_MAX, DEFAULT_CONTROL_CREDIT_BYTES,
-    DEFAULT_DATA_CREDIT_BYTES, DEFAULT_FRAME_BYTES_MAX, DEFAULT_PARK_MIN_WAIT_US, Faults, Limits,
-    TransportConfig,
+    DEFAULT_DATA_CREDIT_BYTES, DEFAULT_FRAME_BYTES_MAX, DEFAULT_PARK_MIN_WAIT_US,
+    DEFAULT_SEND_BYTES_MAX, Faults, Limits, SEND_BYTES_MAX_LIMIT, TransportConfig,
 };
 pub use event_loop::Transport;
 

@@ -4,7 +4,8 @@
 use crate::cmd::usage_error;
 use clap::Args;
 use clasp_dataplane::transport::{
-    DEFAULT_BATCH_AGE_MAX_US, DEFAULT_BATCH_BYTES_MAX, DEFAULT_DATA_CREDIT_BYTES, Limits,
+    DEFAULT_BATCH_AGE_MAX_US, DEFAULT_BATCH_BYTES_MAX, DEFAULT_DATA_CREDIT_BYTES,
+    DEFAULT_SEND_BYTES_MAX, Limits,
 };
 
 /// Transport settings shared by `worker` and `run`.
@@ -19,6 +20,10 @@ pub struct NetArgs {
     /// Data credit granted to each sender (bytes in flight).
     #[arg(long, default_value_t = DEFAULT_DATA_CREDIT_BYTES)]
     data_credit_bytes: u32,
+    /// Most bytes of batches one send carries: batches that fill while a send is in flight
+    /// go out together in the next, up to this (--batch-bytes or less: one batch a send).
+    #[arg(long, default_value_t = DEFAULT_SEND_BYTES_MAX)]
+    send_bytes: usize,
 }
 
 impl NetArgs {
@@ -28,6 +33,7 @@ impl NetArgs {
             batch_bytes_max: self.batch_bytes,
             batch_age_max_us: self.batch_age_us,
             data_credit_bytes: self.data_credit_bytes,
+            send_bytes_max: self.send_bytes,
             ..Limits::default()
         };
         l.validate().map_err(|e| usage_error(e.to_string()))?;
@@ -43,6 +49,8 @@ impl NetArgs {
             self.batch_age_us.to_string(),
             "--data-credit-bytes".into(),
             self.data_credit_bytes.to_string(),
+            "--send-bytes".into(),
+            self.send_bytes.to_string(),
         ]
     }
 }
