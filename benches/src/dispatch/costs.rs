@@ -43,7 +43,9 @@ impl RemoteCosts {
     }
 }
 
-/// Runs β at every batch size in `opts.repetitions` interleaved rounds, then γ in
+/// Runs β at every batch size in `opts.repetitions` interleaved rounds, one batch a send (a
+/// live worker's network thread seldom finds more than one full batch waiting behind a send:
+/// the planner's prior is that cost, not a saturated sender's), then γ in
 /// `gamma_rounds` rounds (1, 2 and 4 destinations each); medians.
 ///
 /// γ is a small difference between larger figures, so other work on the machine moves it
@@ -65,7 +67,7 @@ pub fn remote_costs(
         for &b in &batches {
             beta.entry(b)
                 .or_default()
-                .push(remote_run(b, opts.requests_for(b), Sends::Coalesced).ns);
+                .push(remote_run(b, opts.requests_for(b), Sends::OnePerBatch).ns);
         }
     }
     let round = || {

@@ -73,9 +73,10 @@ pub(super) fn remote_run(batch: usize, requests: u64, sends: Sends) -> RemoteRun
             while seq < requests {
                 emit(seq, &mut frame);
                 while !a.try_append(2, &frame).expect("append") {
-                    // Refused (no credit, or the batch is full while the last one is being
-                    // sent): poll with a timeout, as a network thread would, so the sender
-                    // parks until a completion instead of spinning on empty turns.
+                    // Refused (no credit, or the batches waiting behind the send in flight
+                    // reach the send's limit — with one batch a send, the batch is full):
+                    // poll with a timeout, as a network thread would, so the sender parks
+                    // until a completion instead of spinning on empty turns.
                     a.poll(TX_WAIT, &mut sink).expect("poll");
                 }
                 seq += 1;

@@ -176,7 +176,8 @@ impl Limits {
 pub struct Cut {
     /// The peer whose connection (the one we opened) is cut.
     pub peer: PeerId,
-    /// After this many batches have been sent on it.
+    /// After this many batches have been sent on it (checked as each send completes; a send
+    /// that carries several batches may take the count past it).
     pub after_batches: Option<u64>,
     /// After this many bytes have been sent on it.
     pub after_bytes: Option<u64>,
@@ -185,7 +186,8 @@ pub struct Cut {
 /// Fault injection (this kernel has no `netem`). Off by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
-    /// Hold every outbound batch until its first request is at least this old.
+    /// Hold every outbound send of batches until the first request of its first batch is at
+    /// least this old (batches gathered behind a send in flight leave with it).
     pub delay_batches_us: u64,
     /// Cut connections.
     pub cuts: Vec<Cut>,

@@ -33,7 +33,7 @@ fn up_slot(peer: PeerId, link: &Link) -> Result<Option<(usize, u32)>> {
 
 impl Transport {
     /// Appends one request frame to the outbound batch for `peer`. `Ok(false)`: not now (no
-    /// credit, the batch is full while the previous one is still being sent, or the
+    /// credit; the batches gathered behind the send in flight reach `send_bytes_max`; or the
     /// connection is not up yet) — keep the frame and retry after a `poll`.
     #[inline]
     pub fn try_append(&mut self, peer: PeerId, frame: &[u8]) -> Result<bool> {
