@@ -210,3 +210,24 @@ fn a_static_run_takes_its_settings_from_the_run_file_and_the_app_file() {
     assert_eq!(out["seed"], 4);
     common::assert_measured_run_equals_oracle("wc", "2000", "4", &out);
 }
+
+#[test]
+fn an_app_files_static_rate_is_dropped_in_a_live_run_and_taken_in_a_static_one() {
+    let app = app_file("rate", "rate = 50000\n");
+    // Live: the suggestion is dropped and said so, not refused as `--rate` on a live run is.
+    let printed = print_config(&["--app-file", path(&app)]);
+    let rate = line(&printed, "rate");
+    assert!(
+        rate.starts_with("# rate") && rate.contains("for --static runs only"),
+        "{rate}"
+    );
+    // Static: taken from the app file.
+    let printed = print_config(&["--app-file", path(&app), "--static"]);
+    assert!(
+        line(&printed, "rate").starts_with("rate = 50000"),
+        "{printed}"
+    );
+    // And the flag itself on a live run is still refused.
+    let (code, _, err) = clasp_text(&["run", "--app", "wc", "--rate", "50000"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -131,7 +131,8 @@ fn resolve(
         merge(keys, &mut settings, &layer);
     }
     if let Some(path) = app_file(keys, &settings) {
-        if let Some(layer) = app_layer(cmd, keys, &path)? {
+        if let Some(mut layer) = app_layer(cmd, keys, &path)? {
+            drop_static_only_if_live(keys, &mut settings, &mut layer);
             merge(keys, &mut settings, &layer);
         }
     }
@@ -207,6 +208,43 @@ fn merge(keys: &[Key], settings: &mut [Option<Setting>], layer: &Layer) {
             dropped: Vec::new(),
         });
     }
+}
+
+/// Keys only a `--static` run takes: a live run refuses them, and no flag marks a run live
+/// for clap to drop them by a conflict.
+const STATIC_ONLY: &[&str] = &["rate"];
+
+/// An app file suggests settings for both kinds of run: in a live run (no `static` from any
+/// layer), its static-only suggestions are dropped, noted as such, instead of failing the run.
+fn drop_static_only_if_live(keys: &[Key], settings: &mut [Option<Setting>], layer: &mut Layer) {
+    let Some(st) = keys.iter().position(|k| k.name == "static") else {
+        return;
+    };
+    let on = |values: &[String]| !keys[st].is_default(values);
+    let from_above = settings[st].as_ref().map(|s| on(&s.values));
+    let from_layer = layer
+        .values
+        .iter()
+        .find(|v| v.key == st)
+        .map(|v| on(&v.values));
+    if from_above.or(from_layer).unwrap_or(false) {
+        return;
+    }
+    layer.values.retain(|v| {
+        let key = &keys[v.key];
+        if !STATIC_ONLY.contains(&key.name.as_str()) || settings[v.key].is_some() {
+            return true;
+        }
+        let mut unset = default_setting(key);
+        unset.dropped.push(format!(
+            "{} {} sets {}, for --static runs only (this run is live)",
+            layer.what,
+            layer.path.display(),
+            v.values.join(",")
+        ));
+        settings[v.key] = Some(unset);
+        false
+    });
 }
 
 /// The app file the settings so far name, if any.
