@@ -118,6 +118,7 @@ fn run_with(
         advertise: None,
         cluster_id: 0xC1,
         workers: addrs.clone(),
+        workers_log_here: false,
         joinable: Vec::new(),
         secret,
         limits,

@@ -75,6 +75,8 @@ pub fn prepare(
         advertise: args.driver_advertise,
         cluster_id: file.cluster_id,
         workers: file.resolve()?,
+        // Workers started here share this terminal (a cluster file's log on their hosts).
+        workers_log_here: spawn.is_some(),
         joinable: (0..joinable as u32)
             .map(|i| file.workers.len() as u32 + 1 + i)
             .collect(),

@@ -300,7 +300,20 @@ impl Driver<'_> {
                     self.meter.counters[i] = Some(*c);
                 }
             }
-            Message::Error(e) => self.fault(format!("worker {from}: {e}")),
+            Message::Error(e) => {
+                let e = format!("worker {from}: {e}");
+                let logged =
+                    self.cfg.workers_log_here && self.cfg.workers.iter().any(|w| w.0 == from);
+                if logged {
+                    // The worker logged it on the same terminal: only the report lists it.
+                    tracing::debug!("{e}");
+                    if !self.errors.contains(&e) {
+                        self.errors.push(e);
+                    }
+                } else {
+                    self.fault(e);
+                }
+            }
             // A link to a worker that left, or to one that is joining (its join fails).
             Message::LinkLost { peer, reason } if !self.ids.contains(&peer) => {
                 if !self.join_failed(peer, &format!("worker {from} lost it: {reason}")) {

@@ -67,6 +67,10 @@ pub struct DriverConfig {
     pub cluster_id: u64,
     /// The workers, in cluster-file order (the routing table spreads over them in this order).
     pub workers: Vec<(PeerId, SocketAddr)>,
+    /// Whether `workers` log to this process's standard error (workers `clasp run` started on
+    /// this host): a fault one of them reports, which it logged itself, is then not logged a
+    /// second time here — only listed in the report. Workers that join log elsewhere.
+    pub workers_log_here: bool,
     /// Ids reserved for workers that join the running cluster (`clasp worker --join`), in the
     /// order they may join: their slots exist from the start and own nothing until a move
     /// places key groups on them (see `join.rs`). Empty: no joins.
