@@ -70,19 +70,7 @@ fn an_app_of_the_most_operators_runs_on_a_cluster_and_one_more_is_refused() {
         "3",
         "--json",
     ]));
-    let oracle = json(&clasp(&[
-        "oracle",
-        "--app-file",
-        path,
-        "--records",
-        "2000",
-        "--seed",
-        "3",
-        "--json",
-    ]));
-    for key in ["state_digest", "output_digest", "processed"] {
-        assert_eq!(run[key], oracle[key], "{key}");
-    }
+    common::assert_digests_equal_oracle(&["--app-file", path], "2000", "3", &run);
     assert_eq!(run["errors"].as_array().unwrap().len(), 0, "{run}");
     let too_many = chain_app(257);
     let out = clasp(&[

@@ -341,19 +341,7 @@ fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
         assert!(e.contains("checkpoint") && e.contains("failed"), "{e}");
         assert!(e.contains("No space left on device"), "{e}");
     }
-    let oracle = json(&clasp(&[
-        "oracle",
-        "--app",
-        "wc",
-        "--records",
-        "40000",
-        "--seed",
-        "4",
-        "--json",
-    ]));
-    for key in ["state_digest", "output_digest", "processed"] {
-        assert_eq!(run[key], oracle[key], "{key}");
-    }
+    common::assert_digests_equal_oracle(&["--app", "wc"], "40000", "4", &run);
 }
 
 /// A worker that stops answering while its connections stay up (SIGSTOP) is named by the

@@ -64,6 +64,8 @@ impl Transport {
             crate::request::Request::parse(frame)?;
         }
         let counters = &mut p.counters;
+        // Whether the request starts a new frame behind the send in flight.
+        let mut open = false;
         if !conn.send.batch.fits(entry, alone) {
             // Full: hand it to the kernel now if the previous batch is done.
             if !conn.send.busy() && !conn.is_closing() {
@@ -71,13 +73,13 @@ impl Transport {
                 let e = conn.start_batch_send(slot, self.cfg.id);
                 push_sqe(&mut self.ring, &mut self.inflight, &e)?;
             }
-        }
-        // Still full (a send is in flight): the next frame starts behind it, to go out with
-        // it in the next send, while there is room for it (`conn/send.rs`).
-        let open = !conn.send.batch.fits(entry, alone);
-        if open && (conn.is_closing() || !conn.send.batch.may_open_frame(entry)) {
-            counters.append_refusals += 1;
-            return Ok(false);
+            // Still full (a send is in flight): the next frame starts behind it, to go out
+            // with it in the next send, while there is room for it (`conn/send.rs`).
+            open = !conn.send.batch.fits(entry, alone);
+            if open && (conn.is_closing() || !conn.send.batch.may_open_frame(entry)) {
+                counters.append_refusals += 1;
+                return Ok(false);
+            }
         }
         let batch = &mut conn.send.batch;
         let header = if open { NET_HEADER_BYTES } else { 0 };
