@@ -26,8 +26,20 @@ fn static_run_killing(
     phase: &str,
     tag: &str,
 ) -> serde_json::Value {
+    static_run_with_fault(app, records, seed, &format!("kill-worker=2@{phase}"), tag)
+}
+
+/// A static run of `app` on two workers with `--fault FAULT` (its phase after the `@`), a
+/// stall timeout of 2 s; its summary.
+fn static_run_with_fault(
+    app: &str,
+    records: &str,
+    seed: &str,
+    fault: &str,
+    tag: &str,
+) -> serde_json::Value {
     let dir = scratch(tag);
-    let fault = format!("kill-worker=2@{phase}");
+    let phase = fault.rsplit('@').next().expect("a phase");
     let dir_s = dir.display().to_string();
     let mut args = vec![
         "run",
@@ -47,7 +59,9 @@ fn static_run_killing(
         "--checkpoint-dir",
         &dir_s,
         "--fault",
-        &fault,
+        fault,
+        "--stall-timeout-s",
+        "2",
         "--json",
     ];
     if phase == "migration" {
@@ -83,6 +97,7 @@ fn assert_one_recovery(app: &str, run: &serde_json::Value, phase: &str) {
 
 #[test]
 fn a_worker_killed_at_any_phase_is_recovered_on_every_app_and_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let cases = [
         ("wc", "steady"),
         ("sd", "checkpoint-snapshot"),
@@ -104,8 +119,29 @@ fn a_worker_killed_at_any_phase_is_recovered_on_every_app_and_equals_the_oracle(
     }
 }
 
+/// A worker stopped (SIGSTOP) in any phase holds its connections and answers nothing: a
+/// checkpoint's snapshot or a quiescence wait times out before the stall timeout, and the
+/// probe after it must name the worker, or the restarted job would wait for it in vain.
+#[test]
+fn a_worker_stopped_at_any_phase_is_replaced_and_the_run_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
+    let cases = [
+        ("wc", "checkpoint-snapshot"),
+        ("sd", "checkpoint-commit"),
+        ("pl", "migration"),
+        ("aa", "steady"),
+    ];
+    for (app, phase) in cases {
+        let fault = format!("stop-worker=2@{phase}");
+        let run = static_run_with_fault(app, "5000", "7", &fault, &format!("stop-{app}"));
+        assert_equals_oracle(app, "5000", "7", &run);
+        assert_one_recovery(app, &run, phase);
+    }
+}
+
 #[test]
 fn a_live_run_with_chaos_migrations_recovers_a_worker_killed_mid_migration() {
+    let _turn = common::one_at_a_time();
     let dir = scratch("live");
     let dir_s = dir.display().to_string();
     let run = json(&clasp(&[
@@ -138,6 +174,7 @@ fn a_live_run_with_chaos_migrations_recovers_a_worker_killed_mid_migration() {
 /// `--resume` finishes the run from them with fresh workers.
 #[test]
 fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let dir = scratch("resume");
     let dir_s = dir.display().to_string();
     let common = [
@@ -230,6 +267,7 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
 /// the oracle's.
 #[test]
 fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
+    let _turn = common::one_at_a_time();
     let dir = scratch("sink");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("counts.jsonl");
@@ -301,6 +339,7 @@ fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
 /// it exits non-zero naming the failures.
 #[test]
 fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let fs = match SmallTmpfs::mount("checkpoints", "64k") {
         Ok(fs) => fs,
         Err(why) => {

@@ -181,6 +181,13 @@ pub trait Controller {
         ))
     }
 
+    /// Testing (`--fault stop-worker=ID@PHASE`): stop worker `peer` (SIGSTOP) now.
+    fn stop_worker(&mut self, peer: crate::transport::PeerId) -> Result<(), String> {
+        Err(format!(
+            "this run cannot stop worker {peer} (it did not start it)"
+        ))
+    }
+
     /// Worker `peer` was lost: make it available again under the same id (the run restarts
     /// its job from the last checkpoint once every worker is back). By default nothing: a
     /// cluster file's workers are restarted by their supervisor.

@@ -116,6 +116,21 @@ impl Spawned {
         c.kill().with_context(|| format!("killing worker {id}"))
     }
 
+    /// Stops worker `id` (SIGSTOP; the testing option `--fault`): it holds its connections
+    /// and answers nothing until the run replaces it (which kills it).
+    pub fn stop(&mut self, id: u32) -> anyhow::Result<()> {
+        let children = lock(&self.children);
+        let (_, c) = (children.iter())
+            .find(|c| c.0 == id)
+            .ok_or_else(|| anyhow::anyhow!("no worker {id} in this run"))?;
+        let pid = i32::try_from(c.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| anyhow::anyhow!("worker {id}: pid {} out of range", c.id()))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP)
+            .with_context(|| format!("stopping worker {id}"))
+    }
+
     /// Workers that have already exited unsuccessfully, one line each.
     pub fn failures(&mut self) -> Vec<String> {
         let mut out = Vec::new();

@@ -241,9 +241,10 @@ pub struct RunArgs {
     /// workers (give the same app, seed, source, records and worker count).
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoint_dir")]
     pub(crate) resume: Option<PathBuf>,
-    /// Testing: SIGKILL worker ID the first time the run is in PHASE (steady, migration,
-    /// checkpoint-snapshot, checkpoint-commit); the run must recover.
-    #[arg(long, hide = true, value_name = "kill-worker=ID@PHASE")]
+    /// Testing: SIGKILL (kill-worker) or SIGSTOP (stop-worker) worker ID the first time the
+    /// run is in PHASE (steady, migration, checkpoint-snapshot, checkpoint-commit); the run
+    /// must recover.
+    #[arg(long, hide = true, value_name = "kill-worker|stop-worker=ID@PHASE")]
     pub(crate) fault: Option<clasp_dataplane::cluster::driver::Fault>,
 }
 

@@ -59,6 +59,10 @@ impl Controller for Interruptible<'_> {
         self.workers.kill(peer).map_err(|e| format!("{e:#}"))
     }
 
+    fn stop_worker(&mut self, peer: PeerId) -> Result<(), String> {
+        self.workers.stop(peer).map_err(|e| format!("{e:#}"))
+    }
+
     fn replace_worker(&mut self, peer: PeerId) -> Result<(), String> {
         if !self.workers.started_any() {
             // A cluster file's worker: its supervisor restarts it; the new job waits for it.

@@ -52,12 +52,23 @@ impl Driver<'_> {
     }
 
     /// The workers lost by fault `e`: those whose connections are gone, after a moment for
-    /// the transport to see it (a link reported lost names two workers, one of them alive).
+    /// the transport to see it (a link reported lost names two workers, one of them alive),
+    /// and those that did not answer the probe after a stall or a wait that timed out.
     pub(super) fn lost_workers(&mut self, e: &DriverError) -> Vec<PeerId> {
         let deadline = Instant::now() + Duration::from_millis(300);
         let mut lost: Vec<PeerId> = Vec::new();
         if let DriverError::Lost { peer, .. } | DriverError::Unreachable { peer, .. } = e {
             lost.push(*peer);
+        }
+        // A worker that stopped answering with its connections up (SIGSTOP, a frozen host)
+        // can time out a checkpoint, a quiescence wait or the end of the stream before the
+        // stall timeout names it: the same probe names it here, or it would be kept, and the
+        // restarted job could not start with it.
+        if matches!(
+            e,
+            DriverError::Timeout(_) | DriverError::NotQuiescent { .. }
+        ) {
+            self.stall_probe();
         }
         while Instant::now() < deadline {
             if self.t.poll(DRIVER_PARK, &mut self.rx).is_err() {

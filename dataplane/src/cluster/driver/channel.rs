@@ -139,7 +139,7 @@ impl Driver<'_> {
     /// links whose counts differ (frames sent and never received: a link cut silently, with no
     /// reset that either end would notice) and workers that do not answer. Empty when the round
     /// finds nothing. Other messages are dropped: the run is over.
-    fn stall_probe(&mut self) -> String {
+    pub(super) fn stall_probe(&mut self) -> String {
         let round = STALL_PROBE_ROUND;
         let Ok(body) = encode(&Message::Probe { round }) else {
             return String::new();

@@ -13,7 +13,7 @@
 //! What it costs: admission pauses for the drain (the work already admitted, at most the
 //! in-flight window) plus the copy of the state (`docs/recovery.md` has the figures).
 
-use super::recovery::{Phase, unix_ms};
+use super::recovery::{FaultAction, Phase, unix_ms};
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::checkpoint::{CheckpointStore, Manifest, PartRef};
 use crate::cluster::control::Controller;
@@ -273,9 +273,13 @@ impl Driver<'_> {
             return;
         }
         self.carry.fault = None;
-        match ctl.kill_worker(f.worker) {
+        let (done, what) = match f.action {
+            FaultAction::Kill => (ctl.kill_worker(f.worker), "killed"),
+            FaultAction::Stop => (ctl.stop_worker(f.worker), "stopped"),
+        };
+        match done {
             Ok(()) => {
-                tracing::warn!("--fault: killed worker {} ({})", f.worker, phase.name());
+                tracing::warn!("--fault: {what} worker {} ({})", f.worker, phase.name());
                 self.carry.killed_at = Some((Instant::now(), phase));
             }
             Err(e) => self.fault(format!("--fault: {e}")),

@@ -23,7 +23,7 @@ mod recovery;
 mod report;
 
 pub use error::DriverError;
-pub use recovery::{CheckpointReport, Fault, MAX_RECOVERIES, Phase, RecoveryRecord};
+pub use recovery::{CheckpointReport, Fault, FaultAction, MAX_RECOVERIES, Phase, RecoveryRecord};
 
 use super::control::{Controller, IntervalView, MigrationRecord, Static, active_workers};
 use super::{DRIVER_ID, Job, WorkerSummary};

@@ -60,14 +60,27 @@ impl Phase {
     }
 }
 
-/// The testing option `--fault kill-worker=ID@PHASE`: SIGKILL worker ID the first time the
-/// run is in PHASE (`steady`: once a checkpoint was taken and no migration is under way).
+/// The testing option `--fault kill-worker=ID@PHASE` (SIGKILL worker ID the first time the
+/// run is in PHASE; `steady`: once a checkpoint was taken and no migration is under way) or
+/// `--fault stop-worker=ID@PHASE` (SIGSTOP it instead: its connections stay up, it only stops
+/// answering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fault {
-    /// The worker to kill.
+    /// The worker to kill or stop.
     pub worker: PeerId,
     /// When.
     pub phase: Phase,
+    /// Kill it or stop it.
+    pub action: FaultAction,
+}
+
+/// What `--fault` does to its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// SIGKILL: its connections close.
+    Kill,
+    /// SIGSTOP: its connections stay up and it answers nothing.
+    Stop,
 }
 
 impl std::str::FromStr for Fault {
@@ -76,11 +89,17 @@ impl std::str::FromStr for Fault {
     fn from_str(s: &str) -> Result<Fault, String> {
         let bad = || {
             format!(
-                "{s:?}: expected kill-worker=ID@PHASE, PHASE one of steady, migration, \
-                 checkpoint-snapshot, checkpoint-commit"
+                "{s:?}: expected kill-worker=ID@PHASE or stop-worker=ID@PHASE, PHASE one of \
+                 steady, migration, checkpoint-snapshot, checkpoint-commit"
             )
         };
-        let rest = s.strip_prefix("kill-worker=").ok_or_else(bad)?;
+        let (action, rest) = if let Some(rest) = s.strip_prefix("kill-worker=") {
+            (FaultAction::Kill, rest)
+        } else if let Some(rest) = s.strip_prefix("stop-worker=") {
+            (FaultAction::Stop, rest)
+        } else {
+            return Err(bad());
+        };
         let (id, phase) = rest.split_once('@').ok_or_else(bad)?;
         let worker: PeerId = id.parse().map_err(|_| bad())?;
         let phase = match phase {
@@ -90,7 +109,11 @@ impl std::str::FromStr for Fault {
             "checkpoint-commit" => Phase::CheckpointCommit,
             _ => return Err(bad()),
         };
-        Ok(Fault { worker, phase })
+        Ok(Fault {
+            worker,
+            phase,
+            action,
+        })
     }
 }
 
@@ -368,4 +391,32 @@ pub(super) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fault, FaultAction, Phase};
+
+    #[test]
+    fn a_fault_names_its_action_worker_and_phase() {
+        let f: Fault = "stop-worker=2@checkpoint-snapshot".parse().unwrap();
+        assert_eq!(
+            f,
+            Fault {
+                worker: 2,
+                phase: Phase::CheckpointSnapshot,
+                action: FaultAction::Stop
+            }
+        );
+        let f: Fault = "kill-worker=1@steady".parse().unwrap();
+        assert_eq!((f.action, f.phase), (FaultAction::Kill, Phase::Steady));
+        for bad in [
+            "pause-worker=1@steady",
+            "kill-worker=x@steady",
+            "stop-worker=1@start",
+        ] {
+            let e = bad.parse::<Fault>().unwrap_err();
+            assert!(e.contains("stop-worker=ID@PHASE"), "{e}");
+        }
+    }
 }
