@@ -85,6 +85,7 @@ fn calibrate(args: &[&str], config: &Path, written: &Path) -> String {
 
 #[test]
 fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("writes");
     let out_path = dir.join("deep/er/profile.json");
     let out_arg = out_path.to_str().unwrap();
@@ -127,6 +128,7 @@ fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
 
 #[test]
 fn a_profile_calibrate_writes_to_the_config_directory_is_what_the_next_run_starts_from() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("roundtrip");
     let path = dir.join("clasp/profile.json");
     let stdout = calibrate(&[], &dir, &path);
@@ -143,6 +145,7 @@ fn a_profile_calibrate_writes_to_the_config_directory_is_what_the_next_run_start
 
 #[test]
 fn a_live_run_starts_from_the_profile_and_says_so() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("profile");
     let path = write_profile(&dir, 0.08, 0.17, 12_000.0);
     let (run, stderr) = live_run(&dir, &[]);
@@ -165,6 +168,7 @@ fn a_live_run_starts_from_the_profile_and_says_so() {
 
 #[test]
 fn cost_priors_on_the_command_line_win_over_the_profile() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("flag");
     write_profile(&dir, 0.08, 0.17, 12_000.0);
     let (run, stderr) = live_run(&dir, &["--cost-priors-us", "0.2,0.4,30"]);
@@ -175,6 +179,7 @@ fn cost_priors_on_the_command_line_win_over_the_profile() {
 
 #[test]
 fn a_corrupt_profile_is_a_warning_and_the_run_uses_the_built_in_priors() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("corrupt");
     let path = write_profile(&dir, 0.08, 0.17, 12_000.0);
     std::fs::write(&path, "{\"version\": 1, \"alpha_us\": ").unwrap();
@@ -212,6 +217,7 @@ fn a_corrupt_profile_is_a_warning_and_the_run_uses_the_built_in_priors() {
 
 #[test]
 fn a_live_run_without_a_profile_uses_the_built_in_priors() {
+    let _turn = common::one_at_a_time();
     let dir = temp_dir("none");
     let (run, stderr) = live_run(&dir, &[]);
     assert_priors(&run, "built-in", [0.3, 1.0, 50.0]);

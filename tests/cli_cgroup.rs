@@ -155,6 +155,7 @@ struct Seen {
 
 #[test]
 fn a_capped_two_worker_static_run_is_throttled_equals_the_oracle_and_leaves_no_group() {
+    let _turn = common::one_at_a_time();
     need_cgroups!();
     let (mount, v2) = cpu_mount().unwrap();
     let mut run = start(
@@ -228,6 +229,7 @@ fn a_capped_two_worker_static_run_is_throttled_equals_the_oracle_and_leaves_no_g
 
 #[test]
 fn a_capped_live_run_pinned_inside_its_cpu_set_equals_the_oracle_and_leaves_no_group() {
+    let _turn = common::one_at_a_time();
     // `--pin` inside `--cpus 0-1`: the executor takes CPU 1 and verifies it runs there (a
     // failed pin would be a fault in `errors`, which the oracle comparison requires empty).
     need_cgroups!();
@@ -259,6 +261,7 @@ fn a_capped_live_run_pinned_inside_its_cpu_set_equals_the_oracle_and_leaves_no_g
 
 #[test]
 fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
+    let _turn = common::one_at_a_time();
     need_cgroups!();
     let (mount, v2) = cpu_mount().unwrap();
     let cluster = ClusterDir::new("cgroup-by-hand", 77, 1);
@@ -329,6 +332,7 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
 
 #[test]
 fn caps_the_kernel_refuses_and_caps_on_workers_it_did_not_start_are_usage_errors() {
+    let _turn = common::one_at_a_time();
     let (code, _, err) = clasp_text(&[
         "run",
         "--static",
@@ -365,6 +369,7 @@ fn caps_the_kernel_refuses_and_caps_on_workers_it_did_not_start_are_usage_errors
 /// groups of a creator that is gone, and never one whose creator lives.
 #[test]
 fn clasp_clean_removes_the_empty_groups_of_a_run_killed_outright() {
+    let _turn = common::one_at_a_time();
     need_cgroups!();
     let (mount, v2) = cpu_mount().expect("a cpu hierarchy");
     let own = cpu_group_of(std::process::id(), v2).unwrap_or_default();

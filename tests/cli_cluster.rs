@@ -9,6 +9,7 @@ use std::process::Command;
 
 #[test]
 fn every_app_on_a_three_worker_static_cluster_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let apps = json(&clasp(&["apps", "--json"]));
     let names: Vec<String> = apps
         .as_array()
@@ -55,6 +56,7 @@ fn chain_app(n: usize) -> tempfile::TempPath {
 /// app's edges, not its operators squared); one more is refused before any worker starts.
 #[test]
 fn an_app_of_the_most_operators_runs_on_a_cluster_and_one_more_is_refused() {
+    let _turn = common::one_at_a_time();
     let app = chain_app(256);
     let path = app.to_str().unwrap();
     let run = json(&clasp(&[
@@ -94,6 +96,7 @@ fn an_app_of_the_most_operators_runs_on_a_cluster_and_one_more_is_refused() {
 
 #[test]
 fn a_crossed_placement_with_tiny_rings_and_credit_does_not_deadlock() {
+    let _turn = common::one_at_a_time();
     // Operators alternate between two workers (o1 on A → o2 on B → o3 on A): every chained
     // request is remote, through 4 KiB rings, 4 KiB batches and 4 KiB of credit.
     for app in ["wc", "etl"] {
@@ -133,6 +136,7 @@ fn a_crossed_placement_with_tiny_rings_and_credit_does_not_deadlock() {
 
 #[test]
 fn a_worker_with_the_wrong_secret_is_refused_and_the_run_says_so() {
+    let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("cli-cluster", 77, 2);
     let good = "the right cluster secret, 32 bytes";
     let bad = "some other secret of enough bytes";
@@ -164,6 +168,7 @@ fn a_worker_with_the_wrong_secret_is_refused_and_the_run_says_so() {
 
 #[test]
 fn a_worker_needs_a_secret_and_a_cluster_file() {
+    let _turn = common::one_at_a_time();
     let out = clasp_env(
         &[
             "worker",

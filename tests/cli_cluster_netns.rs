@@ -155,6 +155,7 @@ fn start_workers(h: &mut Hosts, path: &std::path::Path) {
 
 #[test]
 fn a_cluster_across_network_namespaces_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let Some((mut h, path)) = hosts(std::process::id() * 2) else {
         return;
     };
@@ -241,6 +242,7 @@ fn start_linked_run(h: &Hosts, path: &std::path::Path, stall_s: u64) -> Running 
 
 #[test]
 fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeout() {
+    let _turn = common::one_at_a_time();
     let Some((mut h, path)) = hosts(std::process::id() * 2 + 1) else {
         return;
     };
@@ -277,6 +279,7 @@ fn a_cut_link_between_two_workers_is_an_error_naming_both_within_the_stall_timeo
 
 #[test]
 fn a_silently_cut_link_between_two_workers_ends_the_run_within_the_stall_timeout() {
+    let _turn = common::one_at_a_time();
     let Some((mut h, path)) = hosts(std::process::id() * 2 + 3) else {
         return;
     };

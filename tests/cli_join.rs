@@ -42,6 +42,7 @@ fn exit_within(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
 
 #[test]
 fn a_worker_serves_job_after_job_and_exits_when_idle() {
+    let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("serve-jobs", 91, 2);
     let mut workers = Workers(vec![worker(&cluster, "1", "4"), worker(&cluster, "2", "4")]);
     for (app, seed) in [("wc", "1"), ("etl", "2")] {
@@ -156,6 +157,7 @@ fn after(line: &str, flag: &str) -> String {
 /// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
+    let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let secret_file = dir.join("secret");
@@ -226,6 +228,7 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
 /// exits 0 while the run goes on, and the run still equals the oracle.
 #[test]
 fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
+    let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("leave", 92, 2);
     let mut workers = Workers(vec![
         worker(&cluster, "1", "20"),
@@ -275,6 +278,7 @@ fn sigterm_to_a_worker_of_a_running_cluster_makes_it_leave() {
 
 #[test]
 fn bad_join_options_are_named() {
+    let _turn = common::one_at_a_time();
     for (args, needle) in [
         (
             &["run", "--max-workers", "2", "--start-workers", "3"][..],

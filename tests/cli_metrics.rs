@@ -98,6 +98,7 @@ fn dashboard_metrics() -> Vec<String> {
 
 #[test]
 fn a_running_cluster_is_scraped_twice() {
+    let _turn = common::one_at_a_time();
     let port = free_port();
     let dir = tempfile_dir();
     let events = dir.join("events.jsonl");
@@ -196,6 +197,7 @@ fn a_running_cluster_is_scraped_twice() {
 
 #[test]
 fn a_port_in_use_is_a_clear_error() {
+    let _turn = common::one_at_a_time();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = common::clasp(&["run", "--duration", "1", "--metrics-listen", &addr]);

@@ -65,6 +65,7 @@ fn last_counts(lines: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn wc_through_a_file_sink_on_a_static_cluster_with_chaos_migrations_counts_every_word() {
+    let _turn = common::one_at_a_time();
     let dir = scratch("static");
     let path = dir.join("counts.jsonl");
     // A stale file is emptied, not appended to.
@@ -97,6 +98,7 @@ fn wc_through_a_file_sink_on_a_static_cluster_with_chaos_migrations_counts_every
 
 #[test]
 fn wc_text_through_a_file_sink_in_a_live_run_counts_every_word_while_it_moves() {
+    let _turn = common::one_at_a_time();
     let dir = scratch("live");
     let path = dir.join("counts.jsonl");
     let sink = format!("file:{}", path.display());
@@ -128,6 +130,7 @@ fn wc_text_through_a_file_sink_in_a_live_run_counts_every_word_while_it_moves() 
 /// Workers of a cluster file may be on several hosts: each writes `PATH.w<ID>` on its own.
 #[test]
 fn workers_of_a_cluster_file_each_write_their_own_file() {
+    let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("sink-cluster", 91, 2);
     let secret = "a cluster secret of at least 32 bytes";
     let _workers = Workers(vec![
@@ -169,6 +172,7 @@ fn workers_of_a_cluster_file_each_write_their_own_file() {
 
 #[test]
 fn a_stdout_sink_writes_the_lines_of_every_worker_before_the_summary() {
+    let _turn = common::one_at_a_time();
     let (code, out, err) = clasp_text(&[
         "run",
         "--static",
@@ -214,6 +218,7 @@ fn a_stdout_sink_writes_the_lines_of_every_worker_before_the_summary() {
 /// the run waits for it and every line arrives.
 #[test]
 fn a_tcp_sink_feeds_a_slow_reader_every_line() {
+    let _turn = common::one_at_a_time();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let slow_until = Instant::now() + Duration::from_secs(3);
@@ -265,6 +270,7 @@ fn a_tcp_sink_feeds_a_slow_reader_every_line() {
 /// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
 #[test]
 fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
+    let _turn = common::one_at_a_time();
     let fs = match SmallTmpfs::mount("sink", "64k") {
         Ok(fs) => fs,
         Err(why) => {
@@ -295,6 +301,7 @@ fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
 
 #[test]
 fn sink_errors_are_clear_errors_naming_the_sink() {
+    let _turn = common::one_at_a_time();
     // A full disk (a device that is always full), on a cluster and on one worker.
     for args in [
         &["run", "--static", "--workers", "2"][..],
@@ -348,6 +355,7 @@ fn sink_errors_are_clear_errors_naming_the_sink() {
 /// is written, and the input is left as it was.
 #[test]
 fn a_sink_over_the_source_is_refused_and_the_input_kept() {
+    let _turn = common::one_at_a_time();
     let input = common::temp_file("sink-over-source.txt", "hello world\nbye now\n");
     let path = input.to_str().unwrap();
     let dir = input.parent().unwrap().to_str().unwrap();

@@ -106,6 +106,7 @@ fn assert_counted(run: &serde_json::Value, counts: &BTreeMap<Vec<u8>, u64>, line
 
 #[test]
 fn wc_over_a_file_on_a_two_worker_static_cluster_counts_every_word() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("wc-file");
     let corpus = text(3000, 7);
     let path = d.file("corpus.txt", &corpus);
@@ -143,6 +144,7 @@ fn wc_over_a_file_on_a_two_worker_static_cluster_counts_every_word() {
 /// first operator: the run equals the oracle on the generator, for every app.
 #[test]
 fn every_app_reading_its_generated_input_from_a_file_equals_the_oracle() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("gen");
     for app in ["wc", "sd", "aa", "pl", "nwm", "etl", "syn"] {
         let path = d.0.join(format!("{app}.txt"));
@@ -181,6 +183,7 @@ fn every_app_reading_its_generated_input_from_a_file_equals_the_oracle() {
 
 #[test]
 fn a_live_run_reads_a_file_while_it_migrates() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("wc-live");
     let corpus = text(6000, 13);
     let path = d.file("corpus.txt", &corpus);
@@ -212,6 +215,7 @@ fn a_live_run_reads_a_file_while_it_migrates() {
 
 #[test]
 fn a_directory_is_read_file_after_file() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("wc-dir");
     let (a, b) = (text(500, 3), text(700, 5));
     d.file("b.txt", &b);
@@ -262,6 +266,7 @@ fn clasp_with_stdin(args: &[&str], input: Vec<u8>) -> std::process::Output {
 
 #[test]
 fn stdin_is_a_source_of_clasp_local_and_of_a_static_cluster() {
+    let _turn = common::one_at_a_time();
     let corpus = text(2000, 11);
     let counts = word_counts(&corpus);
     for args in [
@@ -278,6 +283,7 @@ fn stdin_is_a_source_of_clasp_local_and_of_a_static_cluster() {
 
 #[test]
 fn bad_source_data_is_counted_and_nothing_else_is_lost() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("bad");
     // Lines: good, invalid UTF-8 (WC's split counts it), over 128 KiB (the source counts it),
     // one word of 100 KiB (larger than a transport batch: sent alone; WC's split counts it),
@@ -354,6 +360,7 @@ fn bad_source_data_is_counted_and_nothing_else_is_lost() {
 
 #[test]
 fn a_paced_tcp_source_slows_a_fast_client_and_drops_nothing() {
+    let _turn = common::one_at_a_time();
     const LINES: usize = 3000;
     const LINE_BYTES: usize = 4096;
     const RATE: usize = 1000;
@@ -443,6 +450,7 @@ fn driver_peak_kib(path: &Path) -> u64 {
 
 #[test]
 fn reading_a_large_file_does_not_grow_memory() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("memory");
     // Lines of 4 KiB (four words of 1000 letters): few records, many bytes.
     let word = "w".repeat(1000);
@@ -466,6 +474,7 @@ fn reading_a_large_file_does_not_grow_memory() {
 
 #[test]
 fn a_bad_source_is_refused_naming_it() {
+    let _turn = common::one_at_a_time();
     for (args, named) in [
         (
             static_run("1", &["--app", "wc", "--source", "ftp:x"]),
@@ -546,6 +555,7 @@ fn sink_counts(path: &Path) -> BTreeMap<Vec<u8>, u64> {
 /// line overrides the app file's.
 #[test]
 fn an_app_file_names_its_source_and_sink_and_the_flags_override_them() {
+    let _turn = common::one_at_a_time();
     let d = TempDir::new("app-file");
     let corpus = text(2000, 11);
     let path = d.file("corpus.txt", &corpus);
