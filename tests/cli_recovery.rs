@@ -262,6 +262,87 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The run's clock at the newest complete checkpoint in `dir` (s), if there is one.
+fn newest_cut_s(dir: &std::path::Path) -> Option<f64> {
+    use clasp_dataplane::checkpoint::{CheckpointStore, FileStore, KEEP_DEFAULT};
+    if !dir.exists() {
+        return None;
+    }
+    let store = FileStore::open(dir, KEEP_DEFAULT).ok()?;
+    Some(store.load_latest().ok()?.manifest.run_s)
+}
+
+/// A live run resumed after its driver was killed goes on from the checkpoint's clock: its
+/// intervals start there, the scripted move that fell due before the cut is not made again,
+/// the one after it is, and the run still equals the oracle over the records it admitted.
+#[test]
+fn a_resumed_live_run_goes_on_from_the_checkpoints_clock() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("resume-live");
+    let dir_s = dir.display().to_string();
+    let common = [
+        "run",
+        "--app",
+        "wc",
+        "--seed",
+        "3",
+        "--duration",
+        "5",
+        "--peak-rate",
+        "4000",
+        "--pattern",
+        "constant",
+        "--max-workers",
+        "2",
+        "--uncapped",
+        "--policy",
+        "static",
+        "--moves",
+        "0.5:2,4:1",
+    ];
+    let mut first: Vec<&str> = common.to_vec();
+    first.extend([
+        "--checkpoint-interval-ms",
+        "200",
+        "--checkpoint-dir",
+        &dir_s,
+    ]);
+    let mut run = start(&first, &[]);
+    // Until a checkpoint cut after the first move (1.5 s of the run's clock), at most 20 s.
+    let cut_after_move = || newest_cut_s(&dir).is_some_and(|s| s >= 1.5);
+    for _ in 0..400 {
+        if cut_after_move() || run.finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(cut_after_move(), "no checkpoint after 1.5 s within 20 s");
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(run.pid() as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(!run.wait().status.success());
+    let cut = newest_cut_s(&dir).expect("a checkpoint");
+    let mut again: Vec<&str> = common.to_vec();
+    again.extend(["--resume", &dir_s, "--json"]);
+    let resumed = json(&clasp(&again));
+    assert_eq!(resumed["resumed_run_s"].as_f64(), Some(cut), "{resumed}");
+    for i in resumed["intervals"].as_array().expect("intervals") {
+        assert!(
+            i["t_s"].as_f64().unwrap() >= cut,
+            "{i} before the cut at {cut} s"
+        );
+    }
+    let moves: Vec<f64> = (resumed["migrations"].as_array().expect("migrations").iter())
+        .map(|m| m["t_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(moves.len(), 1, "only the move at 4 s is left: {moves:?}");
+    assert!(moves[0] >= 4.0, "{moves:?}");
+    let records = resumed["records"].as_u64().expect("records").to_string();
+    assert_equals_oracle("wc", &records, "3", &resumed);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A file sink through a recovery: every line of the uninterrupted run is there, replayed
 /// ones at most repeated (same operator, key, seq and value); deduplicated, WC's counts are
 /// the oracle's.

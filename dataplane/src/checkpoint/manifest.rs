@@ -69,6 +69,11 @@ pub struct Manifest {
     pub parts: Vec<PartRef>,
     /// How long the cut paused admission (ms): draining, exporting and writing the parts.
     pub pause_ms: f64,
+    /// The run's clock at the cut (s since its input started): a run resumed from the
+    /// checkpoint goes on from there, so its rate pattern, `--duration` and scripted moves
+    /// continue where they were (0 in a manifest written before it was recorded).
+    #[serde(default)]
+    pub run_s: f64,
 }
 
 impl Manifest {

@@ -58,6 +58,7 @@ fn checkpoint(store: &FileStore, id: u64) -> Manifest {
         operators: vec![base],
         parts: refs,
         pause_ms: 1.5,
+        run_s: 0.25 * id as f64,
     };
     store.commit(&m).unwrap();
     m

@@ -181,6 +181,11 @@ pub trait Controller {
         ))
     }
 
+    /// The run resumed (`--resume`) from a checkpoint cut at `t_s` seconds of its clock,
+    /// after `admitted` records: what fell due before then is done (the checkpoint's table
+    /// holds the moves made), and the clock goes on from `t_s`.
+    fn on_resumed(&mut self, _t_s: f64, _admitted: u64) {}
+
     /// Testing (`--fault stop-worker=ID@PHASE`): stop worker `peer` (SIGSTOP) now.
     fn stop_worker(&mut self, peer: crate::transport::PeerId) -> Result<(), String> {
         Err(format!(
@@ -318,6 +323,12 @@ impl Chaos {
 }
 
 impl Controller for Chaos {
+    fn on_resumed(&mut self, _t_s: f64, admitted: u64) {
+        while self.next < self.at.len() && self.at[self.next] <= admitted {
+            self.next += 1;
+        }
+    }
+
     fn poll(&mut self, _t_s: f64, admitted: u64) -> Option<Move> {
         if self.next < self.at.len() && admitted >= self.at[self.next] {
             self.next += 1;

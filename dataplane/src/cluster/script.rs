@@ -88,6 +88,12 @@ impl Scripted {
 }
 
 impl Controller for Scripted {
+    fn on_resumed(&mut self, t_s: f64, _admitted: u64) {
+        while self.moves.get(self.next).is_some_and(|m| m.t_s <= t_s) {
+            self.next += 1;
+        }
+    }
+
     fn poll(&mut self, t_s: f64, _admitted: u64) -> Option<Move> {
         let m = *self.moves.get(self.next)?;
         if t_s < m.t_s {

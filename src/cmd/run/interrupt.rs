@@ -39,6 +39,10 @@ impl Controller for Interruptible<'_> {
         next.filter(|_| !self.stop.load(Ordering::Acquire))
     }
 
+    fn on_resumed(&mut self, t_s: f64, admitted: u64) {
+        self.inner.on_resumed(t_s, admitted);
+    }
+
     fn on_migrated(&mut self, record: &MigrationRecord) {
         self.inner.on_migrated(record);
     }

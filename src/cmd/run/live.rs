@@ -162,6 +162,12 @@ impl Controller for Live {
         !self.limited_by_records && t_s >= self.duration_s
     }
 
+    fn on_resumed(&mut self, t_s: f64, admitted: u64) {
+        if let Some(m) = self.mover.as_mut() {
+            m.on_resumed(t_s, admitted);
+        }
+    }
+
     fn poll(&mut self, t_s: f64, admitted: u64) -> Option<Move> {
         if let Some(m) = self.pending.take() {
             return Some(m);

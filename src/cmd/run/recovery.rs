@@ -193,7 +193,10 @@ pub fn lines(r: &ClusterReport) -> Vec<String> {
         ));
     }
     if let Some(id) = r.resumed_from {
-        out.push(format!("resumed from checkpoint {id}"));
+        out.push(format!(
+            "resumed from checkpoint {id}: {} records in, the run's clock at {:.2} s",
+            r.resumed_admitted, r.resumed_run_s
+        ));
     }
     for v in &r.recoveries {
         out.push(format!(
@@ -224,5 +227,6 @@ pub fn json(r: &ClusterReport) -> anyhow::Result<Vec<(String, serde_json::Value)
         ("recoveries".into(), serde_json::to_value(&r.recoveries)?),
         ("resumed_from".into(), serde_json::to_value(r.resumed_from)?),
         ("resumed_admitted".into(), r.resumed_admitted.into()),
+        ("resumed_run_s".into(), r.resumed_run_s.into()),
     ])
 }

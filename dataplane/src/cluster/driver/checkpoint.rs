@@ -254,6 +254,7 @@ impl Driver<'_> {
             operators,
             parts: Vec::new(),
             pause_ms,
+            run_s: self.meter.t0.elapsed().as_secs_f64(),
         })
     }
 

@@ -200,6 +200,8 @@ pub struct ClusterReport {
     /// Records that checkpoint had admitted (0 for a run from the start): the input's part
     /// the run before the resume admitted.
     pub resumed_admitted: u64,
+    /// The run's clock at that checkpoint's cut (s): the resumed run's goes on from it.
+    pub resumed_run_s: f64,
 }
 
 struct Driver<'a> {
@@ -436,6 +438,9 @@ pub fn run_driver_with(
     ctl: &mut dyn Controller,
 ) -> Result<ClusterReport, DriverError> {
     let mut carry = recovery::Carry::first(cfg)?;
+    if carry.resumed_from.is_some() {
+        ctl.on_resumed(carry.resumed_run_s, carry.resumed_admitted);
+    }
     loop {
         let mut d = Driver::new(spec, cfg, carry)?;
         let e = match d.attempt(spec, ctl) {

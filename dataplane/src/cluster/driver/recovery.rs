@@ -207,6 +207,8 @@ pub(super) struct Carry {
     pub(super) resumed_from: Option<u64>,
     /// Records it had admitted.
     pub(super) resumed_admitted: u64,
+    /// The run's clock at its cut (s).
+    pub(super) resumed_run_s: f64,
 }
 
 impl Carry {
@@ -248,6 +250,11 @@ impl Carry {
                     tracing::warn!("--resume: skipped {s}");
                 }
                 c.next_id = l.manifest.id + 1;
+                // The run's clock goes on from the cut (the controller learns it from
+                // `on_resumed`).
+                c.t0 =
+                    Instant::now().checked_sub(Duration::from_secs_f64(l.manifest.run_s.max(0.0)));
+                c.resumed_run_s = l.manifest.run_s.max(0.0);
                 c.resumed_from = Some(l.manifest.id);
                 c.resumed_admitted = l.manifest.admitted;
                 c.admitted_ns_from = l.manifest.admitted;

@@ -106,6 +106,7 @@ pub(super) fn build(spec: &AppSpec, d: Driver, fed: Fed, elapsed: Duration) -> C
         recoveries: carry.recoveries,
         resumed_from: carry.resumed_from,
         resumed_admitted: carry.resumed_admitted,
+        resumed_run_s: carry.resumed_run_s,
     }
 }
 
