@@ -326,6 +326,8 @@ impl Controller for Chaos {
     fn on_resumed(&mut self, _t_s: f64, admitted: u64) {
         while self.next < self.at.len() && self.at[self.next] <= admitted {
             self.next += 1;
+            // Drawn and dropped: the moves after the cut are those of the uninterrupted run.
+            let _ = self.random_routing();
         }
     }
 

@@ -1,7 +1,8 @@
 //! A run that SIGINT/SIGTERM can stop: the controller the driver sees says "done" once the stop
 //! flag is set, so the driver stops admitting, drains what it admitted and ends the stream the
 //! ordinary way; everything else is the run's own controller's, except what is done to the
-//! worker processes the run started (killed by `--fault`, started again after a loss).
+//! worker processes the run started (killed or stopped by `--fault`, started again after a
+//! loss).
 
 use crate::cmd::cluster::Spawned;
 use clasp_dataplane::cluster::control::{Controller, IntervalView, MigrationRecord, Move};

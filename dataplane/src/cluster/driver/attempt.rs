@@ -69,6 +69,9 @@ impl Driver<'_> {
             DriverError::Timeout(_) | DriverError::NotQuiescent { .. }
         ) {
             self.stall_probe();
+            // A worker that sent its summary has finished its job and answers no probe.
+            let summaries = &self.barrier.summaries;
+            (self.silent_at_stall).retain(|p| !summaries.iter().any(|s| s.worker == *p));
         }
         while Instant::now() < deadline {
             if self.t.poll(DRIVER_PARK, &mut self.rx).is_err() {

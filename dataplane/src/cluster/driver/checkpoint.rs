@@ -37,14 +37,19 @@ pub(super) struct Persisting {
 
 impl Driver<'_> {
     /// Whether a checkpoint is due: checkpoints on, the interval passed, nothing else under
-    /// way (a migration, a join, a leave, the parts of the last checkpoint).
+    /// way (a migration, or a move waiting to start — for the roots to narrow, or for a
+    /// worker to join; a join, a leave, the parts of the last checkpoint). A cut never falls
+    /// between a controller's asking for a move and the move's plan, so the cut's table holds
+    /// every move the controller asked for before it (a resumed run makes none of them
+    /// again).
     pub(super) fn checkpoint_due(&self) -> bool {
         let Some(ck) = &self.cfg.checkpoint else {
             return false;
         };
         !ck.interval.is_zero()
             && self.last_checkpoint.elapsed() >= ck.interval
-            && self.mig.in_flight.is_none()
+            && !self.migrating()
+            && !self.joins.holds_a_move()
             && self.persisting.is_none()
             && !self.joins.busy()
             && !self.leaves.busy()

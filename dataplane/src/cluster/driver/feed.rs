@@ -149,7 +149,12 @@ impl Driver<'_> {
         self.meter.start();
         match self.carry.t0 {
             Some(t0) => self.meter.t0 = t0,
-            None => self.carry.t0 = Some(self.meter.t0),
+            None => {
+                // A resumed run's clock goes on from its checkpoint's cut.
+                let cut = Duration::try_from_secs_f64(self.carry.resumed_run_s).unwrap_or_default();
+                self.meter.t0 = self.meter.t0.checked_sub(cut).unwrap_or(self.meter.t0);
+                self.carry.t0 = Some(self.meter.t0);
+            }
         }
         self.phase = super::Phase::Steady;
         self.last_checkpoint = Instant::now();

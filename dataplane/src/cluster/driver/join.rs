@@ -67,6 +67,11 @@ impl Joins {
         self.current.is_some()
     }
 
+    /// Whether a move waits for a worker to join.
+    pub(super) fn holds_a_move(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// Whether `peer` is joining (asked, or under way).
     pub(super) fn is_joining(&self, peer: PeerId) -> bool {
         self.current.as_ref().is_some_and(|j| j.id == peer)

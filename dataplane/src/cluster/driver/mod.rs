@@ -124,7 +124,7 @@ pub struct DriverConfig {
     pub source: crate::source::SourceSpec,
     /// Checkpoints, and recovery from them (`None`: off; a lost worker ends the run).
     pub checkpoint: Option<CheckpointConfig>,
-    /// Testing: a worker to kill, and when (`--fault`).
+    /// Testing: a worker to kill or stop, and when (`--fault`).
     pub fault: Option<Fault>,
 }
 

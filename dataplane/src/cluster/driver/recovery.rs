@@ -133,7 +133,7 @@ pub struct RecoveryRecord {
     /// Records admitted before the loss that were admitted again (from the checkpoint's
     /// offset up to where the input was).
     pub records_replayed: u64,
-    /// From the kill to the driver seeing the loss (ms; known only for `--fault` kills).
+    /// From the kill or stop to the driver seeing the loss (ms; known only for `--fault`).
     pub detect_ms: Option<f64>,
     /// From seeing the loss to every worker running the restored job (ms).
     pub restore_ms: f64,
@@ -194,8 +194,8 @@ pub(super) struct Carry {
     pub(super) checkpoints: CheckpointReport,
     pub(super) pauses_ms: Vec<f64>,
     pub(super) fault: Option<Fault>,
-    /// When `--fault` killed its worker, and in which phase (the loss is seen a moment later,
-    /// perhaps in the next phase: the record names the phase of the kill).
+    /// When `--fault` killed or stopped its worker, and in which phase (the loss is seen a
+    /// moment later, perhaps in the next phase: the record names the phase of the fault).
     pub(super) killed_at: Option<(Instant, Phase)>,
     /// The recovery under way: its record, when the loss was seen, where the input was.
     pub(super) pending: Option<(RecoveryRecord, Instant, u64)>,
@@ -250,10 +250,8 @@ impl Carry {
                     tracing::warn!("--resume: skipped {s}");
                 }
                 c.next_id = l.manifest.id + 1;
-                // The run's clock goes on from the cut (the controller learns it from
-                // `on_resumed`).
-                c.t0 =
-                    Instant::now().checked_sub(Duration::from_secs_f64(l.manifest.run_s.max(0.0)));
+                // The run's clock goes on from the cut when the input starts (`feed`; the
+                // controller learns it from `on_resumed`).
                 c.resumed_run_s = l.manifest.run_s.max(0.0);
                 c.resumed_from = Some(l.manifest.id);
                 c.resumed_admitted = l.manifest.admitted;
