@@ -286,7 +286,7 @@ impl Driver<'_> {
         match done {
             Ok(()) => {
                 tracing::warn!("--fault: {what} worker {} ({})", f.worker, phase.name());
-                self.carry.killed_at = Some((Instant::now(), phase));
+                self.carry.faulted_at = Some((Instant::now(), phase));
             }
             Err(e) => self.fault(format!("--fault: {e}")),
         }

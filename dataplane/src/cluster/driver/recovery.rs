@@ -196,7 +196,7 @@ pub(super) struct Carry {
     pub(super) fault: Option<Fault>,
     /// When `--fault` killed or stopped its worker, and in which phase (the loss is seen a
     /// moment later, perhaps in the next phase: the record names the phase of the fault).
-    pub(super) killed_at: Option<(Instant, Phase)>,
+    pub(super) faulted_at: Option<(Instant, Phase)>,
     /// The recovery under way: its record, when the loss was seen, where the input was.
     pub(super) pending: Option<(RecoveryRecord, Instant, u64)>,
     /// When the pending recovery's job was running (its replay started).
@@ -300,17 +300,17 @@ impl Carry {
             self.recoveries.push(rec);
         }
         let now_ms = unix_ms();
-        let killed = self.killed_at.take();
+        let faulted = self.faulted_at.take();
         let record = RecoveryRecord {
             workers_lost: lost.clone(),
-            phase: killed.map_or(phase, |k| k.1).name().into(),
+            phase: faulted.map_or(phase, |k| k.1).name().into(),
             reason: e.to_string(),
             checkpoint_id: loaded.as_ref().map(|m| m.id),
             checkpoint_age_ms: loaded
                 .as_ref()
                 .map_or(0.0, |m| now_ms.saturating_sub(m.created_unix_ms) as f64),
             records_replayed: admitted.saturating_sub(loaded.as_ref().map_or(0, |m| m.admitted)),
-            detect_ms: killed.map(|k| seen.saturating_duration_since(k.0).as_secs_f64() * 1e3),
+            detect_ms: faulted.map(|k| seen.saturating_duration_since(k.0).as_secs_f64() * 1e3),
             ..RecoveryRecord::default()
         };
         tracing::warn!(
