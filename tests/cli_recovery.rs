@@ -32,19 +32,19 @@ fn static_run_killing(
         records,
         seed,
         &format!("kill-worker=2@{phase}"),
-        None,
+        &[],
         tag,
     )
 }
 
-/// A static run of `app` on two workers with `--fault FAULT` (its phase after the `@`) and
-/// `--stall-timeout-s` if given; its summary.
+/// A static run of `app` with `--fault FAULT` (its phase after the `@`) and the `extra`
+/// arguments, on two workers unless they say `--workers`; its summary.
 fn static_run_with_fault(
     app: &str,
     records: &str,
     seed: &str,
     fault: &str,
-    stall_timeout_s: Option<&str>,
+    extra: &[&str],
     tag: &str,
 ) -> serde_json::Value {
     let dir = scratch(tag);
@@ -53,8 +53,6 @@ fn static_run_with_fault(
     let mut args = vec![
         "run",
         "--static",
-        "--workers",
-        "2",
         "--app",
         app,
         "--records",
@@ -71,9 +69,10 @@ fn static_run_with_fault(
         fault,
         "--json",
     ];
-    if let Some(s) = stall_timeout_s {
-        args.extend(["--stall-timeout-s", s]);
+    if !extra.contains(&"--workers") {
+        args.extend(["--workers", "2"]);
     }
+    args.extend(extra);
     if phase == "migration" {
         args.extend(["--chaos-migrations", "6"]);
     }
@@ -146,10 +145,36 @@ fn a_worker_stopped_at_any_phase_is_replaced_and_the_run_equals_the_oracle() {
         // A short stall timeout, so that the stopped worker is noticed soon; long enough that
         // a slow disk does not fail a checkpoint's parts.
         let tag = format!("stop-{app}");
-        let run = static_run_with_fault(app, "5000", "7", &fault, Some("3"), &tag);
+        let run =
+            static_run_with_fault(app, "5000", "7", &fault, &["--stall-timeout-s", "3"], &tag);
         assert_equals_oracle(app, "5000", "7", &run);
         assert_one_recovery(app, &run, phase);
     }
+}
+
+/// A worker stopped in a migration, with the default stall timeout (60 s): the migration
+/// times out first, and the probe after it names the worker, which is replaced. Before, a
+/// migration that timed out ended the run.
+#[test]
+fn a_worker_stopped_in_a_migration_is_replaced_when_the_migration_times_out() {
+    let _turn = common::one_at_a_time();
+    let extra = ["--migration-timeout-s", "2"];
+    let run = static_run_with_fault("wc", "5000", "7", "stop-worker=2@migration", &extra, "mig");
+    assert_equals_oracle("wc", "5000", "7", &run);
+    assert_one_recovery("wc", &run, "migration");
+}
+
+/// One worker killed and another stopped at the same moment: the kill is seen at once, and
+/// the probe after it names the stopped one too, so one recovery replaces both.
+#[test]
+fn a_killed_and_a_stopped_worker_are_replaced_in_one_recovery() {
+    let _turn = common::one_at_a_time();
+    let extra = ["--workers", "3", "--fault", "stop-worker=3@steady"];
+    let run = static_run_with_fault("sd", "5000", "7", "kill-worker=2@steady", &extra, "two");
+    assert_equals_oracle("sd", "5000", "7", &run);
+    let r = run["recoveries"].as_array().expect("a recoveries list");
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0]["workers_lost"], serde_json::json!([2, 3]), "{r:?}");
 }
 
 #[test]
@@ -250,6 +275,16 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
         assert_eq!(out.status.code(), Some(2), "{other:?}: {err}");
         assert!(err.contains(needle) && !err.contains("listening"), "{err}");
     }
+    // A new run in that directory is refused: a recovery of it would restore the killed
+    // run's state.
+    let fresh: Vec<&str> = first.iter().copied().filter(|a| *a != "--json").collect();
+    let out = clasp(&fresh);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{fresh:?}: {err}");
+    assert!(
+        err.contains("holds checkpoints of an earlier run") && err.contains("--resume"),
+        "{err}"
+    );
     let mut again: Vec<&str> = common.to_vec();
     again.extend(["--resume", &dir_s, "--json"]);
     let resumed = json(&clasp(&again));

@@ -143,7 +143,7 @@ fn run_with(
         sink_per_worker: false,
         source: Default::default(),
         checkpoint: None,
-        fault: None,
+        faults: Vec::new(),
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {

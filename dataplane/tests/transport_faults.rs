@@ -325,3 +325,44 @@ fn a_real_peer_connects_while_slow_peers_hold_every_handshake_slot() {
     assert!(rs[1].lost().is_empty(), "{:?}", rs[1].events);
     drop(slow);
 }
+
+/// A peer whose listening socket accepts and then resets the connection (a killed process's,
+/// torn down a moment late) is dialled again, and reached once a new process listens on the
+/// same address: a recovery's replacement worker is not failed by its predecessor's socket.
+#[test]
+fn a_handshake_reset_by_a_dying_listener_is_dialled_again() {
+    init_logs();
+    let dying = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = dying.local_addr().unwrap();
+    let mut a = Transport::start(config(1, Limits::default())).unwrap();
+    a.connect(2, addr).unwrap();
+    // The first connection is accepted, then closed with the hello unread (a reset), and the
+    // listener with it; the new peer listens on the same address.
+    let (conn, _) = dying.accept().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    drop(conn);
+    drop(dying);
+    let mut cfg = config(2, Limits::default());
+    cfg.listen = addr;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let b = loop {
+        match Transport::start(cfg.clone()) {
+            Ok(t) => break t,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("binding {addr} again: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("cannot listen on {addr} again: {e}"),
+        }
+    };
+    let mut ts = vec![a, b];
+    let mut rs = vec![Recorder::default(), Recorder::default()];
+    pump(&mut ts, &mut rs, |ts, rs| {
+        ts[0].is_connected(2)
+            || rs[0]
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::ConnectFailed { .. }))
+    });
+    assert!(ts[0].is_connected(2), "{:?}", rs[0].events);
+}

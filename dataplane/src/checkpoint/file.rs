@@ -64,6 +64,12 @@ impl FileStore {
         }
     }
 
+    /// The newest checkpoint directory present (complete or not), if any: a new run refuses a
+    /// directory that holds one, since a recovery restores the newest checkpoint there.
+    pub fn newest_present(&self) -> Result<Option<PathBuf>, CheckpointError> {
+        Ok(self.ids()?.first().map(|&id| self.checkpoint_dir(id)))
+    }
+
     /// Ids of the checkpoint directories present, newest first (complete or not).
     fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
         let what = || format!("listing {}", self.dir.display());

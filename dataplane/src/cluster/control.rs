@@ -193,10 +193,12 @@ pub trait Controller {
         ))
     }
 
-    /// Worker `peer` was lost: make it available again under the same id (the run restarts
-    /// its job from the last checkpoint once every worker is back). By default nothing: a
-    /// cluster file's workers are restarted by their supervisor.
-    fn replace_worker(&mut self, _peer: crate::transport::PeerId) -> Result<(), String> {
+    /// Workers `lost` were lost: make them available again under the same ids (the run
+    /// restarts its job from the last checkpoint once every worker is back). Every old
+    /// process is gone before any new one starts, or a new worker could reach an old one
+    /// (stopped, still listening) and lose that connection when it is killed. By default
+    /// nothing: a cluster file's workers are restarted by their supervisor.
+    fn replace_workers(&mut self, _lost: &[crate::transport::PeerId]) -> Result<(), String> {
         Ok(())
     }
 

@@ -82,6 +82,17 @@ pub(super) struct Handshaker {
     pub handshake_timeout: Duration,
 }
 
+/// Whether a handshake failed because the connection closed under it, not because the peer
+/// refused us: a listening socket that outlives its process for a moment (a killed worker's,
+/// torn down after its io_uring) accepts a connection and then resets it. Dialled again, like
+/// a refused connection, until the connect deadline: the worker started in its place listens
+/// on the same address.
+fn closed_early(e: &auth::AuthError) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(e, auth::AuthError::Io(io)
+        if matches!(io.kind(), ConnectionReset | ConnectionAborted | UnexpectedEof | BrokenPipe))
+}
+
 impl Handshaker {
     fn report(&self, setup: Setup) {
         let _ = self.tx.send(setup);
@@ -127,6 +138,11 @@ impl Handshaker {
                             direction: Direction::Outbound,
                             welcome: Some(welcome),
                         },
+                        Err(e) if closed_early(&e) && Instant::now() < deadline => {
+                            std::thread::sleep(ms(backoff));
+                            backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
+                            continue;
+                        }
                         Err(e) => Setup::ConnectFailed {
                             peer,
                             reason: format!("handshake with {addr}: {e}"),

@@ -89,16 +89,28 @@ impl Spawned {
     /// Starts worker `id`, or starts it again under the same id after it was lost (its old
     /// process reaped first, so its cgroup is empty; the new one joins the same group).
     pub fn start(&mut self, id: u32) -> anyhow::Result<()> {
+        self.restart(&[id])
+    }
+
+    /// Starts workers `ids` again: every old process of theirs is killed and reaped before
+    /// the first new one starts, so that no new worker reaches an old one still listening (a
+    /// stopped one) and loses that connection when it dies.
+    pub fn restart(&mut self, ids: &[u32]) -> anyhow::Result<()> {
         let launcher = (self.launcher.as_ref())
-            .ok_or_else(|| anyhow::anyhow!("worker {id} was not started by this run"))?;
+            .ok_or_else(|| anyhow::anyhow!("workers {ids:?} were not started by this run"))?;
         let mut children = lock(&self.children);
-        if let Some(i) = children.iter().position(|c| c.0 == id) {
-            let (_, mut old) = children.remove(i);
-            let _ = old.kill();
-            let _ = old.wait();
+        for id in ids {
+            if let Some(i) = children.iter().position(|c| c.0 == *id) {
+                let (_, mut old) = children.remove(i);
+                let _ = old.kill();
+                let _ = old.wait();
+            }
         }
-        let child = launcher.start(id, self.groups.as_deref())?;
-        children.push((id, child));
+        for &id in ids {
+            let child = (launcher.start(id, self.groups.as_deref()))
+                .with_context(|| format!("cannot start worker {id} again"))?;
+            children.push((id, child));
+        }
         Ok(())
     }
 

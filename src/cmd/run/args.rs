@@ -244,9 +244,9 @@ pub struct RunArgs {
     pub(crate) resume: Option<PathBuf>,
     /// Testing: SIGKILL (kill-worker) or SIGSTOP (stop-worker) worker ID the first time the
     /// run is in PHASE (steady, migration, checkpoint-snapshot, checkpoint-commit); the run
-    /// must recover.
+    /// must recover. Repeatable: faults of one phase strike together.
     #[arg(long, hide = true, value_name = "kill-worker|stop-worker=ID@PHASE")]
-    pub(crate) fault: Option<clasp_dataplane::cluster::driver::Fault>,
+    pub(crate) fault: Vec<clasp_dataplane::cluster::driver::Fault>,
 }
 
 /// `--sink`'s value, refused (exit 2) with the reason when it does not parse.

@@ -68,12 +68,12 @@ impl Controller for Interruptible<'_> {
         self.workers.stop(peer).map_err(|e| format!("{e:#}"))
     }
 
-    fn replace_worker(&mut self, peer: PeerId) -> Result<(), String> {
+    fn replace_workers(&mut self, lost: &[PeerId]) -> Result<(), String> {
         if !self.workers.started_any() {
             // A cluster file's worker: its supervisor restarts it; the new job waits for it.
             return Ok(());
         }
-        self.workers.start(peer).map_err(|e| format!("{e:#}"))
+        self.workers.restart(lost).map_err(|e| format!("{e:#}"))
     }
 
     fn on_recovered(&mut self, t_s: f64) {

@@ -49,6 +49,7 @@ pub fn config(
                     d.display()
                 ))
             })?;
+            refuse_earlier_checkpoints(d)?;
             d.clone()
         }
         None => default_dir()?,
@@ -64,6 +65,23 @@ pub fn config(
         keep: KEEP_DEFAULT,
         resume: false,
     }))
+}
+
+/// A new run's `--checkpoint-dir` must hold no checkpoint of an earlier run (one that failed
+/// keeps its own): a recovery restores the newest checkpoint in the directory, and that would
+/// be the other run's state, restored without an error. Refused (exit 2) naming it.
+fn refuse_earlier_checkpoints(dir: &std::path::Path) -> anyhow::Result<()> {
+    let store = FileStore::open(dir, KEEP_DEFAULT)?;
+    match store.newest_present()? {
+        None => Ok(()),
+        Some(newest) => Err(crate::cmd::usage_error(format!(
+            "--checkpoint-dir {}: holds checkpoints of an earlier run (the newest is {}): go on \
+             from them with --resume {}, or remove them",
+            dir.display(),
+            newest.display(),
+            dir.display()
+        ))),
+    }
 }
 
 /// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,

@@ -106,7 +106,7 @@ pub fn prepare(
         sink_per_worker,
         source: args.source.clone(),
         checkpoint,
-        fault: args.fault,
+        faults: args.fault.clone(),
     };
     Ok((cfg, spawned))
 }

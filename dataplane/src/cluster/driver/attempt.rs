@@ -53,7 +53,7 @@ impl Driver<'_> {
 
     /// The workers lost by fault `e`: those whose connections are gone, after a moment for
     /// the transport to see it (a link reported lost names two workers, one of them alive),
-    /// and those that did not answer the probe after a stall or a wait that timed out.
+    /// and those that did not answer the probe after the fault (or the stall's).
     pub(super) fn lost_workers(&mut self, e: &DriverError) -> Vec<PeerId> {
         let deadline = Instant::now() + Duration::from_millis(300);
         let mut lost: Vec<PeerId> = Vec::new();
@@ -61,13 +61,11 @@ impl Driver<'_> {
             lost.push(*peer);
         }
         // A worker that stopped answering with its connections up (SIGSTOP, a frozen host)
-        // can time out a checkpoint, a quiescence wait or the end of the stream before the
-        // stall timeout names it: the same probe names it here, or it would be kept, and the
-        // restarted job could not start with it.
-        if matches!(
-            e,
-            DriverError::Timeout(_) | DriverError::NotQuiescent { .. }
-        ) {
+        // can time out a checkpoint, a quiescence wait, a migration or the end of the stream
+        // before the stall timeout names it, or freeze beside one that was killed: the same
+        // probe as a stall's names it here, or it would be kept, and the restarted job could
+        // not start with it. (A stall already probed.)
+        if !matches!(e, DriverError::Stalled { .. }) {
             self.stall_probe();
             // A worker that sent its summary has finished its job and answers no probe.
             let summaries = &self.barrier.summaries;

@@ -135,20 +135,33 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// On a stall, one last probe round (at most [`STALL_PROBE_WAIT`]) names what holds the run:
-    /// links whose counts differ (frames sent and never received: a link cut silently, with no
-    /// reset that either end would notice) and workers that do not answer. Empty when the round
-    /// finds nothing. Other messages are dropped: the run is over.
+    /// On a stall or a fault, one last probe round (at most [`STALL_PROBE_WAIT`], less once
+    /// every connected worker answered) names what holds the run: links whose counts differ
+    /// (frames sent and never received: a link cut silently, with no reset that either end
+    /// would notice) and workers that do not answer, kept in `silent_at_stall`. Empty when
+    /// the round finds nothing. Other messages are dropped: the run is over.
     pub(super) fn stall_probe(&mut self) -> String {
         let round = STALL_PROBE_ROUND;
         let Ok(body) = encode(&Message::Probe { round }) else {
             return String::new();
         };
-        for &p in &self.ids {
-            let _ = self.t.send_control(p, CONTROL_KIND, &body);
-        }
+        // A probe whose control queue was full is sent again as credit returns: a worker is
+        // named silent for not answering, not for the driver's own backlog to it.
+        let mut unsent: Vec<PeerId> = self.ids.clone();
         let deadline = Instant::now() + STALL_PROBE_WAIT;
-        while self.barrier.answers(round) < self.ids.len() && Instant::now() < deadline {
+        loop {
+            unsent.retain(|&p| !matches!(self.t.send_control(p, CONTROL_KIND, &body), Ok(true)));
+            // A worker whose connection is gone, or that sent its end-of-stream summary, will
+            // not answer: no need to wait for it.
+            let summaries = &self.barrier.summaries;
+            let waiting = (self.ids.iter())
+                .filter(|&&p| self.t.is_connected(p))
+                .filter(|&&p| !summaries.iter().any(|s| s.worker == p))
+                .filter(|&&p| self.barrier.silent(round, &[p]).len() == 1)
+                .count();
+            if waiting == 0 || Instant::now() >= deadline {
+                break;
+            }
             if self.t.poll(super::DRIVER_PARK, &mut self.rx).is_err() {
                 break;
             }

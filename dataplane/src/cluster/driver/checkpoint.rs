@@ -13,7 +13,7 @@
 //! What it costs: admission pauses for the drain (the work already admitted, at most the
 //! in-flight window) plus the copy of the state (`docs/recovery.md` has the figures).
 
-use super::recovery::{FaultAction, Phase, unix_ms};
+use super::recovery::{Fault, FaultAction, Phase, unix_ms};
 use super::{DRIVER_PARK, Driver, DriverError};
 use crate::checkpoint::{CheckpointStore, Manifest, PartRef};
 use crate::cluster::control::Controller;
@@ -272,23 +272,27 @@ impl Driver<'_> {
         store.commit(m).map_err(|e| e.to_string())
     }
 
-    /// The testing option `--fault`: kills its worker the first time the run is in `phase`.
+    /// The testing option `--fault`: kills or stops its workers the first time the run is in
+    /// `phase`, every fault of that phase at once.
     pub(super) fn inject(&mut self, phase: Phase, ctl: &mut dyn Controller) {
-        let Some(f) = self.carry.fault else { return };
-        if f.phase != phase {
+        if !self.carry.faults.iter().any(|f| f.phase == phase) {
             return;
         }
-        self.carry.fault = None;
-        let (done, what) = match f.action {
-            FaultAction::Kill => (ctl.kill_worker(f.worker), "killed"),
-            FaultAction::Stop => (ctl.stop_worker(f.worker), "stopped"),
-        };
-        match done {
-            Ok(()) => {
-                tracing::warn!("--fault: {what} worker {} ({})", f.worker, phase.name());
-                self.carry.faulted_at = Some((Instant::now(), phase));
+        let (now, later) = (std::mem::take(&mut self.carry.faults).into_iter())
+            .partition::<Vec<Fault>, _>(|f| f.phase == phase);
+        self.carry.faults = later;
+        for f in now {
+            let (done, what) = match f.action {
+                FaultAction::Kill => (ctl.kill_worker(f.worker), "killed"),
+                FaultAction::Stop => (ctl.stop_worker(f.worker), "stopped"),
+            };
+            match done {
+                Ok(()) => {
+                    tracing::warn!("--fault: {what} worker {} ({})", f.worker, phase.name());
+                    self.carry.faulted_at.get_or_insert((Instant::now(), phase));
+                }
+                Err(e) => self.fault(format!("--fault: {e}")),
             }
-            Err(e) => self.fault(format!("--fault: {e}")),
         }
     }
 }

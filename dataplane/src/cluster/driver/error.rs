@@ -111,9 +111,14 @@ pub enum DriverError {
         /// a link whose counts differ is the likely cause, e.g. one cut silently).
         links: String,
     },
-    /// A migration could not start or failed.
+    /// A migration could not start, or broke the protocol.
     #[error("{0}")]
     Migration(String),
+    /// A migration did not complete within the migration timeout: some worker stopped
+    /// answering (a frozen process or host) with its connections up. With checkpoints the
+    /// run restarts from the last one without the workers that do not answer a probe.
+    #[error("{0}")]
+    MigrationTimedOut(String),
     /// The input's source could not be opened or read.
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
@@ -121,8 +126,8 @@ pub enum DriverError {
 
 impl DriverError {
     /// Whether the run can restart from a checkpoint after this fault: a worker or a link
-    /// lost, a worker that cannot be reached, a run that stopped moving (a worker that
-    /// froze). Bad settings, a bad source or a worker breaking the protocol are not.
+    /// lost, a worker that cannot be reached, a run or a migration that stopped moving (a
+    /// worker that froze). Bad settings, a bad source or a worker breaking the protocol are not.
     pub fn is_recoverable(&self) -> bool {
         match self {
             // What a frame or a setting is does not change with a restart: replaying would
@@ -139,6 +144,7 @@ impl DriverError {
             | DriverError::Unreachable { .. }
             | DriverError::NotQuiescent { .. }
             | DriverError::Stalled { .. }
+            | DriverError::MigrationTimedOut(_)
             | DriverError::Timeout(_) => true,
             _ => false,
         }

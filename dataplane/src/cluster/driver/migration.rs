@@ -95,7 +95,7 @@ impl Driver<'_> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
-                Err(DriverError::Migration(format!(
+                Err(DriverError::MigrationTimedOut(format!(
                     "{f}; silent: [{}]; not completed: [{}]",
                     slots(&f.silent),
                     slots(&f.not_completed)

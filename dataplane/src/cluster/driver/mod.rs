@@ -124,8 +124,9 @@ pub struct DriverConfig {
     pub source: crate::source::SourceSpec,
     /// Checkpoints, and recovery from them (`None`: off; a lost worker ends the run).
     pub checkpoint: Option<CheckpointConfig>,
-    /// Testing: a worker to kill or stop, and when (`--fault`).
-    pub fault: Option<Fault>,
+    /// Testing: workers to kill or stop, and when (`--fault`); those of one phase strike
+    /// together.
+    pub faults: Vec<Fault>,
 }
 
 /// Checkpoint settings of a run (`crate::checkpoint`, `docs/recovery.md`).

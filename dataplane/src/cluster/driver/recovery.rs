@@ -193,7 +193,7 @@ pub(super) struct Carry {
     pub(super) recoveries: Vec<RecoveryRecord>,
     pub(super) checkpoints: CheckpointReport,
     pub(super) pauses_ms: Vec<f64>,
-    pub(super) fault: Option<Fault>,
+    pub(super) faults: Vec<Fault>,
     /// When `--fault` killed or stopped its worker, and in which phase (the loss is seen a
     /// moment later, perhaps in the next phase: the record names the phase of the fault).
     pub(super) faulted_at: Option<(Instant, Phase)>,
@@ -235,7 +235,7 @@ impl Carry {
     /// The first attempt's: from the start, or from the checkpoint `cfg.resume` names.
     pub(super) fn first(cfg: &DriverConfig) -> Result<Carry, DriverError> {
         let mut c = Carry {
-            fault: cfg.fault,
+            faults: cfg.faults.clone(),
             next_id: 1,
             ..Carry::default()
         };
@@ -314,8 +314,9 @@ impl Carry {
             ..RecoveryRecord::default()
         };
         tracing::warn!(
-            "recovering: {}; restarting from {}",
+            "recovering: {}; replacing worker(s) {:?}; restarting from {}",
             record.reason,
+            record.workers_lost,
             match &loaded {
                 Some(m) => format!("checkpoint {} ({} records in)", m.id, m.admitted),
                 None => "the start of the run (no checkpoint yet)".into(),
@@ -342,11 +343,8 @@ impl Carry {
             },
         });
         self.pending = Some((record, seen, admitted));
-        for p in lost {
-            ctl.replace_worker(p).map_err(|why| {
-                DriverError::Config(format!("recovery: cannot start worker {p} again: {why}"))
-            })?;
-        }
+        ctl.replace_workers(&lost)
+            .map_err(|why| DriverError::Config(format!("recovery: {why}")))?;
         std::thread::sleep(RESTART_GRACE);
         Ok(())
     }
