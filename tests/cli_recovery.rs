@@ -254,6 +254,15 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(complete(), "no checkpoint within 20 s");
+    // While it runs, its directory is its own: neither a resume nor a new run may write there.
+    for flag in ["--resume", "--checkpoint-dir"] {
+        let mut other: Vec<&str> = common.to_vec();
+        other.extend([flag, &dir_s]);
+        let out = clasp(&other);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{other:?}: {err}");
+        assert!(err.contains("in use by another run (pid "), "{err}");
+    }
     // The driver dies outright (SIGKILL); its workers die with it.
     assert!(!run.kill().status.success());
     // Another run's flags are refused before any worker starts, naming what differs.

@@ -48,13 +48,23 @@ impl FileStore {
         self.dir.join(format!("{PREFIX}{id:020}"))
     }
 
-    /// Removes every checkpoint in the directory, then the directory if nothing else is in it:
-    /// what else a user keeps there (the directory may be theirs) is left alone.
+    /// Removes every checkpoint in the directory and its lock file (the run that held it is
+    /// ending), then the directory if nothing else is in it: what else a user keeps there (the
+    /// directory may be theirs) is left alone.
     pub fn remove_all(&self) -> Result<(), CheckpointError> {
         for id in self.ids()? {
             let dir = self.checkpoint_dir(id);
             fs::remove_dir_all(&dir)
                 .map_err(|e| CheckpointError::io(format!("removing {}", dir.display()), e))?;
+        }
+        let lock = self.dir.join(super::lock::LOCK_FILE);
+        if let Err(e) = fs::remove_file(&lock)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(CheckpointError::io(
+                format!("removing {}", lock.display()),
+                e,
+            ));
         }
         match fs::remove_dir(&self.dir) {
             Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => Err(

@@ -15,12 +15,14 @@
 //! checkpoints in a directory (on several hosts it must be a path every host shares).
 
 mod file;
+mod lock;
 mod manifest;
 mod part;
 #[cfg(test)]
 mod tests;
 
 pub use file::{FileStore, read_part};
+pub use lock::DirLock;
 pub use manifest::{Manifest, OperatorBase, PartRef};
 pub use part::{GroupState, Part};
 
@@ -46,6 +48,17 @@ pub enum CheckpointError {
         path: String,
         /// What is wrong with it.
         why: String,
+    },
+    /// Another run holds the directory ([`DirLock`]).
+    #[error(
+        "{dir} is in use by another run{}: one run at a time writes checkpoints there",
+        if .holder.is_empty() { String::new() } else { format!(" (pid {})", .holder) }
+    )]
+    InUse {
+        /// The directory.
+        dir: String,
+        /// The pid the holder wrote into the lock file (empty if unreadable).
+        holder: String,
     },
     /// No complete checkpoint in the store (each incomplete or damaged one named).
     #[error("no complete checkpoint in {dir}{}", if .skipped.is_empty() { String::new() } else { format!(" ({})", .skipped.join("; ")) })]

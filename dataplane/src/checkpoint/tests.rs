@@ -232,3 +232,24 @@ fn remove_all_takes_only_the_checkpoints() {
     store.remove_all().unwrap();
     assert!(!dir.exists(), "an empty directory is removed");
 }
+
+#[test]
+fn a_held_directory_is_refused_naming_the_holder_and_free_once_released() {
+    let dir = scratch("lock");
+    let store = FileStore::open(&dir, 2).unwrap();
+    let held = DirLock::take(&dir).unwrap();
+    // Another hold (another open file description, as another process would have) is refused.
+    match DirLock::take(&dir) {
+        Err(e @ CheckpointError::InUse { .. }) => {
+            let pid = std::process::id().to_string();
+            assert!(e.to_string().contains(&format!("(pid {pid})")), "{e}");
+        }
+        other => panic!("a second hold: {other:?}"),
+    }
+    drop(held);
+    let again = DirLock::take(&dir).unwrap();
+    // A run that succeeded removes its lock file with its checkpoints, then the directory.
+    checkpoint(&store, 1);
+    store.remove_all().unwrap();
+    assert!(!again.path().exists() && !dir.exists());
+}

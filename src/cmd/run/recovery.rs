@@ -3,11 +3,14 @@
 //! succeeded.
 
 use super::args::RunArgs;
-use clasp_dataplane::checkpoint::{CheckpointStore, FileStore, KEEP_DEFAULT};
+use clasp_dataplane::checkpoint::{
+    CheckpointError, CheckpointStore, DirLock, FileStore, KEEP_DEFAULT,
+};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
 use clasp_dataplane::source::SourceSpec;
 use clasp_operators::AppSpec;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The run's checkpoint settings (`None`: off), its directory printed on stderr.
@@ -24,6 +27,7 @@ pub fn config(
                 dir.display()
             )));
         }
+        let lock = take_lock(dir, "--resume")?;
         check_resume(dir, args, spec, records)?;
         eprintln!(
             "clasp run: resuming from the checkpoints in {}",
@@ -34,11 +38,13 @@ pub fn config(
             interval,
             keep: KEEP_DEFAULT,
             resume: true,
+            lock: Some(lock),
         }));
     }
     if interval.is_zero() {
         return Ok(None);
     }
+    let mut lock = None;
     let dir = match &args.checkpoint_dir {
         Some(d) => {
             // Checked before any worker starts: a path that cannot hold checkpoints would
@@ -49,6 +55,7 @@ pub fn config(
                     d.display()
                 ))
             })?;
+            lock = Some(take_lock(d, "--checkpoint-dir")?);
             refuse_earlier_checkpoints(d)?;
             d.clone()
         }
@@ -64,7 +71,22 @@ pub fn config(
         interval,
         keep: KEEP_DEFAULT,
         resume: false,
+        lock,
     }))
+}
+
+/// The run's hold on a checkpoint directory it was given (`DirLock`: one run at a time writes
+/// there); another run's hold is refused (exit 2) before any worker starts. A directory made
+/// for this run alone (the default) needs none.
+fn take_lock(dir: &std::path::Path, flag: &str) -> anyhow::Result<Arc<DirLock>> {
+    match DirLock::take(dir) {
+        Ok(l) => Ok(Arc::new(l)),
+        Err(e @ CheckpointError::InUse { .. }) => Err(crate::cmd::usage_error(format!(
+            "{flag} {}: {e}",
+            dir.display()
+        ))),
+        Err(e) => Err(anyhow::anyhow!("{flag} {}: {e}", dir.display())),
+    }
 }
 
 /// A new run's `--checkpoint-dir` must hold no checkpoint of an earlier run (one that failed

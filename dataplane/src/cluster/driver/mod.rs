@@ -141,6 +141,9 @@ pub struct CheckpointConfig {
     pub keep: usize,
     /// Start from the newest complete checkpoint in `dir` (a run whose driver died).
     pub resume: bool,
+    /// The hold on `dir` for the run, when it was given rather than made for this run alone
+    /// (`crate::checkpoint::DirLock`): kept as long as the configuration.
+    pub lock: Option<std::sync::Arc<crate::checkpoint::DirLock>>,
 }
 
 /// Per operator metrics over the cluster.

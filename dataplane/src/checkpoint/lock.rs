@@ -1,0 +1,66 @@
+//! [`DirLock`]: one run at a time in a checkpoint directory.
+//!
+//! Two runs writing checkpoints into one directory would number theirs alike and prune each
+//! other's, and a recovery would restore whichever was newest — state of the other run,
+//! restored without an error. So a run's driver holds an exclusive `flock` on `DIR/.lock` for
+//! as long as it runs, and a second run (or a `--resume` of a run that still runs) is refused,
+//! naming the holder's pid. The lock is the kernel's: it goes with the process that held it,
+//! however that ended, so a killed run leaves nothing to clean but the (unlocked) file.
+
+use super::CheckpointError;
+use std::fs::{File, OpenOptions};
+use std::io::{Read as _, Seek as _, Write as _};
+use std::path::{Path, PathBuf};
+
+/// The lock file's name in a checkpoint directory.
+pub(super) const LOCK_FILE: &str = ".lock";
+
+/// An exclusive hold on a checkpoint directory, released when dropped (or when the process
+/// ends).
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl DirLock {
+    /// Takes the lock on `dir` (which exists), or says which process holds it.
+    pub fn take(dir: &Path) -> Result<DirLock, CheckpointError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = dir.join(LOCK_FILE);
+        let what = || format!("opening {}", path.display());
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| CheckpointError::io(what(), e))?;
+        if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            if e != rustix::io::Errno::WOULDBLOCK {
+                return Err(CheckpointError::io(
+                    format!("locking {}", path.display()),
+                    e.into(),
+                ));
+            }
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            return Err(CheckpointError::InUse {
+                dir: dir.display().to_string(),
+                holder: holder.trim().to_string(),
+            });
+        }
+        // Who holds it, for the message a second run prints.
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()));
+        written.map_err(|e| CheckpointError::io(format!("writing {}", path.display()), e))?;
+        Ok(DirLock { _file: file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
