@@ -417,3 +417,47 @@ fn sim_and_place_refuse_unknown_rules_and_bad_cost_profiles_naming_the_flag() {
         assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
     }
 }
+
+/// `--fault` (a testing option) for a worker the run does not start is refused before any
+/// worker starts, naming why.
+#[test]
+fn a_fault_for_a_worker_the_run_does_not_start_is_refused_up_front() {
+    for (args, says) in [
+        (
+            &[
+                "run",
+                "--static",
+                "--app",
+                "wc",
+                "--workers",
+                "2",
+                "--fault",
+                "kill-worker=9@steady",
+            ],
+            "no worker 9 in this run",
+        ),
+        (
+            &[
+                "run",
+                "--static",
+                "--app",
+                "wc",
+                "--cluster",
+                "/dev/null",
+                "--fault",
+                "stop-worker=1@steady",
+            ],
+            "the workers of --cluster FILE run elsewhere",
+        ),
+    ] {
+        let out = clasp(args);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("listening"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -36,6 +36,7 @@ pub fn prepare(
     // A cluster file's workers write their sink files on their own hosts.
     crate::cmd::source::check_sink(&args.source, args.sink.as_ref(), spawn.is_some())?;
     let limits = args.net.limits()?;
+    check_faults(args, spawn)?;
     // Before any worker starts: a bad checkpoint directory is refused with nothing to stop.
     let checkpoint = super::recovery::config(args, spec, records)?;
     let worker_limits = WorkerLimits {
@@ -109,6 +110,31 @@ pub fn prepare(
         faults: args.fault.clone(),
     };
     Ok((cfg, spawned))
+}
+
+/// `--fault` (testing) names workers this run starts (ids 1..=N), before any starts: a worker
+/// of a cluster file runs elsewhere, and an id past N would only fail the run at its end.
+fn check_faults(args: &RunArgs, spawn: Option<usize>) -> anyhow::Result<()> {
+    if args.fault.is_empty() {
+        return Ok(());
+    }
+    let Some(n) = spawn else {
+        return Err(usage_error(
+            "--fault kills or stops a worker this run starts; the workers of --cluster FILE \
+             run elsewhere",
+        ));
+    };
+    match args
+        .fault
+        .iter()
+        .find(|f| f.worker == 0 || f.worker as usize > n)
+    {
+        Some(f) => Err(usage_error(format!(
+            "--fault: no worker {} in this run (it starts workers 1..={n})",
+            f.worker
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The options every cluster run checks, live or static.
