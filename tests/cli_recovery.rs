@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{SmallTmpfs, assert_equals_oracle, clasp, json, start};
+use common::{SmallTmpfs, assert_recovered_run_equals_oracle, clasp, json, start};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -119,7 +119,7 @@ fn a_worker_killed_at_any_phase_is_recovered_on_every_app_and_equals_the_oracle(
     ];
     for (app, phase) in cases {
         let run = static_run_killing(app, "5000", "7", phase, app);
-        assert_equals_oracle(app, "5000", "7", &run);
+        assert_recovered_run_equals_oracle(app, "5000", "7", &run);
         assert_one_recovery(app, &run, phase);
         assert!(
             run["checkpoints"]["taken"].as_u64().unwrap() >= 1,
@@ -147,7 +147,7 @@ fn a_worker_stopped_at_any_phase_is_replaced_and_the_run_equals_the_oracle() {
         let tag = format!("stop-{app}");
         let run =
             static_run_with_fault(app, "5000", "7", &fault, &["--stall-timeout-s", "3"], &tag);
-        assert_equals_oracle(app, "5000", "7", &run);
+        assert_recovered_run_equals_oracle(app, "5000", "7", &run);
         assert_one_recovery(app, &run, phase);
     }
 }
@@ -160,8 +160,10 @@ fn a_worker_stopped_in_a_migration_is_replaced_when_the_migration_times_out() {
     let _turn = common::one_at_a_time();
     let extra = ["--migration-timeout-s", "2"];
     let run = static_run_with_fault("wc", "5000", "7", "stop-worker=2@migration", &extra, "mig");
-    assert_equals_oracle("wc", "5000", "7", &run);
+    assert_recovered_run_equals_oracle("wc", "5000", "7", &run);
     assert_one_recovery("wc", &run, "migration");
+    let reason = run["recoveries"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("did not complete in"), "{reason}");
 }
 
 /// One worker killed and another stopped at the same moment: the kill is seen at once, and
@@ -171,7 +173,7 @@ fn a_killed_and_a_stopped_worker_are_replaced_in_one_recovery() {
     let _turn = common::one_at_a_time();
     let extra = ["--workers", "3", "--fault", "stop-worker=3@steady"];
     let run = static_run_with_fault("sd", "5000", "7", "kill-worker=2@steady", &extra, "two");
-    assert_equals_oracle("sd", "5000", "7", &run);
+    assert_recovered_run_equals_oracle("sd", "5000", "7", &run);
     let r = run["recoveries"].as_array().expect("a recoveries list");
     assert_eq!(r.len(), 1, "{r:?}");
     assert_eq!(r[0]["workers_lost"], serde_json::json!([2, 3]), "{r:?}");
@@ -204,7 +206,7 @@ fn a_live_run_with_chaos_migrations_recovers_a_worker_killed_mid_migration() {
         "kill-worker=2@migration",
         "--json",
     ]));
-    assert_equals_oracle("wc", "6000", "9", &run);
+    assert_recovered_run_equals_oracle("wc", "6000", "9", &run);
     assert_one_recovery("wc", &run, "migration");
 }
 
@@ -297,7 +299,7 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
     let mut again: Vec<&str> = common.to_vec();
     again.extend(["--resume", &dir_s, "--json"]);
     let resumed = json(&clasp(&again));
-    assert_equals_oracle("wc", "12000", "4", &resumed);
+    assert_recovered_run_equals_oracle("wc", "12000", "4", &resumed);
     assert!(resumed["resumed_from"].as_u64().is_some(), "{resumed}");
     // Its throughput counts the records it admitted itself, not those before the checkpoint.
     let before = resumed["resumed_admitted"]
@@ -390,7 +392,7 @@ fn a_resumed_live_run_goes_on_from_the_checkpoints_clock() {
     assert_eq!(moves.len(), 1, "only the move at 4 s is left: {moves:?}");
     assert!(moves[0] >= 4.0, "{moves:?}");
     let records = resumed["records"].as_u64().expect("records").to_string();
-    assert_equals_oracle("wc", &records, "3", &resumed);
+    assert_recovered_run_equals_oracle("wc", &records, "3", &resumed);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -428,7 +430,7 @@ fn a_file_sink_is_at_least_once_and_exact_after_deduplication_by_seq() {
         &sink,
         "--json",
     ]));
-    assert_equals_oracle("wc", "4000", "3", &run);
+    assert_recovered_run_equals_oracle("wc", "4000", "3", &run);
     let text = std::fs::read_to_string(&out).unwrap();
     let mut distinct: BTreeSet<(String, String, u64)> = BTreeSet::new();
     let mut lines = 0u64;
@@ -556,7 +558,7 @@ fn a_stopped_worker_is_replaced_and_the_run_equals_the_oracle() {
     let out = run.wait();
     assert!(out.status.success(), "{out:?}");
     let run = json(&out);
-    assert_equals_oracle("wc", "40000", "2", &run);
+    assert_recovered_run_equals_oracle("wc", "40000", "2", &run);
     let r = run["recoveries"].as_array().expect("a recoveries list");
     assert_eq!(r.len(), 1, "{r:?}");
     assert_eq!(

@@ -157,8 +157,21 @@ pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("valid JSON")
 }
 
-/// A run equals `clasp oracle` on the same app, records and seed, and had no faults.
+/// A run equals `clasp oracle` on the same app, records and seed, had no faults, and needed
+/// no recovery (one would hide a fault: a migration that hung, say, and was restarted).
 pub fn assert_equals_oracle(app: &str, records: &str, seed: &str, run: &serde_json::Value) {
+    assert_recovered_run_equals_oracle(app, records, seed, run);
+    let recoveries = run["recoveries"].as_array().map_or(0, Vec::len);
+    assert_eq!(recoveries, 0, "{app}: {}", run["recoveries"]);
+}
+
+/// [`assert_equals_oracle`] for a run that was meant to recover: recoveries allowed.
+pub fn assert_recovered_run_equals_oracle(
+    app: &str,
+    records: &str,
+    seed: &str,
+    run: &serde_json::Value,
+) {
     assert_digests_equal_oracle(&["--app", app], records, seed, run);
     assert_eq!(run["errors"].as_array().unwrap().len(), 0, "{app}");
 }

@@ -2,7 +2,7 @@
 //!
 //! Two runs writing checkpoints into one directory would number theirs alike and prune each
 //! other's, and a recovery would restore whichever was newest — state of the other run,
-//! restored without an error. So a run's driver holds an exclusive `flock` on `DIR/.lock` for
+//! restored without an error. So a run's driver holds an exclusive `flock` on `DIR/.clasp-lock` for
 //! as long as it runs, and a second run (or a `--resume` of a run that still runs) is refused,
 //! naming the holder's pid. The lock is the kernel's: it goes with the process that held it,
 //! however that ended, so a killed run leaves nothing to clean but the (unlocked) file.
@@ -13,21 +13,50 @@ use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in a checkpoint directory.
-pub(super) const LOCK_FILE: &str = ".lock";
+pub(super) const LOCK_FILE: &str = ".clasp-lock";
+
+/// Attempts to lock a lock file that another run keeps removing before giving up.
+const RELOCK_TRIES: usize = 8;
 
 /// An exclusive hold on a checkpoint directory, released when dropped (or when the process
 /// ends).
 #[derive(Debug)]
 pub struct DirLock {
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
 impl DirLock {
     /// Takes the lock on `dir` (which exists), or says which process holds it.
     pub fn take(dir: &Path) -> Result<DirLock, CheckpointError> {
-        use rustix::fs::{FlockOperation, flock};
         let path = dir.join(LOCK_FILE);
+        // A run that ends removes the file it held (`FileStore::remove_all`): a lock taken on
+        // a file already unlinked would hold nothing, so it is taken again on the new one.
+        for _ in 0..RELOCK_TRIES {
+            let lock = Self::take_file(dir, &path)?;
+            if lock.is_linked() {
+                return Ok(lock);
+            }
+        }
+        Err(CheckpointError::InUse {
+            dir: dir.display().to_string(),
+            holder: String::new(),
+        })
+    }
+
+    /// Whether the locked file is still the one at its path.
+    fn is_linked(&self) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        match (self.file.metadata(), std::fs::metadata(&self.path)) {
+            (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+            _ => false,
+        }
+    }
+
+    /// Opens and locks the file at `path`.
+    fn take_file(dir: &Path, path: &Path) -> Result<DirLock, CheckpointError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = path.to_path_buf();
         let what = || format!("opening {}", path.display());
         let mut file = OpenOptions::new()
             .read(true)
@@ -59,7 +88,7 @@ impl DirLock {
         if let Err(e) = written {
             tracing::debug!("writing {}: {e}", path.display());
         }
-        Ok(DirLock { _file: file, path })
+        Ok(DirLock { file, path })
     }
 
     /// The lock file.

@@ -246,7 +246,12 @@ fn a_held_directory_is_refused_naming_the_holder_and_free_once_released() {
         }
         other => panic!("a second hold: {other:?}"),
     }
-    drop(held);
+    // A holder that ends removes its lock file while it still holds it: the next run locks a
+    // new file at the path, not the unlinked one.
+    std::fs::remove_file(held.path()).unwrap();
+    let next = DirLock::take(&dir).unwrap();
+    assert!(next.path().exists());
+    drop((held, next));
     let again = DirLock::take(&dir).unwrap();
     // A run that succeeded removes its lock file with its checkpoints, then the directory.
     checkpoint(&store, 1);

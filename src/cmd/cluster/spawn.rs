@@ -108,7 +108,7 @@ impl Spawned {
         }
         for &id in ids {
             let child = (launcher.start(id, self.groups.as_deref()))
-                .with_context(|| format!("cannot start worker {id} again"))?;
+                .with_context(|| format!("cannot start worker {id}"))?;
             children.push((id, child));
         }
         Ok(())

@@ -172,7 +172,10 @@ impl Driver<'_> {
                 }
             }
         }
-        self.silent_at_stall = self.barrier.silent(round, &self.ids);
+        // A worker the probe never reached (its queue stayed full) is not named silent.
+        self.silent_at_stall = (self.barrier.silent(round, &self.ids).into_iter())
+            .filter(|p| !unsent.contains(p))
+            .collect();
         let what = self.unsettled_in(round);
         if what.is_empty() {
             String::new()

@@ -465,6 +465,11 @@ pub fn run_driver_with(
         }
         let seen = Instant::now();
         let lost = d.lost_workers(&e);
+        // A migration that timed out with every worker answering is no worker's loss (a
+        // protocol fault, say): a restart would not cure it, and it must not be hidden.
+        if lost.is_empty() && matches!(e, DriverError::MigrationTimedOut(_)) {
+            return Err(e);
+        }
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
         carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
