@@ -2,10 +2,11 @@
 //!
 //! Two runs writing checkpoints into one directory would number theirs alike and prune each
 //! other's, and a recovery would restore whichever was newest — state of the other run,
-//! restored without an error. So a run's driver holds an exclusive `flock` on `DIR/.clasp-lock` for
-//! as long as it runs, and a second run (or a `--resume` of a run that still runs) is refused,
-//! naming the holder's pid. The lock is the kernel's: it goes with the process that held it,
-//! however that ended, so a killed run leaves nothing to clean but the (unlocked) file.
+//! restored without an error. So a run's driver holds an exclusive `flock` on
+//! `DIR/.clasp-lock` for as long as it runs, and a second run (or a `--resume` of a run that
+//! still runs) is refused, naming the holder's pid. The lock is the kernel's: it goes with the
+//! process that held it, however that ended, so a killed run leaves nothing to clean but the
+//! (unlocked) file.
 
 use super::CheckpointError;
 use std::fs::{File, OpenOptions};

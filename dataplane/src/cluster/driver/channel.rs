@@ -154,10 +154,9 @@ impl Driver<'_> {
             // A worker whose connection is gone, or that sent its end-of-stream summary, will
             // not answer: no need to wait for it.
             let summaries = &self.barrier.summaries;
-            let waiting = (self.ids.iter())
-                .filter(|&&p| self.t.is_connected(p))
-                .filter(|&&p| !summaries.iter().any(|s| s.worker == p))
-                .filter(|&&p| self.barrier.silent(round, &[p]).len() == 1)
+            let waiting = (self.barrier.silent(round, &self.ids).into_iter())
+                .filter(|&p| self.t.is_connected(p))
+                .filter(|&p| !summaries.iter().any(|s| s.worker == p))
                 .count();
             if waiting == 0 || Instant::now() >= deadline {
                 break;
