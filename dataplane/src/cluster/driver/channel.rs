@@ -60,10 +60,7 @@ impl Inbound for DriverInbox {
             // The hot message: applied from the archive, nothing deserialized.
             Ok(ArchivedMessage::Deltas(deltas)) => {
                 let now = now_ns();
-                let mut done = false;
-                for d in deltas.iter() {
-                    done |= self.ledger.apply(delta(d), now);
-                }
+                let done = self.ledger.apply_all(deltas.iter().map(delta), now) > 0;
                 if done {
                     self.last_completion = Instant::now();
                 }

@@ -304,9 +304,7 @@ impl LocalFront {
                     Report::Deltas(batch) => {
                         let written_ns = batch.written_ns();
                         let before = completed;
-                        for d in batch.iter() {
-                            completed += u64::from(ledger.apply(d, written_ns));
-                        }
+                        completed += ledger.apply_all(batch.iter(), written_ns);
                         if completed > before {
                             last_written_ns = last_written_ns.max(written_ns);
                         }
