@@ -130,6 +130,8 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
         // The planner drives running workers: options about starting them do not apply.
         &["planner", "--cluster", "/dev/null", "--worker-cpu", "0.3"],
         &["planner", "--cluster", "/dev/null", "--max-workers", "2"],
+        // A live run's workers are --max-workers: --workers without --static is refused.
+        &["run", "--duration", "1", "--workers", "2"],
         // A static run has no planner: the live run's outputs are refused, not ignored.
         &["run", "--static", "--workers", "1", "--out", "/tmp/never"],
         &[
@@ -460,4 +462,52 @@ fn a_fault_for_a_worker_the_run_does_not_start_is_refused_up_front() {
             stderr(&out)
         );
     }
+}
+
+/// Workers on other hosts write their parts of a checkpoint on their own disks: a run whose
+/// workers may be elsewhere takes no checkpoints by default (and says so), and asking for them
+/// without a directory every host shares is refused before any worker starts.
+#[test]
+fn checkpoints_with_workers_on_other_hosts_need_a_directory_they_share() {
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &[
+                "run",
+                "--static",
+                "--app",
+                "wc",
+                "--cluster",
+                "/dev/null",
+                "--checkpoint-interval-ms",
+                "500",
+            ],
+            "give --checkpoint-dir DIR, a path every host shares",
+        ),
+        (
+            &[
+                "run",
+                "--duration",
+                "1",
+                "--start-workers",
+                "1",
+                "--checkpoint-interval-ms",
+                "500",
+            ],
+            "with workers that join",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = clasp(args);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    // Not asked for: none, said on stderr (the empty cluster file then ends the run).
+    let out = clasp(&["run", "--static", "--app", "wc", "--cluster", "/dev/null"]);
+    assert_no_panic(&out, "--cluster without checkpoint flags");
+    assert!(
+        stderr(&out).contains("no checkpoints: with --cluster"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -312,8 +312,25 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
         (here - expected).abs() <= 1.0 + expected * 1e-6,
         "{here} vs {expected}: {resumed}"
     );
-    // A resumed run keeps the directory it was given.
+    // A resumed run that succeeded removes its checkpoints and keeps the directory it was
+    // given, so a new run may use it again.
     assert!(dir.exists());
+    assert_eq!(
+        newest_cut_s(&dir),
+        None,
+        "checkpoints left in {}",
+        dir.display()
+    );
+    let leftover: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the resumed run's directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        leftover.is_empty(),
+        "{leftover:?} left in {}",
+        dir.display()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -52,6 +52,17 @@ impl FileStore {
     /// ending), then the directory if nothing else is in it: what else a user keeps there (the
     /// directory may be theirs) is left alone.
     pub fn remove_all(&self) -> Result<(), CheckpointError> {
+        self.remove_checkpoints()?;
+        match fs::remove_dir(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => Err(
+                CheckpointError::io(format!("removing {}", self.dir.display()), e),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes every checkpoint in the directory and its lock file, and keeps the directory.
+    pub fn remove_checkpoints(&self) -> Result<(), CheckpointError> {
         for id in self.ids()? {
             let dir = self.checkpoint_dir(id);
             fs::remove_dir_all(&dir)
@@ -66,12 +77,7 @@ impl FileStore {
                 e,
             ));
         }
-        match fs::remove_dir(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::DirectoryNotEmpty => Err(
-                CheckpointError::io(format!("removing {}", self.dir.display()), e),
-            ),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// The newest checkpoint directory present (complete or not), if any: a new run refuses a

@@ -24,7 +24,7 @@ pub struct RunArgs {
     #[arg(long = "static")]
     pub(crate) static_: bool,
     /// Static runs: start this many `clasp worker` processes on 127.0.0.1 (1..=64).
-    #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
+    #[arg(long, requires = "static_", conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
     /// ones it does not use idle, parked; 1..=64; default 3).
@@ -226,9 +226,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC", default_value = "gen:", help = crate::cmd::source::SOURCE_SHORT_HELP, long_help = crate::cmd::source::SOURCE_HELP)]
     pub(crate) source: SourceSpec,
     /// Take a consistent checkpoint every this many ms; a lost worker is then recovered from
-    /// the last one (0: no checkpoints, and a lost worker ends the run). See docs/recovery.md.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
-    pub(crate) checkpoint_interval_ms: u64,
+    /// the last one (0: no checkpoints, and a lost worker ends the run). Default: 1000, but
+    /// none where workers may run on other hosts (--cluster, workers that join) unless
+    /// --checkpoint-dir names a directory every host shares. See docs/recovery.md.
+    #[arg(long, value_name = "MS")]
+    pub(crate) checkpoint_interval_ms: Option<u64>,
     /// Where checkpoints are kept (default: $XDG_STATE_HOME/clasp/checkpoints/RUN, else
     /// ~/.local/state/clasp/checkpoints/RUN; printed at the start). Workers on other hosts
     /// write their parts there too: give a path every host shares.
@@ -255,6 +257,20 @@ pub(crate) fn parse_sink(text: &str) -> Result<SinkTarget, String> {
 }
 
 impl RunArgs {
+    /// Why workers of this run may be on hosts other than this one (a cluster file's, or
+    /// workers that join), where they would write their parts of a checkpoint on their own
+    /// disks; `None` when the run starts every worker itself, here.
+    pub(crate) fn workers_elsewhere(&self) -> Option<&'static str> {
+        let max = self.max_workers.unwrap_or(super::live::DEFAULT_MAX_WORKERS);
+        if self.cluster.is_some() {
+            Some("--cluster")
+        } else if !self.static_ && self.start_workers.is_some_and(|s| s < max) {
+            Some("workers that join (--start-workers below --max-workers)")
+        } else {
+            None
+        }
+    }
+
     /// `--chaos-migrations` spreads its moves over the run's records: with a source, their
     /// number must be given (`--records N`), since a source's length is not known ahead.
     pub(crate) fn check_chaos_source(&self) -> anyhow::Result<()> {

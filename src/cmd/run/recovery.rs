@@ -13,14 +13,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Checkpoints a run takes unless told otherwise: one a second.
+pub const INTERVAL_MS_DEFAULT: u64 = 1000;
+
 /// The run's checkpoint settings (`None`: off), its directory printed on stderr.
 pub fn config(
     args: &RunArgs,
     spec: &AppSpec,
     records: u64,
 ) -> anyhow::Result<Option<CheckpointConfig>> {
-    let interval = Duration::from_millis(args.checkpoint_interval_ms);
     if let Some(dir) = &args.resume {
+        let interval_ms = args.checkpoint_interval_ms.unwrap_or(INTERVAL_MS_DEFAULT);
+        let interval = Duration::from_millis(interval_ms);
         if !dir.is_dir() {
             return Err(crate::cmd::usage_error(format!(
                 "--resume {}: not a directory of checkpoints",
@@ -41,9 +45,10 @@ pub fn config(
             lock: Some(lock),
         }));
     }
-    if interval.is_zero() {
+    let Some(interval_ms) = interval_ms(args)? else {
         return Ok(None);
-    }
+    };
+    let interval = Duration::from_millis(interval_ms);
     let mut lock = None;
     let dir = match &args.checkpoint_dir {
         Some(d) => {
@@ -62,8 +67,7 @@ pub fn config(
         None => default_dir()?,
     };
     eprintln!(
-        "clasp run: a checkpoint every {} ms in {} (--checkpoint-interval-ms 0: none)",
-        args.checkpoint_interval_ms,
+        "clasp run: a checkpoint every {interval_ms} ms in {} (--checkpoint-interval-ms 0: none)",
         dir.display()
     );
     Ok(Some(CheckpointConfig {
@@ -73,6 +77,37 @@ pub fn config(
         resume: false,
         lock,
     }))
+}
+
+/// A new run's checkpoint interval in ms, `None` for no checkpoints. Each worker writes its part
+/// of a checkpoint into the directory on its own host, so workers that may be on other hosts
+/// take checkpoints only into a `--checkpoint-dir` given for them: the default (under this
+/// host's home) would fail every checkpoint there, and with it the run. Without one such a run
+/// takes none, and says so; asking for an interval without one is refused (exit 2).
+fn interval_ms(args: &RunArgs) -> anyhow::Result<Option<u64>> {
+    let elsewhere = args
+        .workers_elsewhere()
+        .filter(|_| args.checkpoint_dir.is_none());
+    let ms = match (args.checkpoint_interval_ms, elsewhere) {
+        (Some(0), _) => 0,
+        (Some(ms), Some(why)) => {
+            return Err(crate::cmd::usage_error(format!(
+                "--checkpoint-interval-ms {ms} with {why}: each worker writes its part of a \
+                 checkpoint on its own host; give --checkpoint-dir DIR, a path every host shares"
+            )));
+        }
+        (None, Some(why)) => {
+            eprintln!(
+                "clasp run: no checkpoints: with {why} workers may run on other hosts, and \
+                 their parts of a checkpoint need a directory every host shares \
+                 (--checkpoint-dir DIR); a lost worker ends the run"
+            );
+            0
+        }
+        (Some(ms), None) => ms,
+        (None, None) => INTERVAL_MS_DEFAULT,
+    };
+    Ok((ms > 0).then_some(ms))
 }
 
 /// The run's hold on a checkpoint directory it was given (`DirLock`: one run at a time writes
@@ -197,20 +232,27 @@ fn default_dir() -> anyhow::Result<PathBuf> {
         .join(format!("run-{secs}-{}", std::process::id())))
 }
 
-/// After a run that succeeded: its checkpoints are removed unless asked to keep them (a run
-/// that resumed keeps the directory it was given). A run stopped by a signal did not succeed,
-/// even though it reports what it admitted: its checkpoints stay, for `--resume`.
+/// After a run that succeeded: its checkpoints are removed unless asked to keep them, and the
+/// directory too if nothing else is in it — but a directory given to `--resume` is the user's,
+/// and stays. A run stopped by a signal did not succeed, even though it reports what it
+/// admitted: its checkpoints stay, for `--resume`.
 pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     let Some(ck) = cfg else { return };
-    if args.keep_checkpoints || args.resume.is_some() || crate::signals::interrupted().is_some() {
+    if args.keep_checkpoints || crate::signals::interrupted().is_some() {
         return;
     }
     if !ck.dir.exists() {
         return;
     }
     // Only the checkpoints: the directory may be the user's, with other files in it.
-    let removed = clasp_dataplane::checkpoint::FileStore::open(&ck.dir, KEEP_DEFAULT)
-        .and_then(|store| store.remove_all());
+    let removed =
+        clasp_dataplane::checkpoint::FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|store| {
+            if args.resume.is_some() {
+                store.remove_checkpoints()
+            } else {
+                store.remove_all()
+            }
+        });
     if let Err(e) = removed {
         tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display());
     }
