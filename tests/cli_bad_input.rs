@@ -452,16 +452,22 @@ fn a_fault_for_a_worker_the_run_does_not_start_is_refused_up_front() {
             "the workers of --cluster FILE run elsewhere",
         ),
     ] {
-        let out = clasp(args);
-        assert_no_panic(&out, &format!("{args:?}"));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        let out = assert_usage_error(args, says);
         assert!(
             !stderr(&out).contains("listening"),
             "{args:?}: {}",
             stderr(&out)
         );
     }
+}
+
+/// Runs clasp with `args` and checks it exits 2 without a panic, saying `says`.
+fn assert_usage_error(args: &[&str], says: &str) -> Output {
+    let out = clasp(args);
+    assert_no_panic(&out, &format!("{args:?}"));
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    out
 }
 
 /// Workers on other hosts write their parts of a checkpoint on their own disks: a run whose
@@ -497,10 +503,7 @@ fn checkpoints_with_workers_on_other_hosts_need_a_directory_they_share() {
         ),
     ];
     for (args, says) in cases {
-        let out = clasp(args);
-        assert_no_panic(&out, &format!("{args:?}"));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert_usage_error(args, says);
     }
     // Not asked for: none, said on stderr (the empty cluster file then ends the run).
     let out = clasp(&["run", "--static", "--app", "wc", "--cluster", "/dev/null"]);
