@@ -281,6 +281,23 @@ fn stdin_is_a_source_of_clasp_local_and_of_a_static_cluster() {
     }
 }
 
+/// A pipe named as a file (`file:/dev/stdin`: its size reads 0) is read to its end, not taken
+/// for an empty file; `clasp local`'s ingress process reads the standard input it was given.
+#[test]
+fn a_pipe_named_as_a_file_is_read_to_its_end() {
+    let _turn = common::one_at_a_time();
+    let corpus = text(500, 5);
+    let counts = word_counts(&corpus);
+    for args in [
+        &["local", "--app", "wc"][..],
+        &static_run("2", &["--app", "wc"]),
+    ] {
+        let args: Vec<&str> = [args, &["--source", "file:/dev/stdin", "--json"][..]].concat();
+        let run = json(&clasp_with_stdin(&args, corpus.clone()));
+        assert_counted(&run, &counts, 500);
+    }
+}
+
 #[test]
 fn bad_source_data_is_counted_and_nothing_else_is_lost() {
     let _turn = common::one_at_a_time();

@@ -293,8 +293,8 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
 }
 
 /// The `clasp ingress` process of a `clasp local` run on `segment`: the run's app, records,
-/// seed, rate and source (standard input passed on for `stdin:`); its stdout, where it prints
-/// its source's offset, is piped.
+/// seed, rate and source (standard input passed on to whatever source it reads: `stdin:`, or
+/// a `file:` such as `/dev/stdin`); its stdout, where it prints its source's offset, is piped.
 fn ingress_command(
     args: &LocalArgs,
     records: u64,
@@ -306,10 +306,10 @@ fn ingress_command(
         .args(["--records", &records.to_string()])
         .args(["--seed", &args.seed.to_string()])
         .args(["--source", &args.source.to_string()])
-        .stdin(if args.source == SourceSpec::Stdin {
-            Stdio::inherit()
-        } else {
+        .stdin(if args.source.is_generator() {
             Stdio::null()
+        } else {
+            Stdio::inherit()
         })
         .stdout(Stdio::piped());
     match (&args.app, &args.app_file) {

@@ -2,7 +2,9 @@
 //! source without coordinating: a directory is split by file (file `i` goes to share
 //! `i mod shares`); a single file of lines by byte range, each line belonging to the share in
 //! which its first byte lies. A length-prefixed file has no marker to resynchronise on in the
-//! middle, so share 0 reads it whole; so do streams (standard input, one TCP address).
+//! middle, so share 0 reads it whole; so do streams (standard input, one TCP address), and a
+//! `file:` that is a pipe or a device, or whose size reads 0 (most of `/proc`): its size says
+//! nothing about where it ends.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
@@ -45,7 +47,17 @@ pub(super) fn parts(files: &[PathBuf], share: Share, split_bytes: bool) -> io::R
     let shares = u64::from(share.shares.max(1));
     let index = u64::from(share.index);
     if split_bytes && files.len() == 1 {
-        let len = std::fs::metadata(&files[0])?.len();
+        let meta = std::fs::metadata(&files[0])?;
+        // A pipe or device, or a file whose size says nothing (most of /proc): read whole to
+        // its end by the first share, as a stream is.
+        if !meta.is_file() || meta.len() == 0 {
+            let whole = Part {
+                file_index: 0,
+                range: 0..u64::MAX,
+            };
+            return Ok(share.reads_unsplit().then_some(whole).into_iter().collect());
+        }
+        let len = meta.len();
         let range = len * index / shares..len * (index + 1) / shares;
         return Ok(vec![Part {
             file_index: 0,

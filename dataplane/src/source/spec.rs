@@ -3,7 +3,7 @@
 use super::SourceError;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// Where a run's records come from.
@@ -32,18 +32,23 @@ impl SourceSpec {
     }
 
     /// Whether the records can be read again from the start (a run restarted from a
-    /// checkpoint replays them): generated and file records can, streams cannot.
+    /// checkpoint replays them): generated records and regular files' can, streams' (a pipe
+    /// or device named as a file included) cannot.
     pub fn is_replayable(&self) -> bool {
-        !matches!(self, SourceSpec::Stdin | SourceSpec::Tcp(_))
+        match self {
+            SourceSpec::Stdin | SourceSpec::Tcp(_) => false,
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => is_regular_file(p),
+            SourceSpec::Generator | SourceSpec::Dir(_) => true,
+        }
     }
 
     /// Checks what can be checked before a run starts: a file or directory can be opened, an
-    /// address can be listened on.
+    /// address can be listened on. A file that is a pipe or a device is not opened here (the
+    /// open of a FIFO waits for its writer, and a second reader's open and close would lose
+    /// what the writer wrote meanwhile): that it may be read is all that is checked.
     pub fn check(&self) -> Result<(), SourceError> {
         match self {
-            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::fs::File::open(p)
-                .map(drop)
-                .map_err(|e| SourceError::io(p.display(), e)),
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => check_file(p),
             SourceSpec::Dir(p) => std::fs::read_dir(p)
                 .map(drop)
                 .map_err(|e| SourceError::io(p.display(), e)),
@@ -53,6 +58,27 @@ impl SourceSpec {
             SourceSpec::Generator | SourceSpec::Stdin => Ok(()),
         }
     }
+}
+
+/// Whether `path` names a regular file (links followed): one whose size says where it ends.
+pub(super) fn is_regular_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// A file source's path exists, is no directory, and may be read.
+fn check_file(path: &Path) -> Result<(), SourceError> {
+    let err = |e| SourceError::io(path.display(), e);
+    let meta = std::fs::metadata(path).map_err(err)?;
+    if meta.is_dir() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "a directory (dir:PATH reads its files)",
+        )));
+    }
+    if meta.is_file() {
+        return std::fs::File::open(path).map(drop).map_err(err);
+    }
+    rustix::fs::access(path, rustix::fs::Access::READ_OK).map_err(|e| err(e.into()))
 }
 
 impl FromStr for SourceSpec {

@@ -227,3 +227,55 @@ fn the_offset_is_that_of_the_last_record_admitted_not_polled() {
     assert_eq!(report.offset.records, 1);
     assert_eq!(report.offset.file.unwrap().byte_offset, 4);
 }
+
+#[test]
+fn a_file_that_is_a_fifo_is_opened_once_and_read_whole_by_share_0() {
+    let d = TempDir::new("fifo");
+    let path = d.0.join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        0,
+    )
+    .unwrap();
+    // The writer's open waits for a reader: an open by the check, or by a share that does
+    // not read it, would let it write into a pipe that is then closed, losing the lines.
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new().write(true).open(&path)?;
+            w.write_all(b"a\nb\nc\n")
+        })
+    };
+    let spec = SourceSpec::File(path);
+    spec.check().unwrap();
+    assert!(!spec.is_replayable(), "a pipe cannot be read again");
+    assert!(read_share(&spec, 1, 2).is_empty());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!writer.is_finished(), "the FIFO was opened before its reader");
+    let (records, _) = read_all(&spec);
+    assert_eq!(records, [b"a", b"b", b"c"].map(|r| r.to_vec()));
+    writer.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_file_whose_size_reads_0_is_read_to_its_end() {
+    // Most of /proc says 0 bytes and holds more.
+    let spec = SourceSpec::File("/proc/self/status".into());
+    assert_eq!(std::fs::metadata("/proc/self/status").unwrap().len(), 0);
+    let (records, _) = read_all(&spec);
+    assert!(
+        records.iter().any(|r| r.starts_with(b"Name:")),
+        "{} records",
+        records.len()
+    );
+}
+
+#[test]
+fn a_directory_as_a_file_source_is_refused_up_front() {
+    let d = TempDir::new("file-dir");
+    let e = SourceSpec::File(d.0.clone()).check().unwrap_err().to_string();
+    assert!(e.contains("dir:PATH"), "{e}");
+}
