@@ -268,6 +268,54 @@ fn a_tcp_sink_feeds_a_slow_reader_every_line() {
 }
 
 /// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
+/// A `stdout:` sink whose reader goes away (`| head -c 100`) fails the run, naming the sink —
+/// even though the summary, on the same closed stdout, cannot be printed either.
+#[test]
+fn a_stdout_sink_whose_reader_goes_away_fails_the_run() {
+    let _turn = common::one_at_a_time();
+    for args in [
+        &["local", "--app", "wc"][..],
+        &["run", "--static", "--workers", "2", "--app", "wc"],
+    ] {
+        let mut child = common::clasp_command()
+            .args(args)
+            .args(["--records", "20000", "--sink", "stdout:"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("clasp starts");
+        let mut head = [0u8; 100];
+        let mut stdout = child.stdout.take().expect("piped");
+        stdout.read_exact(&mut head).expect("the first lines");
+        drop(stdout);
+        let mut stderr = child.stderr.take().expect("piped");
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} did not end after its stdout closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = err.join().expect("stderr");
+        assert_eq!(status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("sink stdout: write: Broken pipe"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 #[test]
 fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
     let _turn = common::one_at_a_time();

@@ -285,11 +285,8 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         report.admitted
     };
-    print_report(&spec, &args, shown, (&sources, &admission_delay), &report)?;
-    if !report.errors.is_empty() {
-        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
-    }
-    Ok(())
+    let printed = print_report(&spec, &args, shown, (&sources, &admission_delay), &report);
+    crate::cmd::output::run_result(printed, &report.errors)
 }
 
 /// The `clasp ingress` process of a `clasp local` run on `segment`: the run's app, records,

@@ -55,6 +55,16 @@ impl Write for Stdout {
     }
 }
 
+/// A run's result once its summary was printed (`printed`): its faults come first, since a
+/// summary that could not be printed — its reader gone, as a `stdout:` sink's is when that
+/// sink failed — must not turn a failed run into a quiet success; then the print's own error.
+pub fn run_result(printed: anyhow::Result<()>, faults: &[String]) -> anyhow::Result<()> {
+    if !faults.is_empty() {
+        anyhow::bail!("the run had faults: {}", faults.join("; "));
+    }
+    printed
+}
+
 /// Whether `err` is a write to stdout that failed because its reader went away (EPIPE): the
 /// output is no longer wanted, which is not a failure of the command.
 pub fn is_closed_stdout(err: &anyhow::Error) -> bool {

@@ -254,7 +254,10 @@ fn a_file_that_is_a_fifo_is_opened_once_and_read_whole_by_share_0() {
     assert!(!spec.is_replayable(), "a pipe cannot be read again");
     assert!(read_share(&spec, 1, 2).is_empty());
     std::thread::sleep(Duration::from_millis(50));
-    assert!(!writer.is_finished(), "the FIFO was opened before its reader");
+    assert!(
+        !writer.is_finished(),
+        "the FIFO was opened before its reader"
+    );
     let (records, _) = read_all(&spec);
     assert_eq!(records, [b"a", b"b", b"c"].map(|r| r.to_vec()));
     writer.join().unwrap().unwrap();
@@ -276,6 +279,9 @@ fn a_file_whose_size_reads_0_is_read_to_its_end() {
 #[test]
 fn a_directory_as_a_file_source_is_refused_up_front() {
     let d = TempDir::new("file-dir");
-    let e = SourceSpec::File(d.0.clone()).check().unwrap_err().to_string();
+    let e = SourceSpec::File(d.0.clone())
+        .check()
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("dir:PATH"), "{e}");
 }

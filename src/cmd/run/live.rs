@@ -382,24 +382,24 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     view.extra_lines.extend(super::recovery::lines(&report));
     let rec = record(&args, n, &view, live, &report)?;
     // The output first: a failure to write the files must not lose it.
-    let mut stdout = output::stdout();
-    if args.json {
-        writeln!(stdout, "{}", serde_json::to_string_pretty(&rec.summary)?)?;
-    } else {
-        report::print(&mut stdout, &view, false)?;
-        writeln!(stdout)?;
-        write!(stdout, "{}", out::render_summary(&rec))?;
-    }
-    stdout.finish()?;
+    let printed = (|| -> anyhow::Result<()> {
+        let mut stdout = output::stdout();
+        if args.json {
+            writeln!(stdout, "{}", serde_json::to_string_pretty(&rec.summary)?)?;
+        } else {
+            report::print(&mut stdout, &view, false)?;
+            writeln!(stdout)?;
+            write!(stdout, "{}", out::render_summary(&rec))?;
+        }
+        stdout.finish()
+    })();
     if let Some(dir) = &args.out {
         let files = out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
         if !args.json {
             eprintln!("wrote {} files into {}", files.len(), dir.display());
         }
     }
-    if !report.errors.is_empty() {
-        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
-    }
+    output::run_result(printed, &report.errors)?;
     super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }

@@ -53,10 +53,8 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
     } else {
         report.admitted
     };
-    print_report(&spec, &args, shown, cfg.workers.len(), &report)?;
-    if !report.errors.is_empty() {
-        anyhow::bail!("the run had faults: {}", report.errors.join("; "));
-    }
+    let printed = print_report(&spec, &args, shown, cfg.workers.len(), &report);
+    crate::cmd::output::run_result(printed, &report.errors)?;
     super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }
