@@ -185,12 +185,48 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
             "1e-300",
         ],
     ] {
-        let out = clasp(args);
-        assert_no_panic(&out, &format!("{args:?}"));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        // The option with the absurd value (the last one given) is named.
-        let option = args[args.len() - 2];
-        assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
+        assert_refused_naming_the_last_option(args);
+    }
+}
+
+/// Runs clasp with `args` and checks it exits 2 without a panic, naming the option given last
+/// (the one with the value it refuses).
+fn assert_refused_naming_the_last_option(args: &[&str]) {
+    let out = clasp(args);
+    assert_no_panic(&out, &format!("{args:?}"));
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let option = args[args.len() - 2];
+    assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
+}
+
+/// Values each in range but that cannot run together, or 0 where a count or a period must be
+/// positive: refused before anything starts, in the flags' terms.
+#[test]
+fn settings_that_cannot_run_exit_2_naming_the_option() {
+    for args in [
+        // Rings that fit no shared-memory segment.
+        &[
+            "local",
+            "--app",
+            "wc",
+            "--ring-bytes",
+            "1073741824",
+            "--executors",
+            "8",
+        ][..],
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "1",
+            "--app",
+            "wc",
+            "--interval-ms",
+            "0",
+        ],
+        &["local", "--app", "wc", "--max-in-flight", "0"],
+    ] {
+        assert_refused_naming_the_last_option(args);
     }
 }
 

@@ -41,4 +41,4 @@ pub use ring::{
     prefetch_read, spin_for,
 };
 #[cfg(not(loom))]
-pub use segment::{MAX_RINGS, RingSpec, Segment, SegmentLayout, ShmRing};
+pub use segment::{MAX_RINGS, MAX_SEGMENT_BYTES, RingSpec, Segment, SegmentLayout, ShmRing};

@@ -67,6 +67,33 @@ pub fn check_ring_bytes(ring_bytes: usize) -> anyhow::Result<()> {
     }
 }
 
+/// `--ring-bytes` × `--executors`: a worker's shared-memory segment holds `E² + 3E` request
+/// rings (ingress, executor to executor, network), which must fit the largest segment; said in
+/// the flags' terms before anything starts, not as a segment's byte count after.
+pub fn check_ring_memory(ring_bytes: usize, executors: usize) -> anyhow::Result<()> {
+    let rings = clasp_dataplane::runtime::layout::RingIndex { executors }.request_rings();
+    let bytes = (ring_bytes as u128) * (rings as u128);
+    if bytes <= u128::from(clasp_shmring::MAX_SEGMENT_BYTES) {
+        return Ok(());
+    }
+    let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
+    Err(usage_error(format!(
+        "--ring-bytes {ring_bytes} with --executors {executors}: {rings} request rings need \
+         {:.1} GiB of shared memory a worker, more than a segment's {:.0} GiB; give fewer \
+         executors or smaller rings",
+        gib(bytes),
+        gib(u128::from(clasp_shmring::MAX_SEGMENT_BYTES))
+    )))
+}
+
+/// Options that must be above 0, as `(flag, value)`: the first that is not is named.
+pub fn check_positive(options: &[(&str, u64)]) -> anyhow::Result<()> {
+    match options.iter().find(|(_, v)| *v == 0) {
+        Some((flag, _)) => Err(usage_error(format!("{flag} 0: must be positive"))),
+        None => Ok(()),
+    }
+}
+
 /// `--executors`: 1..=[`MAX_EXECUTORS`].
 pub fn check_executors(executors: usize) -> anyhow::Result<()> {
     if (1..=usize::from(MAX_EXECUTORS)).contains(&executors) {

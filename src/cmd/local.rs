@@ -11,7 +11,9 @@
 
 use crate::cmd::apps::load_app;
 use crate::cmd::ingress_child::{IngressChild, reap, register_cleanup, watch_ingress};
-use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes, timeout_s};
+use crate::cmd::limits::{
+    check_executors, check_positive, check_rate, check_ring_bytes, check_ring_memory, timeout_s,
+};
 use crate::cmd::usage_error;
 use crate::{lifeline, signals};
 use clap::{Args, ValueEnum};
@@ -234,11 +236,12 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     crate::cmd::source::check_sink(&args.source, args.sink.as_ref(), true)?;
     let records = crate::cmd::source::records(&args.source, args.records, DEFAULT_RECORDS);
     check_ring_bytes(args.ring_bytes)?;
-    if args.max_in_flight == 0 || args.sample_every == 0 || args.interval_ms == 0 {
-        return Err(usage_error(
-            "--max-in-flight, --sample-every and --interval-ms must be positive",
-        ));
-    }
+    check_ring_memory(args.ring_bytes, args.executors)?;
+    check_positive(&[
+        ("--max-in-flight", args.max_in_flight),
+        ("--sample-every", args.sample_every),
+        ("--interval-ms", args.interval_ms),
+    ])?;
     let cfg = LocalConfig {
         segment_name: format!("clasp-local-{}", std::process::id()),
         executors: args.executors,

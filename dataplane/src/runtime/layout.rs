@@ -354,6 +354,11 @@ impl RingIndex {
     pub fn net_in(&self, e: usize) -> usize {
         4 * self.executors + self.executors * self.executors + e
     }
+    /// Rings of a request ring's capacity (`--ring-bytes`): ingress, executor to executor,
+    /// network out and in; the rest are small message rings.
+    pub fn request_rings(&self) -> usize {
+        self.executors * self.executors + 3 * self.executors
+    }
     /// Number of rings.
     pub fn rings(&self) -> usize {
         5 * self.executors + self.executors * self.executors

@@ -5,7 +5,9 @@
 use super::args::RunArgs;
 use super::interrupt::Interruptible;
 use crate::cmd::cluster::{ClusterFile, Spawned, WorkerLimits, read_secret, spawn_workers};
-use crate::cmd::limits::{check_executors, check_rate, check_ring_bytes};
+use crate::cmd::limits::{
+    check_executors, check_positive, check_rate, check_ring_bytes, check_ring_memory,
+};
 use crate::cmd::local::SpreadArg;
 use crate::cmd::usage_error;
 use clasp_dataplane::cluster::control::Controller;
@@ -142,11 +144,12 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
     check_rate("--rate", args.rate)?;
     check_ring_bytes(args.ring_bytes)?;
     check_executors(usize::from(args.executors))?;
-    if args.max_in_flight == 0 || args.sample_every == 0 {
-        return Err(usage_error(
-            "--max-in-flight and --sample-every must be positive",
-        ));
-    }
+    check_ring_memory(args.ring_bytes, usize::from(args.executors))?;
+    check_positive(&[
+        ("--max-in-flight", args.max_in_flight),
+        ("--sample-every", args.sample_every),
+        ("--interval-ms", args.interval_ms),
+    ])?;
     if args.cluster.is_some() && (args.worker_cpu.is_some() || args.cpus.is_some()) {
         return Err(usage_error(
             "--worker-cpu and --cpus apply to the workers this run starts; the workers of \
