@@ -11,7 +11,8 @@ use std::io::{self, BufRead, BufReader, Read};
 /// `out`: `input` stands at byte `offset_bytes` of its file, and the lines that start at or
 /// after `end` are left to another reader. Before each read that may wait for more input, the
 /// records read so far are handed on, so a slow writer's records are not held back.
-/// `Ok(false)`: the ingress is gone.
+/// `Ok(false)`: the ingress is gone. An `end` short of `u64::MAX` is within the size the file
+/// had when it was opened: reaching the file's end before it is an error.
 pub(super) fn read_lines<R: Read>(
     input: &mut BufReader<R>,
     mut offset_bytes: u64,
@@ -33,6 +34,17 @@ pub(super) fn read_lines<R: Read>(
             Err(e) => return Err(e),
         };
         if buf.is_empty() {
+            if end != u64::MAX && offset_bytes < end {
+                // A regular file read to the size it had when the run started: it shrank
+                // meanwhile, and what it held past here (a cut line included) is gone.
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "ended at byte {offset_bytes}, before byte {end} it reached when the run \
+                         started (truncated while it was read?)"
+                    ),
+                ));
+            }
             let open = if too_long {
                 out.malformed(TOO_LONG, offset_bytes)
             } else if !line.is_empty() {

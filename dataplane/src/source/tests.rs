@@ -285,3 +285,39 @@ fn a_directory_as_a_file_source_is_refused_up_front() {
         .to_string();
     assert!(e.contains("dir:PATH"), "{e}");
 }
+
+#[test]
+fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
+    let d = TempDir::new("truncated");
+    // 4 MiB of lines: more than the reader's queue of batches holds, so it waits for the
+    // feed to be polled before it reaches the end.
+    let line = b"one two three four five six seven eight nine ten eleven twelve\n";
+    let text: Vec<u8> = line.iter().copied().cycle().take(line.len() * 65_536).collect();
+    let path = d.file("lines.txt", &text);
+    let mut feed = SourceFeed::open(&SourceSpec::File(path.clone())).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut records = 0u64;
+    let e = loop {
+        match feed.poll() {
+            Ok(Polled::Record(r)) => {
+                assert_eq!(r, &line[..line.len() - 1], "a cut line was taken for a record");
+                records += 1;
+            }
+            Ok(Polled::Pending) => std::thread::sleep(Duration::from_millis(1)),
+            Ok(Polled::End) => panic!("the source ended quietly after {records} records"),
+            Err(e) => break e.to_string(),
+        }
+        feed.admitted();
+        assert!(Instant::now() < deadline, "the source did not end");
+    };
+    assert!(e.contains("truncated while it was read"), "{e}");
+    assert!(e.contains("lines.txt"), "{e}");
+    assert!(records < 65_536, "{records} records");
+}
