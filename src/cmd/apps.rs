@@ -41,8 +41,8 @@ pub struct GenArgs {
     /// Number of records.
     #[arg(long)]
     records: u64,
-    /// Generator seed.
-    #[arg(long)]
+    /// Generator seed (1, as for `clasp local` and `clasp run`, unless given).
+    #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write to this file instead of stdout.
     #[arg(long)]
@@ -67,8 +67,8 @@ pub struct OracleArgs {
     /// Number of input records.
     #[arg(long)]
     records: u64,
-    /// Generator seed.
-    #[arg(long)]
+    /// Generator seed (1, as for `clasp local` and `clasp run`, unless given).
+    #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]

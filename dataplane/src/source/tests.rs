@@ -292,7 +292,12 @@ fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
     // 4 MiB of lines: more than the reader's queue of batches holds, so it waits for the
     // feed to be polled before it reaches the end.
     let line = b"one two three four five six seven eight nine ten eleven twelve\n";
-    let text: Vec<u8> = line.iter().copied().cycle().take(line.len() * 65_536).collect();
+    let text: Vec<u8> = line
+        .iter()
+        .copied()
+        .cycle()
+        .take(line.len() * 65_536)
+        .collect();
     let path = d.file("lines.txt", &text);
     let mut feed = SourceFeed::open(&SourceSpec::File(path.clone())).unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -307,7 +312,11 @@ fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
     let e = loop {
         match feed.poll() {
             Ok(Polled::Record(r)) => {
-                assert_eq!(r, &line[..line.len() - 1], "a cut line was taken for a record");
+                assert_eq!(
+                    r,
+                    &line[..line.len() - 1],
+                    "a cut line was taken for a record"
+                );
                 records += 1;
             }
             Ok(Polled::Pending) => std::thread::sleep(Duration::from_millis(1)),

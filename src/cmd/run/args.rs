@@ -114,7 +114,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Executor threads per worker (1..=64).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::cmd::limits::MAX_EXECUTORS)))]
     pub(crate) executors: u16,
     /// How key groups are spread over all workers' executors.
     #[arg(long, value_enum, default_value_t = SpreadArg::Even)]
