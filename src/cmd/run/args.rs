@@ -24,7 +24,7 @@ pub struct RunArgs {
     #[arg(long = "static")]
     pub(crate) static_: bool,
     /// Static runs: start this many `clasp worker` processes on 127.0.0.1 (1..=64).
-    #[arg(long, requires = "static_", conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
+    #[arg(long, conflicts_with_all = ["cluster", "max_workers"], value_parser = local_workers())]
     pub(crate) workers: Option<usize>,
     /// Live runs: start this many `clasp worker` processes (the most the planner may use; the
     /// ones it does not use idle, parked; 1..=64; default 3).

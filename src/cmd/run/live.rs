@@ -452,6 +452,13 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             "--rate is for --static runs; live runs take --pattern and --peak-rate",
         ));
     }
+    // Checked here, not by clap: a run file's keys are each checked by their flag's parser.
+    if let Some(n) = args.workers {
+        return Err(usage_error(format!(
+            "--workers {n} is for --static runs; a live run starts --max-workers (default \
+             {DEFAULT_MAX_WORKERS}) and the planner uses as many as the load needs"
+        )));
+    }
     args.check_chaos_source()?;
     if let Some(text) = &args.moves {
         // Before any worker starts (a cluster file's worker count is checked once it is read).

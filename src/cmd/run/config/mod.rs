@@ -212,7 +212,7 @@ fn merge(keys: &[Key], settings: &mut [Option<Setting>], layer: &Layer) {
 
 /// Keys only a `--static` run takes: a live run refuses them, and no flag marks a run live
 /// for clap to drop them by a conflict.
-const STATIC_ONLY: &[&str] = &["rate"];
+const STATIC_ONLY: &[&str] = &["rate", "workers"];
 
 /// An app file suggests settings for both kinds of run: in a live run (no `static` from any
 /// layer), its static-only suggestions are dropped, noted as such, instead of failing the run.
