@@ -267,7 +267,6 @@ fn a_tcp_sink_feeds_a_slow_reader_every_line() {
     assert_eq!(last_counts(&got), counted_words("wc", "200", "3"));
 }
 
-/// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
 /// A `stdout:` sink whose reader goes away (`| head -c 100`) fails the run, naming the sink —
 /// even though the summary, on the same closed stdout, cannot be printed either.
 #[test]
@@ -316,6 +315,7 @@ fn a_stdout_sink_whose_reader_goes_away_fails_the_run() {
     }
 }
 
+/// A file system that fills up during the run (a 64 KiB tmpfs; 1.6 MB of lines).
 #[test]
 fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
     let _turn = common::one_at_a_time();

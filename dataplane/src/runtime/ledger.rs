@@ -271,7 +271,7 @@ impl Ledger {
     /// Applies `deltas` in order, prefetching the open table's lines [`APPLY_AHEAD`] deltas
     /// ahead of each lookup; returns how many trees they completed (see [`Ledger::apply`]).
     pub fn apply_all(&mut self, deltas: impl IntoIterator<Item = Delta>, now_ns: u64) -> u64 {
-        let mut deltas = deltas.into_iter();
+        let mut deltas = deltas.into_iter().fuse();
         // The next deltas, oldest at `head`: `waiting` of them, prefetched as they came in.
         let mut ahead = [Delta {
             root_id: 0,

@@ -49,7 +49,7 @@ pub enum SinkError {
     #[error("bad sink {0}")]
     Spec(String),
     /// An I/O error, naming the sink.
-    #[error("sink {}: {what}: {source}", .sink.trim_end_matches(':'))]
+    #[error("sink {}: {what}: {source}", if sink == "stdout:" { "stdout" } else { sink })]
     Io {
         /// The sink, as given (`file:PATH`, `stdout:`, `tcp:ADDR`).
         sink: String,

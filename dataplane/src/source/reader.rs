@@ -88,8 +88,10 @@ impl Opened {
             Opened::Lines(files, parts) => read_files(&files, &parts, &mut out),
             Opened::LengthPrefixed(p) => open_file(&p)
                 .and_then(|mut f| read_length_prefixed(&mut f, &mut out).map_err(|e| io_at(&p, e))),
-            Opened::Stdin => read_lines(&mut buffered(io::stdin()), 0, u64::MAX, &mut out)
-                .map_err(|e| SourceError::io("standard input", e)),
+            Opened::Stdin => {
+                read_lines(&mut buffered(io::stdin()), 0, u64::MAX, &mut out, || false)
+                    .map_err(|e| SourceError::io("standard input", e))
+            }
             Opened::Tcp(listener) => read_connections(&listener, &mut out),
         };
         match result {
@@ -135,7 +137,10 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
         let file = File::open(path).map_err(|e| io_at(path, e))?;
         let (mut f, at) =
             first_line_at(file, part.range.start, READ_BUFFER_BYTES).map_err(|e| io_at(path, e))?;
-        if !read_lines(&mut f, at, part.range.end, out).map_err(|e| io_at(path, e))? {
+        let end = part.range.end;
+        // Shorter now than when its parts were cut: it was truncated while read.
+        let shrank = || std::fs::metadata(path).is_ok_and(|m| m.len() < end);
+        if !read_lines(&mut f, at, end, out, shrank).map_err(|e| io_at(path, e))? {
             return Ok(false);
         }
     }
@@ -165,7 +170,7 @@ fn read_connections(listener: &TcpListener, out: &mut Batcher) -> Result<bool, S
             .peer_addr()
             .map_or_else(|_| "?".to_string(), |a| a.to_string());
         let _ = stream.set_nonblocking(false);
-        match read_lines(&mut buffered(stream), 0, u64::MAX, out) {
+        match read_lines(&mut buffered(stream), 0, u64::MAX, out, || false) {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(e) => tracing::warn!("source tcp:{local}: the connection from {peer} failed: {e}"),

@@ -393,13 +393,15 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         }
         stdout.finish()
     })();
-    if let Some(dir) = &args.out {
+    let wrote = args.out.as_ref().map(|dir| {
         let files = out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
         if !args.json {
             eprintln!("wrote {} files into {}", files.len(), dir.display());
         }
-    }
+        anyhow::Ok(())
+    });
     output::run_result(printed, &report.errors)?;
+    wrote.transpose()?;
     super::recovery::finish(&args, cfg.checkpoint.as_ref());
     Ok(())
 }

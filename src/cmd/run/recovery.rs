@@ -158,6 +158,15 @@ fn check_resume(
             dir.display()
         )))
     };
+    if matches!(args.source, SourceSpec::File(_) | SourceSpec::LenPrefix(_))
+        && !args.source.is_replayable()
+    {
+        return refuse(format!(
+            "--source {} is a pipe or a device: what it held before the checkpoint cannot be \
+             read again to skip it",
+            args.source
+        ));
+    }
     let store = FileStore::open(dir, KEEP_DEFAULT)?;
     let m = match store.load_latest() {
         Ok(loaded) => loaded.manifest,
