@@ -340,7 +340,12 @@ fn a_file_that_says_more_bytes_than_it_holds_is_read_without_an_error() {
         eprintln!("skipped: no {} here", path.display());
         return;
     };
-    assert!(meta.len() > 100, "{} says {} bytes", path.display(), meta.len());
+    assert!(
+        meta.len() > 100,
+        "{} says {} bytes",
+        path.display(),
+        meta.len()
+    );
     let (records, _) = read_all(&SourceSpec::File(path.into()));
     assert_eq!(records.len(), 1, "{records:?}");
 }
