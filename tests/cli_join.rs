@@ -311,3 +311,45 @@ fn bad_join_options_are_named() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// A joiner whose run never takes it (no driver at the address) asks again once a second, not
+/// in a tight loop, and gives up with the reason once `--job-timeout-s` passed (exit 1).
+#[test]
+fn a_joiner_that_no_run_takes_gives_up_after_its_job_timeout() {
+    let _turn = common::one_at_a_time();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let driver = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let out = clasp_env(
+        &[
+            "worker",
+            "--id",
+            "2",
+            "--join",
+            &driver,
+            "--cluster-id",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--job-timeout-s",
+            "2",
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no run took this worker"), "{err}");
+    assert!(err.contains(&driver), "{err}");
+    // Each attempt waits for its connection up to the timeout, or fails at once and pauses
+    // a second: never a tight loop.
+    let asked = err.matches("asking again").count();
+    assert!(
+        asked <= 3,
+        "asked again {asked} times in {:?}: {err}",
+        started.elapsed()
+    );
+}

@@ -107,8 +107,13 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let mut worker = ClusterWorker::start(&cfg)?;
     say(args.id, format!("listening on {}", worker.local_addr()));
-    serve_jobs(&mut worker, args.id, max_jobs, &leave)
+    // A joiner asks its run again while the run restarts (a recovery), but not for ever.
+    let rejoin = args.join.map(|_| Duration::from_secs(args.job_timeout_s));
+    serve_jobs(&mut worker, args.id, (max_jobs, rejoin), &leave)
 }
+
+/// How long a joiner whose join failed waits before it asks again.
+const REJOIN_PAUSE: Duration = Duration::from_secs(1);
 
 /// The bound address and how each job ended are what the command reports to whoever started
 /// it (the address is the only way to learn a port chosen by the system): plain lines on
@@ -164,13 +169,16 @@ fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterW
     })
 }
 
-/// Serves jobs until idle, `max_jobs` (0: no limit) were served, or the worker left.
+/// Serves jobs until idle, `max_jobs` (0: no limit) were served, or the worker left. A joiner
+/// (`rejoin`: how long it may keep asking) whose join fails asks again every [`REJOIN_PAUSE`],
+/// and gives up with the last reason once that long passed without a job.
 fn serve_jobs(
     worker: &mut ClusterWorker,
     id: u32,
-    max_jobs: u64,
+    (max_jobs, rejoin): (u64, Option<Duration>),
     leave: &AtomicBool,
 ) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     let mut served = 0u64;
     // Jobs whose driver went away: not served (they do not count against --max-jobs), but a
     // worker that had them is idle after work, not a worker no driver ever reached.
@@ -217,6 +225,16 @@ fn serve_jobs(
             }
             // The driver went away mid-job (it restarts the job after losing another worker,
             // or it died and is resumed): not a job served; wait for the next.
+            Err(e @ NodeError::Driver(_)) if rejoin.is_some() => {
+                if rejoin.is_some_and(|budget| started.elapsed() >= budget) {
+                    return Err(anyhow::anyhow!(
+                        "{e}; no run took this worker within --job-timeout-s"
+                    ));
+                }
+                say(id, format!("the join failed: {e}; asking again in 1 s"));
+                std::thread::sleep(REJOIN_PAUSE);
+                continue;
+            }
             Err(e @ NodeError::Driver(_)) => {
                 say(id, format!("the job failed: {e}; waiting for the next"));
                 abandoned += 1;
