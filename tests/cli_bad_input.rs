@@ -550,3 +550,45 @@ fn checkpoints_with_workers_on_other_hosts_need_a_directory_they_share() {
         stderr(&out)
     );
 }
+
+/// A cluster file whose workers share an address, or an address without a port, is refused
+/// before anything starts, naming them.
+#[test]
+fn cluster_files_with_shared_or_portless_addresses_are_refused() {
+    let dir = std::env::temp_dir().join(format!("clasp-bad-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "a cluster secret of at least 32 bytes").unwrap();
+    let worker =
+        |id: u32, address: &str| format!("[[worker]]\nid = {id}\naddress = \"{address}\"\n");
+    for (name, body, says) in [
+        (
+            "shared.toml",
+            worker(1, "127.0.0.1:47101") + &worker(2, "127.0.0.1:47101"),
+            "workers 1 and 2 are both at 127.0.0.1:47101",
+        ),
+        (
+            "portless.toml",
+            worker(1, "127.0.0.1"),
+            "cannot resolve \"127.0.0.1\" (no port",
+        ),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, format!("cluster_id = 7\n{body}")).unwrap();
+        let (file, secret) = (file.to_str().unwrap(), secret.to_str().unwrap());
+        assert_usage_error(
+            &[
+                "run",
+                "--static",
+                "--app",
+                "wc",
+                "--cluster",
+                file,
+                "--secret-file",
+                secret,
+            ],
+            says,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -60,9 +60,11 @@ impl ClusterFile {
         Ok(())
     }
 
-    /// Every worker's id and resolved address, in file order.
+    /// Every worker's id and resolved address, in file order; two workers at one address are
+    /// refused (each would dial itself for the other).
     pub fn resolve(&self) -> anyhow::Result<Vec<(PeerId, SocketAddr)>> {
-        self.workers
+        let resolved: Vec<(PeerId, SocketAddr)> = self
+            .workers
             .iter()
             .map(|w| {
                 use std::net::ToSocketAddrs;
@@ -72,11 +74,27 @@ impl ClusterFile {
                     .ok()
                     .and_then(|mut i| i.next())
                     .ok_or_else(|| {
-                        usage_error(format!("worker {}: cannot resolve {:?}", w.id, w.address))
+                        let port = if w.address.rsplit_once(':').is_none() {
+                            " (no port: HOST:PORT)"
+                        } else {
+                            ""
+                        };
+                        usage_error(format!(
+                            "worker {}: cannot resolve {:?}{port}",
+                            w.id, w.address
+                        ))
                     })?;
                 Ok((w.id, a))
             })
-            .collect()
+            .collect::<anyhow::Result<_>>()?;
+        for (i, (id, addr)) in resolved.iter().enumerate() {
+            if let Some((other, _)) = resolved[..i].iter().find(|(_, a)| a == addr) {
+                return Err(usage_error(format!(
+                    "workers {other} and {id} are both at {addr}"
+                )));
+            }
+        }
+        Ok(resolved)
     }
 
     /// The file as TOML, as `clasp run --workers N` writes it for the workers it starts.
