@@ -133,5 +133,9 @@ pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
             })?
             .into_bytes(),
     };
-    ClusterSecret::new(bytes).map_err(|e| usage_error(e.to_string()))
+    let from = match file {
+        Some(p) => format!("--secret-file {}", p.display()),
+        None => SECRET_ENV.to_string(),
+    };
+    ClusterSecret::new(bytes).map_err(|e| usage_error(format!("{from}: {e}")))
 }
