@@ -345,10 +345,11 @@ fn a_joiner_that_no_run_takes_gives_up_after_its_job_timeout() {
     assert!(err.contains("no run took this worker"), "{err}");
     assert!(err.contains(&driver), "{err}");
     // Each attempt waits for its connection up to the timeout, or fails at once and pauses
-    // a second: never a tight loop.
+    // a second: never a tight loop (which asked thousands of times in 2 s). The bound is far
+    // from the 2–3 a slow machine may reach, so it does not time anything.
     let asked = err.matches("asking again").count();
     assert!(
-        asked <= 3,
+        asked <= 20,
         "asked again {asked} times in {:?}: {err}",
         started.elapsed()
     );

@@ -730,6 +730,28 @@ pub(crate) fn test_segment(name: &str, operators: usize) -> WorkerSegment {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_request_ring_count_is_the_layout_s() {
+        for executors in [1, 2, 5] {
+            let ring_bytes = MESSAGE_RING_BYTES * 4;
+            let layout = segment_layout(&SegmentSizes {
+                executors,
+                operators: 2,
+                ring_bytes,
+                max_frame_bytes: 1024,
+            })
+            .unwrap();
+            let request = (layout.rings.iter())
+                .filter(|r| r.config.capacity_bytes == ring_bytes)
+                .count();
+            assert_eq!(
+                request,
+                RingIndex { executors }.request_rings(),
+                "{executors}"
+            );
+        }
+    }
+
     fn segment(tag: &str) -> WorkerSegment {
         test_segment(
             &format!("clasp-layout-test-{tag}-{}", std::process::id()),

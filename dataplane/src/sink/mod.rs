@@ -49,9 +49,9 @@ pub enum SinkError {
     #[error("bad sink {0}")]
     Spec(String),
     /// An I/O error, naming the sink.
-    #[error("sink {}: {what}: {source}", if sink == "stdout:" { "stdout" } else { sink })]
+    #[error("sink {sink}: {what}: {source}")]
     Io {
-        /// The sink, as given (`file:PATH`, `stdout:`, `tcp:ADDR`).
+        /// The sink as messages name it ([`SinkTarget::label`]).
         sink: String,
         /// What failed (open, connect, write, ...).
         what: &'static str,

@@ -136,7 +136,7 @@ impl SinkTarget {
     /// An I/O error of this sink, naming it and what failed.
     pub(super) fn io(&self, what: &'static str, source: std::io::Error) -> SinkError {
         SinkError::Io {
-            sink: self.to_string(),
+            sink: self.label(),
             what,
             source,
         }
@@ -174,6 +174,17 @@ impl SinkTarget {
                 .canonicalize()
                 .is_ok_and(|d| sink.parent() == Some(d.as_path())),
             _ => false,
+        }
+    }
+}
+
+impl SinkTarget {
+    /// The sink as a message names it before a colon: as given, but `stdout` for `stdout:`
+    /// (not `sink stdout:: write`).
+    pub fn label(&self) -> String {
+        match self {
+            SinkTarget::Stdout => "stdout".into(),
+            other => other.to_string(),
         }
     }
 }

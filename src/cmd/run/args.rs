@@ -261,10 +261,11 @@ impl RunArgs {
     /// workers that join), where they would write their parts of a checkpoint on their own
     /// disks; `None` when the run starts every worker itself, here.
     pub(crate) fn workers_elsewhere(&self) -> Option<&'static str> {
-        let max = self.max_workers.unwrap_or(super::live::DEFAULT_MAX_WORKERS);
+        // The ids a live run reserves for joiners, as it counts them.
+        let joinable = || super::live::start_workers(self).is_ok_and(|(_, ids)| ids > 0);
         if self.cluster.is_some() {
             Some("--cluster")
-        } else if !self.static_ && self.start_workers.is_some_and(|s| s < max) {
+        } else if !self.static_ && joinable() {
             Some("workers that join (--start-workers below --max-workers)")
         } else {
             None

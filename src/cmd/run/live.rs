@@ -408,7 +408,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
 
 /// How many workers the run starts and how many ids it reserves for workers that join
 /// (`--start-workers` of `--max-workers`; a cluster file's workers are all there already).
-fn start_workers(args: &RunArgs) -> anyhow::Result<(Option<usize>, usize)> {
+pub(super) fn start_workers(args: &RunArgs) -> anyhow::Result<(Option<usize>, usize)> {
     if args.cluster.is_some() {
         return Ok((None, 0));
     }
