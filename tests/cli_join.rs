@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{ClusterDir, Workers, assert_equals_oracle, clasp_env, json};
+use common::{
+    ClusterDir, Workers, assert_equals_oracle, assert_recovered_run_equals_oracle, clasp_env, json,
+};
 use rustix::process::{Pid, Signal, kill_process};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -152,43 +154,39 @@ fn after(line: &str, flag: &str) -> String {
     line[at..].split_whitespace().next().unwrap().to_string()
 }
 
-/// A live run with one of its two workers started (about 8 s of input); the test starts the
-/// second with `clasp worker --join` once the run says how, and the scripted move to two
-/// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
-#[test]
-fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
-    let _turn = common::one_at_a_time();
-    let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// `clasp run` live over worker 1, worker 2 reserved to join; `extra` are further options.
+/// Once the run says how, worker 2 is started with `clasp worker --join`: the run and the
+/// joiner (the caller removes `dir`).
+fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers) {
+    std::fs::create_dir_all(dir).unwrap();
     let secret_file = dir.join("secret");
     std::fs::write(&secret_file, SECRET).unwrap();
     let secret_path = secret_file.to_str().unwrap();
-    let run = LiveRun::start(
-        &[
-            "run",
-            "--app",
-            "wc",
-            "--records",
-            "24000",
-            "--seed",
-            "6",
-            "--peak-rate",
-            "3000",
-            "--pattern",
-            "constant",
-            "--max-workers",
-            "2",
-            "--start-workers",
-            "1",
-            "--moves",
-            "1.5:2",
-            "--uncapped",
-            "--json",
-            "--secret-file",
-            secret_path,
-        ],
-        &dir,
-    );
+    let mut args = vec![
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "24000",
+        "--seed",
+        "6",
+        "--peak-rate",
+        "3000",
+        "--pattern",
+        "constant",
+        "--max-workers",
+        "2",
+        "--start-workers",
+        "1",
+        "--moves",
+        "1.5:2",
+        "--uncapped",
+        "--json",
+        "--secret-file",
+        secret_path,
+    ];
+    args.extend_from_slice(extra);
+    let run = LiveRun::start(&args, dir);
     // "clasp run: workers 2..=2 may join, in order: clasp worker --id 2 --join ADDR
     // --cluster-id N (...)"
     let hint = run.line_with("may join");
@@ -202,26 +200,96 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
         .stderr(Stdio::null())
         .spawn()
         .expect("clasp worker --join runs");
-    let mut workers = Workers(vec![joiner]);
+    (run, Workers(vec![joiner]))
+}
+
+/// The (workers before, workers after) of each migration in a run's JSON.
+fn moves(run: &serde_json::Value) -> Vec<(u64, u64)> {
+    (run["migrations"]
+        .as_array()
+        .expect("a migrations list")
+        .iter())
+    .map(|m| {
+        let n = |k: &str| m[k].as_u64().unwrap();
+        (n("workers_before"), n("workers_after"))
+    })
+    .collect()
+}
+
+/// A live run with one of its two workers started (about 8 s of input); the test starts the
+/// second with `clasp worker --join` once the run says how, and the scripted move to two
+/// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
+#[test]
+fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
+    let _turn = common::one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
+    let (run, mut workers) = run_with_a_joiner(&dir, &[]);
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("worker 2 joined"), "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
     assert_equals_oracle("wc", "24000", "6", &v);
-    let moves: Vec<(u64, u64)> = v["migrations"]
-        .as_array()
-        .expect("a migrations list")
-        .iter()
-        .map(|m| {
-            let n = |k: &str| m[k].as_u64().unwrap();
-            (n("workers_before"), n("workers_after"))
-        })
-        .collect();
-    assert_eq!(moves, [(1, 2)], "{stderr}");
+    assert_eq!(moves(&v), [(1, 2)], "{stderr}");
     // The joiner served the run it joined, then exited.
     let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
     assert!(st.success(), "{st}");
+}
+
+/// A worker that joined is SIGKILLed once it holds key groups: the run recovers from its
+/// checkpoint on the worker it started with (it does not try to start the joiner, which runs
+/// elsewhere), and still equals the oracle.
+#[test]
+fn a_joined_worker_that_is_killed_is_recovered_without_it() {
+    let _turn = common::one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("clasp-join-kill-{}", std::process::id()));
+    let ck = dir.join("checkpoints");
+    let (run, mut workers) = run_with_a_joiner(&dir, &["--checkpoint-dir", ck.to_str().unwrap()]);
+    run.line_with("worker 2 joined");
+    // The move onto it follows the join at once; a moment later it holds its key groups.
+    std::thread::sleep(Duration::from_millis(1500));
+    workers.0[0].kill().expect("SIGKILL to the joiner");
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("joined the run and are not restarted"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_recovered_run_equals_oracle("wc", "24000", "6", &v);
+    let lost: Vec<&serde_json::Value> = (v["recoveries"].as_array().unwrap().iter())
+        .map(|r| &r["workers_lost"])
+        .collect();
+    assert_eq!(lost, [&serde_json::json!([2])], "{stderr}");
+}
+
+/// The worker the run started is SIGKILLed during the move onto a worker that joined: the
+/// restarted job listens where the first did, so the joiner, told that address once, joins it
+/// again and serves it to the end.
+#[test]
+fn a_joined_worker_joins_the_job_a_recovery_restarts() {
+    let _turn = common::one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("clasp-join-again-{}", std::process::id()));
+    let ck = dir.join("checkpoints");
+    let (run, mut workers) = run_with_a_joiner(
+        &dir,
+        &[
+            "--checkpoint-dir",
+            ck.to_str().unwrap(),
+            "--fault",
+            "kill-worker=1@migration",
+        ],
+    );
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(stderr.matches("worker 2 joined").count(), 2, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_recovered_run_equals_oracle("wc", "24000", "6", &v);
+    assert_eq!(v["recoveries"].as_array().unwrap().len(), 1, "{stderr}");
+    let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
+    assert!(st.success(), "the joiner: {st}");
 }
 
 /// SIGTERM to a worker of a running cluster: its key groups move to the other worker, it

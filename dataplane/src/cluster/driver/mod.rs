@@ -267,8 +267,9 @@ impl<'a> Driver<'a> {
                 cfg.joinable
             )));
         }
-        let mut tcfg =
-            TransportConfig::new(DRIVER_ID, cfg.listen, cfg.secret.clone(), cfg.cluster_id);
+        let mut carry = carry;
+        let listen = carry.listen.unwrap_or(cfg.listen);
+        let mut tcfg = TransportConfig::new(DRIVER_ID, listen, cfg.secret.clone(), cfg.cluster_id);
         tcfg.limits = cfg.limits.clone();
         // Keep trying a worker for as long as the run waits for it to be ready: a cluster
         // file's worker restarted by its supervisor after a loss may take that long.
@@ -276,6 +277,7 @@ impl<'a> Driver<'a> {
         tcfg.limits.connect_timeout_ms = tcfg.limits.connect_timeout_ms.max(ready_ms);
         tcfg.peers = cfg.workers.clone();
         let t = Transport::start(tcfg).map_err(|e| DriverError::transport("driver", e))?;
+        carry.listen = Some(t.local_addr());
         let ops = spec.operators.len();
         let slots = Slots {
             workers: all,

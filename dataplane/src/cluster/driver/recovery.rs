@@ -120,7 +120,7 @@ impl std::str::FromStr for Fault {
 /// One recovery, as the summary reports it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct RecoveryRecord {
-    /// The workers lost (started again under the same ids).
+    /// The workers lost (started again under the same ids, except those that joined the run).
     pub workers_lost: Vec<PeerId>,
     /// What the run was doing.
     pub phase: String,
@@ -175,6 +175,9 @@ pub(super) struct ResumePoint {
 #[derive(Default)]
 pub(super) struct Carry {
     pub(super) resume: Option<ResumePoint>,
+    /// Where the first attempt listened: later ones listen there too, so that a worker that
+    /// joins (`clasp worker --join`, told this address once) reaches a restarted job.
+    pub(super) listen: Option<std::net::SocketAddr>,
     /// The run's clock (the controller's pattern goes on where it was).
     pub(super) t0: Option<Instant>,
     pub(super) first_admit: Option<Instant>,
@@ -313,10 +316,24 @@ impl Carry {
             detect_ms: faulted.map(|k| seen.saturating_duration_since(k.0).as_secs_f64() * 1e3),
             ..RecoveryRecord::default()
         };
+        // Workers that joined the run are not restarted (the run cannot start them where they
+        // ran): the new job runs on the starting workers, the key groups restored onto them.
+        let (replace, joined): (Vec<PeerId>, Vec<PeerId>) =
+            (lost.iter()).partition(|p| cfg.workers.iter().any(|w| w.0 == **p));
+        if !joined.is_empty() {
+            tracing::warn!(
+                "recovering: worker(s) {joined:?} joined the run and are not restarted; \
+                 the job restarts on the workers it started with"
+            );
+        }
         tracing::warn!(
-            "recovering: {}; replacing worker(s) {:?}; restarting from {}",
+            "recovering: {}; {}; restarting from {}",
             record.reason,
-            record.workers_lost,
+            if replace.is_empty() {
+                "no worker to start again".to_string()
+            } else {
+                format!("replacing worker(s) {replace:?}")
+            },
             match &loaded {
                 Some(m) => format!("checkpoint {} ({} records in)", m.id, m.admitted),
                 None => "the start of the run (no checkpoint yet)".into(),
@@ -343,7 +360,7 @@ impl Carry {
             },
         });
         self.pending = Some((record, seen, admitted));
-        ctl.replace_workers(&lost)
+        ctl.replace_workers(&replace)
             .map_err(|why| DriverError::Config(format!("recovery: {why}")))?;
         std::thread::sleep(RESTART_GRACE);
         Ok(())
