@@ -422,3 +422,32 @@ fn a_joiner_that_no_run_takes_gives_up_after_its_job_timeout() {
         started.elapsed()
     );
 }
+
+/// A long-lived worker that could not reach another before any job (it was down) does not
+/// hand that old fault to the next driver: once the other is up, a run over both succeeds.
+#[test]
+fn a_worker_does_not_report_a_peer_it_missed_before_the_job() {
+    let _turn = common::one_at_a_time();
+    let cluster = ClusterDir::new("missed", 93, 2);
+    let mut workers = Workers(vec![worker(&cluster, "1", "40")]);
+    // Worker 1 dials worker 2 at start and gives up after its connect timeout (10 s).
+    std::thread::sleep(Duration::from_secs(11));
+    workers.0.push(worker(&cluster, "2", "40"));
+    let run = json(&clasp_env(
+        &[
+            "run",
+            "--static",
+            "--cluster",
+            cluster.path(),
+            "--app",
+            "wc",
+            "--records",
+            "2000",
+            "--seed",
+            "3",
+            "--json",
+        ],
+        &[("CLASP_CLUSTER_SECRET", SECRET)],
+    ));
+    assert_equals_oracle("wc", "2000", "3", &run);
+}
