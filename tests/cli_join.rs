@@ -156,8 +156,8 @@ fn after(line: &str, flag: &str) -> String {
 
 /// `clasp run` live over worker 1, worker 2 reserved to join; `extra` are further options.
 /// Once the run says how, worker 2 is started with `clasp worker --join`: the run and the
-/// joiner (the caller removes `dir`).
-fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers) {
+/// joiner, and the run's line that says how to join (the caller removes `dir`).
+fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers, String) {
     std::fs::create_dir_all(dir).unwrap();
     let secret_file = dir.join("secret");
     std::fs::write(&secret_file, SECRET).unwrap();
@@ -200,7 +200,7 @@ fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers) {
         .stderr(Stdio::null())
         .spawn()
         .expect("clasp worker --join runs");
-    (run, Workers(vec![joiner]))
+    (run, Workers(vec![joiner]), hint)
 }
 
 /// The (workers before, workers after) of each migration in a run's JSON.
@@ -219,11 +219,31 @@ fn moves(run: &serde_json::Value) -> Vec<(u64, u64)> {
 /// A live run with one of its two workers started (about 8 s of input); the test starts the
 /// second with `clasp worker --join` once the run says how, and the scripted move to two
 /// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
+/// A worker asking to join with an id the run did not reserve is told so and exits 1.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
-    let (run, mut workers) = run_with_a_joiner(&dir, &[]);
+    let (run, mut workers, hint) = run_with_a_joiner(&dir, &[]);
+    let stray = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", "5", "--join", &after(&hint, "--join ")])
+        .args(["--cluster-id", &after(&hint, "--cluster-id ")])
+        .args(["--secret-file", dir.join("secret").to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clasp worker --join runs");
+    workers.0.push(stray);
+    let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
+    let mut said = String::new();
+    let mut err = workers.0[1].stderr.take().unwrap();
+    err.read_to_string(&mut said).unwrap();
+    assert_eq!(st.code(), Some(1), "{said}");
+    assert!(
+        said.contains("reserved ids [2] for workers that join"),
+        "{said}"
+    );
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");
@@ -244,7 +264,8 @@ fn a_joined_worker_that_is_killed_is_recovered_without_it() {
     let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-kill-{}", std::process::id()));
     let ck = dir.join("checkpoints");
-    let (run, mut workers) = run_with_a_joiner(&dir, &["--checkpoint-dir", ck.to_str().unwrap()]);
+    let (run, mut workers, _) =
+        run_with_a_joiner(&dir, &["--checkpoint-dir", ck.to_str().unwrap()]);
     run.line_with("worker 2 joined");
     // The move onto it follows the join at once; a moment later it holds its key groups.
     std::thread::sleep(Duration::from_millis(1500));
@@ -272,7 +293,7 @@ fn a_joined_worker_joins_the_job_a_recovery_restarts() {
     let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-again-{}", std::process::id()));
     let ck = dir.join("checkpoints");
-    let (run, mut workers) = run_with_a_joiner(
+    let (run, mut workers, _) = run_with_a_joiner(
         &dir,
         &[
             "--checkpoint-dir",

@@ -121,6 +121,14 @@ pub enum Message {
         /// `ip:port` the other workers and the driver connect to.
         listen: String,
     },
+    /// Driver → worker that asked to join: not taken, and why. `later`: it may be taken if it
+    /// asks again (another reserved worker must join first); else never by this run.
+    JoinRefused {
+        /// Why, for the joiner's message.
+        reason: String,
+        /// Whether asking again may succeed.
+        later: bool,
+    },
     /// Worker → driver: this worker was told to leave (SIGTERM): move its key groups away
     /// and let it go.
     Leave,
@@ -178,6 +186,7 @@ impl Message {
             Message::StateAhead(_) => "state copied ahead",
             Message::LinkLost { .. } => "lost link",
             Message::Join { .. } => "join",
+            Message::JoinRefused { .. } => "join refused",
             Message::PeerJoined { .. } => "peer joined",
             Message::Leave => "leave",
             Message::PeerLeft { .. } => "peer left",

@@ -317,6 +317,7 @@ fn message() -> impl Strategy<Value = Message> {
         text().prop_map(Message::Error),
         (any::<u32>(), text()).prop_map(|(peer, reason)| Message::LinkLost { peer, reason }),
         text().prop_map(|listen| Message::Join { listen }),
+        (text(), any::<bool>()).prop_map(|(reason, later)| Message::JoinRefused { reason, later }),
         (any::<u32>(), text()).prop_map(|(peer, addr)| Message::PeerJoined { peer, addr }),
         Just(Message::Leave),
         any::<u32>().prop_map(|peer| Message::PeerLeft { peer }),

@@ -188,6 +188,8 @@ impl Driver<'_> {
         {
             if self.leaves.left.contains(peer) {
                 tracing::debug!("worker {peer}, which left: {reason}");
+            } else if self.joins.refusals.refused(*peer) {
+                tracing::debug!("worker {peer}, whose join was refused: {reason}");
             } else if !self.join_failed(*peer, reason) {
                 tracing::warn!("worker {peer}, not one of the run's: {reason}");
             }

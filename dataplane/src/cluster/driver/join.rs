@@ -59,6 +59,8 @@ pub(super) struct Joins {
     held: Option<Move>,
     /// The held move was said to wait for workers (said once per move).
     said: bool,
+    /// Joins not taken, said to the joiners (`refusal.rs`).
+    pub(super) refusals: super::refusal::Refusals,
 }
 
 impl Joins {
@@ -82,20 +84,41 @@ impl Joins {
 impl Driver<'_> {
     /// A worker asked to join.
     pub(super) fn on_join(&mut self, from: PeerId, listen: &str) {
+        if self.ids.contains(&from) || self.joins.is_joining(from) {
+            // Its id is a worker's of the run (or its ask is already queued): the connection
+            // under that id is the worker's, so nothing is sent on it.
+            tracing::warn!("worker {from} asked to join, and is already in the run; ignored");
+            return;
+        }
+        let addr = match listen.parse::<SocketAddr>() {
+            Ok(addr) => addr,
+            Err(e) => {
+                tracing::warn!("worker {from} asked to join at {listen:?}: {e}; ignored");
+                return;
+            }
+        };
         let next = self.cfg.joinable.iter().copied().find(|&p| {
             !self.ids.contains(&p) && !self.joins.is_joining(p) && !self.leaves.left.contains(&p)
         });
-        if next != Some(from) {
-            let expected = next.map_or("none (every reserved worker joined)".into(), |p| {
-                format!("worker {p}")
-            });
-            tracing::warn!("worker {from} asked to join; the next that may is {expected}; ignored");
+        let (reason, later) = if self.leaves.left.contains(&from) {
+            (format!("worker {from} left this run"), false)
+        } else if !self.cfg.joinable.contains(&from) {
+            let reserved = match self.cfg.joinable.as_slice() {
+                [] => "this run reserved no ids for workers that join".to_string(),
+                ids => format!("this run reserved ids {ids:?} for workers that join"),
+            };
+            (
+                format!("worker {from} is not one of its ids: {reserved}"),
+                false,
+            )
+        } else if let Some(next) = next.filter(|&n| n != from) {
+            let why = "reserved ids join in order";
+            (format!("worker {next} must join first ({why})"), true)
+        } else {
+            self.joins.queued.push_back((from, addr));
             return;
-        }
-        match listen.parse::<SocketAddr>() {
-            Ok(addr) => self.joins.queued.push_back((from, addr)),
-            Err(e) => tracing::warn!("worker {from} asked to join at {listen:?}: {e}; ignored"),
-        }
+        };
+        self.refuse_join(from, addr, reason, later);
     }
 
     /// Whether a join is under way (leaves wait for it).
@@ -134,6 +157,7 @@ impl Driver<'_> {
 
     /// One step of the join under way (or the start of the next, between migrations).
     pub(super) fn advance_joins(&mut self, ctl: &mut dyn Controller) -> Result<(), DriverError> {
+        self.send_refusals();
         if self.joins.current.is_none() && self.mig.in_flight.is_none() {
             if let Some((id, addr)) = self.joins.queued.pop_front() {
                 self.t

@@ -20,6 +20,7 @@ mod leave;
 mod metering;
 mod migration;
 mod recovery;
+mod refusal;
 mod report;
 
 pub use error::DriverError;

@@ -49,6 +49,9 @@ pub enum NodeError {
     /// The driver broke the run's protocol or went away.
     #[error("{0}")]
     Driver(String),
+    /// A joiner the run will not take (an id it did not reserve, one that left).
+    #[error("the run does not take this worker: {0}")]
+    JoinRefused(String),
     /// Told to leave (SIGTERM) while it had no job: the normal end.
     #[error("told to stop while waiting for a job")]
     Stopped,

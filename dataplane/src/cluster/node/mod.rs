@@ -557,13 +557,22 @@ fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeErro
                 );
             }
         }
-        let first = node
-            .rx
-            .msgs
-            .drain(..)
-            .find(|m| matches!(m.1, Ok(Message::Job(_)) | Err(MessageError::Version { .. })));
+        let first = node.rx.msgs.drain(..).find(|m| {
+            matches!(
+                m.1,
+                Ok(Message::Job(_) | Message::JoinRefused { .. })
+                    | Err(MessageError::Version { .. })
+            )
+        });
         match first {
             Some((_, Ok(Message::Job(job)))) => return Ok(*job),
+            Some((_, Ok(Message::JoinRefused { reason, later }))) => {
+                return Err(if later {
+                    NodeError::Driver(format!("the run did not take this worker yet: {reason}"))
+                } else {
+                    NodeError::JoinRefused(reason)
+                });
+            }
             Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
             _ => {}
         }
