@@ -255,6 +255,18 @@ impl Transport {
         self.counters
     }
 
+    /// Zeroes every counter, transport-wide and per peer (a worker that serves job after job
+    /// reports each job's own figures). The connections are left as they are.
+    pub fn reset_counters(&mut self) {
+        self.counters = TransportCounters {
+            multishot: self.counters.multishot,
+            ..TransportCounters::default()
+        };
+        for p in &mut self.peers {
+            p.counters = PeerCounters::default();
+        }
+    }
+
     /// One peer's counters (zero for a peer never seen).
     pub fn peer_counters(&self, peer: PeerId) -> PeerCounters {
         self.peers

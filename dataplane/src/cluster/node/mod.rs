@@ -145,10 +145,6 @@ struct Running {
     throttling: crate::cpu_usage::Throttling,
     /// The executors' snapshot mailboxes, and the checkpoint being taken.
     snap: snapshot::Snapshots,
-    /// The transport's idle-spin counter when the job started.
-    net_spin_from_ns: u64,
-    /// The transport's sleep-CPU counter when the job started.
-    net_sleep_cpu_from_ns: u64,
 }
 
 impl Running {
@@ -623,8 +619,9 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
         .map_err(|e| NodeError::Job(e.to_string()))?;
     node.t
         .set_idle_spin(start::idle_policy(cfg, job).network_spin());
-    run.net_spin_from_ns = node.t.counters().idle_spin_ns;
-    run.net_sleep_cpu_from_ns = node.t.counters().sleep_cpu_ns;
+    // The job's own figures: a worker that outlives runs has counted the jobs before it, the
+    // waits between them and the connections it refused meanwhile.
+    node.t.reset_counters();
     run.peers = peers;
     Ok(run)
 }

@@ -154,8 +154,6 @@ pub(super) fn start_executors(
         cpu: crate::cpu_usage::CpuSource::detect(),
         throttling: crate::cpu_usage::Throttling::detect(),
         snap,
-        net_spin_from_ns: 0,
-        net_sleep_cpu_from_ns: 0,
     })
 }
 

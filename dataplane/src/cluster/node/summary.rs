@@ -42,8 +42,8 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
     c.exec_sleep_cpu_ns = c.sleep_cpu_ns;
     // The network thread's idle spin and sleeps in this job, like the executors'.
     let net = node.t.counters();
-    c.idle_spin_ns += net.idle_spin_ns.saturating_sub(run.net_spin_from_ns);
-    c.sleep_cpu_ns += net.sleep_cpu_ns.saturating_sub(run.net_sleep_cpu_from_ns);
+    c.idle_spin_ns += net.idle_spin_ns;
+    c.sleep_cpu_ns += net.sleep_cpu_ns;
     c.cpu_ns = run.cpu.read_ns();
     c.sleeps = crate::cpu_usage::process_sleeps();
     c.throttled_periods = run.throttling.read_periods();
