@@ -393,6 +393,20 @@ fn bad_join_options_are_named() {
             ][..],
             "--id 0",
         ),
+        (
+            &[
+                "worker",
+                "--id",
+                "2",
+                "--join",
+                "127.0.0.1:9",
+                "--cluster-id",
+                "1",
+                "--listen",
+                "0.0.0.0:0",
+            ][..],
+            "--listen 0.0.0.0:0",
+        ),
     ] {
         let out = clasp_env(args, &[("CLASP_CLUSTER_SECRET", SECRET)]);
         let err = String::from_utf8_lossy(&out.stderr);

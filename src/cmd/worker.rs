@@ -145,6 +145,13 @@ fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterW
                 )));
             }
             let listen = args.listen.unwrap_or(JOIN_LISTEN_DEFAULT.into());
+            if listen.ip().is_unspecified() {
+                // A joiner tells the run where it listens; "anywhere" reaches nobody.
+                return Err(usage_error(format!(
+                    "--listen {listen}: a joining worker tells the others this address, so \
+                     give one they can reach (IP:PORT)"
+                )));
+            }
             (cluster_id, vec![(args.id, listen)], listen)
         }
         _ => {
