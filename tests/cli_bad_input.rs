@@ -551,8 +551,8 @@ fn checkpoints_with_workers_on_other_hosts_need_a_directory_they_share() {
     );
 }
 
-/// A cluster file whose workers share an address, or an address without a port, is refused
-/// before anything starts, naming them.
+/// A cluster file whose workers share an address, or an address without a port, or one that
+/// cannot be read, is refused before anything starts, naming them.
 #[test]
 fn cluster_files_with_shared_or_portless_addresses_are_refused() {
     let dir = std::env::temp_dir().join(format!("clasp-bad-cluster-{}", std::process::id()));
@@ -589,6 +589,24 @@ fn cluster_files_with_shared_or_portless_addresses_are_refused() {
             ],
             says,
         );
+        // A live run reads it before it says anything else.
+        let live = [
+            "run",
+            "--app",
+            "wc",
+            "--cluster",
+            file,
+            "--secret-file",
+            secret,
+        ];
+        let out = assert_usage_error(&live, says);
+        assert!(!stderr(&out).contains("no checkpoints"), "{}", stderr(&out));
     }
+    let missing = dir.join("missing.toml");
+    let missing = missing.to_str().unwrap();
+    assert_usage_error(
+        &["run", "--app", "wc", "--cluster", missing],
+        "reading the cluster file",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

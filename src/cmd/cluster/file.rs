@@ -35,8 +35,9 @@ pub struct WorkerEntry {
 impl ClusterFile {
     /// Reads and checks the file; a malformed one is a usage error naming the path.
     pub fn load(path: &Path) -> anyhow::Result<ClusterFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the cluster file {}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            usage_error(format!("reading the cluster file {}: {e}", path.display()))
+        })?;
         let f: ClusterFile = toml::from_str(&text)
             .map_err(|e| usage_error(format!("cluster file {}: {e}", path.display())))?;
         f.check()

@@ -462,6 +462,10 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
         )));
     }
     args.check_chaos_source()?;
+    if let Some(path) = &args.cluster {
+        // Read once up front: a bad file is refused before anything is said or started.
+        crate::cmd::cluster::ClusterFile::load(path)?.resolve()?;
+    }
     if let Some(text) = &args.moves {
         // Before any worker starts (a cluster file's worker count is checked once it is read).
         let most = match args.cluster {
