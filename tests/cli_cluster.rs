@@ -179,7 +179,9 @@ fn a_worker_needs_a_secret_and_a_cluster_file() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A file that cannot be read is a usage error, as a missing --app-file is.
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/cluster.toml"));
     let dir = std::env::temp_dir().join(format!("clasp-cli-cluster-s-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("c.toml");

@@ -287,7 +287,7 @@ fn a_joined_worker_that_is_killed_is_recovered_without_it() {
 
 /// The worker the run started is SIGKILLed during the move onto a worker that joined: the
 /// restarted job listens where the first did, so the joiner, told that address once, joins it
-/// again and serves it to the end.
+/// again, the scripted move is made again onto it, and it serves the run to the end.
 #[test]
 fn a_joined_worker_joins_the_job_a_recovery_restarts() {
     let _turn = common::one_at_a_time();
@@ -309,6 +309,8 @@ fn a_joined_worker_joins_the_job_a_recovery_restarts() {
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
     assert_recovered_run_equals_oracle("wc", "24000", "6", &v);
     assert_eq!(v["recoveries"].as_array().unwrap().len(), 1, "{stderr}");
+    // The move the loss interrupted is the script's placement still: made again, onto it.
+    assert_eq!(moves(&v), [(1, 2)], "{stderr}");
     let st = exit_within(&mut workers.0[0], Duration::from_secs(20));
     assert!(st.success(), "the joiner: {st}");
 }

@@ -202,10 +202,11 @@ pub trait Controller {
         Ok(())
     }
 
-    /// The run restarted from a checkpoint at `t_s` seconds (a migration under way was
-    /// abandoned; the table is the checkpoint's): a policy waiting for that migration's end
-    /// stops waiting.
-    fn on_recovered(&mut self, _t_s: f64) {}
+    /// The run restarted at `t_s` seconds from a checkpoint cut at `cut_s` seconds of the
+    /// run's clock (0: from the start): the table is the checkpoint's, so the moves made after
+    /// the cut are undone, and a migration under way was abandoned. A policy waiting for that
+    /// migration's end stops waiting; a script makes its placement of now again.
+    fn on_recovered(&mut self, _t_s: f64, _cut_s: f64) {}
 }
 
 /// A static run: the initial placement throughout.

@@ -94,7 +94,21 @@ impl Controller for Scripted {
         }
     }
 
+    fn on_recovered(&mut self, _t_s: f64, cut_s: f64) {
+        // The restarted job runs the cut's table: the steps made after the cut are undone,
+        // and the next poll makes the placement the script holds now.
+        self.next = (self.moves.iter())
+            .position(|m| m.t_s > cut_s)
+            .unwrap_or(self.moves.len())
+            .min(self.next);
+    }
+
     fn poll(&mut self, t_s: f64, _admitted: u64) -> Option<Move> {
+        // Of several steps due at once (after a recovery), only the last: the script is a
+        // placement over time, not a list of migrations to replay.
+        while (self.moves.get(self.next + 1)).is_some_and(|m| m.t_s <= t_s) {
+            self.next += 1;
+        }
         let m = *self.moves.get(self.next)?;
         if t_s < m.t_s {
             return None;
@@ -153,5 +167,25 @@ mod tests {
         assert!(s.poll(1.5, 0).is_none());
         assert!(s.poll(2.0, 0).unwrap().reason.contains("1 workers"));
         assert!(s.poll(9.0, 0).is_none());
+    }
+
+    /// After a recovery the job runs the cut's table: the steps after the cut are made again,
+    /// only the last of those due at once, and none that were already in the cut's table.
+    #[test]
+    fn a_recovery_makes_the_placement_of_now_again() {
+        let mut s = Scripted::new(parse_moves("1:2,3:3", 3).unwrap(), slots(), 4);
+        let reason = |m: Option<Move>| m.map(|m| m.reason);
+        assert!(reason(s.poll(1.0, 0)).unwrap().contains("2 workers"));
+        assert!(reason(s.poll(3.0, 0)).unwrap().contains("3 workers"));
+        // Cut before both: one move, to the placement of now.
+        s.on_recovered(3.5, 0.5);
+        assert!(reason(s.poll(3.6, 0)).unwrap().contains("3 workers"));
+        assert!(s.poll(3.7, 0).is_none());
+        // Cut between them: the later one again.
+        s.on_recovered(4.0, 2.0);
+        assert!(reason(s.poll(4.1, 0)).unwrap().contains("3 workers"));
+        // Cut after both: nothing to make again.
+        s.on_recovered(5.0, 4.5);
+        assert!(s.poll(5.1, 0).is_none());
     }
 }

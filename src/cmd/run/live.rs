@@ -269,10 +269,13 @@ impl Controller for Live {
         );
     }
 
-    fn on_recovered(&mut self, t_s: f64) {
+    fn on_recovered(&mut self, t_s: f64, cut_s: f64) {
         // A policy move under way was abandoned with the job: decide afresh from here.
         if let Some(a) = self.auto.as_mut() {
             a.migrated(t_s * 1e6);
+        }
+        if let Some(m) = self.mover.as_mut() {
+            m.on_recovered(t_s, cut_s);
         }
     }
 

@@ -476,6 +476,9 @@ pub fn run_driver_with(
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
         carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
-        ctl.on_recovered(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()));
+        let cut_s = (carry.resume.as_ref())
+            .and_then(|r| r.manifest.as_ref())
+            .map_or(0.0, |m| m.run_s);
+        ctl.on_recovered(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()), cut_s);
     }
 }
