@@ -42,28 +42,31 @@ fn exit_within(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
+/// `clasp run --static` of 2000 records of `app` over the workers of `cluster`: its JSON.
+fn static_run(cluster: &ClusterDir, app: &str, seed: &str) -> serde_json::Value {
+    let args = [
+        "run",
+        "--static",
+        "--cluster",
+        cluster.path(),
+        "--app",
+        app,
+        "--records",
+        "2000",
+        "--seed",
+        seed,
+        "--json",
+    ];
+    json(&clasp_env(&args, &[("CLASP_CLUSTER_SECRET", SECRET)]))
+}
+
 #[test]
 fn a_worker_serves_job_after_job_and_exits_when_idle() {
     let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("serve-jobs", 91, 2);
     let mut workers = Workers(vec![worker(&cluster, "1", "4"), worker(&cluster, "2", "4")]);
     for (app, seed) in [("wc", "1"), ("etl", "2")] {
-        let run = json(&clasp_env(
-            &[
-                "run",
-                "--static",
-                "--cluster",
-                cluster.path(),
-                "--app",
-                app,
-                "--records",
-                "2000",
-                "--seed",
-                seed,
-                "--json",
-            ],
-            &[("CLASP_CLUSTER_SECRET", SECRET)],
-        ));
+        let run = static_run(&cluster, app, seed);
         assert_equals_oracle(app, "2000", seed, &run);
     }
     // Idle for --job-timeout-s after serving: the normal end.
@@ -470,21 +473,6 @@ fn a_worker_does_not_report_a_peer_it_missed_before_the_job() {
     // Worker 1 dials worker 2 at start and gives up after its connect timeout (10 s).
     std::thread::sleep(Duration::from_secs(11));
     workers.0.push(worker(&cluster, "2", "40"));
-    let run = json(&clasp_env(
-        &[
-            "run",
-            "--static",
-            "--cluster",
-            cluster.path(),
-            "--app",
-            "wc",
-            "--records",
-            "2000",
-            "--seed",
-            "3",
-            "--json",
-        ],
-        &[("CLASP_CLUSTER_SECRET", SECRET)],
-    ));
+    let run = static_run(&cluster, "wc", "3");
     assert_equals_oracle("wc", "2000", "3", &run);
 }

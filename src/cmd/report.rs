@@ -47,12 +47,13 @@ impl RunView<'_> {
         crate::signals::interrupted().map(crate::signals::name)
     }
 
-    /// The records the run is about: those asked for, or, when a signal stopped the input,
-    /// those admitted (the shorter run every other figure describes).
+    /// The records the run is about: those asked for, or, when a signal stopped the input or
+    /// it ended early (a source that ran dry, an ingress that died), those admitted (the
+    /// shorter run every other figure describes).
     fn records_run(&self) -> u64 {
         match self.interrupted {
             Some(_) => self.admitted,
-            None => self.records,
+            None => self.records.min(self.admitted),
         }
     }
 }
