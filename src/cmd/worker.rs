@@ -238,7 +238,9 @@ fn serve_jobs(
                         "{e}; no run took this worker within --job-timeout-s"
                     ));
                 }
-                say(id, format!("the join failed: {e}; asking again in 1 s"));
+                // Not taken, or taken and its job ended with the driver gone (a recovery
+                // restarts the job): either way it asks the run again.
+                say(id, format!("no job from the run: {e}; asking again in 1 s"));
                 std::thread::sleep(REJOIN_PAUSE);
                 continue;
             }
