@@ -469,10 +469,94 @@ fn a_joiner_that_no_run_takes_gives_up_after_its_job_timeout() {
 fn a_worker_does_not_report_a_peer_it_missed_before_the_job() {
     let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("missed", 93, 2);
-    let mut workers = Workers(vec![worker(&cluster, "1", "40")]);
-    // Worker 1 dials worker 2 at start and gives up after its connect timeout (10 s).
-    std::thread::sleep(Duration::from_secs(11));
+    let mut first = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", "1", "--job-timeout-s", "40", "--cluster"])
+        .arg(&cluster.file)
+        .env("CLASP_CLUSTER_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clasp worker runs");
+    let stderr = BufReader::new(first.stderr.take().unwrap());
+    let mut workers = Workers(vec![first]);
+    // Worker 1 dials worker 2 at start and gives up after its connect timeout (10 s): wait for
+    // it to say so (at most 40 s), so that worker 2 starts only after the missed attempt.
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Read to the end: the worker's stderr stays drained.
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("cannot reach worker 2 before any job") {
+                let _ = tx.send(true);
+            }
+        }
+    });
+    let missed = said.recv_timeout(Duration::from_secs(40));
+    assert_eq!(missed, Ok(true), "worker 1 never said it missed worker 2");
     workers.0.push(worker(&cluster, "2", "40"));
     let run = static_run(&cluster, "wc", "3");
     assert_equals_oracle("wc", "2000", "3", &run);
+}
+
+/// Reserved ids join in order: worker 3 asking first is told to wait and asks again, worker 2
+/// joins, then worker 3; the scripted move to three workers (held until both joined) uses both.
+#[test]
+fn a_joiner_whose_turn_has_not_come_asks_again_and_is_taken() {
+    let _turn = common::one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("clasp-join-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, SECRET).unwrap();
+    let secret = secret_file.to_str().unwrap();
+    let run = LiveRun::start(
+        &[
+            "run",
+            "--app",
+            "wc",
+            "--records",
+            "24000",
+            "--seed",
+            "7",
+            "--peak-rate",
+            "3000",
+            "--pattern",
+            "constant",
+            "--max-workers",
+            "3",
+            "--start-workers",
+            "1",
+            "--moves",
+            "1.5:3",
+            "--uncapped",
+            "--json",
+            "--secret-file",
+            secret,
+        ],
+        &dir,
+    );
+    let hint = run.line_with("may join");
+    let joiner = |id: &str| {
+        Command::new(env!("CARGO_BIN_EXE_clasp"))
+            .args(["worker", "--id", id, "--join", &after(&hint, "--join ")])
+            .args(["--cluster-id", &after(&hint, "--cluster-id ")])
+            .args(["--secret-file", secret])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("clasp worker --join runs")
+    };
+    let mut workers = Workers(vec![joiner("3")]);
+    run.line_with("worker 2 must join first");
+    workers.0.push(joiner("2"));
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_equals_oracle("wc", "24000", "7", &v);
+    assert_eq!(moves(&v), [(1, 3)], "{stderr}");
+    for w in &mut workers.0 {
+        let st = exit_within(w, Duration::from_secs(20));
+        assert!(st.success(), "a joiner: {st}");
+    }
 }

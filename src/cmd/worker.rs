@@ -190,6 +190,8 @@ fn serve_jobs(
     // Jobs whose driver went away: not served (they do not count against --max-jobs), but a
     // worker that had them is idle after work, not a worker no driver ever reached.
     let mut abandoned = 0u64;
+    // A joiner's last reason for asking again.
+    let mut last_said: Option<String> = None;
     loop {
         let job = worker.run_job();
         if leave.load(Ordering::Acquire) {
@@ -239,8 +241,13 @@ fn serve_jobs(
                     ));
                 }
                 // Not taken, or taken and its job ended with the driver gone (a recovery
-                // restarts the job): either way it asks the run again.
-                say(id, format!("no job from the run: {e}; asking again in 1 s"));
+                // restarts the job): either way it asks the run again; the same reason is
+                // said once, not every second.
+                let line = format!("no job from the run: {e}; asking again every 1 s");
+                if last_said.as_ref() != Some(&line) {
+                    say(id, line.clone());
+                    last_said = Some(line);
+                }
                 std::thread::sleep(REJOIN_PAUSE);
                 continue;
             }

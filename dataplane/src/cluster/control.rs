@@ -202,11 +202,12 @@ pub trait Controller {
         Ok(())
     }
 
-    /// The run restarted at `t_s` seconds from a checkpoint cut at `cut_s` seconds of the
-    /// run's clock (0: from the start): the table is the checkpoint's, so the moves made after
+    /// The run restarted at `t_s` seconds with the routing table of a checkpoint cut at
+    /// `cut_s` seconds of the run's clock (`None`: the initial table — no checkpoint yet, or
+    /// one whose table placed key groups on workers that joined): the moves completed after
     /// the cut are undone, and a migration under way was abandoned. A policy waiting for that
     /// migration's end stops waiting; a script makes its placement of now again.
-    fn on_recovered(&mut self, _t_s: f64, _cut_s: f64) {}
+    fn on_recovered(&mut self, _t_s: f64, _cut_s: Option<f64>) {}
 }
 
 /// A static run: the initial placement throughout.

@@ -3,7 +3,7 @@
 //! machine, with how much state), and what the migration experiment runs — the policy's moves
 //! depend on the load, a script's do not.
 
-use super::control::{Controller, Move};
+use super::control::{Controller, MigrationRecord, Move};
 use crate::routing::Slots;
 use clasp_operators::key::KEY_GROUPS;
 use clasp_protocol::ids::Epoch;
@@ -67,12 +67,22 @@ pub fn even_on(slots: &Slots, operators: usize, workers: usize) -> RoutingTable 
     })
 }
 
+/// How a script's moves begin their reason.
+const REASON: &str = "script:";
+
 /// Makes the moves of a script at their times.
 pub struct Scripted {
     slots: Slots,
     operators: usize,
     moves: Vec<ScriptedMove>,
     next: usize,
+    /// The step whose move was made and has not completed.
+    in_flight: Option<usize>,
+    /// Steps whose moves completed, with when (s of the run's clock).
+    done: Vec<(usize, f64)>,
+    /// After a recovery: of the steps due at once, only the last is made (the script is a
+    /// placement over time; replaying the steps between would only move state about).
+    catch_up: bool,
 }
 
 impl Scripted {
@@ -83,6 +93,9 @@ impl Scripted {
             operators,
             moves,
             next: 0,
+            in_flight: None,
+            done: Vec::new(),
+            catch_up: false,
         }
     }
 }
@@ -94,29 +107,41 @@ impl Controller for Scripted {
         }
     }
 
-    fn on_recovered(&mut self, _t_s: f64, cut_s: f64) {
-        // The restarted job runs the cut's table: the steps made after the cut are undone,
-        // and the next poll makes the placement the script holds now.
-        self.next = (self.moves.iter())
-            .position(|m| m.t_s > cut_s)
-            .unwrap_or(self.moves.len())
-            .min(self.next);
+    fn on_migrated(&mut self, r: &MigrationRecord) {
+        // A leave's migration is the driver's, not the script's.
+        if r.reason.starts_with(REASON)
+            && let Some(i) = self.in_flight.take()
+        {
+            self.done.push((i, r.t_s + r.planner_ms / 1e3));
+        }
+    }
+
+    fn on_recovered(&mut self, _t_s: f64, cut_s: Option<f64>) {
+        // The restarted job runs the cut's table, which holds the moves completed before the
+        // cut and no other: the script goes on from the step after the last of those, and
+        // its next poll makes the placement it holds now.
+        self.in_flight = None;
+        self.done.retain(|d| cut_s.is_some_and(|c| d.1 <= c));
+        self.next = self.done.last().map_or(0, |d| d.0 + 1);
+        self.catch_up = true;
     }
 
     fn poll(&mut self, t_s: f64, _admitted: u64) -> Option<Move> {
-        // Of several steps due at once (after a recovery), only the last: the script is a
-        // placement over time, not a list of migrations to replay.
-        while (self.moves.get(self.next + 1)).is_some_and(|m| m.t_s <= t_s) {
-            self.next += 1;
+        if self.catch_up {
+            while (self.moves.get(self.next + 1)).is_some_and(|m| m.t_s <= t_s) {
+                self.next += 1;
+            }
         }
         let m = *self.moves.get(self.next)?;
         if t_s < m.t_s {
             return None;
         }
+        self.catch_up = false;
+        self.in_flight = Some(self.next);
         self.next += 1;
         Some(Move {
             routing: even_on(&self.slots, self.operators, m.workers),
-            reason: format!("script: {} workers", m.workers),
+            reason: format!("{REASON} {} workers", m.workers),
         })
     }
 }
@@ -169,23 +194,46 @@ mod tests {
         assert!(s.poll(9.0, 0).is_none());
     }
 
-    /// After a recovery the job runs the cut's table: the steps after the cut are made again,
-    /// only the last of those due at once, and none that were already in the cut's table.
+    /// After a recovery the job runs the cut's table: the steps whose moves completed after
+    /// the cut, or never did, are made again — only the last of those due at once — and none
+    /// whose move the cut's table holds.
     #[test]
     fn a_recovery_makes_the_placement_of_now_again() {
         let mut s = Scripted::new(parse_moves("1:2,3:3", 3).unwrap(), slots(), 4);
-        let reason = |m: Option<Move>| m.map(|m| m.reason);
-        assert!(reason(s.poll(1.0, 0)).unwrap().contains("2 workers"));
-        assert!(reason(s.poll(3.0, 0)).unwrap().contains("3 workers"));
-        // Cut before both: one move, to the placement of now.
-        s.on_recovered(3.5, 0.5);
-        assert!(reason(s.poll(3.6, 0)).unwrap().contains("3 workers"));
+        let make = |s: &mut Scripted, t_s: f64| {
+            let m = s.poll(t_s, 0)?;
+            s.on_migrated(&MigrationRecord {
+                t_s,
+                planner_ms: 10.0,
+                reason: m.reason.clone(),
+                ..MigrationRecord::default()
+            });
+            Some(m.reason)
+        };
+        assert!(make(&mut s, 1.0).unwrap().contains("2 workers"));
+        assert!(make(&mut s, 3.0).unwrap().contains("3 workers"));
+        // The initial table: one move, to the placement of now.
+        s.on_recovered(3.5, None);
+        assert!(make(&mut s, 3.6).unwrap().contains("3 workers"));
         assert!(s.poll(3.7, 0).is_none());
-        // Cut between them: the later one again.
-        s.on_recovered(4.0, 2.0);
-        assert!(reason(s.poll(4.1, 0)).unwrap().contains("3 workers"));
-        // Cut after both: nothing to make again.
-        s.on_recovered(5.0, 4.5);
+        // A cut between the two moves' completions: the later one again.
+        s.on_recovered(4.0, Some(2.0));
+        assert!(make(&mut s, 4.1).unwrap().contains("3 workers"));
+        // A cut after the last completed: nothing to make again.
+        s.on_recovered(5.0, Some(4.5));
         assert!(s.poll(5.1, 0).is_none());
+        // A move made but not completed by the cut (held, or under way) is made again.
+        let mut s = Scripted::new(parse_moves("1:2", 3).unwrap(), slots(), 4);
+        assert!(s.poll(1.0, 0).is_some());
+        s.on_recovered(2.0, Some(1.5));
+        assert!(s.poll(2.1, 0).is_some());
+    }
+
+    /// Without a recovery every step is made, also several due at once.
+    #[test]
+    fn steps_due_at_once_are_all_made_in_a_run_without_recovery() {
+        let mut s = Scripted::new(parse_moves("1:2,2:3", 3).unwrap(), slots(), 4);
+        assert!(s.poll(2.5, 0).unwrap().reason.contains("2 workers"));
+        assert!(s.poll(2.6, 0).unwrap().reason.contains("3 workers"));
     }
 }

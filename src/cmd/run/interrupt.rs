@@ -76,7 +76,7 @@ impl Controller for Interruptible<'_> {
         self.workers.restart(lost).map_err(|e| format!("{e:#}"))
     }
 
-    fn on_recovered(&mut self, t_s: f64, cut_s: f64) {
+    fn on_recovered(&mut self, t_s: f64, cut_s: Option<f64>) {
         self.inner.on_recovered(t_s, cut_s);
     }
 }

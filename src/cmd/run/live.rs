@@ -269,7 +269,7 @@ impl Controller for Live {
         );
     }
 
-    fn on_recovered(&mut self, t_s: f64, cut_s: f64) {
+    fn on_recovered(&mut self, t_s: f64, cut_s: Option<f64>) {
         // A policy move under way was abandoned with the job: decide afresh from here.
         if let Some(a) = self.auto.as_mut() {
             a.migrated(t_s * 1e6);
@@ -282,6 +282,9 @@ impl Controller for Live {
     fn on_migrated(&mut self, r: &MigrationRecord) {
         self.migrations += 1;
         self.watch.on_migrated(r);
+        if let Some(m) = self.mover.as_mut() {
+            m.on_migrated(r);
+        }
         // Only the policy's own moves end the autoscaler's wait (a chaos move is not the
         // placement it decided).
         if r.reason.starts_with("policy")

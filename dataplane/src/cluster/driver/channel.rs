@@ -188,9 +188,12 @@ impl Driver<'_> {
         {
             if self.leaves.left.contains(peer) {
                 tracing::debug!("worker {peer}, which left: {reason}");
+            } else if self.join_failed(*peer, reason) {
+                // Dropped (and logged): a join under way or queued ends here, whatever it
+                // was told before.
             } else if self.joins.refusals.refused(*peer) {
                 tracing::debug!("worker {peer}, whose join was refused: {reason}");
-            } else if !self.join_failed(*peer, reason) {
+            } else {
                 tracing::warn!("worker {peer}, not one of the run's: {reason}");
             }
             return Ok(());

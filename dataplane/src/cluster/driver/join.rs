@@ -85,9 +85,12 @@ impl Driver<'_> {
     /// A worker asked to join.
     pub(super) fn on_join(&mut self, from: PeerId, listen: &str) {
         if self.ids.contains(&from) || self.joins.is_joining(from) {
-            // Its id is a worker's of the run (or its ask is already queued): the connection
-            // under that id is the worker's, so nothing is sent on it.
-            tracing::warn!("worker {from} asked to join, and is already in the run; ignored");
+            // Asked twice (a worker of the run, or one whose join is under way or queued;
+            // a second process under a worker's id is refused by the transport before it
+            // can ask): nothing changes.
+            tracing::warn!(
+                "worker {from} asked to join again, and is in the run or joining; ignored"
+            );
             return;
         }
         let addr = match listen.parse::<SocketAddr>() {
@@ -116,6 +119,8 @@ impl Driver<'_> {
             (format!("worker {next} must join first ({why})"), true)
         } else {
             self.joins.queued.push_back((from, addr));
+            // Told "not yet" before, taken now: its connection's fate is the join's again.
+            self.joins.refusals.forget(from);
             return;
         };
         self.refuse_join(from, addr, reason, later);

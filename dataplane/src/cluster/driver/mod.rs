@@ -237,6 +237,9 @@ struct Driver<'a> {
     carry: recovery::Carry,
     /// What the run is doing (a lost worker is reported with it).
     phase: Phase,
+    /// The run's clock at the cut whose routing table this attempt started from (`None`: it
+    /// started from the initial spread).
+    restored_cut_s: Option<f64>,
     /// When the last checkpoint ended (or the input began).
     last_checkpoint: Instant,
     /// The workers' answers at the cut of the checkpoint being taken.
@@ -277,7 +280,7 @@ impl<'a> Driver<'a> {
         let ready_ms = u64::try_from(cfg.ready_timeout.as_millis()).unwrap_or(u64::MAX);
         tcfg.limits.connect_timeout_ms = tcfg.limits.connect_timeout_ms.max(ready_ms);
         tcfg.peers = cfg.workers.clone();
-        let t = Transport::start(tcfg).map_err(|e| DriverError::transport("driver", e))?;
+        let t = start_transport(tcfg, carry.listen.is_some())?;
         carry.listen = Some(t.local_addr());
         let ops = spec.operators.len();
         let slots = Slots {
@@ -290,9 +293,10 @@ impl<'a> Driver<'a> {
             workers: ids.clone(),
             executors: slots.executors,
         };
-        let initial = match attempt::resumed_table(&carry, &slots, &starting, ops) {
-            Some(t) => t,
-            None => routing::spread(ops, &starting, cfg.spread)?,
+        let (initial, restored_cut_s) = match attempt::resumed_table(&carry, &slots, &starting, ops)
+        {
+            Some(t) => (t, carry.resume_run_s()),
+            None => (routing::spread(ops, &starting, cfg.spread)?, None),
         };
         let preds: Vec<Vec<usize>> = (0..ops).map(|o| spec.predecessors(o)).collect();
         let timeout_ns = cfg.migration_timeout.as_nanos() as u64;
@@ -315,6 +319,7 @@ impl<'a> Driver<'a> {
             rx,
             carry,
             phase: Phase::Start,
+            restored_cut_s,
             last_checkpoint: Instant::now(),
             snapshots: Vec::new(),
             parts: Vec::new(),
@@ -429,6 +434,26 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// How long a restarted attempt keeps trying to listen at the first attempt's address (its
+/// port freed a moment before, perhaps briefly taken by another process).
+const RELISTEN_FOR: Duration = Duration::from_secs(2);
+
+/// Starts the driver's transport; `again` (a restarted attempt, at the first one's address):
+/// an address in use is tried again for [`RELISTEN_FOR`].
+fn start_transport(tcfg: TransportConfig, again: bool) -> Result<Transport, DriverError> {
+    let deadline = Instant::now() + RELISTEN_FOR;
+    loop {
+        match Transport::start(tcfg.clone()) {
+            Err(crate::transport::TransportError::Listen { .. })
+                if again && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => return r.map_err(|e| DriverError::transport("driver", e)),
+        }
+    }
+}
+
 /// Runs a static cluster job: connects to the workers (already started), feeds the input,
 /// completes the end of stream and collects every worker's summary. `Err` is a fault that
 /// stopped the run (a worker unreachable, refused, lost, or no progress).
@@ -448,8 +473,13 @@ pub fn run_driver_with(
     if carry.resumed_from.is_some() {
         ctl.on_resumed(carry.resumed_run_s, carry.resumed_admitted);
     }
+    // After a recovery: when it was decided (s of the run's clock).
+    let mut recovered_at: Option<f64> = None;
     loop {
         let mut d = Driver::new(spec, cfg, carry)?;
+        if let Some(t_s) = recovered_at.take() {
+            ctl.on_recovered(t_s, d.restored_cut_s);
+        }
         let e = match d.attempt(spec, ctl) {
             Ok((fed, elapsed)) => return Ok(report::build(spec, d, fed, elapsed)),
             Err(e) => e,
@@ -476,9 +506,6 @@ pub fn run_driver_with(
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
         carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
-        let cut_s = (carry.resume.as_ref())
-            .and_then(|r| r.manifest.as_ref())
-            .map_or(0.0, |m| m.run_s);
-        ctl.on_recovered(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()), cut_s);
+        recovered_at = Some(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()));
     }
 }

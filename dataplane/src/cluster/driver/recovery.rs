@@ -224,6 +224,12 @@ impl Carry {
         }
     }
 
+    /// The run's clock at the cut this attempt starts from (`None`: the start of the run).
+    pub(super) fn resume_run_s(&self) -> Option<f64> {
+        let m = self.resume.as_ref()?.manifest.as_ref()?;
+        Some(m.run_s)
+    }
+
     /// The checkpoints' summary (`None` when they are off).
     pub(super) fn checkpoint_report(&self, on: bool) -> Option<CheckpointReport> {
         on.then(|| {

@@ -29,6 +29,12 @@ impl Refusals {
     pub(super) fn refused(&self, peer: PeerId) -> bool {
         self.said.contains(&peer)
     }
+
+    /// `peer`, refused before, is being taken: no refusal of it is pending or remembered.
+    pub(super) fn forget(&mut self, peer: PeerId) {
+        self.said.remove(&peer);
+        self.pending.retain(|p| p.0 != peer);
+    }
 }
 
 impl Driver<'_> {

@@ -545,12 +545,24 @@ fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeErro
         // again, and a failure then is that job's (the driver hears of the link, not of this
         // old attempt, which would fail a run whose workers are all up by then).
         for ev in std::mem::take(&mut node.rx.events) {
-            if let Event::ConnectFailed { peer, reason } = ev {
-                tracing::warn!(
+            match ev {
+                // A joiner has asked the driver: losing it means asking again (a recovery
+                // restarts the job) — or, at once, that its id is taken.
+                Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. }
+                    if peer == super::DRIVER_ID && cfg.join.is_some() =>
+                {
+                    return Err(NodeError::Driver(format!(
+                        "lost the driver's connection before the job came: {reason} (the run \
+                         restarting its job, or worker {} already in it under this id)",
+                        cfg.id
+                    )));
+                }
+                Event::ConnectFailed { peer, reason } => tracing::warn!(
                     "worker {}: cannot reach worker {peer} before any job: {reason}; \
                      dialled again when a job comes",
                     node.id
-                );
+                ),
+                _ => {}
             }
         }
         let first = node.rx.msgs.drain(..).find(|m| {
