@@ -145,6 +145,9 @@ struct Running {
     throttling: crate::cpu_usage::Throttling,
     /// The executors' snapshot mailboxes, and the checkpoint being taken.
     snap: snapshot::Snapshots,
+    /// The process's voluntary context switches when the job started (a worker that outlives
+    /// runs reports the job's own).
+    sleeps_from: u64,
 }
 
 impl Running {

@@ -154,6 +154,7 @@ pub(super) fn start_executors(
         cpu: crate::cpu_usage::CpuSource::detect(),
         throttling: crate::cpu_usage::Throttling::detect(),
         snap,
+        sleeps_from: crate::cpu_usage::process_sleeps(),
     })
 }
 

@@ -45,7 +45,7 @@ pub(super) fn counters(node: &Node, run: &Running) -> Counters {
     c.idle_spin_ns += net.idle_spin_ns;
     c.sleep_cpu_ns += net.sleep_cpu_ns;
     c.cpu_ns = run.cpu.read_ns();
-    c.sleeps = crate::cpu_usage::process_sleeps();
+    c.sleeps = crate::cpu_usage::process_sleeps().saturating_sub(run.sleeps_from);
     c.throttled_periods = run.throttling.read_periods();
     c.batches = (0..node.sent.len().max(node.rx.received.len()))
         .map(|p| {
