@@ -475,10 +475,18 @@ pub fn run_driver_with(
     }
     // After a recovery: when it was decided (s of the run's clock).
     let mut recovered_at: Option<f64> = None;
+    // A resumed run: the clock of its cut.
+    let mut resumed_at = carry.resumed_from.map(|_| carry.resumed_run_s);
     loop {
         let mut d = Driver::new(spec, cfg, carry)?;
         if let Some(t_s) = recovered_at.take() {
             ctl.on_recovered(t_s, d.restored_cut_s);
+        } else if let Some(t_s) = resumed_at.take()
+            && d.restored_cut_s.is_none()
+        {
+            // Resumed from a cut whose table could not be restored (it placed key groups on
+            // workers that joined): the job starts from the initial table, as after a recovery.
+            ctl.on_recovered(t_s, None);
         }
         let e = match d.attempt(spec, ctl) {
             Ok((fed, elapsed)) => return Ok(report::build(spec, d, fed, elapsed)),
