@@ -89,6 +89,9 @@ impl LiveRun {
         let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
             .args(args)
             .env("XDG_CONFIG_HOME", dir.join("no-config"))
+            // The tests wait for its warnings.
+            .env_remove("RUST_LOG")
+            .env_remove("CLASP_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -473,6 +476,8 @@ fn a_worker_does_not_report_a_peer_it_missed_before_the_job() {
         .args(["worker", "--id", "1", "--job-timeout-s", "40", "--cluster"])
         .arg(&cluster.file)
         .env("CLASP_CLUSTER_SECRET", SECRET)
+        .env_remove("RUST_LOG")
+        .env_remove("CLASP_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -178,14 +178,16 @@ fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterW
 
 /// Serves jobs until idle, `max_jobs` (0: no limit) were served, or the worker left. A joiner
 /// (`rejoin`: how long it may keep asking) whose join fails asks again every [`REJOIN_PAUSE`],
-/// and gives up with the last reason once that long passed without a job.
+/// and gives up with the last reason once that long passed without a job (counted from its
+/// start, or from the end of a job it lost).
 fn serve_jobs(
     worker: &mut ClusterWorker,
     id: u32,
     (max_jobs, rejoin): (u64, Option<Duration>),
     leave: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
+    // Since when a joiner has been without a job (its budget for asking again).
+    let mut jobless_since = std::time::Instant::now();
     let mut served = 0u64;
     // Jobs whose driver went away: not served (they do not count against --max-jobs), but a
     // worker that had them is idle after work, not a worker no driver ever reached.
@@ -235,7 +237,11 @@ fn serve_jobs(
             // The driver went away mid-job (it restarts the job after losing another worker,
             // or it died and is resumed): not a job served; wait for the next.
             Err(e @ NodeError::Driver(_)) if rejoin.is_some() => {
-                if rejoin.is_some_and(|budget| started.elapsed() >= budget) {
+                if worker.had_job() {
+                    // Its job ended with the driver gone: the budget starts now.
+                    jobless_since = std::time::Instant::now();
+                }
+                if rejoin.is_some_and(|budget| jobless_since.elapsed() >= budget) {
                     return Err(anyhow::anyhow!(
                         "{e}; no run took this worker within --job-timeout-s"
                     ));

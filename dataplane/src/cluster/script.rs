@@ -105,6 +105,11 @@ impl Controller for Scripted {
         while self.moves.get(self.next).is_some_and(|m| m.t_s <= t_s) {
             self.next += 1;
         }
+        // The resumed table holds the last of those: a recovery to this cut or a later one
+        // goes on after it.
+        if let Some(last) = self.next.checked_sub(1) {
+            self.done.push((last, t_s));
+        }
     }
 
     fn on_migrated(&mut self, r: &MigrationRecord) {
@@ -194,32 +199,47 @@ mod tests {
         assert!(s.poll(9.0, 0).is_none());
     }
 
+    /// `moves` with every step made and completed 10 ms later at its time.
+    fn all_made(moves: &str) -> Scripted {
+        let mut s = Scripted::new(parse_moves(moves, 3).unwrap(), slots(), 4);
+        for t_s in s.moves.iter().map(|m| m.t_s).collect::<Vec<_>>() {
+            made(&mut s, t_s).unwrap();
+        }
+        s
+    }
+
+    /// Polls at `t_s`; a move made completes at once: its reason.
+    fn made(s: &mut Scripted, t_s: f64) -> Option<String> {
+        let m = s.poll(t_s, 0)?;
+        s.on_migrated(&MigrationRecord {
+            t_s,
+            planner_ms: 10.0,
+            reason: m.reason.clone(),
+            ..MigrationRecord::default()
+        });
+        Some(m.reason)
+    }
+
     /// After a recovery the job runs the cut's table: the steps whose moves completed after
     /// the cut, or never did, are made again — only the last of those due at once — and none
     /// whose move the cut's table holds.
     #[test]
     fn a_recovery_makes_the_placement_of_now_again() {
-        let mut s = Scripted::new(parse_moves("1:2,3:3", 3).unwrap(), slots(), 4);
-        let make = |s: &mut Scripted, t_s: f64| {
-            let m = s.poll(t_s, 0)?;
-            s.on_migrated(&MigrationRecord {
-                t_s,
-                planner_ms: 10.0,
-                reason: m.reason.clone(),
-                ..MigrationRecord::default()
-            });
-            Some(m.reason)
-        };
-        assert!(make(&mut s, 1.0).unwrap().contains("2 workers"));
-        assert!(make(&mut s, 3.0).unwrap().contains("3 workers"));
         // The initial table: one move, to the placement of now.
+        let mut s = all_made("1:2,3:3");
         s.on_recovered(3.5, None);
-        assert!(make(&mut s, 3.6).unwrap().contains("3 workers"));
+        assert!(made(&mut s, 3.6).unwrap().contains("3 workers"));
         assert!(s.poll(3.7, 0).is_none());
-        // A cut between the two moves' completions: the later one again.
+        // A cut between the two moves' completions: only the later one again.
+        let mut s = all_made("1:2,3:3");
         s.on_recovered(4.0, Some(2.0));
-        assert!(make(&mut s, 4.1).unwrap().contains("3 workers"));
+        assert!(
+            s.poll(2.5, 0).is_none(),
+            "the first move is in the cut's table"
+        );
+        assert!(made(&mut s, 4.1).unwrap().contains("3 workers"));
         // A cut after the last completed: nothing to make again.
+        let mut s = all_made("1:2,3:3");
         s.on_recovered(5.0, Some(4.5));
         assert!(s.poll(5.1, 0).is_none());
         // A move made but not completed by the cut (held, or under way) is made again.
@@ -227,6 +247,13 @@ mod tests {
         assert!(s.poll(1.0, 0).is_some());
         s.on_recovered(2.0, Some(1.5));
         assert!(s.poll(2.1, 0).is_some());
+        // A resumed run's table holds the steps before its cut: a recovery to that cut (or a
+        // later one) does not make them again.
+        let mut s = Scripted::new(parse_moves("1:2,3:3", 3).unwrap(), slots(), 4);
+        s.on_resumed(2.5, 0);
+        s.on_recovered(2.8, Some(2.5));
+        assert!(s.poll(2.9, 0).is_none());
+        assert!(made(&mut s, 3.0).unwrap().contains("3 workers"));
     }
 
     /// Without a recovery every step is made, also several due at once.

@@ -399,6 +399,8 @@ impl Node {
 pub struct ClusterWorker {
     cfg: ClusterWorkerConfig,
     node: Node,
+    /// Whether the last `run_job` received its job (its fault, if any, was the job's).
+    had_job: bool,
 }
 
 impl ClusterWorker {
@@ -410,9 +412,16 @@ impl ClusterWorker {
         node.leave.flag = cfg.leave.clone();
         node.leave.timeout = cfg.leave_timeout;
         Ok(ClusterWorker {
+            had_job: false,
             cfg: cfg.clone(),
             node,
         })
+    }
+
+    /// Whether the last [`run_job`](Self::run_job) received its job before it ended (a
+    /// fault it returned was that job's, not a failure to get one).
+    pub fn had_job(&self) -> bool {
+        self.had_job
     }
 
     /// The address the worker listens on.
@@ -424,12 +433,14 @@ impl ClusterWorker {
     /// the driver says `BYE` and leaves the worker ready for the next one. An `Err` is a fault
     /// that ended this job (also logged).
     pub fn run_job(&mut self) -> Result<WorkerExit, NodeError> {
+        self.had_job = false;
         self.node.reset_for_job();
         dial_cluster_peers(&mut self.node, &self.cfg)?;
         if let Some(driver) = self.cfg.join {
             join::ask(&mut self.node, &self.cfg, driver)?;
         }
         let job = await_job(&mut self.node, &self.cfg)?;
+        self.had_job = true;
         let result = run_one(&self.cfg, &mut self.node, &job);
         self.node.rx.rings = None;
         result
@@ -543,6 +554,26 @@ fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeErro
             return Err(NodeError::Stopped);
         }
         node.poll(JOB_WAIT_TURN, None)?;
+        // Messages first: a job or a refusal that came with the loss of the driver is not lost.
+        let first = node.rx.msgs.drain(..).find(|m| {
+            matches!(
+                m.1,
+                Ok(Message::Job(_) | Message::JoinRefused { .. })
+                    | Err(MessageError::Version { .. })
+            )
+        });
+        match first {
+            Some((_, Ok(Message::Job(job)))) => return Ok(*job),
+            Some((_, Ok(Message::JoinRefused { reason, later }))) => {
+                return Err(if later {
+                    NodeError::Driver(format!("the run did not take this worker yet: {reason}"))
+                } else {
+                    NodeError::JoinRefused(reason)
+                });
+            }
+            Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
+            _ => {}
+        }
         // Refused connections are counted and logged by the transport; not faults. Nor is a
         // peer missed before any job (down, or being restarted): the job's start dials it
         // again, and a failure then is that job's (the driver hears of the link, not of this
@@ -567,25 +598,6 @@ fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeErro
                 ),
                 _ => {}
             }
-        }
-        let first = node.rx.msgs.drain(..).find(|m| {
-            matches!(
-                m.1,
-                Ok(Message::Job(_) | Message::JoinRefused { .. })
-                    | Err(MessageError::Version { .. })
-            )
-        });
-        match first {
-            Some((_, Ok(Message::Job(job)))) => return Ok(*job),
-            Some((_, Ok(Message::JoinRefused { reason, later }))) => {
-                return Err(if later {
-                    NodeError::Driver(format!("the run did not take this worker yet: {reason}"))
-                } else {
-                    NodeError::JoinRefused(reason)
-                });
-            }
-            Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
-            _ => {}
         }
         node.rx.msgs.clear();
         if Instant::now() >= deadline {
