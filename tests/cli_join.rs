@@ -160,6 +160,27 @@ fn after(line: &str, flag: &str) -> String {
     line[at..].split_whitespace().next().unwrap().to_string()
 }
 
+/// `clasp worker --id ID --join` as the run's line `hint` says, with the secret in `secret`;
+/// its stderr piped (`true`) or dropped.
+fn joiner(hint: &str, id: &str, secret: &str, piped: bool) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .args(["worker", "--id", id, "--join", &after(hint, "--join ")])
+        .args(["--cluster-id", &after(hint, "--cluster-id ")])
+        .args(["--secret-file", secret])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(if piped { Stdio::piped() } else { Stdio::null() })
+        .spawn()
+        .expect("clasp worker --join runs")
+}
+
+/// The whole stderr of `c` (piped), once it exited.
+fn stderr_of(c: &mut Child) -> String {
+    let mut said = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    said
+}
+
 /// `clasp run` live over worker 1, worker 2 reserved to join; `extra` are further options.
 /// Once the run says how, worker 2 is started with `clasp worker --join`: the run and the
 /// joiner, and the run's line that says how to join (the caller removes `dir`).
@@ -197,16 +218,8 @@ fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers, String) {
     // --cluster-id N (...)"
     let hint = run.line_with("may join");
     assert_eq!(after(&hint, "--id "), "2", "{hint}");
-    let joiner = Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(["worker", "--id", "2", "--join", &after(&hint, "--join ")])
-        .args(["--cluster-id", &after(&hint, "--cluster-id ")])
-        .args(["--secret-file", secret_path])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("clasp worker --join runs");
-    (run, Workers(vec![joiner]), hint)
+    let first = joiner(&hint, "2", secret_path, false);
+    (run, Workers(vec![first]), hint)
 }
 
 /// The (workers before, workers after) of each migration in a run's JSON.
@@ -231,20 +244,10 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
     let (run, mut workers, hint) = run_with_a_joiner(&dir, &[]);
-    let stray = Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args(["worker", "--id", "5", "--join", &after(&hint, "--join ")])
-        .args(["--cluster-id", &after(&hint, "--cluster-id ")])
-        .args(["--secret-file", dir.join("secret").to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clasp worker --join runs");
+    let stray = joiner(&hint, "5", dir.join("secret").to_str().unwrap(), true);
     workers.0.push(stray);
     let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
-    let mut said = String::new();
-    let mut err = workers.0[1].stderr.take().unwrap();
-    err.read_to_string(&mut said).unwrap();
+    let said = stderr_of(&mut workers.0[1]);
     assert_eq!(st.code(), Some(1), "{said}");
     assert!(
         said.contains("reserved ids [2] for workers that join"),
@@ -540,20 +543,9 @@ fn a_joiner_whose_turn_has_not_come_asks_again_and_is_taken() {
         &dir,
     );
     let hint = run.line_with("may join");
-    let joiner = |id: &str| {
-        Command::new(env!("CARGO_BIN_EXE_clasp"))
-            .args(["worker", "--id", id, "--join", &after(&hint, "--join ")])
-            .args(["--cluster-id", &after(&hint, "--cluster-id ")])
-            .args(["--secret-file", secret])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("clasp worker --join runs")
-    };
-    let mut workers = Workers(vec![joiner("3")]);
+    let mut workers = Workers(vec![joiner(&hint, "3", secret, false)]);
     run.line_with("worker 2 must join first");
-    workers.0.push(joiner("2"));
+    workers.0.push(joiner(&hint, "2", secret, false));
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");
@@ -564,4 +556,32 @@ fn a_joiner_whose_turn_has_not_come_asks_again_and_is_taken() {
         let st = exit_within(w, Duration::from_secs(20));
         assert!(st.success(), "a joiner: {st}");
     }
+}
+
+/// A joiner told to leave (SIGTERM) leaves the run and exits 0; the same id asking to join
+/// again is told it left this run and exits 1; the run still equals the oracle.
+#[test]
+fn a_joiner_that_left_is_not_taken_again() {
+    let _turn = common::one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("clasp-join-left-{}", std::process::id()));
+    let (run, mut workers, hint) = run_with_a_joiner(&dir, &[]);
+    run.line_with("worker 2 joined");
+    // Once the move onto it is made, it holds key groups: leaving moves them back.
+    std::thread::sleep(Duration::from_millis(1000));
+    let pid = Pid::from_raw(workers.0[0].id() as i32).unwrap();
+    kill_process(pid, Signal::TERM).expect("SIGTERM to the joiner");
+    run.line_with("worker 2 left");
+    let st = exit_within(&mut workers.0[0], Duration::from_secs(30));
+    assert!(st.success(), "the joiner that left: {st}");
+    let again = joiner(&hint, "2", dir.join("secret").to_str().unwrap(), true);
+    workers.0.push(again);
+    let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
+    let said = stderr_of(&mut workers.0[1]);
+    assert_eq!(st.code(), Some(1), "{said}");
+    assert!(said.contains("worker 2 left this run"), "{said}");
+    let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
+    assert_equals_oracle("wc", "24000", "6", &v);
 }
