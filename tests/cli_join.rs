@@ -76,6 +76,14 @@ fn a_worker_serves_job_after_job_and_exits_when_idle() {
     }
 }
 
+/// `clasp` with its default log filter (the tests wait for its warnings, whatever
+/// `RUST_LOG` the tests run with).
+fn clasp_showing_warnings() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_clasp"));
+    c.env_remove("RUST_LOG").env_remove("CLASP_LOG");
+    c
+}
+
 /// A `clasp run` whose stderr lines arrive on a channel as they are printed.
 struct LiveRun {
     child: Child,
@@ -86,12 +94,9 @@ struct LiveRun {
 
 impl LiveRun {
     fn start(args: &[&str], dir: &Path) -> LiveRun {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        let mut child = clasp_showing_warnings()
             .args(args)
             .env("XDG_CONFIG_HOME", dir.join("no-config"))
-            // The tests wait for its warnings.
-            .env_remove("RUST_LOG")
-            .env_remove("CLASP_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -475,12 +480,10 @@ fn a_joiner_that_no_run_takes_gives_up_after_its_job_timeout() {
 fn a_worker_does_not_report_a_peer_it_missed_before_the_job() {
     let _turn = common::one_at_a_time();
     let cluster = ClusterDir::new("missed", 93, 2);
-    let mut first = Command::new(env!("CARGO_BIN_EXE_clasp"))
+    let mut first = clasp_showing_warnings()
         .args(["worker", "--id", "1", "--job-timeout-s", "40", "--cluster"])
         .arg(&cluster.file)
         .env("CLASP_CLUSTER_SECRET", SECRET)
-        .env_remove("RUST_LOG")
-        .env_remove("CLASP_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

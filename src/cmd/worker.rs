@@ -249,7 +249,7 @@ fn serve_jobs(
                 // Not taken, or taken and its job ended with the driver gone (a recovery
                 // restarts the job): either way it asks the run again; the same reason is
                 // said once, not every second.
-                let line = format!("no job from the run: {e}; asking again every 1 s");
+                let line = format!("no job from the run: {e}; asking again every {REJOIN_PAUSE:?}");
                 if last_said.as_ref() != Some(&line) {
                     say(id, line.clone());
                     last_said = Some(line);

@@ -437,6 +437,8 @@ impl<'a> Driver<'a> {
 /// How long a restarted attempt keeps trying to listen at the first attempt's address (its
 /// port freed a moment before, perhaps briefly taken by another process).
 const RELISTEN_FOR: Duration = Duration::from_secs(2);
+/// The pause between two of those tries.
+const RELISTEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// Starts the driver's transport; `again` (a restarted attempt, at the first one's address):
 /// an address in use is tried again for [`RELISTEN_FOR`].
@@ -447,7 +449,7 @@ fn start_transport(tcfg: TransportConfig, again: bool) -> Result<Transport, Driv
             Err(crate::transport::TransportError::Listen { .. })
                 if again && Instant::now() < deadline =>
             {
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(RELISTEN_PAUSE);
             }
             r => return r.map_err(|e| DriverError::transport("driver", e)),
         }

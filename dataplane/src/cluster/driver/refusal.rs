@@ -70,6 +70,9 @@ impl Driver<'_> {
 
     /// Sends the refusals whose links are up; drops those not up within the ready timeout.
     pub(super) fn send_refusals(&mut self) {
+        if self.joins.refusals.pending.is_empty() {
+            return;
+        }
         let ready_timeout = self.cfg.ready_timeout;
         let mut pending = std::mem::take(&mut self.joins.refusals.pending);
         pending.retain(|(peer, body, since)| {

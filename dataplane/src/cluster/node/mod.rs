@@ -14,9 +14,11 @@
 //! transport's eventfd ([`NetLink`](crate::runtime::executor::NetLink)).
 //!
 //! A [`ClusterWorker`] keeps its transport (its port, its links to the other workers) from one
-//! job to the next, and starts each job's executors and segment afresh; `join.rs` and
-//! `leave.rs` are its side of joining and leaving a running cluster.
+//! job to the next, and starts each job's executors and segment afresh (`between.rs`: what it
+//! does while it waits for one); `join.rs` and `leave.rs` are its side of joining and leaving a
+//! running cluster.
 
+mod between;
 mod error;
 mod join;
 mod leave;
@@ -31,12 +33,13 @@ use crate::runtime::coordinator::REPORT_HOLD;
 pub use error::NodeError;
 use receiver::{Receiver, Rings};
 
+use between::{await_job, dial_cluster_peers};
 use plans::{check_plans, deliver_plans};
 use start::start_executors;
 use summary::{counters, finish};
 
 use super::{Counters, DELTAS_PER_MESSAGE, Job, Status, WorkerSummary};
-use crate::message::{CONTROL_KIND, Decoder, Message, MessageError, encode};
+use crate::message::{CONTROL_KIND, Decoder, Message, encode};
 use crate::request::RequestHeader;
 use crate::routing::Slots;
 use crate::runtime::IdlePolicy;
@@ -447,19 +450,6 @@ impl ClusterWorker {
     }
 }
 
-/// Dials every other worker of the cluster file whose link went away since the last job (a
-/// link that is up or being set up is left alone). Done again when a job comes: a worker
-/// replaced after a recovery may have lost its link to us only after our previous job ended
-/// (a stopped worker, killed by the driver once it gave up on it).
-fn dial_cluster_peers(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<(), NodeError> {
-    for &(p, addr) in cfg.workers.iter().filter(|w| w.0 != cfg.id) {
-        node.t
-            .connect(p, addr)
-            .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
-    }
-    Ok(())
-}
-
 /// Runs one cluster worker until the driver says `BYE` (one job). `listening` is called with
 /// the bound address. An `Err` is a fault that ended the worker (also logged).
 pub fn run_cluster_worker(
@@ -542,69 +532,6 @@ fn start_transport(cfg: &ClusterWorkerConfig) -> Result<Transport, NodeError> {
                 std::thread::sleep(BIND_RETRY_PAUSE);
             }
             Err(e) => return Err(NodeError::transport(format!("worker {}", cfg.id), e)),
-        }
-    }
-}
-
-/// Waits for the driver's job (other messages before it are dropped).
-fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
-    let deadline = Instant::now() + cfg.job_timeout;
-    loop {
-        if node.leave.requested() {
-            return Err(NodeError::Stopped);
-        }
-        node.poll(JOB_WAIT_TURN, None)?;
-        // Messages first: a job or a refusal that came with the loss of the driver is not lost.
-        let first = node.rx.msgs.drain(..).find(|m| {
-            matches!(
-                m.1,
-                Ok(Message::Job(_) | Message::JoinRefused { .. })
-                    | Err(MessageError::Version { .. })
-            )
-        });
-        match first {
-            Some((_, Ok(Message::Job(job)))) => return Ok(*job),
-            Some((_, Ok(Message::JoinRefused { reason, later }))) => {
-                return Err(if later {
-                    NodeError::Driver(format!("the run did not take this worker yet: {reason}"))
-                } else {
-                    NodeError::JoinRefused(reason)
-                });
-            }
-            Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
-            _ => {}
-        }
-        // Refused connections are counted and logged by the transport; not faults. Nor is a
-        // peer missed before any job (down, or being restarted): the job's start dials it
-        // again, and a failure then is that job's (the driver hears of the link, not of this
-        // old attempt, which would fail a run whose workers are all up by then).
-        for ev in std::mem::take(&mut node.rx.events) {
-            match ev {
-                // A joiner has asked the driver: losing it means asking again (a recovery
-                // restarts the job) — or, at once, that its id is taken.
-                Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. }
-                    if peer == super::DRIVER_ID && cfg.join.is_some() =>
-                {
-                    return Err(NodeError::Driver(format!(
-                        "lost the driver's connection before the job came: {reason} (the run \
-                         restarting its job, or worker {} already in it under this id)",
-                        cfg.id
-                    )));
-                }
-                Event::ConnectFailed { peer, reason } => tracing::warn!(
-                    "worker {}: cannot reach worker {peer} before any job: {reason}; \
-                     dialled again when a job comes",
-                    node.id
-                ),
-                _ => {}
-            }
-        }
-        node.rx.msgs.clear();
-        if Instant::now() >= deadline {
-            return Err(NodeError::NoJob {
-                id: cfg.id,
-                timeout: cfg.job_timeout,
-            });
         }
     }
 }

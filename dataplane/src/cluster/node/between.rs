@@ -1,0 +1,89 @@
+//! Between jobs: a worker that outlives runs dials the cluster file's other workers and waits
+//! for a driver's job. What happens meanwhile is not a job's: a peer it cannot reach then is
+//! logged and dialled again when the job comes, never handed to the next driver as a fault; a
+//! joiner that loses the driver it asked goes back to asking.
+
+use super::{ClusterWorkerConfig, JOB_WAIT_TURN, Job, Node, NodeError};
+use crate::cluster::DRIVER_ID;
+use crate::message::{Message, MessageError};
+use crate::transport::Event;
+use std::time::Instant;
+
+/// Dials every other worker of the cluster file whose link went away since the last job (a
+/// link that is up or being set up is left alone). Done again when a job comes: a worker
+/// replaced after a recovery may have lost its link to us only after our previous job ended
+/// (a stopped worker, killed by the driver once it gave up on it).
+pub(super) fn dial_cluster_peers(
+    node: &mut Node,
+    cfg: &ClusterWorkerConfig,
+) -> Result<(), NodeError> {
+    for &(p, addr) in cfg.workers.iter().filter(|w| w.0 != cfg.id) {
+        node.t
+            .connect(p, addr)
+            .map_err(|e| NodeError::transport(format!("connecting to worker {p}"), e))?;
+    }
+    Ok(())
+}
+
+/// Waits for the driver's job (other messages before it are dropped).
+pub(super) fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
+    let deadline = Instant::now() + cfg.job_timeout;
+    loop {
+        if node.leave.requested() {
+            return Err(NodeError::Stopped);
+        }
+        node.poll(JOB_WAIT_TURN, None)?;
+        // Messages first: a job or a refusal that came with the loss of the driver is not lost.
+        let first = node.rx.msgs.drain(..).find(|m| {
+            matches!(
+                m.1,
+                Ok(Message::Job(_) | Message::JoinRefused { .. })
+                    | Err(MessageError::Version { .. })
+            )
+        });
+        match first {
+            Some((_, Ok(Message::Job(job)))) => return Ok(*job),
+            Some((_, Ok(Message::JoinRefused { reason, later }))) => {
+                return Err(if later {
+                    NodeError::Driver(format!("the run did not take this worker yet: {reason}"))
+                } else {
+                    NodeError::JoinRefused(reason)
+                });
+            }
+            Some((from, Err(source))) => return Err(NodeError::BadJob { from, source }),
+            _ => {}
+        }
+        // Refused connections are counted and logged by the transport; not faults. Nor is a
+        // peer missed before any job (down, or being restarted): the job's start dials it
+        // again, and a failure then is that job's (the driver hears of the link, not of this
+        // old attempt, which would fail a run whose workers are all up by then).
+        for ev in std::mem::take(&mut node.rx.events) {
+            match ev {
+                // A joiner has asked the driver: losing it means asking again (a recovery
+                // restarts the job) — or, at once, that its id is taken.
+                Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. }
+                    if peer == DRIVER_ID && cfg.join.is_some() =>
+                {
+                    return Err(NodeError::Driver(format!(
+                        "lost the driver's connection before the job came: {reason} (the run \
+                         restarting its job, or worker {} already in it under this id)",
+                        cfg.id
+                    )));
+                }
+                Event::ConnectFailed { peer, reason } => tracing::warn!(
+                    "worker {}: cannot reach worker {peer} before any job: {reason}; \
+                     dialled again when a job comes",
+                    node.id
+                ),
+                _ => {}
+            }
+        }
+        node.rx.msgs.clear();
+        if Instant::now() >= deadline {
+            return Err(NodeError::NoJob {
+                id: cfg.id,
+                timeout: cfg.job_timeout,
+            });
+        }
+    }
+}
