@@ -190,6 +190,11 @@ fn stderr_of(c: &mut Child) -> String {
 /// Once the run says how, worker 2 is started with `clasp worker --join`: the run and the
 /// joiner, and the run's line that says how to join (the caller removes `dir`).
 fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers, String) {
+    run_of_with_a_joiner(dir, "24000", extra)
+}
+
+/// [`run_with_a_joiner`] of `records` records (3 000 a second).
+fn run_of_with_a_joiner(dir: &Path, records: &str, extra: &[&str]) -> (LiveRun, Workers, String) {
     std::fs::create_dir_all(dir).unwrap();
     let secret_file = dir.join("secret");
     std::fs::write(&secret_file, SECRET).unwrap();
@@ -199,7 +204,7 @@ fn run_with_a_joiner(dir: &Path, extra: &[&str]) -> (LiveRun, Workers, String) {
         "--app",
         "wc",
         "--records",
-        "24000",
+        records,
         "--seed",
         "6",
         "--peak-rate",
@@ -240,17 +245,23 @@ fn moves(run: &serde_json::Value) -> Vec<(u64, u64)> {
     .collect()
 }
 
-/// A live run with one of its two workers started (about 8 s of input); the test starts the
+/// A live run with one of its two workers started (12 s of input); the test starts the
 /// second with `clasp worker --join` once the run says how, and the scripted move to two
 /// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
-/// A worker asking to join with an id the run did not reserve is told so and exits 1.
+/// A worker asking to join with an id the run did not reserve is told so and exits 1, and so
+/// does a second process under the id of the worker the run started.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let _turn = common::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("clasp-join-{}", std::process::id()));
-    let (run, mut workers, hint) = run_with_a_joiner(&dir, &[]);
-    let stray = joiner(&hint, "5", dir.join("secret").to_str().unwrap(), true);
-    workers.0.push(stray);
+    // 12 s of input: the twin below is refused for 10 s while worker 1 still runs.
+    let (run, mut workers, hint) = run_of_with_a_joiner(&dir, "36000", &[]);
+    let secret = dir.join("secret");
+    let stray = joiner(&hint, "5", secret.to_str().unwrap(), true);
+    // A second process under the id of the worker the run started: refused in its handshake
+    // until its connect deadline (10 s), then told why.
+    let twin = joiner(&hint, "1", secret.to_str().unwrap(), true);
+    workers.0.extend([stray, twin]);
     let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
     let said = stderr_of(&mut workers.0[1]);
     assert_eq!(st.code(), Some(1), "{said}");
@@ -258,12 +269,19 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
         said.contains("reserved ids [2] for workers that join"),
         "{said}"
     );
+    let st = exit_within(&mut workers.0[2], Duration::from_secs(30));
+    let said = stderr_of(&mut workers.0[2]);
+    assert_eq!(st.code(), Some(1), "{said}");
+    assert!(said.contains("worker 1 is already in it"), "{said}");
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("worker 2 joined"), "{stderr}");
+    // The twin's refusals are logged once per connect timeout, not once a second.
+    let twin_lines = stderr.matches("a second process under its id").count();
+    assert!((1..=2).contains(&twin_lines), "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("the run's JSON");
-    assert_equals_oracle("wc", "24000", "6", &v);
+    assert_equals_oracle("wc", "36000", "6", &v);
     assert_eq!(moves(&v), [(1, 2)], "{stderr}");
     // The joiner served the run it joined, then exited.
     let st = exit_within(&mut workers.0[0], Duration::from_secs(20));

@@ -1,6 +1,7 @@
 //! Faults: each kind of malformed frame closes that connection with a reason while the
 //! transport keeps serving its other peers; a wrong secret, a garbage client and a silent
-//! client are refused; fault injection (delay, cut) works and a cut is reported.
+//! client are refused, and so is a second process under a connected peer's id; fault injection
+//! (delay, cut) works and a cut is reported.
 
 mod transport_support;
 use clasp_dataplane::transport::wire::{self, Kind, NET_HEADER_BYTES, NetHeader};
@@ -365,4 +366,63 @@ fn a_handshake_reset_by_a_dying_listener_is_dialled_again() {
                 .any(|e| matches!(e, Event::ConnectFailed { .. }))
     });
     assert!(ts[0].is_connected(2), "{:?}", rs[0].events);
+}
+
+/// A second transport under the id of a connected peer (a worker started twice) is refused
+/// in its handshake with a reason it can tell apart (`id_taken`), dials again until its
+/// connect deadline, and fails; the first keeps its connection and its requests flow. Once the
+/// first is gone, the id connects again.
+#[test]
+fn a_second_process_under_a_connected_id_is_refused_and_told_why() {
+    init_logs();
+    let b = Transport::start(config(2, Limits::default())).unwrap();
+    let b_addr = b.local_addr();
+    let first = Transport::start(config(1, Limits::default())).unwrap();
+    let mut twin_cfg = config(1, Limits::default());
+    twin_cfg.limits.connect_timeout_ms = 600;
+    let twin = Transport::start(twin_cfg).unwrap();
+    let mut ts = vec![b, first, twin];
+    let mut rs = vec![
+        Recorder::default(),
+        Recorder::default(),
+        Recorder::default(),
+    ];
+    ts[1].connect(2, b_addr).unwrap();
+    pump(&mut ts, &mut rs, |ts, rs| {
+        ts[1].is_connected(2)
+            && rs[0]
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::PeerUp { .. }))
+    });
+    ts[2].connect(2, b_addr).unwrap();
+    pump(&mut ts, &mut rs, |_, rs| {
+        rs[2]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::ConnectFailed { .. }))
+    });
+    let failed = rs[2].events.iter().find_map(|e| match e {
+        Event::ConnectFailed {
+            peer,
+            reason,
+            id_taken,
+        } => Some((*peer, reason.clone(), *id_taken)),
+        _ => None,
+    });
+    let (peer, reason, id_taken) = failed.unwrap();
+    assert_eq!(peer, 2);
+    assert!(id_taken, "{reason}");
+    assert!(reason.contains("already has a connection"), "{reason}");
+    // Refused more than once (it dialled again), each one counted; the first's link stays.
+    assert!(ts[0].counters().refused >= 2, "{:?}", ts[0].counters());
+    assert!(rs[0].lost().is_empty(), "{:?}", rs[0].events);
+    ts[1].try_append(2, &request(1, 0, 0)).unwrap();
+    pump(&mut ts, &mut rs, |_, rs| !rs[0].frames.is_empty());
+    // The first goes away; a process under its id is then welcome.
+    drop(ts.remove(1));
+    rs.remove(1);
+    pump(&mut ts, &mut rs, |_, rs| !rs[0].lost().is_empty());
+    ts[1].connect(2, b_addr).unwrap();
+    pump(&mut ts, &mut rs, |ts, _| ts[1].is_connected(2));
 }

@@ -42,7 +42,7 @@
 use super::bufring::BufRing;
 use super::conn::Conn;
 use super::conn::credit::grant_age;
-use super::handshake::{Handshaker, PeerSlot, Setup};
+use super::handshake::{Handshaker, InboundUp, PeerSlot, Setup};
 use super::op::Op;
 use super::pending::PendingHandshakes;
 use super::refusals::RefusalLog;
@@ -76,6 +76,8 @@ pub struct Transport {
     pub(super) free_slots: Vec<usize>,
     pub(super) next_gen: u32,
     pub(super) peers: Vec<PeerSlot>,
+    /// Which peers' inbound connections are up, for the handshake threads.
+    pub(super) inbound_up: Arc<InboundUp>,
     pub(super) cfg: TransportConfig,
     local_addr: SocketAddr,
     listener: TcpListener,
@@ -89,6 +91,9 @@ pub struct Transport {
     pub(super) events: VecDeque<Event>,
     /// Rate-limits the logs of refused connections.
     pub(super) refusals: RefusalLog,
+    /// The same for authenticated connections under a connected peer's id, which dial again
+    /// for a whole connect timeout (`refusals.rs`).
+    pub(super) taken_refusals: RefusalLog,
     /// Submitted operations whose final completion has not been reaped.
     pub(super) inflight: usize,
     pub(super) scratch: rkyv::util::AlignedVec<16>,
@@ -192,6 +197,7 @@ impl Transport {
             ..Default::default()
         };
         let peers_cfg = cfg.peers.clone();
+        let connect_timeout = ms(cfg.limits.connect_timeout_ms);
         let mut t = Transport {
             ring,
             bufs,
@@ -199,6 +205,7 @@ impl Transport {
             free_slots: Vec::new(),
             next_gen: 1,
             peers: Vec::new(),
+            inbound_up: InboundUp::new(),
             cfg,
             local_addr,
             listener,
@@ -209,6 +216,7 @@ impl Transport {
             handshakes: PendingHandshakes::new(MAX_PENDING_HANDSHAKES),
             events: VecDeque::new(),
             refusals: RefusalLog::default(),
+            taken_refusals: RefusalLog::every(connect_timeout),
             inflight: 0,
             scratch: rkyv::util::AlignedVec::new(),
             counters,
@@ -284,6 +292,7 @@ impl Transport {
             cluster_id: self.cfg.cluster_id,
             own: self.cfg.id,
             handshake_timeout: ms(self.cfg.limits.handshake_timeout_ms),
+            inbound_up: self.inbound_up.clone(),
         }
     }
 

@@ -10,7 +10,8 @@ use super::auth::{self, ClusterSecret, Welcome};
 use super::pending::SlotGuard;
 use super::{Direction, MAX_PEER_ID, PeerCounters, PeerId, Waker, ms};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// Connect retry backoff bounds.
@@ -31,11 +32,59 @@ pub(super) enum Setup {
     Refused {
         addr: Option<SocketAddr>,
         reason: String,
+        /// An authenticated client under the id of a connected peer.
+        id_taken: bool,
     },
     ConnectFailed {
         peer: PeerId,
         reason: String,
+        /// The peer said a connection under our id is up (see [`InboundUp`]).
+        id_taken: bool,
     },
+}
+
+/// The peers whose inbound connection is up, shared by the event loop (which keeps it) with
+/// the handshake threads (which read it).
+///
+/// Why: a second process under the id of a connected peer (a worker started twice, a second
+/// driver at long-lived workers) used to be welcomed and then dropped by the event loop, with
+/// nothing said: it dialled again every second, and both sides logged each attempt until it
+/// gave up. Read here, the handshake refuses it, after its proof, with [`auth::Refusal::InUse`];
+/// the client dials again until its connect deadline (an earlier connection of its id may be
+/// about to be seen closed), then fails saying why. The event loop's own check stays the
+/// arbiter (a connection may come up between this read and the Welcome).
+#[derive(Debug)]
+pub(super) struct InboundUp(Box<[AtomicU64]>);
+
+impl InboundUp {
+    pub(super) fn new() -> Arc<Self> {
+        let words = (MAX_PEER_ID as usize).div_ceil(64) + 1;
+        Arc::new(InboundUp((0..words).map(|_| AtomicU64::new(0)).collect()))
+    }
+
+    /// Marks `peer`'s inbound connection up or down.
+    pub(super) fn set(&self, peer: PeerId, up: bool) {
+        let (word, bit) = Self::place(peer);
+        if up {
+            self.0[word].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.0[word].fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `peer`'s inbound connection is up.
+    pub(super) fn contains(&self, peer: PeerId) -> bool {
+        if peer > MAX_PEER_ID {
+            return false;
+        }
+        let (word, bit) = Self::place(peer);
+        self.0[word].load(Ordering::Relaxed) & bit != 0
+    }
+
+    fn place(peer: PeerId) -> (usize, u64) {
+        assert!(peer <= MAX_PEER_ID, "peer id {peer} over {MAX_PEER_ID}");
+        (peer as usize / 64, 1 << (peer % 64))
+    }
 }
 
 /// One direction's link to a peer.
@@ -80,6 +129,7 @@ pub(super) struct Handshaker {
     pub cluster_id: u64,
     pub own: PeerId,
     pub handshake_timeout: Duration,
+    pub inbound_up: Arc<InboundUp>,
 }
 
 /// Whether a handshake failed because the connection closed under it, not because the peer
@@ -91,6 +141,10 @@ fn closed_early(e: &auth::AuthError) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
     matches!(e, auth::AuthError::Io(io)
         if matches!(io.kind(), ConnectionReset | ConnectionAborted | UnexpectedEof | BrokenPipe))
+}
+
+fn id_taken(e: &auth::AuthError) -> bool {
+    matches!(e, auth::AuthError::Refused(auth::Refusal::InUse))
 }
 
 impl Handshaker {
@@ -119,6 +173,10 @@ impl Handshaker {
     fn connect(&self, peer: PeerId, addr: SocketAddr, connect_timeout: Duration) -> Setup {
         let deadline = Instant::now() + connect_timeout;
         let mut backoff = CONNECT_BACKOFF_MIN_MS;
+        // Refused as in use at least once: what the failure is, even if the peer then goes
+        // away before the deadline (a run that ended while a second process under a worker's
+        // id was being refused).
+        let mut taken = false;
         loop {
             match TcpStream::connect_timeout(&addr, self.handshake_timeout) {
                 Ok(mut s) => {
@@ -138,7 +196,13 @@ impl Handshaker {
                             direction: Direction::Outbound,
                             welcome: Some(welcome),
                         },
-                        Err(e) if closed_early(&e) && Instant::now() < deadline => {
+                        // Refused as in use: the peer may not have seen the end of an earlier
+                        // connection of ours yet (a driver's previous attempt, a process of
+                        // ours that just died); a second live process is refused to the end.
+                        Err(e)
+                            if (closed_early(&e) || id_taken(&e)) && Instant::now() < deadline =>
+                        {
+                            taken |= id_taken(&e);
                             std::thread::sleep(ms(backoff));
                             backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
                             continue;
@@ -146,6 +210,7 @@ impl Handshaker {
                         Err(e) => Setup::ConnectFailed {
                             peer,
                             reason: format!("handshake with {addr}: {e}"),
+                            id_taken: taken || id_taken(&e),
                         },
                     };
                 }
@@ -153,6 +218,7 @@ impl Handshaker {
                     return Setup::ConnectFailed {
                         peer,
                         reason: format!("connect to {addr}: {e}"),
+                        id_taken: taken,
                     };
                 }
                 Err(_) => {
@@ -182,6 +248,7 @@ impl Handshaker {
                     cluster_id: self.cluster_id,
                     own_id: own,
                     accept_id: |id| id != own && id <= MAX_PEER_ID,
+                    in_use: |id| self.inbound_up.contains(id),
                     grant,
                     timeout: self.handshake_timeout,
                 };
@@ -199,9 +266,15 @@ impl Handshaker {
                         direction: Direction::Inbound,
                         welcome: None,
                     },
+                    Err(e @ auth::AuthError::InUse(_)) => Setup::Refused {
+                        addr,
+                        reason: e.to_string(),
+                        id_taken: true,
+                    },
                     Err(e) => Setup::Refused {
                         addr,
                         reason: format!("authentication failed: {e}"),
+                        id_taken: false,
                     },
                 };
                 drop(slot);

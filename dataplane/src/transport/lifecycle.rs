@@ -131,8 +131,17 @@ impl Transport {
     /// per source address, and reported as an [`Event::Refused`] (not a fault: the cluster is
     /// unaffected).
     fn refuse(&mut self, addr: Option<SocketAddr>, reason: String) {
+        self.refuse_as(addr, reason, false);
+    }
+
+    /// Refuses a connection; `id_taken`: an authenticated one under a connected peer's id.
+    fn refuse_as(&mut self, addr: Option<SocketAddr>, reason: String, id_taken: bool) {
         self.counters.refused += 1;
-        self.refusals.note(Instant::now(), addr, &reason);
+        let log = match id_taken {
+            true => &mut self.taken_refusals,
+            false => &mut self.refusals,
+        };
+        log.note(Instant::now(), addr, &reason);
         self.events.push_back(Event::Refused { addr, reason });
     }
 
@@ -142,13 +151,25 @@ impl Transport {
         while let Ok(s) = self.setup_rx.try_recv() {
             any = true;
             match s {
-                Setup::Refused { addr, reason } => self.refuse(addr, reason),
-                Setup::ConnectFailed { peer, reason } => {
+                Setup::Refused {
+                    addr,
+                    reason,
+                    id_taken,
+                } => self.refuse_as(addr, reason, id_taken),
+                Setup::ConnectFailed {
+                    peer,
+                    reason,
+                    id_taken,
+                } => {
                     warn!(peer, %reason, "connecting to peer failed");
                     if let Ok(p) = self.peer_slot(peer) {
                         p.out = Link::Lost(reason.clone());
                     }
-                    self.events.push_back(Event::ConnectFailed { peer, reason });
+                    self.events.push_back(Event::ConnectFailed {
+                        peer,
+                        reason,
+                        id_taken,
+                    });
                 }
                 Setup::Connected {
                     peer,
@@ -173,7 +194,7 @@ impl Transport {
     ) -> Result<()> {
         if matches!(self.peer_slot(peer)?.link_mut(direction), Link::Up { .. }) {
             let reason = format!("peer {peer} already has an {direction:?} connection");
-            self.refuse(stream.peer_addr().ok(), reason);
+            self.refuse_as(stream.peer_addr().ok(), reason, true);
             return Ok(());
         }
         stream.set_nonblocking(true)?;
@@ -192,7 +213,11 @@ impl Transport {
         {
             let reason = format!("peer {peer} grants too little credit ({w:?}) for one request");
             warn!(peer, %reason, "closing connection");
-            self.events.push_back(Event::ConnectFailed { peer, reason });
+            self.events.push_back(Event::ConnectFailed {
+                peer,
+                reason,
+                id_taken: false,
+            });
             return Ok(());
         }
         let gen_ = self.next_gen & GEN_MASK;
@@ -229,6 +254,9 @@ impl Transport {
             }
         };
         *self.peer_slot(peer)?.link_mut(direction) = Link::Up { slot, gen_ };
+        if direction == Direction::Inbound {
+            self.inbound_up.set(peer, true);
+        }
         debug!(peer, ?direction, "connection up");
         self.events.push_back(Event::PeerUp { peer, direction });
         self.arm_recv(slot)
@@ -267,6 +295,9 @@ impl Transport {
         }
         let reason = reason.to_string();
         *self.peers[peer as usize].link_mut(direction) = Link::Lost(reason.clone());
+        if direction == Direction::Inbound {
+            self.inbound_up.set(peer, false);
+        }
         self.events.push_back(Event::PeerLost {
             peer,
             direction,

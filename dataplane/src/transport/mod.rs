@@ -186,6 +186,9 @@ pub enum Event {
         peer: PeerId,
         /// Why.
         reason: String,
+        /// The peer refused us because a connection from a process under our id is up: this
+        /// process is a second one under that id (its first keeps the connection).
+        id_taken: bool,
     },
 }
 

@@ -7,7 +7,9 @@
 //! write per connection). The first refusal from an address is logged; the next ones within a
 //! second are only counted, and the count is named in the next line logged for that address.
 //! The table of addresses is bounded: when full, addresses quiet for a second are forgotten,
-//! and if that frees nothing, further new addresses share one entry.
+//! and if that frees nothing, further new addresses share one entry. A second process under
+//! a connected peer's id dials again for its whole connect timeout before it gives up; its
+//! refusals are logged in a log of their own, once per that timeout.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -29,16 +31,32 @@ struct Source {
 }
 
 /// The rate limiter of refusal logs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct RefusalLog {
     /// Per source IP (ports change with every connection); `None`: unknown, or the shared
     /// entry once the table is full.
     sources: HashMap<Option<IpAddr>, Source>,
+    /// At most one line per address in this time.
+    interval: Duration,
+}
+
+impl Default for RefusalLog {
+    fn default() -> Self {
+        RefusalLog::every(REFUSAL_LOG_INTERVAL)
+    }
 }
 
 impl RefusalLog {
-    /// Notes a refusal at `now`; logs it unless this address was logged less than
-    /// [`REFUSAL_LOG_INTERVAL`] ago. Returns whether it was logged.
+    /// A log of at most one line per address per `interval`.
+    pub(super) fn every(interval: Duration) -> Self {
+        RefusalLog {
+            sources: HashMap::new(),
+            interval,
+        }
+    }
+
+    /// Notes a refusal at `now`; logs it unless this address was logged less than the
+    /// interval ago. Returns whether it was logged.
     pub(super) fn note(&mut self, now: Instant, addr: Option<SocketAddr>, reason: &str) -> bool {
         let key = self.key(now, addr.map(|a| a.ip()));
         let suppressed = match self.sources.entry(key) {
@@ -51,7 +69,7 @@ impl RefusalLog {
             }
             Entry::Occupied(o) => {
                 let source = o.into_mut();
-                if now.saturating_duration_since(source.last_logged) < REFUSAL_LOG_INTERVAL {
+                if now.saturating_duration_since(source.last_logged) < self.interval {
                     source.suppressed += 1;
                     return false;
                 }
@@ -74,8 +92,9 @@ impl RefusalLog {
         if self.sources.contains_key(&ip) || self.sources.len() < MAX_SOURCES {
             return ip;
         }
+        let interval = self.interval;
         self.sources
-            .retain(|_, s| now.saturating_duration_since(s.last_logged) < REFUSAL_LOG_INTERVAL);
+            .retain(|_, s| now.saturating_duration_since(s.last_logged) < interval);
         if self.sources.len() < MAX_SOURCES {
             ip
         } else {

@@ -183,7 +183,8 @@ impl Driver<'_> {
     fn on_event(&mut self, ev: Event) -> Result<(), DriverError> {
         // A worker that is not (yet) one of the run's: a joiner whose join fails, or a stray
         // that authenticated; the run is unaffected.
-        if let Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. } = &ev
+        if let Event::ConnectFailed { peer, reason, .. } | Event::PeerLost { peer, reason, .. } =
+            &ev
             && !self.ids.contains(peer)
         {
             if self.leaves.left.contains(peer) {
@@ -199,7 +200,15 @@ impl Driver<'_> {
             return Ok(());
         }
         match ev {
-            Event::ConnectFailed { peer, reason } => Err(DriverError::Unreachable {
+            Event::ConnectFailed {
+                peer,
+                id_taken: true,
+                ..
+            } => Err(DriverError::Taken {
+                peer,
+                addr: self.addr_of(peer),
+            }),
+            Event::ConnectFailed { peer, reason, .. } => Err(DriverError::Unreachable {
                 peer,
                 addr: self.addr_of(peer),
                 reason,

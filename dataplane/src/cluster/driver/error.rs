@@ -33,6 +33,17 @@ pub enum DriverError {
         /// Why.
         reason: String,
     },
+    /// A worker already serves a driver: another run is using it.
+    #[error(
+        "worker {peer} at {addr} already has a driver's connection: another run is using it \
+         (a worker serves one run at a time)"
+    )]
+    Taken {
+        /// The worker.
+        peer: PeerId,
+        /// Its address.
+        addr: String,
+    },
     /// A worker's connection was lost.
     #[error("lost worker {peer} at {addr}{during}: {reason}")]
     Lost {

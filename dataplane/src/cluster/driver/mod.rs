@@ -50,6 +50,9 @@ const MIN_SILENT: Duration = Duration::from_secs(1);
 const DRIVER_PARK: Duration = Duration::from_millis(2);
 /// How long one wait for the workers' connections parks.
 const CONNECT_PARK: Duration = Duration::from_millis(20);
+/// How much sooner than the run's wait for its workers a connect to one gives up (ms), so that
+/// its reason, not the wait's timeout, is what the run reports.
+const CONNECT_REASON_MARGIN_MS: u64 = 1_000;
 /// A turn while an append waits for the peer's credit.
 const CREDIT_WAIT_TURN: Duration = Duration::from_micros(200);
 /// A turn between two quiescence probe rounds that found work.
@@ -275,10 +278,13 @@ impl<'a> Driver<'a> {
         let listen = carry.listen.unwrap_or(cfg.listen);
         let mut tcfg = TransportConfig::new(DRIVER_ID, listen, cfg.secret.clone(), cfg.cluster_id);
         tcfg.limits = cfg.limits.clone();
-        // Keep trying a worker for as long as the run waits for it to be ready: a cluster
-        // file's worker restarted by its supervisor after a loss may take that long.
+        // Keep trying a worker for about as long as the run waits for it to be ready: a cluster
+        // file's worker restarted by its supervisor after a loss may take that long. A little
+        // less, so that a worker never reached fails the run with the connect's reason (not
+        // listening, refused, serving another run) rather than a bare timeout.
         let ready_ms = u64::try_from(cfg.ready_timeout.as_millis()).unwrap_or(u64::MAX);
-        tcfg.limits.connect_timeout_ms = tcfg.limits.connect_timeout_ms.max(ready_ms);
+        let connect_ms = ready_ms.saturating_sub(CONNECT_REASON_MARGIN_MS);
+        tcfg.limits.connect_timeout_ms = tcfg.limits.connect_timeout_ms.max(connect_ms);
         tcfg.peers = cfg.workers.clone();
         let t = start_transport(tcfg, carry.listen.is_some())?;
         carry.listen = Some(t.local_addr());

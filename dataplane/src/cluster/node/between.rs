@@ -60,17 +60,22 @@ pub(super) fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Jo
         for ev in std::mem::take(&mut node.rx.events) {
             match ev {
                 // A joiner has asked the driver: losing it means asking again (a recovery
-                // restarts the job) — or, at once, that its id is taken.
-                Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. }
+                // restarts the job), unless its id is taken.
+                Event::ConnectFailed {
+                    peer: DRIVER_ID,
+                    id_taken: true,
+                    ..
+                } if cfg.join.is_some() => return Err(super::join::id_taken(cfg.id)),
+                Event::ConnectFailed { peer, reason, .. }
+                | Event::PeerLost { peer, reason, .. }
                     if peer == DRIVER_ID && cfg.join.is_some() =>
                 {
                     return Err(NodeError::Driver(format!(
                         "lost the driver's connection before the job came: {reason} (the run \
-                         restarting its job, or worker {} already in it under this id)",
-                        cfg.id
+                         restarting its job?)"
                     )));
                 }
-                Event::ConnectFailed { peer, reason } => tracing::warn!(
+                Event::ConnectFailed { peer, reason, .. } => tracing::warn!(
                     "worker {}: cannot reach worker {peer} before any job: {reason}; \
                      dialled again when a job comes",
                     node.id

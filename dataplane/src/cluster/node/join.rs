@@ -37,12 +37,21 @@ pub(super) fn ask(
         }
         node.poll(WAIT_TURN, None)?;
         for ev in std::mem::take(&mut node.rx.events) {
-            if let Event::ConnectFailed { peer, reason } | Event::PeerLost { peer, reason, .. } = ev
-                && peer == DRIVER_ID
-            {
-                return Err(NodeError::Driver(format!(
-                    "cannot reach the driver at {driver}: {reason}"
-                )));
+            match ev {
+                Event::ConnectFailed {
+                    peer: DRIVER_ID,
+                    id_taken: true,
+                    ..
+                } => return Err(id_taken(cfg.id)),
+                Event::ConnectFailed { peer, reason, .. }
+                | Event::PeerLost { peer, reason, .. }
+                    if peer == DRIVER_ID =>
+                {
+                    return Err(NodeError::Driver(format!(
+                        "cannot reach the driver at {driver}: {reason}"
+                    )));
+                }
+                _ => {}
             }
         }
     }
@@ -51,6 +60,15 @@ pub(super) fn ask(
         listen: listen.to_string(),
     });
     node.flush_outbox()
+}
+
+/// What a joiner is told when the driver already holds a connection under its id: another
+/// process is that worker (the transport's handshake says so; `transport/handshake.rs`).
+pub(super) fn id_taken(id: PeerId) -> NodeError {
+    NodeError::JoinRefused(format!(
+        "worker {id} is already in it: the driver holds a connection from another process \
+         under --id {id}"
+    ))
 }
 
 /// A joiner's links: connects to every worker the job names. Returns their ids.

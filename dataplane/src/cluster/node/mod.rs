@@ -655,7 +655,7 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
                         "lost the driver's connection: {reason}"
                     )));
                 }
-                Event::ConnectFailed { peer, reason } if peer == driver => {
+                Event::ConnectFailed { peer, reason, .. } if peer == driver => {
                     return Err(NodeError::Driver(format!(
                         "cannot reach the driver: {reason}"
                     )));
@@ -665,9 +665,8 @@ fn serve(node: &mut Node, run: &mut Running) -> Result<(), NodeError> {
                     if node.departed.contains(&peer) => {}
                 // A lost link loses the requests between the two workers: the driver ends
                 // the run naming both, or restarts it from its last checkpoint.
-                Event::PeerLost { peer, reason, .. } | Event::ConnectFailed { peer, reason } => {
-                    node.link_lost(peer, reason)
-                }
+                Event::PeerLost { peer, reason, .. }
+                | Event::ConnectFailed { peer, reason, .. } => node.link_lost(peer, reason),
                 // Counted and logged by the transport; not a fault of the run.
                 Event::Refused { .. } | Event::PeerUp { .. } => {}
             }

@@ -105,7 +105,7 @@ pub fn client_handshake(
 }
 
 /// What the server side of a handshake needs besides the stream.
-pub struct ServerSide<'a, A: Fn(u32) -> bool> {
+pub struct ServerSide<'a, A: Fn(u32) -> bool, U: Fn(u32) -> bool> {
     /// The cluster secret.
     pub secret: &'a ClusterSecret,
     /// The cluster id.
@@ -114,6 +114,9 @@ pub struct ServerSide<'a, A: Fn(u32) -> bool> {
     pub own_id: u32,
     /// Whether a client id is acceptable (known, not ourselves).
     pub accept_id: A,
+    /// Whether a connection from a client of this id is already up: an authenticated client
+    /// under it is refused with [`Refusal::InUse`] instead of welcomed.
+    pub in_use: U,
     /// What an authenticated client is granted.
     pub grant: Welcome,
     /// The whole handshake's time limit.
@@ -122,11 +125,11 @@ pub struct ServerSide<'a, A: Fn(u32) -> bool> {
 
 /// Runs the server side over a blocking stream within `side.timeout` in all; calls
 /// `on_hello` once a well-formed Hello of our cluster arrived; returns the authenticated
-/// client's id. A client refused for its version, cluster, id or proof is told why (a
-/// Refusal) before the connection closes.
-pub fn server_handshake<A: Fn(u32) -> bool>(
+/// client's id. A client refused for its version, cluster, id or proof, or because its id is
+/// in use, is told why (a Refusal) before the connection closes.
+pub fn server_handshake<A: Fn(u32) -> bool, U: Fn(u32) -> bool>(
     stream: &mut TcpStream,
-    side: &ServerSide<'_, A>,
+    side: &ServerSide<'_, A, U>,
     on_hello: impl FnOnce(),
 ) -> Result<u32, AuthError> {
     let d = Deadline::new(side.timeout);
@@ -140,10 +143,10 @@ pub fn server_handshake<A: Fn(u32) -> bool>(
     r
 }
 
-fn serve<A: Fn(u32) -> bool>(
+fn serve<A: Fn(u32) -> bool, U: Fn(u32) -> bool>(
     d: &Deadline,
     stream: &mut TcpStream,
-    side: &ServerSide<'_, A>,
+    side: &ServerSide<'_, A, U>,
     on_hello: impl FnOnce(),
 ) -> Result<u32, AuthError> {
     let mut hello = [0u8; HELLO_BYTES];
@@ -159,6 +162,11 @@ fn serve<A: Fn(u32) -> bool>(
     let mut response = [0u8; RESPONSE_BYTES];
     d.read_exact(stream, &mut response)?;
     let welcome = server_verify(side.secret, &state, &response, side.grant)?;
+    // Only now, to a client that proved it holds the secret: a stranger learns nothing of
+    // which ids are connected.
+    if (side.in_use)(state.client_id()) {
+        return Err(AuthError::InUse(state.client_id()));
+    }
     d.write_all(stream, &welcome)?;
     Ok(state.client_id())
 }
@@ -191,6 +199,7 @@ mod tests {
             cluster_id: 5,
             own_id: 2,
             accept_id: |_| true,
+            in_use: |_| false,
             grant: Welcome {
                 data_credit_bytes: 1,
                 control_credit_bytes: 1,

@@ -13,7 +13,8 @@
 //! client → server  Response  magic, version, type 3, client proof = HMAC(secret, "client" ‖ transcript)
 //! server → client  Welcome   magic, version, type 4, data credit, control credit, frame limit,
 //!                            server proof = HMAC(secret, "server" ‖ transcript)
-//!               or Refusal   magic, version, type 5, why (version, cluster, peer id, proof)
+//!               or Refusal   magic, version, type 5, why (version, cluster, peer id, proof,
+//!                            or, after a valid proof, a connection under that id already up)
 //! transcript = cluster_id ‖ client id ‖ server id ‖ client nonce ‖ server nonce
 //! ```
 //!
@@ -155,6 +156,13 @@ pub enum AuthError {
     /// A peer id this transport does not accept.
     #[error("peer id {0} is not acceptable")]
     PeerId(u32),
+    /// An authenticated client under the id of a peer whose connection to us is up: a
+    /// second process under one worker's id (the first keeps its connection).
+    #[error(
+        "peer {0} already has a connection to us (a second process under its id?); the first \
+         keeps it"
+    )]
+    InUse(u32),
     /// The server refused us, and said why.
     #[error("the peer refused the handshake: {0}")]
     Refused(Refusal),
@@ -184,6 +192,10 @@ pub enum Refusal {
     /// The client's proof does not verify.
     #[error("our proof does not verify: it does not hold the same cluster secret")]
     Proof = 4,
+    /// A connection from a process under the client's id is already up (told only to a
+    /// client that proved it holds the secret).
+    #[error("it already has a connection from a process under our id")]
+    InUse = 5,
     /// A reason this build does not know.
     #[error("for a reason this build does not know")]
     Unknown = 255,
@@ -197,6 +209,7 @@ impl Refusal {
             AuthError::Cluster { .. } => Some(Refusal::Cluster),
             AuthError::PeerId(_) => Some(Refusal::PeerId),
             AuthError::BadProof => Some(Refusal::Proof),
+            AuthError::InUse(_) => Some(Refusal::InUse),
             _ => None,
         }
     }
@@ -207,6 +220,7 @@ impl Refusal {
             2 => Refusal::Cluster,
             3 => Refusal::PeerId,
             4 => Refusal::Proof,
+            5 => Refusal::InUse,
             _ => Refusal::Unknown,
         }
     }

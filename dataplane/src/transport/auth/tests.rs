@@ -121,6 +121,18 @@ fn a_refusal_says_why() {
     assert!(server_message_bytes(T_HELLO).is_err());
 }
 
+#[test]
+fn an_id_in_use_is_refused_as_such() {
+    let e = AuthError::InUse(3);
+    assert!(
+        e.to_string().contains("peer 3 already has a connection"),
+        "{e}"
+    );
+    let told = read_refusal(&refusal(Refusal::for_error(&e).unwrap()));
+    assert!(matches!(told, AuthError::Refused(Refusal::InUse)), "{told}");
+    assert!(told.to_string().contains("process under our id"), "{told}");
+}
+
 proptest::proptest! {
     #[test]
     fn random_bytes_never_panic_the_handshake(
