@@ -49,13 +49,15 @@ enum Command {
     /// One placement decision on a problem file, for any policy (CLASP, the baselines, exact).
     Place(cmd::place::PlaceArgs),
     /// Run one worker process and a separate ingress process on this machine over generated
-    /// input; print throughput, latency, metrics and the digests `clasp oracle` prints.
+    /// input or a --source; print throughput, latency, metrics and the digests `clasp oracle`
+    /// prints.
     Local(cmd::local::LocalArgs),
-    /// A local ingress: attach to a running worker's shared-memory segment by name and feed
-    /// it an app's generated input.
+    /// The ingress process `clasp local` starts (not for direct use): attach to a worker's
+    /// shared-memory segment by name and feed it an app's generated input or a --source.
     Ingress(cmd::local::IngressArgs),
-    /// One worker of a static cluster: listens, authenticates its peers with the cluster
-    /// secret, and runs the job a driver sends it (docs/cluster.md).
+    /// One worker of a cluster: listens, authenticates its peers with the cluster secret, and
+    /// runs the jobs drivers send it, static or live; --join adds it to a running live run
+    /// (docs/cluster.md).
     Worker(cmd::worker::WorkerArgs),
     /// Run an app on a cluster: by default the live planner autoscales up to --max-workers
     /// local worker processes under a rate pattern, migrating state live (docs/planner.md);

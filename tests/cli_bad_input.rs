@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::clasp;
+use common::{clasp, clasp_env};
 use std::io::Read as _;
 use std::process::{Output, Stdio};
 
@@ -598,4 +598,90 @@ fn cluster_files_with_shared_or_portless_addresses_are_refused() {
         "reading the cluster file",
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A live run's own options given to `--static` are refused naming both (they would be
+/// ignored), and so are a live run's `--interval-ms 0` and a pattern or secret file that is
+/// not one, each in its own terms.
+#[test]
+fn options_a_run_would_ignore_or_cannot_use_are_refused_naming_them() {
+    let fixed = ["run", "--static", "--workers", "1", "--app", "wc"];
+    for extra in [
+        &["--duration", "1"][..],
+        &["--policy", "faasflow"],
+        &["--pattern", "constant"],
+        &["--estimator", "saturated"],
+        &["--placement", "next-fit"],
+        &["--cost-priors-us", "1,1,1"],
+        &["--no-profile"],
+    ] {
+        let args: Vec<&str> = fixed.iter().chain(extra).copied().collect();
+        let out = assert_usage_error(&args, extra[0]);
+        assert!(
+            stderr(&out).contains("--static"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_usage_error(
+        &["run", "--app", "wc", "--interval-ms", "0"],
+        "--interval-ms 0: must be at least",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_usage_error(&["run", "--app", "wc", "--pattern", d], "(a directory)");
+    let missing = dir.path().join("no-secret");
+    assert_usage_error(
+        &[
+            "worker",
+            "--id",
+            "1",
+            "--join",
+            "127.0.0.1:9",
+            "--cluster-id",
+            "1",
+            "--secret-file",
+            missing.to_str().unwrap(),
+        ],
+        "--secret-file",
+    );
+}
+
+/// A default checkpoint directory that cannot be made (no writable home; /proc takes no
+/// directories, even from root): the run takes no checkpoints and says so, exit 0 — or, asked
+/// for an interval, is refused before any worker starts (exit 2).
+#[test]
+fn an_unusable_default_checkpoint_directory_means_none_said_or_a_refusal() {
+    let env = [("XDG_STATE_HOME", "/proc/clasp-no-state")];
+    let run = [
+        "run",
+        "--static",
+        "--workers",
+        "1",
+        "--app",
+        "wc",
+        "--records",
+        "2000",
+    ];
+    let out = clasp_env(&run, &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("no checkpoints: the default checkpoint directory /proc/clasp-no-state"),
+        "{}",
+        stderr(&out)
+    );
+    let asked: Vec<&str> = run
+        .iter()
+        .copied()
+        .chain(["--checkpoint-interval-ms", "500"])
+        .collect();
+    let out = clasp_env(&asked, &env);
+    assert_no_panic(&out, "an interval without a usable directory");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--checkpoint-interval-ms 500: the default checkpoint directory"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -122,7 +122,8 @@ fn assert_nothing_left(pids: &[i32]) {
 }
 
 /// Signals a run once it is under way and checks the interrupted run's ending.
-fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) {
+/// Returns the run's stderr.
+fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) -> String {
     let run = Group::start(args);
     let pid = run.pid();
     let mut pids = vec![pid];
@@ -151,6 +152,7 @@ fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) {
     for p in &pids[1..] {
         assert!(!runs(*p), "{args:?}: child {p} still runs");
     }
+    err
 }
 
 const STATIC_RUN: [&str; 12] = [
@@ -187,8 +189,13 @@ fn sigint_drains_a_static_run_prints_its_summary_exits_130_and_keeps_its_checkpo
         "--checkpoint-dir",
         ck_arg,
     ]);
-    interrupt(&args, 2, Signal::INT, 130);
-    // An interrupted run did not succeed: what it checkpointed stays for `--resume`.
+    let said = interrupt(&args, 2, Signal::INT, 130);
+    // An interrupted run did not succeed: what it checkpointed stays for `--resume`, and it
+    // says where.
+    assert!(
+        said.contains(&format!("its checkpoints stay in {ck_arg}")),
+        "{said}"
+    );
     let taken = std::fs::read_dir(&ck)
         .map(|d| {
             d.flatten()

@@ -104,8 +104,13 @@ impl RatePattern {
         }
         let path = std::path::Path::new(s);
         if !path.is_file() {
+            let what = if path.is_dir() {
+                "a directory"
+            } else {
+                "no such file"
+            };
             return Err(format!(
-                "unknown pattern {s:?}: expected {} or a file of `t_s,rate_per_s` lines (no such file)",
+                "unknown pattern {s:?}: expected {} or a file of `t_s,rate_per_s` lines ({what})",
                 RatePattern::NAMES.join(", ")
             ));
         }

@@ -11,9 +11,10 @@ use super::output;
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// One-way latency and throughput of an SPSC frame ring between two threads on two cores:
-    /// the hardware floor (a cache-line ping-pong), shmring, rtrb, crossbeam's ArrayQueue and
-    /// std's mpsc, side by side in one run; then shmring ÷ each within every repetition, which
-    /// a host whose speed drifts during the run does not skew.
+    /// the hardware floor (a cache-line ping-pong), shmring and std's mpsc (and rtrb and
+    /// crossbeam's ArrayQueue in a build with `--features baselines`), side by side in one run;
+    /// then shmring ÷ each within every repetition, which a host whose speed drifts during the
+    /// run does not skew.
     Ring(RingArgs),
     /// What a chained request costs through the real worker path: CPU ns per local chained
     /// request (α) on SYN, across cores, the cost of latency tracking; one-way hop latency at
@@ -100,8 +101,8 @@ pub struct RingArgs {
     /// Do not pin the two threads to separate cores (for machines where pinning misbehaves).
     #[arg(long)]
     no_pin: bool,
-    /// Measure only these implementations (comma-separated): floor, shmring, rtrb,
-    /// crossbeam_array_queue, std_mpsc.
+    /// Measure only these implementations (comma-separated): floor, shmring, std_mpsc, and
+    /// with `--features baselines` rtrb and crossbeam_array_queue.
     #[arg(long, value_delimiter = ',')]
     impls: Vec<String>,
     /// Measure only these payload sizes in bytes (comma-separated; from 16, 64, 256, 1024, and

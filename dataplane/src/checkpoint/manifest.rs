@@ -74,6 +74,12 @@ pub struct Manifest {
     /// continue where they were (0 in a manifest written before it was recorded).
     #[serde(default)]
     pub run_s: f64,
+    /// The run's record limit (`--records`, or the default of a generated input): a run
+    /// resumed from the checkpoint without `--records` admits up to it, as the run that wrote
+    /// it would have. None: a run bounded by its duration or its source, or a manifest written
+    /// before it was recorded.
+    #[serde(default)]
+    pub records: Option<u64>,
 }
 
 impl Manifest {

@@ -59,6 +59,7 @@ fn checkpoint(store: &FileStore, id: u64) -> Manifest {
         parts: refs,
         pause_ms: 1.5,
         run_s: 0.25 * id as f64,
+        records: None,
     };
     store.commit(&m).unwrap();
     m

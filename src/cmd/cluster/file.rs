@@ -3,7 +3,6 @@
 //! `clasp run` and `clasp planner` read them alike, and `clasp run --workers N` writes one.
 
 use crate::cmd::usage_error;
-use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, MAX_PEER_ID, PeerId};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -119,8 +118,14 @@ impl ClusterFile {
 pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
     let bytes = match file {
         Some(p) => {
-            let mut b = std::fs::read(p)
-                .with_context(|| format!("reading the secret file {}", p.display()))?;
+            // A usage error (exit 2), as an unreadable cluster file is: the command line names
+            // what cannot be used.
+            let mut b = std::fs::read(p).map_err(|e| {
+                usage_error(format!(
+                    "--secret-file {}: cannot be read: {e}",
+                    p.display()
+                ))
+            })?;
             while b.last().is_some_and(|c| c.is_ascii_whitespace()) {
                 b.pop();
             }

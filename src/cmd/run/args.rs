@@ -38,12 +38,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["cluster", "static_"], value_parser = local_workers())]
     pub(crate) start_workers: Option<usize>,
     /// Live runs: the scaling policy.
-    #[arg(long, default_value = "clasp", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
+    #[arg(long, default_value = "clasp", conflicts_with = "static_", value_parser = ["clasp", "faasflow", "zhang24", "faasflow-sp", "zhang24-sp", "static"])]
     pub(crate) policy: String,
     /// Live runs: the input rate over time: constant, steps, gradual (a ramp up and down),
     /// burst (shapes scaled to --peak-rate and --duration), or a file of `t_s,rate_per_s`
     /// lines (absolute rates, each holding until the next line's time).
-    #[arg(long, default_value = "gradual")]
+    #[arg(long, default_value = "gradual", conflicts_with = "static_")]
     pub(crate) pattern: String,
     /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
     /// 250000 on uncapped workers; on capped ones 800000 × F (with F = 0.3, 1.3–1.4× what one
@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "static_")]
     pub(crate) peak_rate: Option<f64>,
     /// Live runs: how long to admit input (seconds), unless --records comes first.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, conflicts_with = "static_")]
     pub(crate) duration: f64,
     /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
     #[arg(long, conflicts_with = "static_")]
@@ -59,7 +59,7 @@ pub struct RunArgs {
     /// Live runs: the estimator's starting α,β,γ in µs (local hand-off, remote hand-off, per
     /// remote destination per second); the estimator (--estimator) refines them. Default: the
     /// machine profile `clasp calibrate` wrote, else 0.3,1,50.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "static_")]
     pub(crate) cost_priors_us: Option<String>,
     /// Live runs: how α, β, γ are learnt. busy-time: every interval, each worker's measured CPU
     /// time less its operators' execution time is regressed on its local and remote chained
@@ -75,12 +75,13 @@ pub struct RunArgs {
     #[arg(
         long,
         default_value = "busy-split",
+        conflicts_with = "static_",
         value_parser = ["busy-split", "busy-time", "saturated"]
     )]
     pub(crate) estimator: String,
     /// Live runs: the packing rule of the policy's placements: any-fit (every open worker,
     /// successor hosts first) | next-fit (only the worker opened last).
-    #[arg(long, default_value = "any-fit", value_parser = ["any-fit", "next-fit"])]
+    #[arg(long, default_value = "any-fit", conflicts_with = "static_", value_parser = ["any-fit", "next-fit"])]
     pub(crate) placement: String,
     /// Metrics interval (ms): workers report counters, the planner looks at them.
     #[arg(long, default_value_t = 250)]
@@ -195,10 +196,10 @@ pub struct RunArgs {
     pub(crate) net: NetArgs,
     /// Live runs: start from this machine profile instead of the default one
     /// ($XDG_CONFIG_HOME/clasp/profile.json, else ~/.config/clasp/profile.json).
-    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_profile", "static_"])]
     pub(crate) profile: Option<PathBuf>,
     /// Live runs: ignore the machine profile (start from --cost-priors-us or the built-ins).
-    #[arg(long, conflicts_with = "profile")]
+    #[arg(long, conflicts_with_all = ["profile", "static_"])]
     pub(crate) no_profile: bool,
     /// Live runs: serve Prometheus metrics on this address while the run runs (`GET /metrics`,
     /// `GET /healthz`; e.g. 127.0.0.1:9464, port 0 picks one and says which; every metric is

@@ -406,10 +406,9 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     });
-    output::run_result(printed, &report.errors)?;
-    wrote.transpose()?;
-    super::recovery::finish(&args, cfg.checkpoint.as_ref());
-    Ok(())
+    let result = output::run_result(printed, &report.errors).and(wrote.transpose().map(drop));
+    super::recovery::finish(&args, cfg.checkpoint.as_ref(), &result);
+    result
 }
 
 /// How many workers the run starts and how many ids it reserves for workers that join
@@ -449,11 +448,14 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             args.duration
         )));
     }
-    if args.interval_ms < MIN_INTERVAL_MS || args.migration_timeout_s == 0 {
+    if args.interval_ms < MIN_INTERVAL_MS {
         return Err(usage_error(format!(
-            "--interval-ms must be at least {MIN_INTERVAL_MS} and --migration-timeout-s at \
-             least 1"
+            "--interval-ms {}: must be at least {MIN_INTERVAL_MS}",
+            args.interval_ms
         )));
+    }
+    if args.migration_timeout_s == 0 {
+        return Err(usage_error("--migration-timeout-s must be at least 1"));
     }
     if args.rate.is_some() {
         return Err(usage_error(

@@ -32,8 +32,9 @@ pub use args::RunArgs;
 use crate::cmd::usage_error;
 
 /// `clasp run`: live (the planner) unless `--static`.
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
+pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     start(&args)?;
+    recovery::resumed_records(&mut args)?;
     if args.static_ {
         static_run::run_static(args)
     } else {

@@ -64,7 +64,22 @@ pub fn config(
             refuse_earlier_checkpoints(d)?;
             d.clone()
         }
-        None => default_dir()?,
+        None => match default_dir() {
+            Ok(d) => d,
+            // Not asked for: the run goes on without them, and says so.
+            Err(e) if args.checkpoint_interval_ms.is_none() => {
+                eprintln!(
+                    "clasp run: no checkpoints: {e}; a lost worker ends the run \
+                     (--checkpoint-dir DIR to take them)"
+                );
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(crate::cmd::usage_error(format!(
+                    "--checkpoint-interval-ms {interval_ms}: {e}"
+                )));
+            }
+        },
     };
     eprintln!(
         "clasp run: a checkpoint every {interval_ms} ms in {} (--checkpoint-interval-ms 0: none)",
@@ -141,6 +156,27 @@ fn refuse_earlier_checkpoints(dir: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
+/// A `--resume` without `--records` finishes the run it resumes: up to the record limit its
+/// checkpoint holds (the limit is otherwise the default, which need not be that run's). With
+/// `--records`, it must be that limit (`check_resume`). A directory that holds no checkpoint
+/// is left for `check_resume` to refuse.
+pub fn resumed_records(args: &mut RunArgs) -> anyhow::Result<()> {
+    let Some(dir) = &args.resume else {
+        return Ok(());
+    };
+    if args.records.is_some() || !dir.is_dir() {
+        return Ok(());
+    }
+    let Ok(loaded) = FileStore::open(dir, KEEP_DEFAULT)?.load_latest() else {
+        return Ok(());
+    };
+    if let Some(n) = loaded.manifest.records {
+        eprintln!("clasp run: --records {n}, the limit of the run --resume goes on with");
+        args.records = Some(n);
+    }
+    Ok(())
+}
+
 /// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,
 /// seed, file source (if any) and no more than its `records` — or the resume is refused (exit
 /// 2) naming what differs (a restore of another run's state would not fail: it would be
@@ -209,6 +245,14 @@ fn check_resume(
         }
         _ => {}
     }
+    if let (Some(given), Some(limit)) = (args.records, m.records)
+        && given != limit
+    {
+        return refuse(format!(
+            "its run admits up to {limit} records (--records), not {given}: leave --records out \
+             to finish it"
+        ));
+    }
     if records < m.admitted {
         return refuse(format!(
             "its checkpoint admitted {} records already, more than this run's {records} \
@@ -220,7 +264,9 @@ fn check_resume(
 }
 
 /// `$XDG_STATE_HOME/clasp/checkpoints/RUN`, else `~/.local/state/clasp/checkpoints/RUN`; RUN
-/// is the start time and this process's id, so runs never share one.
+/// is the start time and this process's id, so runs never share one. Made and removed again
+/// here, before any worker starts: a home that cannot hold it (a service account's, a
+/// container's) would otherwise fail every checkpoint of the run, and the run with them.
 fn default_dir() -> anyhow::Result<PathBuf> {
     let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
@@ -228,7 +274,9 @@ fn default_dir() -> anyhow::Result<PathBuf> {
             let home = std::env::var_os("HOME")
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| {
-                    anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set: give --checkpoint-dir")
+                    anyhow::anyhow!(
+                        "neither XDG_STATE_HOME nor HOME is set for a default directory"
+                    )
                 })?;
             PathBuf::from(home).join(".local/state")
         }
@@ -236,21 +284,43 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    Ok(base
-        .join("clasp/checkpoints")
-        .join(format!("run-{secs}-{}", std::process::id())))
+    let dir = (base.join("clasp/checkpoints")).join(format!("run-{secs}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::remove_dir(&dir))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the default checkpoint directory {} cannot be made: {e}",
+                dir.display()
+            )
+        })?;
+    Ok(dir)
 }
 
 /// After a run that succeeded: its checkpoints are removed unless asked to keep them, and the
 /// directory too if nothing else is in it — but a directory given to `--resume` is the user's,
-/// and stays. A run stopped by a signal did not succeed, even though it reports what it
-/// admitted: its checkpoints stay, for `--resume`.
-pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
+/// and stays. A run stopped by a signal, or one that ended with faults, did not succeed, even
+/// though it reports what it admitted: its checkpoints stay, for `--resume`, and it says where.
+pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::Result<()>) {
     let Some(ck) = cfg else { return };
-    if args.keep_checkpoints || crate::signals::interrupted().is_some() {
+    // A reader of stdout that went away does not make the run fail (`main`).
+    let succeeded = result
+        .as_ref()
+        .map_or_else(crate::cmd::output::is_closed_stdout, |()| true);
+    if !ck.dir.exists() {
         return;
     }
-    if !ck.dir.exists() {
+    if !succeeded || crate::signals::interrupted().is_some() {
+        let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
+        if let Ok(Some(_)) = newest {
+            eprintln!(
+                "clasp run: its checkpoints stay in {0}: the same command with --resume {0} \
+                 goes on from the newest; remove the directory when done with it",
+                ck.dir.display()
+            );
+        }
+        return;
+    }
+    if args.keep_checkpoints {
         return;
     }
     // Only the checkpoints: the directory may be the user's, with other files in it.

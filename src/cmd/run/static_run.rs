@@ -54,7 +54,7 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         report.admitted
     };
     let printed = print_report(&spec, &args, shown, cfg.workers.len(), &report);
-    crate::cmd::output::run_result(printed, &report.errors)?;
-    super::recovery::finish(&args, cfg.checkpoint.as_ref());
-    Ok(())
+    let result = crate::cmd::output::run_result(printed, &report.errors);
+    super::recovery::finish(&args, cfg.checkpoint.as_ref(), &result);
+    result
 }

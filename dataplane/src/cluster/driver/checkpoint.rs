@@ -260,6 +260,7 @@ impl Driver<'_> {
             parts: Vec::new(),
             pause_ms,
             run_s: self.meter.t0.elapsed().as_secs_f64(),
+            records: (self.cfg.records != u64::MAX).then_some(self.cfg.records),
         })
     }
 
