@@ -173,10 +173,6 @@ impl Handshaker {
     fn connect(&self, peer: PeerId, addr: SocketAddr, connect_timeout: Duration) -> Setup {
         let deadline = Instant::now() + connect_timeout;
         let mut backoff = CONNECT_BACKOFF_MIN_MS;
-        // Refused as in use at least once: what the failure is, even if the peer then goes
-        // away before the deadline (a run that ended while a second process under a worker's
-        // id was being refused).
-        let mut taken = false;
         loop {
             match TcpStream::connect_timeout(&addr, self.handshake_timeout) {
                 Ok(mut s) => {
@@ -202,7 +198,6 @@ impl Handshaker {
                         Err(e)
                             if (closed_early(&e) || id_taken(&e)) && Instant::now() < deadline =>
                         {
-                            taken |= id_taken(&e);
                             std::thread::sleep(ms(backoff));
                             backoff = (backoff * 2).min(CONNECT_BACKOFF_MAX_MS);
                             continue;
@@ -210,7 +205,9 @@ impl Handshaker {
                         Err(e) => Setup::ConnectFailed {
                             peer,
                             reason: format!("handshake with {addr}: {e}"),
-                            id_taken: taken || id_taken(&e),
+                            // Only when the last answer was that: an earlier one may have been
+                            // a connection of ours about to close.
+                            id_taken: id_taken(&e),
                         },
                     };
                 }
@@ -218,7 +215,7 @@ impl Handshaker {
                     return Setup::ConnectFailed {
                         peer,
                         reason: format!("connect to {addr}: {e}"),
-                        id_taken: taken,
+                        id_taken: false,
                     };
                 }
                 Err(_) => {

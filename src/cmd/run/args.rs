@@ -241,8 +241,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) keep_checkpoints: bool,
     /// Restart a run whose driver died from the newest complete checkpoint in DIR, with fresh
-    /// workers (give the same app, seed, source, records and worker count); the run's clock,
-    /// its rate pattern and --duration go on from the checkpoint's cut.
+    /// workers (give the same app, seed, source and worker count; --records may be left out:
+    /// the checkpoint holds the run's limit); the run's clock, its rate pattern and --duration
+    /// go on from the checkpoint's cut.
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoint_dir")]
     pub(crate) resume: Option<PathBuf>,
     /// Testing: SIGKILL (kill-worker) or SIGSTOP (stop-worker) worker ID the first time the

@@ -375,7 +375,8 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
             first_rate,
         )?;
     }
-    let report = drive(spawned, &spec, &cfg, &mut live)?;
+    let report = drive(spawned, &spec, &cfg, &mut live)
+        .inspect_err(|_| super::recovery::say_kept(cfg.checkpoint.as_ref()))?;
     if live.progress {
         eprintln!();
     }
@@ -406,7 +407,15 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     });
-    let result = output::run_result(printed, &report.errors).and(wrote.transpose().map(drop));
+    // A failed --out wins over a reader of stdout that went away (which alone is no failure).
+    let result = match (
+        output::run_result(printed, &report.errors),
+        wrote.transpose(),
+    ) {
+        (Err(e), _) if !output::is_closed_stdout(&e) => Err(e),
+        (_, Err(e)) => Err(e),
+        (ran, Ok(_)) => ran,
+    };
     super::recovery::finish(&args, cfg.checkpoint.as_ref(), &result);
     result
 }

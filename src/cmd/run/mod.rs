@@ -65,6 +65,8 @@ pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
         )));
     }
     start(&args)?;
+    let mut args = args;
+    recovery::resumed_records(&mut args)?;
     live::run_live(args)
 }
 

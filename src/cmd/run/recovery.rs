@@ -296,6 +296,22 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Says where a run that did not succeed keeps its checkpoints, if it took any (also when its
+/// cluster run failed outright, before any summary).
+pub fn say_kept(cfg: Option<&CheckpointConfig>) {
+    let Some(ck) = cfg else { return };
+    let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
+    if ck.dir.exists()
+        && let Ok(Some(_)) = newest
+    {
+        eprintln!(
+            "clasp run: its checkpoints stay in {0}: the same command with --resume {0} goes \
+             on from the newest; remove the directory when done with it",
+            ck.dir.display()
+        );
+    }
+}
+
 /// After a run that succeeded: its checkpoints are removed unless asked to keep them, and the
 /// directory too if nothing else is in it — but a directory given to `--resume` is the user's,
 /// and stays. A run stopped by a signal, or one that ended with faults, did not succeed, even
@@ -310,14 +326,7 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         return;
     }
     if !succeeded || crate::signals::interrupted().is_some() {
-        let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
-        if let Ok(Some(_)) = newest {
-            eprintln!(
-                "clasp run: its checkpoints stay in {0}: the same command with --resume {0} \
-                 goes on from the newest; remove the directory when done with it",
-                ck.dir.display()
-            );
-        }
+        say_kept(Some(ck));
         return;
     }
     if args.keep_checkpoints {
