@@ -407,17 +407,19 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     });
-    // A failed --out wins over a reader of stdout that went away (which alone is no failure).
-    let result = match (
-        output::run_result(printed, &report.errors),
-        wrote.transpose(),
-    ) {
-        (Err(e), _) if !output::is_closed_stdout(&e) => Err(e),
-        (_, Err(e)) => Err(e),
-        (ran, Ok(_)) => ran,
-    };
+    let result = outcome(output::run_result(printed, &report.errors), wrote);
     super::recovery::finish(&args, cfg.checkpoint.as_ref(), &result);
     result
+}
+
+/// The run's result from what it printed (`ran`) and its `--out` files: a failed `--out` wins
+/// over a reader of stdout that went away, which alone is no failure.
+fn outcome(ran: anyhow::Result<()>, wrote: Option<anyhow::Result<()>>) -> anyhow::Result<()> {
+    match (ran, wrote) {
+        (Err(e), _) if !output::is_closed_stdout(&e) => Err(e),
+        (_, Some(Err(e))) => Err(e),
+        (ran, _) => ran,
+    }
 }
 
 /// How many workers the run starts and how many ids it reserves for workers that join
