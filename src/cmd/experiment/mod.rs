@@ -53,7 +53,8 @@ pub struct ExperimentArgs {
     /// Which experiment.
     #[arg(value_enum)]
     name: Experiment,
-    /// Directory for the CSV, markdown and SVG files (created).
+    /// Directory for the CSV, markdown and SVG files (created; relative to the current
+    /// directory: the default, run from the repository, replaces its committed figures).
     #[arg(long, default_value = "docs/live")]
     out: PathBuf,
     /// Each worker's CPU cap, as a fraction of one core (0.1 ..= CPUs).

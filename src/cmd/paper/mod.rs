@@ -40,7 +40,9 @@ pub struct PaperArgs {
     /// Small sizes: one seed per simulation, short live runs (about ten minutes in all).
     #[arg(long)]
     quick: bool,
-    /// Directory for the README table and every experiment's files (created).
+    /// Directory for the README table and every experiment's files (created; relative to the
+    /// current directory: the default, run from the repository, replaces its committed
+    /// figures).
     #[arg(long, default_value = "docs/paper")]
     out: PathBuf,
     /// Only these figures, comma-separated (fig2, fig3, …); the other rows say "not run".
