@@ -377,6 +377,7 @@ fn print_report(
         spec,
         records,
         seed: args.seed,
+        generated: args.source.is_generator(),
         executors: args.executors,
         workers: None,
         summaries: &r.summaries,

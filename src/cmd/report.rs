@@ -11,6 +11,9 @@ pub struct RunView<'a> {
     pub spec: &'a AppSpec,
     pub records: u64,
     pub seed: u64,
+    /// Whether the input was the generator's (the seed means nothing for another source, and
+    /// the text header leaves it out).
+    pub generated: bool,
     pub executors: usize,
     /// Workers of a cluster run (`None` for `clasp local`).
     pub workers: Option<usize>,
@@ -116,12 +119,16 @@ pub fn print(out: &mut impl Write, v: &RunView<'_>, json: bool) -> anyhow::Resul
         .workers
         .map(|w| format!("  workers {w}"))
         .unwrap_or_default();
+    let seed = if v.generated {
+        format!("  seed {}", v.seed)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "app {}  records {}  seed {}{workers}  executors {}",
+        "app {}  records {}{seed}{workers}  executors {}",
         v.spec.name,
         v.records_run(),
-        v.seed,
         v.executors
     )?;
     writeln!(out, "state_digest  {}", comparable.state_digest())?;

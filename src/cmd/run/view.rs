@@ -38,6 +38,7 @@ pub fn run_view<'a>(
         spec,
         records,
         seed: args.seed,
+        generated: args.source.is_generator(),
         executors: usize::from(args.executors),
         workers: Some(workers),
         summaries: &r.summaries,
