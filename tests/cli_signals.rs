@@ -29,11 +29,17 @@ struct Group {
     out: Option<std::thread::JoinHandle<Vec<u8>>>,
     err: Option<std::thread::JoinHandle<Vec<u8>>>,
     deadline: Instant,
+    /// Its state directory: an interrupted run keeps the checkpoints it took in the default
+    /// directory, which goes with this one (in a directory shared by every test run they
+    /// would pile up).
+    _state: tempfile::TempDir,
 }
 
 impl Group {
     fn start(args: &[&str]) -> Group {
+        let state = tempfile::tempdir().expect("a state directory");
         let mut child = common::clasp_command()
+            .env("XDG_STATE_HOME", state.path())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -55,6 +61,7 @@ impl Group {
             out: Some(out),
             err: Some(err),
             deadline: Instant::now() + TEST_TIMEOUT,
+            _state: state,
         }
     }
 
