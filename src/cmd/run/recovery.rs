@@ -341,8 +341,14 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
                 store.remove_all()
             }
         });
-    if let Err(e) = removed {
-        tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display());
+    match removed {
+        // The summary named the directory: say they are gone, not found missing later.
+        Ok(()) => eprintln!(
+            "clasp run: removed its checkpoints in {} (the run succeeded; --keep-checkpoints \
+             keeps them)",
+            ck.dir.display()
+        ),
+        Err(e) => tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display()),
     }
 }
 
