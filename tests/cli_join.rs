@@ -179,11 +179,13 @@ fn joiner(hint: &str, id: &str, secret: &str, piped: bool) -> Child {
         .expect("clasp worker --join runs")
 }
 
-/// The whole stderr of `c` (piped), once it exited.
-fn stderr_of(c: &mut Child) -> String {
+/// Waits (at most 30 s) for the joiner `c` (stderr piped) to exit 1 saying `says`.
+fn assert_refused(c: &mut Child, says: &str) {
+    let st = exit_within(c, Duration::from_secs(30));
     let mut said = String::new();
     c.stderr.take().unwrap().read_to_string(&mut said).unwrap();
-    said
+    assert_eq!(st.code(), Some(1), "{said}");
+    assert!(said.contains(says), "{said}");
 }
 
 /// `clasp run` live over worker 1, worker 2 reserved to join; `extra` are further options.
@@ -262,17 +264,8 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     // until its connect deadline (10 s), then told why.
     let twin = joiner(&hint, "1", secret.to_str().unwrap(), true);
     workers.0.extend([stray, twin]);
-    let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
-    let said = stderr_of(&mut workers.0[1]);
-    assert_eq!(st.code(), Some(1), "{said}");
-    assert!(
-        said.contains("reserved ids [2] for workers that join"),
-        "{said}"
-    );
-    let st = exit_within(&mut workers.0[2], Duration::from_secs(30));
-    let said = stderr_of(&mut workers.0[2]);
-    assert_eq!(st.code(), Some(1), "{said}");
-    assert!(said.contains("worker 1 is already in it"), "{said}");
+    assert_refused(&mut workers.0[1], "reserved ids [2] for workers that join");
+    assert_refused(&mut workers.0[2], "worker 1 is already in it");
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");
@@ -596,10 +589,7 @@ fn a_joiner_that_left_is_not_taken_again() {
     assert!(st.success(), "the joiner that left: {st}");
     let again = joiner(&hint, "2", dir.join("secret").to_str().unwrap(), true);
     workers.0.push(again);
-    let st = exit_within(&mut workers.0[1], Duration::from_secs(30));
-    let said = stderr_of(&mut workers.0[1]);
-    assert_eq!(st.code(), Some(1), "{said}");
-    assert!(said.contains("worker 2 left this run"), "{said}");
+    assert_refused(&mut workers.0[1], "worker 2 left this run");
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");

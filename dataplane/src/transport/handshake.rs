@@ -58,7 +58,7 @@ pub(super) struct InboundUp(Box<[AtomicU64]>);
 
 impl InboundUp {
     pub(super) fn new() -> Arc<Self> {
-        let words = (MAX_PEER_ID as usize).div_ceil(64) + 1;
+        let words = (MAX_PEER_ID as usize + 1).div_ceil(64);
         Arc::new(InboundUp((0..words).map(|_| AtomicU64::new(0)).collect()))
     }
 

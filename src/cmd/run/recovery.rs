@@ -284,7 +284,9 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let dir = (base.join("clasp/checkpoints")).join(format!("run-{secs}-{}", std::process::id()));
+    let dir = base
+        .join("clasp/checkpoints")
+        .join(format!("run-{secs}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .and_then(|()| std::fs::remove_dir(&dir))
         .map_err(|e| {
