@@ -397,6 +397,26 @@ fn sink_errors_are_clear_errors_naming_the_sink() {
             assert!(err.contains(&says), "{a:?}: {err}");
         }
     }
+    // A cluster run that failed before its first checkpoint leaves no checkpoint directory.
+    let state = tempfile::tempdir().unwrap();
+    let state_home = state.path().to_str().unwrap();
+    let args = [
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "100",
+    ];
+    let mut a = args.to_vec();
+    a.extend(["--sink", &tcp]);
+    let out = clasp_env(&a, &[("XDG_STATE_HOME", state_home)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let runs = state.path().join("clasp/checkpoints");
+    let left: Vec<_> = std::fs::read_dir(&runs).map_or(Vec::new(), |d| d.collect());
+    assert!(left.is_empty(), "left in {}: {left:?}", runs.display());
 }
 
 /// A file sink that is the source's own file (or in its directory) is refused before anything

@@ -376,7 +376,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
         )?;
     }
     let report = drive(spawned, &spec, &cfg, &mut live)
-        .inspect_err(|_| super::recovery::say_kept(cfg.checkpoint.as_ref()))?;
+        .inspect_err(|_| super::recovery::failed(&args, cfg.checkpoint.as_ref()))?;
     if live.progress {
         eprintln!();
     }

@@ -298,19 +298,33 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Says where a run that did not succeed keeps its checkpoints, if it took any (also when its
-/// cluster run failed outright, before any summary).
-pub fn say_kept(cfg: Option<&CheckpointConfig>) {
-    let Some(ck) = cfg else { return };
+/// Says where a run that did not succeed keeps its checkpoints, if it took any.
+fn say_kept(cfg: Option<&CheckpointConfig>) {
+    // Opening the store makes its directory: only a directory the run made is looked in.
+    let Some(ck) = cfg.filter(|ck| ck.dir.exists()) else {
+        return;
+    };
     let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
-    if ck.dir.exists()
-        && let Ok(Some(_)) = newest
-    {
+    if let Ok(Some(_)) = newest {
         eprintln!(
             "clasp run: its checkpoints stay in {0}: the same command with --resume {0} goes \
              on from the newest; remove the directory when done with it",
             ck.dir.display()
         );
+    }
+}
+
+/// After a run that did not succeed: says where its checkpoints stay, if it took any; a
+/// directory made for this run (not `--checkpoint-dir`, not `--resume`) that the run left
+/// empty, having failed before its first checkpoint, is removed.
+pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
+    say_kept(cfg);
+    if let Some(ck) = cfg
+        && args.checkpoint_dir.is_none()
+        && args.resume.is_none()
+    {
+        // Fails, as it should, on a directory that holds anything.
+        let _ = std::fs::remove_dir(&ck.dir);
     }
 }
 
@@ -328,7 +342,7 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         return;
     }
     if !succeeded || crate::signals::interrupted().is_some() {
-        say_kept(Some(ck));
+        failed(args, Some(ck));
         return;
     }
     if args.keep_checkpoints {

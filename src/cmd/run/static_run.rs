@@ -4,7 +4,7 @@
 //! others. Either way it prints what `clasp local` prints (docs/cluster.md).
 
 use super::args::RunArgs;
-use super::recovery::say_kept;
+use super::recovery::failed;
 use super::setup::{drive, prepare};
 use super::view::print_report;
 use crate::cmd::apps::load_app;
@@ -49,7 +49,7 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         &mut Static
     };
     let report =
-        drive(spawned, &spec, &cfg, ctl).inspect_err(|_| say_kept(cfg.checkpoint.as_ref()))?;
+        drive(spawned, &spec, &cfg, ctl).inspect_err(|_| failed(&args, cfg.checkpoint.as_ref()))?;
     let shown = if args.source.is_generator() {
         records
     } else {
