@@ -157,10 +157,11 @@ pub enum AuthError {
     #[error("peer id {0} is not acceptable")]
     PeerId(u32),
     /// An authenticated client under the id of a peer whose connection to us is up: a
-    /// second process under one worker's id (the first keeps its connection).
+    /// second process under one worker's id, or the peer itself dialling again (a driver's
+    /// recovery) before we have seen its earlier connection close. The first keeps it.
     #[error(
-        "peer {0} already has a connection to us (a second process under its id?); the first \
-         keeps it"
+        "peer {0} already has a connection to us (a second process under its id, or its own \
+         earlier connection not closed yet); the first keeps it"
     )]
     InUse(u32),
     /// The server refused us, and said why.
