@@ -613,3 +613,30 @@ fn an_app_file_names_its_source_and_sink_and_the_flags_override_them() {
     assert_eq!(sink_counts(&other), counts);
     assert!(!named.exists(), "the app file's sink was overridden");
 }
+
+/// A file truncated while it is read fails the run, on one worker as on a cluster: the
+/// ingress's failure is not lost because the worker finished the stream it had ended.
+#[test]
+fn a_source_that_fails_partway_fails_the_run() {
+    let _turn = common::one_at_a_time();
+    let dir = TempDir::new("fails-partway");
+    for args in [
+        &["local", "--app", "wc"][..],
+        &static_run("2", &["--app", "wc"]),
+    ] {
+        let path = dir.file("shrinks.txt", &text(200_000, 9));
+        let source = format!("file:{}", path.display());
+        let args: Vec<&str> = [args, &["--source", &source, "--rate", "5000"][..]].concat();
+        let run = start(&args, &[]);
+        std::thread::sleep(Duration::from_millis(1000));
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(1000).unwrap();
+        let out = run.wait();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("truncated while it was read"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -287,6 +287,14 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     )
     .map_err(anyhow::Error::msg)?;
     reap(&child);
+    // An ingress whose source failed ends the stream as it exits: the worker may have
+    // finished before the watch above saw it exit.
+    let mut report = report;
+    if let Some(why) = watch_ingress(&child, &mut stop_sent)
+        && !report.errors.contains(&why)
+    {
+        report.errors.push(why);
+    }
     // The segment is unlinked (its owner's handle dropped) and the ingress reaped.
     drop(registrations);
     let out = ingress_out.into_inner().unwrap_or_else(|e| e.into_inner());
