@@ -5,8 +5,8 @@
 //! wait for a driver or a worker forever, re-parented to init. So the parent passes its pid in
 //! [`PARENT_PID_ENV`], and the child asks the kernel for SIGHUP ("hang-up": whoever controlled
 //! it is gone) when its parent goes (`PR_SET_PDEATHSIG`), then checks that the parent is still
-//! the one that started it: it may have died before the request was made. A worker has no
-//! handler for SIGHUP and ends at once; an ingress stops its input and reports the worker it
+//! the one that started it: it may have died before the request was made. A worker ends at
+//! once (after removing a cgroup it made for itself); an ingress stops its input and reports the worker it
 //! lost. (Not SIGTERM: the kernel may send the death signal more than once, which a second
 //! SIGTERM would take for "exit now".)
 //!

@@ -330,6 +330,48 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
     assert_no_groups_left(w);
 }
 
+/// A worker capped by hand that a signal ends at once (SIGINT, SIGHUP, a second SIGTERM)
+/// removes its group all the same: `std::process::exit` runs no `Drop`, the cleanup registry
+/// does the group's.
+#[test]
+fn a_worker_capped_by_hand_that_a_signal_ends_at_once_removes_its_group() {
+    use rustix::process::{Pid, Signal, kill_process};
+    let _turn = common::one_at_a_time();
+    need_cgroups!();
+    let (_, v2) = cpu_mount().unwrap();
+    let cluster = ClusterDir::new("cgroup-signal", 78, 1);
+    // (A second SIGTERM takes the same path; between jobs the first one already ends the
+    // worker the ordinary way, and two sent at once may arrive as one.)
+    for (signal, status) in [(Signal::INT, 130), (Signal::HUP, 129)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_clasp"))
+            .args(["worker", "--id", "1", "--worker-cpu", "0.5"])
+            .args(["--cluster", cluster.path()])
+            .env(
+                "CLASP_CLUSTER_SECRET",
+                "a cluster secret of at least 32 bytes",
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("clasp worker runs");
+        let w = child.id();
+        let mut workers = Workers(vec![child]);
+        let deadline = Instant::now() + APPEAR_TIMEOUT;
+        while !cpu_group_of(w, v2).is_some_and(|g| g.contains(&format!("/clasp-{w}-"))) {
+            assert!(
+                Instant::now() < deadline,
+                "worker {w} never joined its group"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill_process(Pid::from_raw(w as i32).unwrap(), signal).unwrap();
+        let st = workers.0[0].wait().unwrap();
+        assert_eq!(st.code(), Some(status), "{signal:?}: {st}");
+        assert_no_groups_left(w);
+    }
+}
+
 #[test]
 fn caps_the_kernel_refuses_and_caps_on_workers_it_did_not_start_are_usage_errors() {
     let _turn = common::one_at_a_time();

@@ -82,22 +82,33 @@ pub struct WorkerArgs {
 /// `clasp worker`.
 ///
 /// SIGTERM asks the worker to leave (see `--leave-timeout-s`; between jobs it exits 0 at once);
-/// a second SIGTERM, or SIGINT, ends it at once (its segments are anonymous, so it leaves
-/// nothing behind), and the driver of a run it serves fails the run naming it.
+/// a second SIGTERM, SIGINT or SIGHUP ends it at once (its segments are anonymous, and the
+/// cleanup registry removes its own cgroup, so it leaves nothing behind), and the driver of a run it serves fails the run naming it.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
-    // group and the CPU set. The group is left and removed when `_group` drops.
+    // group and the CPU set. The group is left and removed when `_group` drops, or by the
+    // cleanup registry when a signal ends the worker at once (no `Drop` runs then); the
+    // registration drops first.
     let _group = args
         .worker_cpu
         .as_ref()
-        .map(|cap| enter_own(cap, args.id))
+        .map(|cap| enter_own(cap, args.id).map(Arc::new))
         .transpose()?;
+    let id = args.id;
+    let _group_cleanup = _group.as_ref().map(|group| {
+        let group = Arc::clone(group);
+        crate::cleanup::register(move || {
+            if let Err(e) = group.leave_now() {
+                say(id, format!("cgroup cleanup: {e}"));
+            }
+        })
+    });
     if let Some(cpus) = &args.cpus {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
     crate::stale::sweep_at_start();
-    let leave = on_sigterm()?;
+    let leave = on_signals(args.id)?;
     let cfg = config(&args, &leave)?;
     // A joiner serves the run it joined.
     let max_jobs = if args.join.is_some() {
@@ -274,13 +285,36 @@ fn serve_jobs(
     }
 }
 
-/// SIGTERM sets the returned flag (the worker then leaves its run); a second one exits at once.
-fn on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
-    use signal_hook::consts::SIGTERM;
+/// SIGTERM sets the returned flag (the worker then leaves its run). A second SIGTERM (status
+/// 1), SIGINT (130) or SIGHUP (129: whoever started it is gone) ends the worker at once, after
+/// the cleanup registry has run: it removes the cgroup of a worker capped by hand, which
+/// `std::process::exit` would otherwise leave behind. On a thread of its own, since a signal
+/// handler may not take locks or allocate (`crate::signals`).
+fn on_signals(id: u32) -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
-    // Registered first: with the flag already set, a SIGTERM exits (status 1) instead.
-    signal_hook::flag::register_conditional_shutdown(SIGTERM, 1, Arc::clone(&flag))
-        .and_then(|_| signal_hook::flag::register(SIGTERM, Arc::clone(&flag)))
-        .map_err(|e| anyhow::anyhow!("installing the SIGTERM handler: {e}"))?;
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
+    let leave = Arc::clone(&flag);
+    std::thread::Builder::new()
+        .name("clasp-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGTERM && !leave.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                say(
+                    id,
+                    format!("{}: stopping now", crate::signals::name(signal)),
+                );
+                crate::cleanup::run_all();
+                let status = match signal {
+                    SIGTERM => 1,
+                    other => i32::from(crate::signals::exit_status(other)),
+                };
+                std::process::exit(status);
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("starting the signal thread: {e}"))?;
     Ok(flag)
 }
