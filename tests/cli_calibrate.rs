@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{clasp_env, json};
+use common::{clasp_env, clasp_text, json};
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 
 /// A fresh temporary directory for one test.
@@ -88,6 +89,8 @@ fn calibrate_writes_a_profile_with_positive_costs_and_prints_it() {
     let _turn = common::one_at_a_time();
     let dir = temp_dir("writes");
     let out_path = dir.join("deep/er/profile.json");
+    // An explicit --out goes into a directory that exists (the refusals are below).
+    std::fs::create_dir_all(out_path.parent().unwrap()).unwrap();
     let out_arg = out_path.to_str().unwrap();
     let config = dir.join("config");
     let stdout = calibrate(&["--json", "--out", out_arg], &config, &out_path);
@@ -224,4 +227,70 @@ fn a_live_run_without_a_profile_uses_the_built_in_priors() {
     assert!(stderr.contains("priors: built-in"), "{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// `--out PATH` refused before anything is measured: a node that is not a regular file (a
+// rename over it would replace the node itself), a directory, a path under a directory that
+// does not exist (an explicit --out makes none). Every target is the test's own, in a temporary
+// directory: none that a missing check would destroy (never /dev/full or /dev/null).
+
+/// A fresh temporary directory, removed when dropped.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("clasp-test-calibrate-out-")
+        .tempdir()
+        .expect("a temp dir")
+}
+
+/// Asserts that `clasp calibrate --quick --out OUT` is refused as a usage error (exit 2) whose
+/// message names `named` and says `why`, and printed nothing. Exit 2 means it was refused
+/// before measuring: a failed measurement or a failed write exits 1, a written profile 0.
+fn assert_refused(out: &Path, named: &Path, why: &str) {
+    let (code, stdout, stderr) =
+        clasp_text(&["calibrate", "--quick", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{}: {stderr}", out.display());
+    assert_eq!(stdout, "", "{}", out.display());
+    assert!(
+        stderr.contains("--out") && stderr.contains(&named.display().to_string()),
+        "{stderr}"
+    );
+    assert!(stderr.contains(why), "{why} in {stderr}");
+}
+
+fn is_fifo(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+#[test]
+fn calibrate_refuses_an_out_that_is_a_fifo_or_a_link_to_one_and_leaves_the_fifo() {
+    let dir = scratch();
+    let fifo = dir.path().join("fifo");
+    let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, owner_rw).expect("a FIFO");
+    assert_refused(&fifo, &fifo, "is not a regular file");
+    assert!(is_fifo(&fifo), "{} was replaced", fifo.display());
+    // A link is followed: the node it leads to is refused like the node, and both stay.
+    let link = dir.path().join("profile.json");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    assert_refused(&link, &link, "is not a regular file");
+    assert!(is_fifo(&fifo), "{} was replaced", fifo.display());
+    let link_meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(link_meta.file_type().is_symlink(), "{}", link.display());
+}
+
+#[test]
+fn calibrate_refuses_an_out_that_is_a_directory_and_leaves_nothing_in_it() {
+    let dir = scratch();
+    assert_refused(dir.path(), dir.path(), "is a directory");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn calibrate_refuses_an_out_under_a_missing_directory_and_makes_none() {
+    let dir = scratch();
+    let missing = dir.path().join("no/such");
+    let out = missing.join("profile.json");
+    let why = format!("the directory {} does not exist", missing.display());
+    assert_refused(&out, &missing, &why);
+    assert!(!dir.path().join("no").exists(), "a directory was made");
 }

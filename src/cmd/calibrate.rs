@@ -8,7 +8,7 @@
 //! the baselines and latencies that command adds for comparison.
 
 use super::output;
-use super::profile::{self, Machine, PROFILE_VERSION, Profile};
+use super::profile::{self, Machine, PROFILE_VERSION, Parent, Profile};
 use super::usage_error;
 use clap::Args;
 use clasp_benches::dispatch::{DispatchOpts, RemoteCosts, process_cpu_s, remote_costs};
@@ -16,7 +16,7 @@ use clasp_benches::dispatch_local::measure_alpha;
 use clasp_benches::wake::measure_wake_us;
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How much a calibration measures.
@@ -90,8 +90,9 @@ pub struct CalibrateArgs {
     /// Print one JSON object (the profile and `path`) instead of a table.
     #[arg(long)]
     json: bool,
-    /// Write the profile here (default: $XDG_CONFIG_HOME/clasp/profile.json, else
-    /// ~/.config/clasp/profile.json).
+    /// Write the profile here: a regular file, replaced, or a new name in a directory that
+    /// exists; a symbolic link is followed (default: $XDG_CONFIG_HOME/clasp/profile.json, else
+    /// ~/.config/clasp/profile.json, whose directory is made).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Measure less (about 3 s instead of about 10 s): noisier figures.
@@ -101,12 +102,7 @@ pub struct CalibrateArgs {
 
 /// `clasp calibrate`.
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
-    let path = match &args.out {
-        Some(p) => p.clone(),
-        None => profile::default_path().ok_or_else(|| {
-            usage_error("neither XDG_CONFIG_HOME nor HOME is set: give --out FILE for the profile")
-        })?,
-    };
+    let (path, parent) = destination(args.out.as_deref())?;
     let effort = if args.quick { &QUICK } else { &FULL };
     let progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let say = |m: &str| {
@@ -148,7 +144,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
              machine; nothing was written: run `clasp calibrate` again"
         )
     })?;
-    profile::save(&path, &profile).map_err(|e| anyhow::anyhow!("writing the profile: {e}"))?;
+    profile::save(&path, &profile, parent)
+        .map_err(|e| anyhow::anyhow!("writing the profile: {e}"))?;
     let mut out = output::stdout();
     if args.json {
         let mut v = serde_json::to_value(&profile)?;
@@ -159,6 +156,31 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         writeln!(out, "wrote {}", path.display())?;
     }
     out.finish()
+}
+
+/// Where the profile goes: `--out`, else the default path (whose directory may be made), and
+/// checked before anything is measured, so a target the profile cannot replace (a directory,
+/// a device, a missing directory) is a usage error at once rather than a failure after seconds
+/// of measurement.
+fn destination(out: Option<&Path>) -> anyhow::Result<(PathBuf, Parent)> {
+    let (path, parent) = match out {
+        Some(p) => (p.to_path_buf(), Parent::MustExist),
+        None => (
+            profile::default_path().ok_or_else(|| {
+                usage_error(
+                    "neither XDG_CONFIG_HOME nor HOME is set: give --out FILE for the profile",
+                )
+            })?,
+            Parent::Create,
+        ),
+    };
+    profile::target(&path, parent).map_err(|e| match out {
+        Some(_) => usage_error(format!("--out: {e}")),
+        None => usage_error(format!(
+            "the profile's default path: {e} (or give --out FILE)"
+        )),
+    })?;
+    Ok((path, parent))
 }
 
 /// What the whole host did during a calibration besides this process.

@@ -10,6 +10,7 @@ use clasp_controlplane::model::CostModel;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::ErrorKind::NotFound;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -160,15 +161,95 @@ pub fn load(path: &Path) -> Result<Profile, String> {
     Ok(profile)
 }
 
-/// Writes `profile` to `path` atomically: into a temporary file beside it, synced, then renamed
-/// over it (and the directory synced), so a reader sees the old profile or the new one, never
-/// half of one. Creates the parent directories.
-pub fn save(path: &Path, profile: &Profile) -> Result<(), String> {
-    let dir = match path.parent() {
+/// Whether [`save`] may create the directory a profile goes into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parent {
+    /// The default place ([`default_path`]): the tool's own directory under the user's config,
+    /// made on first use.
+    Create,
+    /// A path the user named (`clasp calibrate --out`): a directory missing there is more
+    /// likely a typo than a wish, and making it would leave directories wherever the typo
+    /// pointed.
+    MustExist,
+}
+
+/// The file [`save`] would replace for `path`, or why it cannot: `clasp calibrate` asks before
+/// it measures, so a bad target is refused at once rather than after the measurement.
+///
+/// The profile is renamed over the file, so it must be a regular file or absent: a rename over
+/// a device, a FIFO or a socket replaces the node itself (as root, `/dev/full` would become a
+/// regular file), and one over a directory fails, but only after the measurement. A symbolic
+/// link is followed and its target checked and replaced, keeping the link: renaming over the
+/// link would replace it with a plain file, cutting off a profile kept elsewhere (a dotfiles
+/// repository, say), and a link to a device is refused like the device.
+pub fn target(path: &Path, parent: Parent) -> Result<PathBuf, String> {
+    let file = follow(path)?;
+    // Errors name the path as given, and where it leads when that is elsewhere.
+    let named = if file.as_path() == path {
+        path.display().to_string()
+    } else {
+        format!("{} (a link to {})", path.display(), file.display())
+    };
+    if file.file_name().is_none() {
+        return Err(format!("{named} is not a file name"));
+    }
+    let dir = dir_of(&file);
+    match std::fs::metadata(&dir) {
+        Ok(m) if !m.is_dir() => return Err(format!("{} is not a directory", dir.display())),
+        Err(e) if e.kind() == NotFound && parent == Parent::MustExist => {
+            return Err(format!("the directory {} does not exist", dir.display()));
+        }
+        Err(e) if e.kind() != NotFound => return Err(format!("{}: {e}", dir.display())),
+        _ => {}
+    }
+    match std::fs::metadata(&file) {
+        Ok(m) if m.is_dir() => Err(format!("{named} is a directory")),
+        // A trailing `/` would make the final rename fail (ENOTDIR), after the measurement.
+        _ if path.as_os_str().as_encoded_bytes().ends_with(b"/") => {
+            Err(format!("{named} ends in /, which names a directory"))
+        }
+        Ok(m) if !m.is_file() => Err(format!("{named} is not a regular file")),
+        Err(e) if e.kind() != NotFound => Err(format!("{named}: {e}")),
+        _ => Ok(file),
+    }
+}
+
+/// `path` with a symbolic link as its last component followed to its final target (the
+/// directories before it are the kernel's to follow, as any open does). A link that leads
+/// nowhere is refused: creating its target would put the profile somewhere nobody named.
+fn follow(path: &Path) -> Result<PathBuf, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            format!(
+                "{} is a symbolic link that cannot be followed: {e}",
+                path.display()
+            )
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// The directory `file` is in (`.` for a bare name).
+fn dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+}
+
+/// Writes `profile` to `path` atomically: into a temporary file beside it, synced, then renamed
+/// over it (and the directory synced), so a reader sees the old profile or the new one, never
+/// half of one. Creates the parent directories only for [`Parent::Create`].
+///
+/// [`target`] is checked again here, as the calibration before took seconds in which the path
+/// could change; what is left open is the moment between this check and the rename, which no
+/// rename can close (there is no "replace only a regular file").
+pub fn save(path: &Path, profile: &Profile, parent: Parent) -> Result<(), String> {
+    let path = target(path, parent)?;
+    let dir = dir_of(&path);
+    if parent == Parent::Create {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let name = path
         .file_name()
         .ok_or_else(|| format!("{}: not a file name", path.display()))?;
@@ -177,12 +258,18 @@ pub fn save(path: &Path, profile: &Profile) -> Result<(), String> {
     tmp_name.push(format!(".tmp.{}", std::process::id()));
     let tmp = dir.join(tmp_name);
     let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A new file, never one already there: a leftover of an earlier process with this pid
+        // is removed first, and a link planted under this name is not followed.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         let json = serde_json::to_string_pretty(profile).map_err(std::io::Error::other)?;
         f.write_all(json.as_bytes())?;
         f.write_all(b"\n")?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
+        std::fs::rename(&tmp, &path)?;
         // The rename itself is durable once the directory is.
         std::fs::File::open(&dir)?.sync_all()
     })();
@@ -244,7 +331,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("clasp-profile-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("a/b/profile.json");
-        save(&path, &sample()).expect("saved");
+        save(&path, &sample(), Parent::Create).expect("saved");
         assert_eq!(load(&path).expect("loaded"), sample());
         // Nothing but the profile is left in its directory.
         assert_eq!(
@@ -261,6 +348,83 @@ mod tests {
         p.gamma_us = -1.0;
         std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
         assert!(load(&path).unwrap_err().contains("gamma_us"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh directory for one test, named after it.
+    fn temp_dir(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("clasp-profile-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_target_is_a_regular_file_or_a_free_name_in_a_directory_that_exists() {
+        let dir = temp_dir("target");
+        let file = dir.join("p.json");
+        assert_eq!(target(&file, Parent::MustExist), Ok(file.clone()));
+        std::fs::write(&file, "old").unwrap();
+        assert_eq!(target(&file, Parent::MustExist), Ok(file.clone()));
+        let err = target(&dir, Parent::MustExist).unwrap_err();
+        assert_eq!(err, format!("{} is a directory", dir.display()));
+        // A socket stands for every node a rename must not replace (devices, FIFOs).
+        let socket = dir.join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let err = target(&socket, Parent::Create).unwrap_err();
+        assert_eq!(err, format!("{} is not a regular file", socket.display()));
+        // A missing directory is made only for the default place.
+        let missing = dir.join("no/p.json");
+        let err = target(&missing, Parent::MustExist).unwrap_err();
+        let no = dir.join("no");
+        assert_eq!(
+            err,
+            format!("the directory {} does not exist", no.display())
+        );
+        assert_eq!(target(&missing, Parent::Create), Ok(missing.clone()));
+        assert!(!no.exists());
+        let under_a_file = file.join("p.json");
+        let err = target(&under_a_file, Parent::Create).unwrap_err();
+        assert_eq!(err, format!("{} is not a directory", file.display()));
+        let trailing = PathBuf::from(format!("{}/", dir.join("new").display()));
+        assert!(
+            target(&trailing, Parent::MustExist)
+                .unwrap_err()
+                .ends_with("which names a directory")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_link_is_followed_its_target_replaced_and_the_link_kept() {
+        let dir = temp_dir("link");
+        let file = dir.join("p.json");
+        std::fs::write(&file, "old").unwrap();
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        save(&link, &sample(), Parent::MustExist).expect("saved through the link");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(load(&file).expect("the target holds the profile"), sample());
+        // A link to what a rename must not replace is refused like it, naming both.
+        let socket = dir.join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let to_socket = dir.join("to-socket");
+        std::os::unix::fs::symlink(&socket, &to_socket).unwrap();
+        let err = target(&to_socket, Parent::MustExist).unwrap_err();
+        assert!(
+            err.contains("a link to") && err.ends_with("is not a regular file"),
+            "{err}"
+        );
+        let dangling = dir.join("dangling");
+        std::os::unix::fs::symlink(dir.join("nowhere"), &dangling).unwrap();
+        let err = target(&dangling, Parent::Create).unwrap_err();
+        assert!(err.contains("cannot be followed"), "{err}");
+        assert!(!dir.join("nowhere").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
