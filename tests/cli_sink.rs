@@ -474,8 +474,57 @@ fn a_sink_over_the_source_is_refused_and_the_input_kept() {
         Some(2),
         "a sink in the source's directory"
     );
+    // The source's file under another name (a hard link).
+    let linked = format!("{dir}/clasp-sink-hard-link-{}.txt", std::process::id());
+    std::fs::hard_link(path, &linked).unwrap();
+    let sink = format!("file:{linked}");
+    let out = common::clasp(&["local", "--app", "wc", "--source", &format!("file:{path}")]);
+    assert!(out.status.success());
+    let out = common::clasp(&[
+        "local",
+        "--app",
+        "wc",
+        "--source",
+        &format!("file:{path}"),
+        "--sink",
+        &sink,
+    ]);
+    let _ = std::fs::remove_file(&linked);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a hard link: {err}");
+    assert!(err.contains("would write over the input"), "{err}");
     assert_eq!(
         std::fs::read_to_string(path).unwrap(),
         "hello world\nbye now\n"
     );
+}
+
+/// Files a run's workers cannot share as a sink are refused before anything starts: a FIFO
+/// (its open would wait for a reader), a name for the opening process's own descriptor, a
+/// directory.
+#[test]
+fn a_fifo_a_descriptor_name_or_a_directory_is_refused_as_a_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rw).unwrap();
+    let fifo = format!("file:{}", fifo.display());
+    let directory = format!("file:{}", dir.path().display());
+    for (sink, says) in [
+        (fifo.as_str(), "is a FIFO"),
+        ("file:/dev/stdout", "use stdout:"),
+        ("file:/proc/self/fd/1", "use stdout:"),
+        (directory.as_str(), "is a directory"),
+    ] {
+        for args in [&["run", "--static", "--workers", "2"][..], &["local"][..]] {
+            let mut a = args.to_vec();
+            a.extend(["--app", "wc", "--records", "100", "--sink", sink]);
+            let (code, _, err) = clasp_text(&a);
+            assert_eq!(code, 2, "{a:?}: {err}");
+            assert!(
+                err.contains(&format!("--sink {sink}")) && err.contains(says),
+                "{err}"
+            );
+        }
+    }
 }

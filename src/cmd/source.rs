@@ -80,6 +80,14 @@ pub fn check_sink(
             "--sink {sink} would write over the input of --source {source}: give the sink \
              another path"
         ))),
+        Some(target @ SinkTarget::File(path))
+            if let Some(why) = clasp_dataplane::sink::unusable_file(path) =>
+        {
+            Err(crate::cmd::usage_error(format!(
+                "--sink {target}: {} {why}",
+                path.display()
+            )))
+        }
         Some(target @ SinkTarget::File(path)) if here => {
             let dir = match path.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,

@@ -27,10 +27,12 @@
 //!   each end-of-stream flush and when they stop; [`Sink::close`] waits for the writer to
 //!   finish.
 
+mod path;
 mod target;
 #[cfg(test)]
 mod tests;
 
+pub use path::unusable as unusable_file;
 pub use target::{SinkTarget, TCP_CONNECT_TIMEOUT, TCP_SEND_BUFFER_BYTES, TCP_WRITE_STALL};
 
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};

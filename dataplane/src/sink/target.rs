@@ -78,6 +78,7 @@ impl SinkTarget {
     /// any of them starts appending: done once, by whoever starts the workers.
     pub fn truncate_shared(&self) -> Result<(), SinkError> {
         if let SinkTarget::File(path) = self {
+            self.usable(path)?;
             std::fs::File::create(path).map_err(|e| self.io("create", e))?;
         }
         Ok(())
@@ -95,6 +96,7 @@ impl SinkTarget {
         match self {
             SinkTarget::File(path) => {
                 let path = Self::file_path(path, per_worker);
+                self.usable(&path)?;
                 let mut o = OpenOptions::new();
                 match per_worker {
                     Some(_) if !resumed => o.write(true).create(true).truncate(true),
@@ -112,6 +114,15 @@ impl SinkTarget {
                     .map_err(|e| self.io("configure", e.into()))?;
                 Ok(Destination::Tcp(s))
             }
+        }
+    }
+
+    /// An error when `path` is no file a sink can write (`super::path`): opening a FIFO
+    /// would wait for a reader, possibly for ever.
+    fn usable(&self, path: &std::path::Path) -> Result<(), SinkError> {
+        match super::path::unusable(path) {
+            Some(why) => Err(self.io("open", std::io::Error::other(why))),
+            None => Ok(()),
         }
     }
 
@@ -165,14 +176,22 @@ impl SinkTarget {
         };
         let sink = parent.join(name);
         let sink = sink.canonicalize().unwrap_or(sink);
+        // One file under two names (a hard link) too.
+        let same = |p: &std::path::Path| {
+            p.canonicalize().is_ok_and(|p| p == sink) || super::path::same_file(p, &sink)
+        };
         match source {
-            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => {
-                p.canonicalize().is_ok_and(|p| p == sink)
-            }
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => same(p),
             // A `dir:` source reads the files directly in it.
-            SourceSpec::Dir(d) => d
-                .canonicalize()
-                .is_ok_and(|d| sink.parent() == Some(d.as_path())),
+            SourceSpec::Dir(d) => {
+                d.canonicalize()
+                    .is_ok_and(|d| sink.parent() == Some(d.as_path()))
+                    || std::fs::read_dir(d)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .any(|e| same(&e.path()))
+            }
             _ => false,
         }
     }
