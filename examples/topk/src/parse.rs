@@ -4,8 +4,14 @@
 //! (`2004-02-28 00:58:46.123456 0 1 19.9884 37.0933 45.08 2.69964`). A line that does not
 //! parse (the data set has truncated lines) is malformed: counted under its reason and
 //! dropped, never a panic.
+//!
+//! Its key is the line's sensor id (`encode_u32`, as the `sd` generator keys its records),
+//! and it emits under that key: `topk_window` keeps one window per key and reads the key back
+//! as the sensor in its sink text. A line read from a source (`--source`) gets that key from
+//! [`Parse`]'s `record_key`, so a file of the generator's own lines gives the generated run.
 
 use clasp_operators::codec::{Reader, Writer};
+use clasp_operators::key::{encode_u32, encode_u64};
 use clasp_operators::{Malformed, Operator, Out};
 
 /// The parser (no state, no parameters).
@@ -53,24 +59,50 @@ impl Operator for Parse {
         _: &mut (),
         out: &mut Out<'_>,
     ) -> Result<(), Malformed> {
-        let reading = parse_line(payload)?;
+        let (sensor, reading) = parse_line(payload)?;
+        // `top` keeps a sensor's window under the key this emits with, and reads it back as the
+        // sensor: a line under another key would start a window of its own.
+        if key != encode_u32(sensor) {
+            return Err(Malformed::new("sensor id does not match the key"));
+        }
         out.emit_with(|k, p| {
             k.extend_from_slice(key);
             reading.write(p);
         });
         Ok(())
     }
+
+    /// The sensor id of a line read from a source, as the `sd` generator keys its records.
+    /// The default (the line's number) would route a sensor's readings to `top` on many paths
+    /// out of order and give it a window per line, not per sensor. A line whose sensor id does
+    /// not parse gets its number, and `process` counts it malformed; a truncated line keeps
+    /// its sensor (as the generator's do) and is counted malformed all the same.
+    fn record_key(&self, ordinal: u64, record: &[u8], key: &mut Vec<u8>) {
+        key.clear();
+        match sensor_of(record) {
+            Some(sensor) => key.extend_from_slice(&encode_u32(sensor)),
+            None => key.extend_from_slice(&encode_u64(ordinal)),
+        }
+    }
 }
 
-/// Parses a whole line; every field must be present.
-pub fn parse_line(line: &[u8]) -> Result<Reading, Malformed> {
+/// The sensor id of a line (its fourth field), if it has one; the rest of the line is not
+/// checked. [`parse_line`] reads the same field the same way, so a line this keys by its
+/// ordinal never parses.
+pub fn sensor_of(line: &[u8]) -> Option<u32> {
+    let line = std::str::from_utf8(line).ok()?;
+    line.split_ascii_whitespace().nth(3)?.parse().ok()
+}
+
+/// Parses a whole line into its sensor id and reading; every field must be present.
+pub fn parse_line(line: &[u8]) -> Result<(u32, Reading), Malformed> {
     let line = std::str::from_utf8(line).map_err(|_| Malformed::new("line is not utf-8"))?;
     let fields: Vec<&str> = line.split_ascii_whitespace().collect();
     let [
         date,
         time,
         epoch,
-        _sensor,
+        sensor,
         celsius,
         _humidity,
         _light,
@@ -79,17 +111,21 @@ pub fn parse_line(line: &[u8]) -> Result<Reading, Malformed> {
     else {
         return Err(Malformed::new("not 8 fields"));
     };
+    let sensor: u32 = sensor
+        .parse()
+        .map_err(|_| Malformed::new("bad sensor id"))?;
     let celsius: f64 = celsius
         .parse()
         .map_err(|_| Malformed::new("bad temperature"))?;
     if !celsius.is_finite() {
         return Err(Malformed::new("bad temperature"));
     }
-    Ok(Reading {
+    let reading = Reading {
         time_s: event_time_s(date, time).ok_or(Malformed::new("bad date or time"))?,
         epoch: epoch.parse().map_err(|_| Malformed::new("bad epoch"))?,
         celsius,
-    })
+    };
+    Ok((sensor, reading))
 }
 
 /// `YYYY-MM-DD` and `HH:MM:SS[.ffffff]` (UTC) as seconds since 1970-01-01; `None` when either
@@ -128,8 +164,9 @@ mod tests {
 
     #[test]
     fn a_full_line_parses_and_a_truncated_one_is_malformed() {
-        let r =
+        let (sensor, r) =
             parse_line(b"2004-02-28 00:58:46.123456 7 1 19.9884 37.0933 45.08 2.69964").unwrap();
+        assert_eq!(sensor, 1);
         // 2004-02-28 is day 12 476 since the epoch.
         assert_eq!(r.time_s, 12_476 * 86_400 + 3526);
         assert_eq!((r.epoch, r.celsius), (7, 19.9884));
@@ -139,8 +176,30 @@ mod tests {
         assert!(parse_line(b"2004-02-28 00:58:46.123456 7 1 19.9884").is_err());
         assert!(parse_line(b"2004-13-28 00:58:46 7 1 19.9 1 1 1").is_err());
         assert!(parse_line(b"2004-02-28 00:58:46 7 1 NaN 1 1 1").is_err());
+        assert!(parse_line(b"2004-02-28 00:58:46 7 x1 19.9 1 1 1").is_err());
         assert!(parse_line(&[0xff, b' ']).is_err());
         assert!(Reading::read(&bytes[..10]).is_err());
+    }
+
+    /// Every line of the `sd` generator, truncated ones included, is keyed as the generator
+    /// keys it: by its sensor, never by its number.
+    #[test]
+    fn a_source_line_is_keyed_by_its_sensor_as_the_generator_keys_it() {
+        let generator = clasp_operators::generate::generator("sd", 2).unwrap();
+        let mut key = Vec::new();
+        for i in 0..6000 {
+            let (want, line) = generator.record(i);
+            Parse.record_key(i, &line, &mut key);
+            assert_eq!(key, want, "record {i}");
+            assert_eq!(key.len(), 4, "record {i}");
+        }
+        // No sensor id: the line's number, and the line does not parse.
+        let line = b"2004-02-28 00:58:46 7 x1 19.9 1 1 1";
+        Parse.record_key(9, line, &mut key);
+        assert_eq!(key, encode_u64(9));
+        assert!(parse_line(line).is_err());
+        Parse.record_key(10, b"too short", &mut key);
+        assert_eq!(key, encode_u64(10));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! open one complete: that closes it at once (and deletes its timer), which keeps one window
 //! per sensor in memory whatever the watermark does. At end of stream the watermark is +∞ and
 //! the timers of the windows still open fire, before the runtime's final flush. Outputs, keyed
-//! by the sensor id, are text:
+//! by the sensor id (`encode_u32`, the key `topk_parse` emits with), are text:
 //! `WINDOW_START_S running|final CELSIUS@EPOCH,...` (hottest first): `running` each time a
 //! reading enters the open window's top-k, `final` when the window closes.
 //!
@@ -150,12 +150,15 @@ impl Operator for TopK {
         }
     }
 
-    /// A sink line's text: the sensor as a number, the window's line as it is.
+    /// A sink line's text: the sensor as a number, the window's line as it is. The key is the
+    /// sensor id as the `sd` generator encodes it (`encode_u32`), which is also how
+    /// `topk_parse` keys a line read from a source; any other key has no text form.
     fn output_text(&self, key: &[u8], value: &[u8], text: &mut OutputText) -> bool {
-        let (Ok(sensor), Ok(line)) = (<[u8; 8]>::try_from(key), std::str::from_utf8(value)) else {
+        let (Ok(sensor), Ok(line)) = (<[u8; 4]>::try_from(key), std::str::from_utf8(value)) else {
             return false;
         };
-        let _ = write!(text.key, "{}", u64::from_le_bytes(sensor));
+        // Writing into a String cannot fail.
+        let _ = write!(text.key, "{}", u32::from_le_bytes(sensor));
         text.value.push_str(line);
         true
     }
@@ -248,7 +251,7 @@ mod tests {
         let input: Vec<(Vec<u8>, Reading)> = (0..6000)
             .filter_map(|i| {
                 let (key, line) = generator.record(i);
-                parse_line(&line).ok().map(|r| (key, r))
+                parse_line(&line).ok().map(|(_, r)| (key, r))
             })
             .collect();
         let finals: BTreeMap<Vec<u8>, Vec<String>> = drive(3, 600, &input)
@@ -283,5 +286,27 @@ mod tests {
         }
         assert_eq!(finals.len(), 54);
         assert_eq!(finals, expected);
+    }
+
+    /// The generator's keys (what reaches `top`, generated or read from a source) have a text
+    /// form: the sensor as a number. Any other key falls back to base64.
+    #[test]
+    fn the_sink_text_is_the_sensor_as_a_number() {
+        let top = TopK {
+            k: 3,
+            window_s: 600,
+        };
+        let generator = generate::generator("sd", 2).unwrap();
+        let mut text = OutputText::default();
+        for i in 0..54 {
+            let (key, line) = generator.record(i);
+            let sensor = crate::parse::sensor_of(&line).unwrap();
+            text.clear();
+            assert!(top.output_text(&key, b"0 final 20.0000@3", &mut text));
+            assert_eq!(text.key, sensor.to_string());
+            assert_eq!(text.value, "0 final 20.0000@3");
+        }
+        let key = clasp_operators::key::encode_u64(7);
+        assert!(!top.output_text(&key, b"0 final 20.0000@3", &mut text));
     }
 }

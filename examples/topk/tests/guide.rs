@@ -2,9 +2,16 @@
 //! `sh` blocks are read from the guide itself, so a command added to it is run here (or fails
 //! this test until it is taught how). The guide's three hosts are three workers on 127.0.0.1:
 //! the test rewrites the addresses of the guide's cluster file to free local ports.
+//!
+//! Exiting 0 is not enough: the guide runs the app over one input throughout (the generator's
+//! 6000 readings of seed 2, generated, or read back from the file `topk gen` wrote), so every
+//! summary it prints must have the oracle's digests, and so must the guide's sample summary;
+//! the sink's lines must be the operator's text (the sensor as a number), and the guide's
+//! sample sink line one of them.
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use support::{Children, TempDir, example_dir, free_port, topk, wait};
@@ -76,6 +83,118 @@ fn shell(command: &str, dir: &Path) -> Command {
     cmd
 }
 
+/// The value of the line of `text` that starts with the word `name` (`state_digest`,
+/// `output_digest`: a summary's digests).
+fn summary_value(text: &str, name: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (first, rest) = l.split_once(char::is_whitespace)?;
+        (first == name).then(|| rest.trim().to_owned())
+    })
+}
+
+/// The `(state_digest, output_digest)` of a summary, if it has them.
+fn digests(summary: &str) -> Option<(String, String)> {
+    Some((
+        summary_value(summary, "state_digest")?,
+        summary_value(summary, "output_digest")?,
+    ))
+}
+
+/// The word after `flag` in `command`.
+fn flag_value<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
+    let mut words = command.split_whitespace();
+    words.find(|w| *w == flag)?;
+    words.next()
+}
+
+/// Every summary the guide's commands printed has the oracle's digests: they all run the app
+/// over the same input, the `--source file:` run over the generator's own lines (a line keyed
+/// by its number instead of its sensor gave `top` a window per line, and other digests). So
+/// does the guide's sample summary, and its table's abbreviation of `top`'s digest.
+fn check_digests(text: &str, printed: &[(String, String)]) -> (String, String) {
+    let (_, oracle) = printed
+        .iter()
+        .find(|(c, _)| c.starts_with("topk oracle "))
+        .expect("the guide runs the oracle");
+    let expected = digests(oracle).expect("the oracle prints its digests");
+    for (command, stdout) in printed {
+        if let Some(got) = digests(stdout) {
+            assert_eq!(
+                got, expected,
+                "`{command}` printed other digests than the oracle"
+            );
+        }
+    }
+    let from_file = printed
+        .iter()
+        .find(|(c, _)| c.starts_with("topk run ") && c.contains("--source file:"))
+        .expect("the guide runs the app over a file");
+    assert!(digests(&from_file.1).is_some(), "{}", from_file.1);
+    assert_eq!(
+        digests(text),
+        Some(expected.clone()),
+        "the guide's sample summary shows the oracle's digests"
+    );
+    let top = text
+        .lines()
+        .find(|l| l.starts_with("top "))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|d| d.strip_suffix("..."))
+        .expect("the guide's sample summary has a row for `top`");
+    assert!(
+        expected.0.starts_with(top),
+        "the sample's row for `top` abbreviates {}: {top}",
+        expected.0
+    );
+    expected
+}
+
+/// The sink of the `--source file:` run: one line per output (as many as the output digest
+/// counts), each the operator's text (not `key_b64`) with the sensor as a number, every
+/// sensor there; and the guide's sample line is one of them.
+fn check_sink(text: &str, printed: &[(String, String)], work: &Path, output_digest: &str) {
+    let command = printed
+        .iter()
+        .map(|(c, _)| c)
+        .find(|c| c.starts_with("topk run ") && c.contains("--source file:"))
+        .expect("the guide runs the app over a file");
+    let sink = flag_value(command, "--sink")
+        .and_then(|s| s.strip_prefix("file:"))
+        .expect("the run over a file writes a file sink");
+    let path = work.join(sink);
+    let lines = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect::<Vec<serde_json::Value>>();
+    // A digest's last 16 hex digits count its items.
+    let outputs = u64::from_str_radix(&output_digest[output_digest.len() - 16..], 16);
+    assert_eq!(Ok(lines.len() as u64), outputs, "one line per output");
+    let mut sensors = BTreeSet::new();
+    for line in &lines {
+        assert_eq!(line["operator"], "top", "{line}");
+        assert!(line.get("key_b64").is_none(), "not text: {line}");
+        assert!(line["value"].is_string(), "{line}");
+        let sensor = line["key"].as_str().and_then(|k| k.parse::<u32>().ok());
+        let sensor = sensor.unwrap_or_else(|| panic!("the key is not a sensor: {line}"));
+        assert!(
+            (1..=clasp_operators::apps::sd::SENSORS).contains(&sensor),
+            "{line}"
+        );
+        sensors.insert(sensor);
+    }
+    assert_eq!(sensors.len(), clasp_operators::apps::sd::SENSORS as usize);
+    let sample = text
+        .split('`')
+        .find(|s| s.starts_with("{\"operator\":"))
+        .expect("the guide shows a sink line");
+    let sample: serde_json::Value = serde_json::from_str(sample).expect("the sample is JSON");
+    assert!(
+        lines.contains(&sample),
+        "the guide's sample sink line is not one the run wrote: {sample}"
+    );
+}
+
 #[test]
 fn every_command_of_the_guide_runs() {
     let text = guide();
@@ -87,6 +206,8 @@ fn every_command_of_the_guide_runs() {
     std::fs::write(work.join("cluster.toml"), local_cluster_file(&text)).unwrap();
     let mut workers = Children(Vec::new());
     let mut ran = Vec::new();
+    // What each awaited command printed, for the checks after the run.
+    let mut printed: Vec<(String, String)> = Vec::new();
     for command in blocks(&text, "sh").iter().flat_map(|b| commands(b)) {
         if command == "cargo build -p clasp-example-topk" {
             // Built: this test is that package's, and `topk()` is the binary it built.
@@ -108,6 +229,8 @@ fn every_command_of_the_guide_runs() {
                 "`{command}` failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            printed.push((command.clone(), stdout));
         } else {
             panic!("the guide has a command this test does not know how to run: `{command}`");
         }
@@ -133,4 +256,6 @@ fn every_command_of_the_guide_runs() {
             .any(|c| c.starts_with("topk run --static --cluster")),
         "{ran:#?}"
     );
+    let (_, output_digest) = check_digests(&text, &printed);
+    check_sink(&text, &printed, &work, &output_digest);
 }

@@ -1,6 +1,7 @@
 //! The example app on a cluster: 3-worker runs with random live migrations (static, and under
-//! the live planner) equal the example's oracle, and workers of a binary without the example's kinds refuse the job,
-//! naming the kind, without a hang.
+//! the live planner) equal the example's oracle, and so does one reading the generator's lines
+//! from a file; workers of a binary without the example's kinds refuse the job, naming the
+//! kind, without a hang.
 
 mod support;
 
@@ -90,6 +91,86 @@ fn the_live_planner_with_chaos_migrations_equals_the_oracle() {
         assert_eq!(cluster[key], oracle[key], "{key}");
     }
     assert_eq!(cluster["errors"].as_array().map(Vec::len), Some(0));
+}
+
+/// The generator's own lines read from a file (`--source`) are keyed by their sensor, as the
+/// generator keys them: the run equals the oracle of the same records and seed (keyed by the
+/// line number, `top` held a window per line), and its sink lines are text, keyed by the
+/// sensor as a number.
+#[test]
+fn three_workers_reading_the_generators_lines_from_a_file_equal_the_oracle() {
+    let dir = example_dir();
+    let tmp = TempDir::new("file-source");
+    let readings = tmp.0.join("readings.txt");
+    let sink = tmp.0.join("top.jsonl");
+    let generated = run(
+        topk(),
+        &[
+            "gen",
+            "--app",
+            "sd",
+            "--records",
+            RECORDS,
+            "--seed",
+            SEED,
+            "--out",
+            readings.to_str().unwrap(),
+        ],
+        dir,
+        &[],
+    );
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let app = ["--app-file", "topk.toml", "--records", RECORDS];
+    let oracle = json(&run(
+        topk(),
+        &[&["oracle"][..], &app, &["--seed", SEED, "--json"]].concat(),
+        dir,
+        &[],
+    ));
+    let source = format!("file:{}", readings.display());
+    let sink_arg = format!("file:{}", sink.display());
+    let args = [
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "3",
+            "--chaos-migrations",
+            "2",
+        ][..],
+        &app,
+        &[
+            "--source",
+            source.as_str(),
+            "--sink",
+            sink_arg.as_str(),
+            "--json",
+        ],
+    ]
+    .concat();
+    let cluster = json(&run(topk(), &args, dir, &[]));
+    for key in ["state_digest", "output_digest", "processed"] {
+        assert_eq!(cluster[key], oracle[key], "{key}");
+    }
+    assert_eq!(cluster["errors"].as_array().map(Vec::len), Some(0));
+    let text = std::fs::read_to_string(&sink).expect("the sink's file");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for line in &lines {
+        let sensor = line["key"].as_str().and_then(|k| k.parse::<u32>().ok());
+        assert!(sensor.is_some_and(|s| (1..=54).contains(&s)), "{line}");
+        assert!(line["value"].is_string(), "{line}");
+    }
+    // One line per output: a digest's last 16 hex digits count its items.
+    let outputs = oracle["output_digest"].as_str().expect("a digest");
+    let outputs = u64::from_str_radix(&outputs[outputs.len() - 16..], 16).expect("hex");
+    assert_eq!(lines.len() as u64, outputs);
 }
 
 #[test]
