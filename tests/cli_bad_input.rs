@@ -352,6 +352,18 @@ fn an_unwritable_out_dir_fails_before_any_worker_starts() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].starts_with("clasp: error: --out:"), "{err}");
     assert!(out.stdout.is_empty());
+    // A run refused after the check makes no --out directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new/out");
+    let out = clasp(&[
+        "run",
+        "--out",
+        dir.to_str().unwrap(),
+        "--profile",
+        "/nonexistent/profile.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!tmp.path().join("new").exists(), "{}", stderr(&out));
 }
 
 #[test]

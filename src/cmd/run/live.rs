@@ -237,8 +237,9 @@ impl Controller for Live {
             let (first, last) = (ids[0], ids[ids.len() - 1]);
             let _ = writeln!(
                 std::io::stderr(),
-                "clasp run: workers {first}..={last} may join, in order: clasp worker --id \
-                 {first} --join {addr} --cluster-id {cluster_id} (with this run's secret)"
+                "clasp run: workers {first}..={last} may join, in order: {} worker --id \
+                 {first} --join {addr} --cluster-id {cluster_id} (with this run's secret)",
+                this_program()
             );
         }
     }
@@ -495,7 +496,7 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.out {
         // Before any worker starts: a run must not end with nowhere to put its files.
-        out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
+        out::check_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
     Ok(())
 }
@@ -704,4 +705,14 @@ fn migration_row(m: &MigrationRecord) -> MigrationRow {
             "policy".into()
         },
     }
+}
+
+/// The program as it was started (`clasp`, or a user's own binary built on
+/// `clasp::cli::main_with`, whose operator kinds a joiner must have too).
+fn this_program() -> String {
+    std::env::args_os()
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "clasp".into())
 }

@@ -188,6 +188,19 @@ pub fn prepare_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("output directory {} is not writable: {e}", dir.display()))
 }
 
+/// [`prepare_dir`] for a run that makes `--out DIR` only when it writes its files at the end:
+/// the directories it had to make for the check are removed again, so a run that fails
+/// before then (a bad flag checked later, a cluster that does not start) leaves none behind.
+pub fn check_dir(dir: &Path) -> Result<(), String> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    let checked = prepare_dir(dir);
+    // Deepest first; each was empty but for the probe, already removed.
+    for made in missing {
+        let _ = std::fs::remove_dir(made);
+    }
+    checked
+}
+
 /// Writes DIR/summary.json (pretty), DIR/intervals.csv (header + one row per interval, all
 /// [`IntervalRow`] fields), DIR/migrations.csv, DIR/decisions.txt, DIR/workers.csv (every
 /// worker per interval: the estimator's inputs), and three SVG plots:
@@ -434,8 +447,13 @@ mod tests {
             0,
             "the probe is removed"
         );
+        // The check alone leaves what it made as it was.
+        let later = tmp.0.join("c").join("d");
+        check_dir(&later).unwrap();
+        assert!(!tmp.0.join("c").exists());
         let file = tmp.0.join("a-file");
         std::fs::write(&file, "x").unwrap();
+        assert!(check_dir(&file.join("out")).is_err());
         let e = prepare_dir(&file.join("out")).unwrap_err();
         assert!(e.contains(&file.display().to_string()), "{e}");
         // A rewrite replaces the whole file.

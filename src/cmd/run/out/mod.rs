@@ -15,7 +15,7 @@ mod text;
 #[cfg(test)]
 mod sample;
 
-pub use files::{csv, prepare_dir, write_atomic, write_out};
+pub use files::{check_dir, csv, prepare_dir, write_atomic, write_out};
 pub use text::{progress_line, render_summary};
 
 use serde_json::Value;
