@@ -5,7 +5,7 @@
 
 use clasp_dataplane::cluster::control::{Chaos, Controller, Move, Static};
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
-use clasp_dataplane::cluster::node::{ClusterWorkerConfig, run_cluster_worker};
+use clasp_dataplane::cluster::node::{ClusterWorkerConfig, NodeError, run_cluster_worker};
 use clasp_dataplane::routing::{Slots, Spread};
 use clasp_dataplane::runtime::IdlePolicy;
 use clasp_dataplane::transport::{ClusterSecret, Limits};
@@ -114,36 +114,12 @@ fn run_with(
             .expect("a worker listens");
     }
     let cfg = DriverConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        advertise: None,
-        cluster_id: 0xC1,
-        workers: addrs.clone(),
-        workers_log_here: false,
-        joinable: Vec::new(),
-        secret,
-        limits,
-        app_name: app.into(),
-        app_toml: String::new(),
         executors,
         spread,
         ring_bytes,
-        pin: false,
         idle: IDLE.get().0,
         records,
-        seed: 3,
-        rate_per_s: None,
-        max_in_flight: 256,
-        sample_every: 1,
-        ready_timeout: Duration::from_secs(20),
-        stall_timeout: Duration::from_secs(20),
-        interval: Duration::from_millis(100),
-        migration_timeout: Duration::from_secs(20),
-        copy_ahead: Duration::from_millis(5),
-        sink: None,
-        sink_per_worker: false,
-        source: Default::default(),
-        checkpoint: None,
-        faults: Vec::new(),
+        ..driver_config(app, addrs.clone(), secret, limits)
     };
     let report = run_driver_with(&spec, &cfg, ctl).expect("cluster run");
     for h in handles {
@@ -337,4 +313,88 @@ fn live_migrations_through_tiny_batches_and_rings_equal_the_oracle() {
         &mut chaos,
     );
     assert_eq!(r.migrations.len(), 5, "{:?}", r.migrations);
+}
+
+/// A driver of `app` over `workers`, with the tests' timeouts and one executor a worker.
+fn driver_config(
+    app: &str,
+    workers: Vec<(u32, SocketAddr)>,
+    secret: ClusterSecret,
+    limits: Limits,
+) -> DriverConfig {
+    DriverConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        cluster_id: 0xC1,
+        workers,
+        workers_log_here: false,
+        joinable: Vec::new(),
+        secret,
+        limits,
+        app_name: app.into(),
+        app_toml: String::new(),
+        executors: 1,
+        spread: Spread::Even,
+        ring_bytes: 1 << 20,
+        pin: false,
+        idle: IdlePolicy::Auto,
+        records: 1000,
+        seed: 3,
+        rate_per_s: None,
+        max_in_flight: 256,
+        sample_every: 1,
+        ready_timeout: Duration::from_secs(20),
+        stall_timeout: Duration::from_secs(20),
+        interval: Duration::from_millis(100),
+        migration_timeout: Duration::from_secs(20),
+        copy_ahead: Duration::from_millis(5),
+        sink: None,
+        sink_per_worker: false,
+        source: Default::default(),
+        checkpoint: None,
+        faults: Vec::new(),
+    }
+}
+
+/// A worker's job timeout does not run out while a driver is connected to it and waits for
+/// another worker it cannot reach: the run fails naming the unreachable worker, not this one
+/// (which gave up and was "lost"). Once the driver is gone, the worker's timeout runs again.
+#[test]
+fn a_connected_driver_holds_a_workers_job_timeout() {
+    let secret = ClusterSecret::new(b"a test secret of enough bytes".to_vec()).unwrap();
+    let (listen, fd) = free_addr();
+    // Bound and never listening, for the whole test: every connect to worker 2 is refused.
+    let (unreachable, _held) = free_addr();
+    let addrs = vec![(1, listen), (2, unreachable)];
+    drop(fd);
+    let cfg = ClusterWorkerConfig {
+        id: 1,
+        listen,
+        cluster_id: 0xC1,
+        workers: addrs.clone(),
+        secret: secret.clone(),
+        limits: Limits::default(),
+        job_timeout: Duration::from_secs(1),
+        join: None,
+        leave: None,
+        leave_timeout: Duration::from_secs(20),
+        registry: clasp_operators::Registry::builtin(),
+        idle: None,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || run_cluster_worker(&cfg, |_| tx.send(()).unwrap()));
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the worker listens");
+    let spec = apps::builtin("wc").unwrap();
+    let cfg = DriverConfig {
+        ready_timeout: Duration::from_secs(3),
+        ..driver_config("wc", addrs, secret, Limits::default())
+    };
+    let err = run_driver_with(&spec, &cfg, &mut Static)
+        .expect_err("worker 2 cannot be reached")
+        .to_string();
+    assert!(err.contains("worker 2"), "{err}");
+    assert!(!err.contains("worker 1"), "{err}");
+    let exit = worker.join().unwrap();
+    assert!(matches!(exit, Err(NodeError::NoJob { .. })), "{exit:?}");
 }

@@ -25,9 +25,14 @@ pub(super) fn dial_cluster_peers(
     Ok(())
 }
 
-/// Waits for the driver's job (other messages before it are dropped).
+/// Waits for the driver's job (other messages before it are dropped). The job timeout does not
+/// run out while a driver is connected: a driver connects to every worker before it sends the
+/// job, and may wait for one it cannot reach for half a minute; timing out then would fail its
+/// run naming this worker, not the one it waits for. A driver that goes away without a job
+/// starts the timeout afresh.
 pub(super) fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Job, NodeError> {
-    let deadline = Instant::now() + cfg.job_timeout;
+    let mut deadline = Instant::now() + cfg.job_timeout;
+    let mut driver_connected = false;
     loop {
         if node.leave.requested() {
             return Err(NodeError::Stopped);
@@ -75,6 +80,16 @@ pub(super) fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Jo
                          restarting its job?)"
                     )));
                 }
+                // (A joiner has its own budget for asking: `join.rs`.)
+                Event::PeerUp {
+                    peer: DRIVER_ID, ..
+                } if cfg.join.is_none() => driver_connected = true,
+                Event::PeerLost {
+                    peer: DRIVER_ID, ..
+                } if cfg.join.is_none() => {
+                    driver_connected = false;
+                    deadline = Instant::now() + cfg.job_timeout;
+                }
                 Event::ConnectFailed { peer, reason, .. } => tracing::warn!(
                     "worker {}: cannot reach worker {peer} before any job: {reason}; \
                      dialled again when a job comes",
@@ -84,7 +99,7 @@ pub(super) fn await_job(node: &mut Node, cfg: &ClusterWorkerConfig) -> Result<Jo
             }
         }
         node.rx.msgs.clear();
-        if Instant::now() >= deadline {
+        if !driver_connected && Instant::now() >= deadline {
             return Err(NodeError::NoJob {
                 id: cfg.id,
                 timeout: cfg.job_timeout,
