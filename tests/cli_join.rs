@@ -251,7 +251,8 @@ fn moves(run: &serde_json::Value) -> Vec<(u64, u64)> {
 /// second with `clasp worker --join` once the run says how, and the scripted move to two
 /// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
 /// A worker asking to join with an id the run did not reserve is told so and exits 1, and so
-/// does a second process under the id of the worker the run started.
+/// do a second process under the id of the worker the run started and one with another
+/// secret.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let _turn = common::one_at_a_time();
@@ -263,9 +264,14 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     // A second process under the id of the worker the run started: refused in its handshake
     // until its connect deadline (10 s), then told why.
     let twin = joiner(&hint, "1", secret.to_str().unwrap(), true);
-    workers.0.extend([stray, twin]);
+    // Another secret: refused in its handshake, which asking again cannot change.
+    let other_secret = dir.join("other-secret");
+    std::fs::write(&other_secret, "another secret of at least 32 bytes").unwrap();
+    let outsider = joiner(&hint, "2", other_secret.to_str().unwrap(), true);
+    workers.0.extend([stray, twin, outsider]);
     assert_refused(&mut workers.0[1], "reserved ids [2] for workers that join");
     assert_refused(&mut workers.0[2], "worker 1 is already in it");
+    assert_refused(&mut workers.0[3], "does not hold the same cluster secret");
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");

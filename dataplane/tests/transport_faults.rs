@@ -407,6 +407,7 @@ fn a_second_process_under_a_connected_id_is_refused_and_told_why() {
             peer,
             reason,
             id_taken,
+            ..
         } => Some((*peer, reason.clone(), *id_taken)),
         _ => None,
     });

@@ -40,6 +40,8 @@ pub(super) enum Setup {
         reason: String,
         /// The peer said a connection under our id is up (see [`InboundUp`]).
         id_taken: bool,
+        /// The peer refused us for good ([`refused_for_good`]).
+        refused: bool,
     },
 }
 
@@ -147,6 +149,15 @@ fn id_taken(e: &auth::AuthError) -> bool {
     matches!(e, auth::AuthError::Refused(auth::Refusal::InUse))
 }
 
+/// Whether the peer refused our handshake for a reason that dialling again cannot change.
+fn refused_for_good(e: &auth::AuthError) -> bool {
+    use auth::Refusal::{Cluster, PeerId, Proof, Version};
+    matches!(
+        e,
+        auth::AuthError::Refused(Cluster | PeerId | Proof | Version)
+    )
+}
+
 impl Handshaker {
     fn report(&self, setup: Setup) {
         let _ = self.tx.send(setup);
@@ -208,6 +219,7 @@ impl Handshaker {
                             // Only when the last answer was that: an earlier one may have been
                             // a connection of ours about to close.
                             id_taken: id_taken(&e),
+                            refused: refused_for_good(&e),
                         },
                     };
                 }
@@ -216,6 +228,7 @@ impl Handshaker {
                         peer,
                         reason: format!("connect to {addr}: {e}"),
                         id_taken: false,
+                        refused: false,
                     };
                 }
                 Err(_) => {

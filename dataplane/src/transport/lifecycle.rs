@@ -160,6 +160,7 @@ impl Transport {
                     peer,
                     reason,
                     id_taken,
+                    refused,
                 } => {
                     warn!(peer, %reason, "connecting to peer failed");
                     if let Ok(p) = self.peer_slot(peer) {
@@ -169,6 +170,7 @@ impl Transport {
                         peer,
                         reason,
                         id_taken,
+                        refused,
                     });
                 }
                 Setup::Connected {
@@ -217,6 +219,7 @@ impl Transport {
                 peer,
                 reason,
                 id_taken: false,
+                refused: false,
             });
             return Ok(());
         }

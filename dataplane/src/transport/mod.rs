@@ -189,6 +189,9 @@ pub enum Event {
         /// The peer refused us because a connection from a process under our id is up: this
         /// process is a second one under that id (its first keeps the connection).
         id_taken: bool,
+        /// The peer refused our handshake for a reason dialling again cannot change: another
+        /// cluster id or secret, an id it does not accept, another handshake version.
+        refused: bool,
     },
 }
 

@@ -43,6 +43,17 @@ pub(super) fn ask(
                     id_taken: true,
                     ..
                 } => return Err(id_taken(cfg.id)),
+                // Another cluster id or secret: asking again cannot change it.
+                Event::ConnectFailed {
+                    peer: DRIVER_ID,
+                    refused: true,
+                    reason,
+                    ..
+                } => {
+                    return Err(NodeError::JoinRefused(format!(
+                        "the driver at {driver} refused this worker: {reason}"
+                    )));
+                }
                 Event::ConnectFailed { peer, reason, .. }
                 | Event::PeerLost { peer, reason, .. }
                     if peer == DRIVER_ID =>
