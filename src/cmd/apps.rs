@@ -132,15 +132,17 @@ fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
+    // The name column as wide as the longest name (`wc-text`), a user's own apps included.
+    let w = specs.iter().map(|s| s.name.len()).chain([3]).max().unwrap_or(3);
     writeln!(
         out,
-        "{:<5} {:>9} {:>8} {:>5}  description",
+        "{:<w$} {:>9} {:>8} {:>5}  description",
         "app", "operators", "stateful", "edges"
     )?;
     for s in &specs {
         writeln!(
             out,
-            "{:<5} {:>9} {:>8} {:>5}  {}",
+            "{:<w$} {:>9} {:>8} {:>5}  {}",
             s.name,
             s.operators.len(),
             s.operators.iter().filter(|o| o.stateful).count(),
