@@ -49,6 +49,21 @@ pub const MAX_SLOTS_PER_WORKER: usize = 1024;
 pub const MAX_OPERATORS: usize = 1000;
 /// Most edges a problem file may hold.
 pub const MAX_EDGES: usize = 10_000;
+/// Largest value any µs, µs/s or per-second number of a problem may take: `capacity_us_per_s`,
+/// `alpha_us`, `beta_us`, `gamma_us` and every `demand_us_per_s`, `rate_per_s` and `exec_us`.
+/// 10^15 µs/s is a billion cores and 10^15 requests/s beyond any stream, so nothing real is
+/// refused; what the bound buys is arithmetic that stays finite. Unbounded, a finite file could
+/// sum to infinity (1000 demands near `f64::MAX`, or a rate times β) and print loads as `null`,
+/// and the -SP baselines' scale-up (`placement::place_max_throughput`) could turn a zero demand
+/// into NaN. Bounded, the largest load the model sums is 10 000 edges × 10^15/s × 10^15 µs =
+/// 10^34, and that scale-up keeps it below 10^62, far inside f64.
+pub const MAX_QUANTITY: f64 = 1e15;
+/// Smallest budget `B = h·W̄` a problem may have (µs/s). With B ≥ 1 and at most
+/// [`MAX_OPERATORS`] demands of at most [`MAX_QUANTITY`], ⌈ΣD̃/B⌉ ≤ 10^18 fits a `usize`
+/// ([`Problem::lower_bound_workers`] never saturates), and the fraction of the demand a
+/// saturated cluster sustains (at least B over the whole load, ~10^-34) stays far above the
+/// smallest f64 that `placement::place_with_budget` bisects down to.
+pub const MIN_BUDGET_US_PER_S: f64 = 1.0;
 
 /// One operator's projected load.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,9 +162,15 @@ impl Problem {
     }
 
     /// ⌈ΣD̃/B⌉: the trivial lower bound on the worker count (ignores every chained cost).
+    /// Exact (to f64 precision) for every problem file: [`MAX_QUANTITY`] and
+    /// [`MIN_BUDGET_US_PER_S`] keep it at most 10^18, so the cast to `usize` never saturates.
     pub fn lower_bound_workers(&self) -> usize {
-        let b = self.budget_us_per_s();
-        ((self.total_demand_us_per_s() / b).ceil() as usize).max(1)
+        let budgets = self.total_demand_us_per_s() / self.budget_us_per_s();
+        debug_assert!(
+            budgets.is_nan() || budgets < usize::MAX as f64,
+            "{budgets} budgets of demand: beyond what a validated problem holds"
+        );
+        (budgets.ceil() as usize).max(1)
     }
 
     /// Operators in a topological order (sources first); `None` when the graph has a cycle.
@@ -177,30 +198,26 @@ impl Problem {
         (order.len() == n).then_some(order)
     }
 
-    /// Checks the invariants the algorithms rely on.
+    /// Checks the invariants the algorithms rely on, and the bounds ([`MAX_QUANTITY`],
+    /// [`MIN_BUDGET_US_PER_S`]) that keep their arithmetic finite.
     pub fn validate(&self) -> Result<(), ProblemError> {
-        let finite_nonneg = |what: String, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(ProblemError::Negative(what, v))
-            }
-        };
         if !(self.capacity_us_per_s.is_finite() && self.capacity_us_per_s > 0.0) {
             return Err(ProblemError::Invalid(format!(
                 "capacity_us_per_s must be positive, got {}",
                 self.capacity_us_per_s
             )));
         }
+        quantity("capacity_us_per_s".into(), self.capacity_us_per_s)?;
         if !(self.headroom > 0.0 && self.headroom <= 1.0) {
             return Err(ProblemError::Invalid(format!(
                 "headroom must be in (0, 1], got {}",
                 self.headroom
             )));
         }
-        finite_nonneg("alpha_us".into(), self.costs.alpha_us)?;
-        finite_nonneg("beta_us".into(), self.costs.beta_us)?;
-        finite_nonneg("gamma_us".into(), self.costs.gamma_us)?;
+        self.validate_budget()?;
+        quantity("alpha_us".into(), self.costs.alpha_us)?;
+        quantity("beta_us".into(), self.costs.beta_us)?;
+        quantity("gamma_us".into(), self.costs.gamma_us)?;
         if self.max_workers == 0 || self.slots_per_worker == 0 {
             return Err(ProblemError::Invalid(
                 "max_workers and slots_per_worker must be at least 1".into(),
@@ -210,9 +227,9 @@ impl Problem {
             return Err(ProblemError::Invalid("the problem has no operators".into()));
         }
         for o in &self.operators {
-            finite_nonneg(format!("{}.demand_us_per_s", o.name), o.demand_us_per_s)?;
-            finite_nonneg(format!("{}.rate_per_s", o.name), o.rate_per_s)?;
-            finite_nonneg(format!("{}.exec_us", o.name), o.exec_us)?;
+            quantity(format!("{}.demand_us_per_s", o.name), o.demand_us_per_s)?;
+            quantity(format!("{}.rate_per_s", o.name), o.rate_per_s)?;
+            quantity(format!("{}.exec_us", o.name), o.exec_us)?;
         }
         for e in &self.edges {
             let n = self.operators.len();
@@ -222,7 +239,7 @@ impl Problem {
                     e.from, e.to
                 )));
             }
-            finite_nonneg(
+            quantity(
                 format!(
                     "edge {}->{} rate_per_s",
                     self.operators[e.from].name, self.operators[e.to].name
@@ -235,6 +252,33 @@ impl Problem {
         }
         Ok(())
     }
+
+    /// B ≥ [`MIN_BUDGET_US_PER_S`]: a smaller budget makes ⌈ΣD̃/B⌉ and 1/s unbounded.
+    fn validate_budget(&self) -> Result<(), ProblemError> {
+        let b = self.budget_us_per_s();
+        if b >= MIN_BUDGET_US_PER_S {
+            return Ok(());
+        }
+        Err(ProblemError::Invalid(format!(
+            "the budget headroom × capacity_us_per_s must be at least {MIN_BUDGET_US_PER_S} us/s, \
+             got {} × {} = {b}",
+            self.headroom, self.capacity_us_per_s
+        )))
+    }
+}
+
+/// A problem's µs, µs/s or per-second number `what`: finite, non-negative and at most
+/// [`MAX_QUANTITY`]; the error names it and the bound it broke.
+fn quantity(what: String, v: f64) -> Result<(), ProblemError> {
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(ProblemError::Negative(what, v));
+    }
+    if v > MAX_QUANTITY {
+        return Err(ProblemError::Invalid(format!(
+            "{what} must be at most {MAX_QUANTITY:e}, got {v:e}"
+        )));
+    }
+    Ok(())
 }
 
 /// Why a problem was rejected.
@@ -524,6 +568,54 @@ mod tests {
             m.contains("edges") && m.contains(&MAX_EDGES.to_string()),
             "{m}"
         );
+    }
+
+    /// Every µs, µs/s and per-second number of a file: above [`MAX_QUANTITY`] it is refused
+    /// naming the field and the bound (1e300 demand used to parse, and its lower bound saturated
+    /// at u64::MAX); at the bound it parses.
+    #[test]
+    fn problem_file_quantities_are_bounded_and_named() {
+        let base = problem("4", "10", 2, 1);
+        for (needle, field) in [
+            (r#""capacity_us_per_s": 1e6"#, "capacity_us_per_s"),
+            (r#""alpha_us": 1,"#, "alpha_us"),
+            (r#""beta_us": 1,"#, "beta_us"),
+            (r#""gamma_us": 1,"#, "gamma_us"),
+            (r#""demand_us_per_s": 1,"#, "o0.demand_us_per_s"),
+            (r#""rate_per_s": 1, "exec_us""#, "o0.rate_per_s"),
+            (r#""exec_us": 1}"#, "o0.exec_us"),
+            (r#""rate_per_s": 1}"#, "edge o0->o1 rate_per_s"),
+        ] {
+            assert!(base.contains(needle), "{needle}");
+            let with = |v: &str| {
+                let (key, rest) = needle.split_once(": ").expect("key: value");
+                let tail = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+                base.replacen(needle, &format!("{key}: {v}{tail}"), 1)
+            };
+            for too_large in ["1.5e15", "1e300"] {
+                let m = invalid(&with(too_large));
+                assert!(m.starts_with(field) && m.contains("1e15"), "{m}");
+            }
+            assert!(parse_problem(&with("1e15")).is_ok(), "{field} at the bound");
+        }
+    }
+
+    /// A budget h·W̄ below 1 µs/s is refused naming both fields; at 1 µs/s the largest demand a
+    /// file can hold (1000 operators of 10^15) gives a lower bound of exactly 10^18 workers.
+    #[test]
+    fn the_budget_is_bounded_below_and_the_lower_bound_never_saturates() {
+        let tiny = problem("4", "10", 2, 1).replace("1e6", "1e-300");
+        let m = invalid(&tiny);
+        assert!(
+            m.contains("headroom") && m.contains("capacity_us_per_s") && m.contains("at least 1"),
+            "{m}"
+        );
+        let largest = problem("4", "10", MAX_OPERATORS, 1)
+            .replace("1e6", "1")
+            .replace(r#""headroom": 0.9"#, r#""headroom": 1"#)
+            .replace(r#""demand_us_per_s": 1,"#, r#""demand_us_per_s": 1e15,"#);
+        let p = parse_problem(&largest).expect("at every bound");
+        assert_eq!(p.lower_bound_workers(), 1_000_000_000_000_000_000);
     }
 
     #[test]

@@ -23,8 +23,19 @@ const DONE_EPSILON: f64 = 1e-9;
 const MIN_SHARE: f64 = 1e-6;
 /// Relative margin kept below B so floating-point dust never lands a load above it.
 const BUDGET_MARGIN: f64 = 1e-7;
-/// Bisection steps on the sustainable fraction s (2^-30 ≈ 1e-9 resolution).
+/// Bisection steps on the sustainable fraction s every saturated placement takes (2^-30 ≈ 1e-9
+/// resolution on [0, 1]).
 const BISECTION_STEPS: usize = 30;
+/// Width of the final bisection bracket relative to the fraction found (2^-20 ≈ 1e-6). A demand
+/// far beyond `max_workers` leaves a fraction below 2^-30, which [`BISECTION_STEPS`] steps on
+/// [0, 1] cannot tell from zero; so the bisection goes on halving until something fits and then
+/// narrows the bracket to this share of s. A fraction of 2^-10 or more meets it within the first
+/// [`BISECTION_STEPS`], so those placements are what they always were.
+const RELATIVE_RESOLUTION: f64 = 1.0 / (1u64 << 20) as f64;
+/// A bound on the bisection: halving 1.0 reaches zero in 1075 steps, and the relative
+/// resolution takes 21 more; a validated problem's fraction (`model::MIN_BUDGET_US_PER_S`) needs
+/// fewer than 150.
+const MAX_BISECTION_STEPS: usize = 1100;
 
 /// Which open workers the packing tries for an operator before it opens a new one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -386,9 +397,38 @@ pub fn place_with_budget(problem: &Problem, budget_us_per_s: f64, max_workers: u
             fraction_placed: 1.0,
         };
     }
+    let (fraction_placed, best) = largest_fraction_that_fits(problem, budget_us_per_s, max_workers);
+    let (shares, workers) = best.unwrap_or_else(|| {
+        // Only a budget that holds nothing (zero, or not a number) gets here: any positive B
+        // holds a small enough fraction of a finite demand on one worker, where no γ is paid.
+        // Everything on worker 0, fraction 0.
+        (vec![vec![1.0]; problem.operators.len()], 1)
+    });
+    Placement {
+        shares,
+        workers,
+        saturated: true,
+        fraction_placed,
+    }
+}
+
+/// Bisection on the fraction s of the demand that `max_workers` workers hold, given that all
+/// of it (s = 1) does not fit: the largest s found and its packing (`None` when none fits).
+/// Not a fixed number of steps: a fraction below 2^-30 would end with nothing found and the
+/// demand reported as unplaceable, where it only needs a smaller s (see
+/// [`RELATIVE_RESOLUTION`]).
+fn largest_fraction_that_fits(
+    problem: &Problem,
+    budget_us_per_s: f64,
+    max_workers: usize,
+) -> (f64, Option<(Shares, usize)>) {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     let mut best = None;
-    for _ in 0..BISECTION_STEPS {
+    for step in 0..MAX_BISECTION_STEPS {
+        let narrow = hi - lo <= lo * RELATIVE_RESOLUTION;
+        if step >= BISECTION_STEPS && best.is_some() && narrow {
+            break;
+        }
         let mid = 0.5 * (lo + hi);
         match pack(&problem.scaled(mid), budget_us_per_s, max_workers) {
             Some(p) => {
@@ -398,16 +438,7 @@ pub fn place_with_budget(problem: &Problem, budget_us_per_s: f64, max_workers: u
             None => hi = mid,
         }
     }
-    let (shares, workers) = best.unwrap_or_else(|| {
-        // Not even a sliver fits (γ alone exceeds B): everything on worker 0, fraction 0.
-        (vec![vec![1.0]; problem.operators.len()], 1)
-    });
-    Placement {
-        shares,
-        workers,
-        saturated: true,
-        fraction_placed: lo,
-    }
+    (lo, best)
 }
 
 /// The placement that sustains the most input on exactly `workers` workers: the demand is
@@ -540,6 +571,81 @@ mod tests {
             p.worker_headroom = vec![1.0; 8];
             assert_eq!(place(&p), uniform);
         }
+    }
+
+    /// `split` (demand `split_us_per_s`) sends 10 000 requests/s to `count` (1 200 µs/s), with
+    /// the reference prototype's costs and B = 765 000 µs/s, on at most `max_workers`.
+    fn split_count(split_us_per_s: f64, max_workers: usize) -> Problem {
+        use crate::model::{
+            DEFAULT_HEADROOM, EdgeLoad, OperatorLoad, PAPER_CAPACITY_US_PER_S, PAPER_COSTS,
+        };
+        let op = |name: &str, demand: f64, rate: f64| OperatorLoad {
+            name: name.into(),
+            demand_us_per_s: demand,
+            rate_per_s: rate,
+            exec_us: 400.0,
+        };
+        Problem {
+            capacity_us_per_s: PAPER_CAPACITY_US_PER_S,
+            headroom: DEFAULT_HEADROOM,
+            costs: PAPER_COSTS,
+            max_workers,
+            slots_per_worker: 10,
+            operators: vec![
+                op("split", split_us_per_s, 1000.0),
+                op("count", 1200.0, 10_000.0),
+            ],
+            edges: vec![EdgeLoad {
+                from: 0,
+                to: 1,
+                rate_per_s: 10_000.0,
+            }],
+            packing: Packing::AnyFit,
+            beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
+        }
+    }
+
+    /// A demand far beyond 4 workers is placed saturated on all 4, at the largest fraction they
+    /// hold: 4·B less 3 γ (w1..w3 send to `count` on w0) over the demand, ~95 % of the bound
+    /// 4·B/ΣD̃. At 10^16 that fraction (~3·10^-10) is below the 2^-30 a fixed 30-step bisection
+    /// resolves: it came back as 1 worker, fraction 0, nothing placed; at 10^15 as 91 %.
+    #[test]
+    fn a_demand_far_beyond_the_cluster_fills_every_worker() {
+        for demand in [1e9, 1e12, 1e15, 1e16, 1e30] {
+            let p = split_count(demand, 4);
+            let pl = place(&p);
+            let b = p.budget_us_per_s();
+            let bound = 4.0 * b / p.total_demand_us_per_s();
+            assert!(pl.saturated, "{demand}");
+            assert_eq!(pl.workers, 4, "{demand}: {pl:?}");
+            let s = pl.fraction_placed;
+            assert!(
+                s <= bound && s > 0.94 * bound,
+                "{demand}: s = {s}, bound {bound}"
+            );
+            let placed = p.scaled(s);
+            let loads = crate::model::worker_loads(&placed, &pl.shares, pl.workers);
+            assert!(loads.iter().all(|&l| l <= b * (1.0 + 1e-9)), "{loads:?}");
+        }
+    }
+
+    /// Operators with no execution demand: the -SP scale-up starts 4·W·B/10^-9 above the demand,
+    /// where what fits is ~10^-16 of it; it came back as nothing placed. Here `count` and part
+    /// of `split` share w0 (α per request), the rest of `split` sends from w1 (β, γ): more than
+    /// w0 alone holds, B/(10 000·α).
+    #[test]
+    fn max_throughput_of_chained_cost_alone_is_found() {
+        let mut p = split_count(0.0, 2);
+        p.operators[1].demand_us_per_s = 0.0;
+        let pl = place_max_throughput(&p, 2);
+        let b = p.budget_us_per_s();
+        let one_worker = b / (p.edges[0].rate_per_s * p.costs.alpha_us);
+        assert_eq!(pl.workers, 2, "{pl:?}");
+        assert!(pl.fraction_placed > one_worker, "{pl:?}");
+        let placed = p.scaled(pl.fraction_placed);
+        let loads = crate::model::worker_loads(&placed, &pl.shares, pl.workers);
+        assert!(loads.iter().all(|&l| l <= b * (1.0 + 1e-9)), "{loads:?}");
     }
 
     #[test]

@@ -11,6 +11,14 @@ use super::{Decision, Observed, Policy, PolicyKind, fill_scale, sp_placement};
 use crate::model::{Problem, Shares};
 use crate::placement::Placement;
 
+/// Rounds of overflow (every worker overcommitted by a whole worker's slots) beyond which the
+/// rest of a group is spread over the workers in one step rather than a worker's slots at a
+/// time. A demand far beyond the cluster is a worker's slots per B of it: slot at a time, that
+/// is one step and one piece of the group per B (billions for a large demand), and a rest far
+/// enough above 2^53 slots no longer even shrinks when a worker's slots are taken from it.
+/// Within this many rounds the overflow goes a worker's slots at a time, as it always did.
+const BULK_OVERFLOW_ROUNDS: f64 = 64.0;
+
 /// FaaSFlow, or FaaSFlow-SP when `shared_placement` (its count, CLASP's placement).
 #[derive(Clone, Debug)]
 pub struct FaasFlow {
@@ -83,8 +91,12 @@ fn groups(problem: &Problem) -> Vec<Group> {
 }
 
 /// First-fit-decreasing of the groups' slots onto workers; a group larger than a worker spans
-/// several. With `limit`, overflow goes to the least-filled worker; idle workers then join the
-/// group with the most slots per worker. Returns the groups and the workers used.
+/// several. With `limit`, overflow goes to the least-filled worker (more than
+/// [`BULK_OVERFLOW_ROUNDS`] rounds of it spread evenly in one step); idle workers then join the
+/// group with the most slots per worker. Returns the groups and the workers used. Without
+/// `limit` (counting) it stops as soon as more than `max_workers` are needed, the groups left
+/// partial: the count is clamped to `max_workers` anyway, and a demand far beyond it would open
+/// a worker per B of it, each scanned by every later piece.
 fn assign(problem: &Problem, limit: Option<usize>) -> (Vec<Group>, usize) {
     let spw = problem.slots_per_worker as f64;
     let mut gs = groups(problem);
@@ -94,12 +106,18 @@ fn assign(problem: &Problem, limit: Option<usize>) -> (Vec<Group>, usize) {
     for g in idx {
         let mut left = gs[g].slots.max(1e-9);
         while left > 1e-9 {
+            let full = limit.is_some_and(|l| l > 0 && used.len() >= l);
+            if full && left > BULK_OVERFLOW_ROUNDS * used.len() as f64 * spw {
+                spread_overflow(&mut used, &mut gs[g].workers, left);
+                break;
+            }
             let fit = used.iter().position(|&u| u + left.min(spw) <= spw + 1e-9);
             let w = match (fit, limit) {
                 (Some(w), _) => w,
                 (None, Some(l)) if used.len() >= l => (0..used.len())
                     .min_by(|&a, &b| used[a].total_cmp(&used[b]).then(a.cmp(&b)))
                     .unwrap_or(0),
+                (None, None) if used.len() > problem.max_workers => return (gs, used.len()),
                 _ => {
                     used.push(0.0);
                     used.len() - 1
@@ -137,6 +155,17 @@ fn assign(problem: &Problem, limit: Option<usize>) -> (Vec<Group>, usize) {
     }
     let n = used.len().max(1);
     (gs, n)
+}
+
+/// Spreads a group's rest `left` evenly over every worker, one piece each: what
+/// [`BULK_OVERFLOW_ROUNDS`] or more rounds of overflow a worker's slots at a time come to, to
+/// within a worker's slots each (a 64th of what each gets).
+fn spread_overflow(used: &mut [f64], pieces: &mut Vec<(usize, f64)>, left: f64) {
+    let each = left / used.len() as f64;
+    for (w, u) in used.iter_mut().enumerate() {
+        *u += each;
+        pieces.push((w, each));
+    }
 }
 
 fn shares_of(problem: &Problem, gs: &[Group], workers: usize) -> Shares {
@@ -213,5 +242,82 @@ impl Policy for FaasFlow {
             return super::Clasp::default().placement_on(problem, workers);
         }
         faasflow_shares(&problem.scaled(fill_scale(problem, workers)), workers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CostModel, OperatorLoad};
+    use crate::placement::Packing;
+
+    /// One operator of `budgets` workers' worth of demand (B = 10^6 µs/s, 10 slots a worker)
+    /// on at most `max_workers` workers.
+    fn one_operator(budgets: f64, max_workers: usize) -> Problem {
+        Problem {
+            capacity_us_per_s: 1e6,
+            headroom: 1.0,
+            costs: CostModel {
+                alpha_us: 1.0,
+                beta_us: 10.0,
+                gamma_us: 1000.0,
+            },
+            max_workers,
+            slots_per_worker: 10,
+            operators: vec![OperatorLoad {
+                name: "big".into(),
+                demand_us_per_s: budgets * 1e6,
+                rate_per_s: budgets * 1e3,
+                exec_us: 1000.0,
+            }],
+            edges: Vec::new(),
+            packing: Packing::AnyFit,
+            beta_receiver_share: 0.0,
+            worker_headroom: Vec::new(),
+        }
+    }
+
+    /// 20 000 workers' worth on a cluster of 4: counting opens 5 workers and stops, rather than
+    /// opening all 20 000 and scanning them for every piece.
+    #[test]
+    fn counting_stops_once_the_cluster_is_exceeded() {
+        let p = one_operator(20_000.0, 4);
+        assert_eq!(assign(&p, None).1, 5);
+        assert_eq!(faasflow_workers(&p, None), 4);
+        // Within the cluster, the count is the slots' own: 25 slots on 10-slot workers.
+        assert_eq!(faasflow_workers(&one_operator(2.5, 4), None), 3);
+    }
+
+    /// 10^6 workers' worth on 4: after the 4 workers' own slots, the rest is one piece per
+    /// worker, not 10^6 pieces of a worker's slots; the shares come out even either way.
+    #[test]
+    fn overflow_far_beyond_the_cluster_is_spread_in_one_step() {
+        let p = one_operator(1e6, 4);
+        let (gs, n) = assign(&p, Some(4));
+        assert_eq!(n, 4);
+        assert_eq!(gs[0].workers.len(), 8, "pieces: {}", gs[0].workers.len());
+        let shares = faasflow_shares(&p, 4);
+        for s in &shares[0] {
+            assert!((s - 0.25).abs() < 1e-9, "{shares:?}");
+        }
+        // Within the bulk threshold the overflow still goes a worker's slots at a time: 200
+        // slots on 4 workers of 10 are 20 pieces.
+        let (gs, _) = assign(&one_operator(20.0, 4), Some(4));
+        assert_eq!(gs[0].workers.len(), 20);
+    }
+
+    /// 10^23 µs/s on 4 workers: a rest of 10^18 slots, whose f64 spacing (128) is more than a
+    /// worker's 10 slots, so taking them no longer changes it; the decision must still come back
+    /// (it never did).
+    #[test]
+    fn a_demand_beyond_f64_slot_precision_is_decided() {
+        let p = one_operator(1e17, 4);
+        let d = FaasFlow {
+            shared_placement: false,
+        }
+        .decide(&p, None);
+        assert_eq!(d.placement.workers, 4);
+        let sum: f64 = d.placement.shares[0].iter().sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{:?}", d.placement.shares);
     }
 }
