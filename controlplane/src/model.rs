@@ -261,7 +261,7 @@ impl Problem {
         }
         Err(ProblemError::Invalid(format!(
             "the budget headroom × capacity_us_per_s must be at least {MIN_BUDGET_US_PER_S} us/s, \
-             got {} × {} = {b}",
+             got {} × {:e} = {b:e}",
             self.headroom, self.capacity_us_per_s
         )))
     }
