@@ -33,8 +33,9 @@ const BISECTION_STEPS: usize = 30;
 /// [`BISECTION_STEPS`], so those placements are what they always were.
 const RELATIVE_RESOLUTION: f64 = 1.0 / (1u64 << 20) as f64;
 /// A bound on the bisection: halving 1.0 reaches zero in 1075 steps, and the relative
-/// resolution takes 21 more; a validated problem's fraction (`model::MIN_BUDGET_US_PER_S`) needs
-/// fewer than 150.
+/// resolution takes 21 more. A validated problem (`model::MAX_QUANTITY`,
+/// `model::MIN_BUDGET_US_PER_S`) holds a fraction of at least ~10^-34, ~10^-62 of the -SP
+/// scale-up in [`place_max_throughput`]: at most ~230 steps.
 const MAX_BISECTION_STEPS: usize = 1100;
 
 /// Which open workers the packing tries for an operator before it opens a new one.
