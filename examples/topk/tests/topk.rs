@@ -248,3 +248,86 @@ fn workers_without_the_kinds_refuse_the_job_naming_the_kind() {
         }
     }
 }
+
+/// A live run of the example that reserves a worker to join says to start it with the
+/// example's binary; a plain `clasp worker` that joins all the same cannot run the job, exits
+/// 1 naming the kind, and the run, which never used it, succeeds.
+#[test]
+fn a_joiner_without_the_kinds_is_refused_and_the_run_goes_on() {
+    use std::io::BufRead as _;
+    let tmp = TempDir::new("joiner");
+    let secret = tmp.0.join("secret");
+    std::fs::write(&secret, "a cluster secret of enough bytes").unwrap();
+    let secret = secret.to_str().unwrap();
+    let args = [
+        "run",
+        "--app-file",
+        "topk.toml",
+        "--max-workers",
+        "2",
+        "--start-workers",
+        "1",
+        "--secret-file",
+        secret,
+        "--duration",
+        "6",
+        "--peak-rate",
+        "2000",
+        "--json",
+    ];
+    let mut run_child = Command::new(topk())
+        .args(args)
+        .current_dir(example_dir())
+        .env("XDG_STATE_HOME", &tmp.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("topk runs");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = std::io::BufReader::new(run_child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let hint = loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the run says how to join");
+        if line.contains("may join") {
+            break line;
+        }
+    };
+    assert!(
+        hint.contains(&format!("{} worker --id 2", topk().display())),
+        "{hint}"
+    );
+    let after = |flag: &str| hint.split(flag).nth(1).unwrap().split(' ').next().unwrap();
+    let joiner = Command::new(plain_clasp())
+        .args(["worker", "--id", "2", "--join", after("--join ")])
+        .args([
+            "--cluster-id",
+            after("--cluster-id "),
+            "--secret-file",
+            secret,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clasp worker runs");
+    let joined = support::wait(joiner, "the joiner");
+    let said = String::from_utf8_lossy(&joined.stderr);
+    assert_eq!(joined.status.code(), Some(1), "{said}");
+    assert!(said.contains("unknown operator kind `topk_"), "{said}");
+    let out = support::wait(run_child, "the run");
+    let err = reader.join().unwrap();
+    assert!(out.status.success(), "{err}");
+    let v = json(&out);
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(0), "{v}");
+}

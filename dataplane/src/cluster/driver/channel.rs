@@ -192,8 +192,8 @@ impl Driver<'_> {
             } else if self.join_failed(*peer, reason) {
                 // Dropped (and logged): a join under way or queued ends here, whatever it
                 // was told before.
-            } else if self.joins.refusals.refused(*peer) {
-                tracing::debug!("worker {peer}, whose join was refused: {reason}");
+            } else if self.joins.refusals.refused(*peer) || self.joins.failed.contains(peer) {
+                tracing::debug!("worker {peer}, whose join was refused or failed: {reason}");
             } else {
                 tracing::warn!("worker {peer}, not one of the run's: {reason}");
             }
@@ -326,6 +326,9 @@ impl Driver<'_> {
                     self.meter.counters[i] = Some(*c);
                 }
             }
+            // A joiner that cannot start the job (an app kind it lacks): its join fails, and
+            // the run, which never used it, goes on unharmed (the joiner exits 1 saying why).
+            Message::Error(e) if !self.ids.contains(&from) && self.join_failed(from, &e) => {}
             Message::Error(e) => {
                 let e = format!("worker {from}: {e}");
                 let logged =

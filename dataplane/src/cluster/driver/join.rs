@@ -61,6 +61,9 @@ pub(super) struct Joins {
     said: bool,
     /// Joins not taken, said to the joiners (`refusal.rs`).
     pub(super) refusals: super::refusal::Refusals,
+    /// Joiners whose join failed (logged then): the loss of their connection that follows is
+    /// no news.
+    pub(super) failed: std::collections::BTreeSet<PeerId>,
 }
 
 impl Joins {
@@ -157,6 +160,7 @@ impl Driver<'_> {
             return false;
         }
         tracing::warn!("worker {peer} did not join: {reason}");
+        self.joins.failed.insert(peer);
         true
     }
 
