@@ -133,7 +133,12 @@ fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     // The name column as wide as the longest name (`wc-text`), a user's own apps included.
-    let w = specs.iter().map(|s| s.name.len()).chain([3]).max().unwrap_or(3);
+    let w = specs
+        .iter()
+        .map(|s| s.name.len())
+        .chain([3])
+        .max()
+        .unwrap_or(3);
     writeln!(
         out,
         "{:<w$} {:>9} {:>8} {:>5}  description",
