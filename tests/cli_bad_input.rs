@@ -88,6 +88,19 @@ fn place_refuses_absurd_sizes_naming_the_field() {
             );
         }
     }
+    // Quantities beyond 10^15 (a load could overflow, the bound on workers saturate).
+    let text = PROBLEM
+        .replace("MAXW", "4")
+        .replace("SLOTS", "10")
+        .replace(r#""demand_us_per_s": 400000"#, r#""demand_us_per_s": 1e16"#);
+    let f = write("huge.json", &text);
+    let out = clasp(&["place", "--problem", f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("split.demand_us_per_s must be at most 1e15"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -216,6 +216,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Print the effective settings as a run file (each with where it came from) and exit.
+    /// Each value is checked as the run would read it; options that cannot go together
+    /// (`--worker-cpu` with `--cluster`, say) are refused only by the run itself.
     #[arg(long)]
     pub(crate) print_config: bool,
     /// Write every output as a JSON line to file:PATH, stdout: or tcp:ADDR (each worker
