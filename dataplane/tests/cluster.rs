@@ -398,3 +398,54 @@ fn a_connected_driver_holds_a_workers_job_timeout() {
     let exit = worker.join().unwrap();
     assert!(matches!(exit, Err(NodeError::NoJob { .. })), "{exit:?}");
 }
+
+/// A worker whose copy of the cluster file has another worker at another port than the
+/// driver's refuses the job at once, naming both addresses, instead of failing a link to the
+/// wrong port seconds into the run.
+#[test]
+fn a_worker_whose_cluster_file_disagrees_with_the_drivers_refuses_the_job() {
+    let secret = ClusterSecret::new(b"a test secret of enough bytes".to_vec()).unwrap();
+    let (one, fd1) = free_addr();
+    let (two, fd2) = free_addr();
+    // Where worker 2's copy puts worker 1: bound, never listening.
+    let (elsewhere, _held) = free_addr();
+    let drivers = vec![(1, one), (2, two)];
+    drop((fd1, fd2));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handles: Vec<_> = [(1, drivers.clone()), (2, vec![(1, elsewhere), (2, two)])]
+        .into_iter()
+        .map(|(id, workers)| {
+            let cfg = ClusterWorkerConfig {
+                id,
+                listen: if id == 1 { one } else { two },
+                cluster_id: 0xC1,
+                workers,
+                secret: secret.clone(),
+                limits: Limits::default(),
+                job_timeout: Duration::from_secs(20),
+                join: None,
+                leave: None,
+                leave_timeout: Duration::from_secs(20),
+                registry: clasp_operators::Registry::builtin(),
+                idle: None,
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || run_cluster_worker(&cfg, |_| tx.send(()).unwrap()))
+        })
+        .collect();
+    for _ in 0..2 {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("a worker listens");
+    }
+    let spec = apps::builtin("wc").unwrap();
+    let cfg = driver_config("wc", drivers, secret, Limits::default());
+    let err = run_driver_with(&spec, &cfg, &mut Static)
+        .expect_err("worker 2 refuses the job")
+        .to_string();
+    let says =
+        format!("the driver has worker 1 at {one}, this worker's cluster file at {elsewhere}");
+    assert!(err.contains(&says), "{err}");
+    for h in handles {
+        let _ = h.join().unwrap();
+    }
+}

@@ -20,7 +20,7 @@ use rkyv::util::AlignedVec;
 /// "CLMS", little-endian: the first bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"CLMS");
 /// The message version this build speaks; a peer speaking another is refused.
-pub const VERSION: u16 = 13;
+pub const VERSION: u16 = 14;
 /// Bytes of the header before the archive.
 pub const HEADER_BYTES: usize = 16;
 /// The transport control-frame kind that carries a message (the transport's framing has a

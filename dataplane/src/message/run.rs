@@ -49,6 +49,10 @@ pub struct Job {
     /// The workers the receiver connects to, with their addresses (a joining worker has no
     /// cluster file); empty: the receiver's cluster file's workers.
     pub peers: Vec<(PeerId, String)>,
+    /// The cluster file's workers as the driver read it, with the addresses it resolved: a
+    /// worker of the file checks them against its own copy (two copies that disagree would
+    /// otherwise surface as a link failing seconds into the run).
+    pub addresses: Vec<(PeerId, String)>,
     /// The checkpoint parts whose key groups the executors import before they start (a run
     /// restarted after a lost worker); empty: every executor starts empty.
     pub restore: Vec<super::RestorePart>,

@@ -25,6 +25,7 @@ fn job() -> impl Strategy<Value = Message> {
         .prop_map(|((app_name, app_toml, executors, alt, ring_bytes), rest)| {
             let (pin, workers, driver, driver_addr, interval_ms) = rest;
             Message::Job(Box::new(Job {
+                addresses: workers.iter().map(|&w| (w, app_toml.clone())).collect(),
                 app_name,
                 app_toml,
                 executors,

@@ -414,6 +414,9 @@ impl<'a> Driver<'a> {
             epoch: 0,
             routing: Vec::new(),
             peers,
+            addresses: (cfg.workers.iter())
+                .map(|&(id, addr)| (id, addr.to_string()))
+                .collect(),
             restore: Vec::new(),
         }
     }

@@ -550,6 +550,7 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
     node.driver = Some(job.driver);
     // The job's workers are the cluster file's, then those reserved for joiners.
     let peers = if job.peers.is_empty() {
+        check_addresses(cfg, job)?;
         dial_cluster_peers(node, cfg)?;
         if !job.workers.starts_with(&ids) {
             return Err(NodeError::Job(format!(
@@ -578,6 +579,35 @@ fn prepare(node: &mut Node, cfg: &ClusterWorkerConfig, job: &Job) -> Result<Runn
     node.t.reset_counters();
     run.peers = peers;
     Ok(run)
+}
+
+/// Refuses a job whose driver read the cluster file's workers at other ports than this worker's
+/// copy of it: the copies disagree, and a link would fail seconds into the run. Another host
+/// (same port) is only logged: a name may rightly resolve differently on two hosts. This
+/// worker's own entry is not compared (a host's own name often resolves to a loopback address
+/// there).
+fn check_addresses(cfg: &ClusterWorkerConfig, job: &Job) -> Result<(), NodeError> {
+    for &(id, ours) in cfg.workers.iter().filter(|w| w.0 != cfg.id) {
+        let Some((_, theirs)) = job.addresses.iter().find(|a| a.0 == id) else {
+            continue;
+        };
+        let Ok(theirs) = theirs.parse::<SocketAddr>() else {
+            return Err(NodeError::Job(format!(
+                "the driver's address of worker {id}, {theirs:?}, is not an address"
+            )));
+        };
+        let what =
+            format!("the driver has worker {id} at {theirs}, this worker's cluster file at {ours}");
+        if theirs.port() != ours.port() {
+            return Err(NodeError::Job(format!(
+                "{what}: every process must read the same cluster file"
+            )));
+        }
+        if theirs.ip() != ours.ip() {
+            tracing::warn!("{what} (the name resolves differently here?)");
+        }
+    }
+    Ok(())
 }
 
 /// The rings the network thread delivers into: each executor's `ingress` (roots from the
