@@ -576,8 +576,10 @@ fn checkpoints_with_workers_on_other_hosts_need_a_directory_they_share() {
     );
 }
 
-/// A cluster file whose workers share an address, or an address without a port, or one that
-/// cannot be read, is refused before anything starts, naming them.
+/// A cluster file whose workers share an address, or an address no peer could connect to
+/// (without a port, port 0 — drawn at random when the worker binds —, a port out of range), or
+/// one that cannot be read, is refused before anything starts, naming the file and the worker,
+/// by a run (static or live) and by a worker alike (exit 2).
 #[test]
 fn cluster_files_with_shared_or_portless_addresses_are_refused() {
     let dir = std::env::temp_dir().join(format!("clasp-bad-cluster-{}", std::process::id()));
@@ -597,10 +599,21 @@ fn cluster_files_with_shared_or_portless_addresses_are_refused() {
             worker(1, "127.0.0.1"),
             "worker 1: address \"127.0.0.1\": no port (HOST:PORT)",
         ),
+        (
+            "port-0.toml",
+            worker(1, "127.0.0.1:0") + &worker(2, "127.0.0.1:47102"),
+            "worker 1: address \"127.0.0.1:0\": port 0 is chosen at random",
+        ),
+        (
+            "port-99999.toml",
+            worker(1, "127.0.0.1:99999"),
+            "worker 1: address \"127.0.0.1:99999\": invalid port \"99999\" (1..=65535)",
+        ),
     ] {
         let file = dir.join(name);
         std::fs::write(&file, format!("cluster_id = 7\n{body}")).unwrap();
         let (file, secret) = (file.to_str().unwrap(), secret.to_str().unwrap());
+        let says = &format!("cluster file {file}: {says}");
         let live = [
             "run",
             "--app",
@@ -615,6 +628,18 @@ fn cluster_files_with_shared_or_portless_addresses_are_refused() {
         // A live run reads it before it says anything else.
         let out = assert_usage_error(&live, says);
         assert!(!stderr(&out).contains("no checkpoints"), "{}", stderr(&out));
+        // Bounded: a worker that wrongly accepted the file would wait for a job.
+        let serve = [
+            "worker",
+            "--id",
+            "1",
+            "--cluster",
+            file,
+            "--secret-file",
+            secret,
+        ];
+        let serve = [&serve[..], &["--job-timeout-s", "1", "--max-jobs", "1"]].concat();
+        assert_usage_error(&serve, says);
     }
     let missing = dir.join("missing.toml");
     let missing = missing.to_str().unwrap();
@@ -709,67 +734,4 @@ fn an_unusable_default_checkpoint_directory_means_none_said_or_a_refusal() {
         "{}",
         stderr(&out)
     );
-}
-
-/// A cluster file address no peer could connect to — port 0 (a port drawn at random when the
-/// worker binds), a port out of range — is refused as a bad port, and every address error names
-/// the file, from a run (static or live) and from a worker alike (exit 2).
-#[test]
-fn cluster_file_addresses_no_peer_could_reach_are_refused_naming_the_file() {
-    let dir = std::env::temp_dir().join(format!("clasp-bad-address-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let secret = dir.join("secret");
-    std::fs::write(&secret, "a cluster secret of at least 32 bytes").unwrap();
-    let worker =
-        |id: u32, address: &str| format!("[[worker]]\nid = {id}\naddress = \"{address}\"\n");
-    for (name, body, says) in [
-        (
-            "port-0.toml",
-            worker(1, "127.0.0.1:0") + &worker(2, "127.0.0.1:47102"),
-            "worker 1: address \"127.0.0.1:0\": port 0 is chosen at random",
-        ),
-        (
-            "port-99999.toml",
-            worker(1, "127.0.0.1:99999"),
-            "worker 1: address \"127.0.0.1:99999\": invalid port \"99999\" (1..=65535)",
-        ),
-        (
-            "shared.toml",
-            worker(1, "127.0.0.1:47101") + &worker(2, "127.0.0.1:47101"),
-            "workers 1 and 2 are both at 127.0.0.1:47101",
-        ),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, format!("cluster_id = 7\n{body}")).unwrap();
-        let (file, secret) = (path.to_str().unwrap(), secret.to_str().unwrap());
-        let says = format!("cluster file {file}: {says}");
-        let live = [
-            "run",
-            "--app",
-            "wc",
-            "--cluster",
-            file,
-            "--secret-file",
-            secret,
-        ];
-        let statics: Vec<&str> = [&live[..1], &["--static"], &live[1..]].concat();
-        assert_usage_error(&statics, &says);
-        assert_usage_error(&live, &says);
-        // Bounded: a worker that wrongly accepted the file would wait for a job.
-        let serve = [
-            "worker",
-            "--id",
-            "1",
-            "--cluster",
-            file,
-            "--secret-file",
-            secret,
-            "--job-timeout-s",
-            "1",
-            "--max-jobs",
-            "1",
-        ];
-        assert_usage_error(&serve, &says);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
 }
