@@ -680,6 +680,20 @@ fn options_a_run_would_ignore_or_cannot_use_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     assert_usage_error(&["run", "--app", "wc", "--pattern", d], "(a directory)");
+    // A run of --records goes on until they are in: a pattern that ends at 0 never would.
+    let to_zero = dir.path().join("to-zero.csv");
+    std::fs::write(&to_zero, "0,5000\n2,0\n").unwrap();
+    let to_zero = to_zero.to_str().unwrap();
+    let run = [
+        "run",
+        "--app",
+        "wc",
+        "--records",
+        "30000",
+        "--pattern",
+        to_zero,
+    ];
+    assert_usage_error(&run, "it ends at rate 0");
     let missing = dir.path().join("no-secret");
     assert_usage_error(
         &[

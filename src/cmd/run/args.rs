@@ -50,7 +50,8 @@ pub struct RunArgs {
     /// worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
     #[arg(long, conflicts_with = "static_")]
     pub(crate) peak_rate: Option<f64>,
-    /// Live runs: how long to admit input (seconds), unless --records comes first.
+    /// Live runs: how long to admit input (seconds); with --records, the run goes on until
+    /// they are all admitted (the pattern's rate at its end holds meanwhile).
     #[arg(long, default_value_t = 30.0, conflicts_with = "static_")]
     pub(crate) duration: f64,
     /// Live runs: write the JSON summary, per-interval CSV and SVG plots into this directory.
@@ -100,8 +101,9 @@ pub struct RunArgs {
     /// App file (TOML).
     #[arg(long)]
     pub(crate) app_file: Option<PathBuf>,
-    /// Input records to admit (static runs: default 100000; live runs: stop at this many or
-    /// at --duration, whichever comes first).
+    /// Input records to admit (static runs: default 100000). A live run admits exactly this
+    /// many, going on past --duration until they are in, so that its outputs equal `clasp
+    /// oracle`'s for the same records and seed.
     #[arg(long)]
     pub(crate) records: Option<u64>,
     /// Generator seed (the same as for `clasp oracle`).

@@ -313,6 +313,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     };
     check_live(&args)?;
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
+    check_pattern_ends(&args, &pattern)?;
     // The metrics endpoint and the events file too: a port in use or a path that cannot be
     // written is refused before any worker starts.
     let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
@@ -449,6 +450,23 @@ fn start_priors(args: &RunArgs) -> anyhow::Result<Priors> {
     )?;
     let _ = writeln!(std::io::stderr(), "{}", p.line());
     Ok(p)
+}
+
+/// A run of `--records` admits them all, past `--duration` if need be, at the rate the pattern
+/// ends on: a pattern file whose last point is a rate of 0 would never let it end. (The built-in
+/// patterns end on a share of the peak, which is positive.)
+fn check_pattern_ends(args: &RunArgs, pattern: &RatePattern) -> anyhow::Result<()> {
+    if let (Some(records), RatePattern::File(points)) = (args.records, pattern)
+        && points.last().is_some_and(|&(_, rate)| rate <= 0.0)
+    {
+        return Err(usage_error(format!(
+            "--pattern {}: it ends at rate 0, so a run of --records {records} (which goes on \
+             past --duration until they are all admitted) would never end; end it on a \
+             positive rate, or leave --records out",
+            args.pattern
+        )));
+    }
+    Ok(())
 }
 
 /// The options only a live run checks, before any worker starts (the cluster's are checked by
