@@ -749,3 +749,30 @@ fn an_unusable_default_checkpoint_directory_means_none_said_or_a_refusal() {
         stderr(&out)
     );
 }
+
+/// A refused `--resume` and a run that failed before its first checkpoint leave the directory
+/// they were given as they found it: no lock file, and no `--checkpoint-dir` they made.
+#[test]
+fn a_refused_resume_or_an_early_failure_leaves_the_checkpoint_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("readme"), "not a checkpoint").unwrap();
+    let docs_s = docs.to_str().unwrap();
+    let run = ["run", "--static", "--workers", "2", "--app", "wc"];
+    let resume = [&run[..], &["--records", "100", "--resume", docs_s]].concat();
+    assert_usage_error(&resume, "no complete checkpoint");
+    let left: Vec<_> = std::fs::read_dir(&docs).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    // Nobody listens at the sink: the workers fail to start.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let new = dir.path().join("new");
+    let (new_s, sink) = (new.to_str().unwrap(), format!("tcp:{closed}"));
+    let fails = [&run[..], &["--checkpoint-dir", new_s, "--sink", &sink]].concat();
+    let out = clasp(&fails);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!new.exists(), "{}", stderr(&out));
+}

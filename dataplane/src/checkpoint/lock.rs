@@ -96,4 +96,13 @@ impl DirLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Removes the lock file, still holding the lock until dropped: for a run that leaves the
+    /// directory as it found it (refused, or failed before its first checkpoint). Another run
+    /// that opened the file meanwhile sees it unlinked and takes the lock on a new one.
+    pub fn remove_file(&self) {
+        if self.is_linked() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }

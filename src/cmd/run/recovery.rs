@@ -3,9 +3,7 @@
 //! succeeded.
 
 use super::args::RunArgs;
-use clasp_dataplane::checkpoint::{
-    CheckpointError, CheckpointStore, DirLock, FileStore, KEEP_DEFAULT,
-};
+use clasp_dataplane::checkpoint::{CheckpointStore, DirLock, FileStore, KEEP_DEFAULT};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
 use clasp_dataplane::source::SourceSpec;
 use clasp_operators::AppSpec;
@@ -32,7 +30,8 @@ pub fn config(
             )));
         }
         let lock = take_lock(dir, "--resume")?;
-        check_resume(dir, args, spec, records)?;
+        // A refused resume leaves the directory as it was: no lock file in it.
+        check_resume(dir, args, spec, records).inspect_err(|_| lock.remove_file())?;
         eprintln!(
             "clasp run: resuming from the checkpoints in {}",
             dir.display()
@@ -52,6 +51,9 @@ pub fn config(
     let mut lock = None;
     let dir = match &args.checkpoint_dir {
         Some(d) => {
+            if !d.exists() {
+                let _ = MADE_DIR.set(d.clone());
+            }
             // Checked before any worker starts: a path that cannot hold checkpoints would
             // otherwise fail every one of them, each pausing the input for nothing.
             std::fs::create_dir_all(d).map_err(|e| {
@@ -60,8 +62,9 @@ pub fn config(
                     d.display()
                 ))
             })?;
-            lock = Some(take_lock(d, "--checkpoint-dir")?);
-            refuse_earlier_checkpoints(d)?;
+            let held = take_lock(d, "--checkpoint-dir")?;
+            refuse_earlier_checkpoints(d).inspect_err(|_| held.remove_file())?;
+            lock = Some(held);
             d.clone()
         }
         None => match default_dir() {
@@ -93,6 +96,10 @@ pub fn config(
         lock,
     }))
 }
+
+/// A `--checkpoint-dir` this run made (it did not exist): a run that fails before its first
+/// checkpoint removes it again, as it does the default directory.
+static MADE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// A new run's checkpoint interval in ms, `None` for no checkpoints. Each worker writes its part
 /// of a checkpoint into the directory on its own host, so workers that may be on other hosts
@@ -129,14 +136,11 @@ fn interval_ms(args: &RunArgs) -> anyhow::Result<Option<u64>> {
 /// there); another run's hold is refused (exit 2) before any worker starts. A directory made
 /// for this run alone (the default) needs none.
 fn take_lock(dir: &std::path::Path, flag: &str) -> anyhow::Result<Arc<DirLock>> {
-    match DirLock::take(dir) {
-        Ok(l) => Ok(Arc::new(l)),
-        Err(e @ CheckpointError::InUse { .. }) => Err(crate::cmd::usage_error(format!(
-            "{flag} {}: {e}",
-            dir.display()
-        ))),
-        Err(e) => Err(anyhow::anyhow!("{flag} {}: {e}", dir.display())),
-    }
+    // Held by another run, or a directory that cannot take the lock file (read-only): either
+    // way the directory given is unusable, before any worker starts.
+    DirLock::take(dir)
+        .map(Arc::new)
+        .map_err(|e| crate::cmd::usage_error(format!("{flag} {}: {e}", dir.display())))
 }
 
 /// A new run's `--checkpoint-dir` must hold no checkpoint of an earlier run (one that failed
@@ -299,30 +303,42 @@ fn default_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Says where a run that did not succeed keeps its checkpoints, if it took any.
-fn say_kept(cfg: Option<&CheckpointConfig>) {
+/// Whether it took any.
+fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     // Opening the store makes its directory: only a directory the run made is looked in.
     let Some(ck) = cfg.filter(|ck| ck.dir.exists()) else {
-        return;
+        return false;
     };
     let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
-    if let Ok(Some(_)) = newest {
-        eprintln!(
-            "clasp run: its checkpoints stay in {0}: the same command with --resume {0} goes \
-             on from the newest; remove the directory when done with it",
-            ck.dir.display()
-        );
+    if !matches!(newest, Ok(Some(_))) {
+        return false;
     }
+    // `--resume` and `--checkpoint-dir` do not go together: the one replaces the other.
+    let how = if args.checkpoint_dir.is_some() {
+        " in place of --checkpoint-dir"
+    } else {
+        ""
+    };
+    eprintln!(
+        "clasp run: its checkpoints stay in {0}: the same command with --resume {0}{how} goes \
+         on from the newest; remove the directory when done with it",
+        ck.dir.display()
+    );
+    true
 }
 
-/// After a run that did not succeed: says where its checkpoints stay, if it took any; a
-/// directory made for this run (not `--checkpoint-dir`, not `--resume`) that the run left
-/// empty, having failed before its first checkpoint, is removed.
+/// After a run that did not succeed: says where its checkpoints stay, if it took any. One that
+/// failed before its first checkpoint leaves the directory as it found it: no lock file, and
+/// no directory if it made it (the default one, or a `--checkpoint-dir` that did not exist).
 pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
-    say_kept(cfg);
-    if let Some(ck) = cfg
-        && args.checkpoint_dir.is_none()
-        && args.resume.is_none()
-    {
+    let Some(ck) = cfg else { return };
+    if say_kept(args, cfg) || args.resume.is_some() {
+        return;
+    }
+    if let Some(lock) = &ck.lock {
+        lock.remove_file();
+    }
+    if args.checkpoint_dir.is_none() || MADE_DIR.get() == Some(&ck.dir) {
         // Fails, as it should, on a directory that holds anything.
         let _ = std::fs::remove_dir(&ck.dir);
     }
