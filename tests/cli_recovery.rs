@@ -210,6 +210,26 @@ fn a_live_run_with_chaos_migrations_recovers_a_worker_killed_mid_migration() {
     assert_one_recovery("wc", &run, "migration");
 }
 
+/// Waits until the run writing into `dir` has completed a checkpoint (its manifest exists),
+/// at most 20 s.
+fn until_a_checkpoint(dir: &std::path::Path, run: &mut common::Running) {
+    let complete = || {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.path().join("MANIFEST").exists())
+            })
+            .unwrap_or(false)
+    };
+    for _ in 0..400 {
+        if complete() || run.finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(complete(), "no checkpoint within 20 s");
+}
+
 /// Kills `clasp run` itself (SIGKILL: its workers die with it) once it has checkpoints, then
 /// `--resume` finishes the run from them with fresh workers.
 #[test]
@@ -240,22 +260,7 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
         "--json",
     ]);
     let mut run = start(&first, &[]);
-    // Until a checkpoint is complete (a manifest exists), at most 20 s.
-    let complete = || {
-        std::fs::read_dir(&dir)
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .any(|e| e.path().join("MANIFEST").exists())
-            })
-            .unwrap_or(false)
-    };
-    for _ in 0..400 {
-        if complete() || run.finished() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(complete(), "no checkpoint within 20 s");
+    until_a_checkpoint(&dir, &mut run);
     // While it runs, its directory is its own: neither a resume nor a new run may write there.
     for flag in ["--resume", "--checkpoint-dir"] {
         let mut other: Vec<&str> = common.to_vec();
@@ -586,4 +591,49 @@ fn a_stopped_worker_is_replaced_and_the_run_equals_the_oracle() {
         "{r:?}"
     );
     assert!(!common::runs(workers[0]), "the stopped worker was killed");
+}
+
+/// A resume goes on from the byte of the file its checkpoint had read to: a file cut short
+/// since is not the one the run read, and is refused (the rest of the run would read nothing
+/// and seem to succeed).
+#[test]
+fn a_resume_over_a_file_cut_short_since_is_refused() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("resume-cut");
+    let input = dir.with_extension("txt");
+    let lines = clasp(&["gen", "--app", "wc", "--records", "20000", "--seed", "3"]);
+    std::fs::write(&input, &lines.stdout).unwrap();
+    let (dir_s, source) = (
+        dir.display().to_string(),
+        format!("file:{}", input.display()),
+    );
+    let run = [
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--seed",
+        "3",
+    ];
+    let run = [&run[..], &["--source", &source, "--rate", "4000"]].concat();
+    let first = [
+        &run[..],
+        &[
+            "--checkpoint-interval-ms",
+            "150",
+            "--checkpoint-dir",
+            &dir_s,
+        ],
+    ];
+    let mut driver = start(&first.concat(), &[]);
+    until_a_checkpoint(&dir, &mut driver);
+    assert!(!driver.kill().status.success());
+    std::fs::write(&input, b"the first line\n").unwrap();
+    let out = clasp(&[&run[..], &["--resume", &dir_s]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_file(&input));
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("it is not the file the run read"), "{err}");
 }

@@ -247,6 +247,18 @@ fn check_resume(
                 args.source
             ));
         }
+        // The run goes on from the checkpoint's byte: a file cut short since is not the one it
+        // read (the rest of the run would read nothing, and seem to succeed).
+        (Some(pos), _) => {
+            let len = std::fs::metadata(&pos.path).map_or(0, |md| md.len());
+            if len < pos.byte_offset {
+                return refuse(format!(
+                    "its checkpoint read {} to byte {}, but the file holds {len} bytes now: it \
+                     is not the file the run read",
+                    pos.path, pos.byte_offset
+                ));
+            }
+        }
         _ => {}
     }
     if let (Some(given), Some(limit)) = (args.records, m.records)
