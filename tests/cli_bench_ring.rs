@@ -82,4 +82,12 @@ fn bench_ring_measures_the_frame_sizes_on_request_and_names_the_sizes_it_has() {
         stderr.contains("48-byte") && stderr.contains("[32, 80]"),
         "{stderr}"
     );
+    // std_mpsc runs a quarter of the round trips: fewer than 4 would be none (and an endless
+    // latency).
+    let (code, _, stderr) = common::clasp_text(&["bench", "ring", "--round-trips", "3"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--round-trips and --messages at least 4"),
+        "{stderr}"
+    );
 }
