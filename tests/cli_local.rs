@@ -67,6 +67,8 @@ fn a_paced_run_reports_how_late_records_were_admitted() {
         "2000",
         "--rate",
         "20000",
+        "--idle",
+        "park",
     ];
     let run = json(&clasp(&[&paced[..], &["--json"]].concat()));
     let delay = &run["admission_delay_us"];
@@ -76,6 +78,14 @@ fn a_paced_run_reports_how_late_records_were_admitted() {
         delay["max"].as_f64().unwrap(),
     );
     assert!(0.0 <= p50 && p50 <= max, "{delay}");
+    // A paced executor runs dry between records: it waits (parks) and, parking at once, sleeps.
+    let totals = &run["totals"];
+    let waits = |k: &str| {
+        totals[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {totals}"))
+    };
+    assert!(waits("parks") > 0 && waits("sleeps") > 0, "{totals}");
     let (code, text, err) = clasp_text(&paced);
     assert_eq!(code, 0, "{err}");
     assert!(

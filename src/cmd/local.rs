@@ -403,8 +403,14 @@ fn print_report(
         admitted_here: r.admitted,
         totals: serde_json::to_value(t)?,
         totals_line: format!(
-            "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, {} parks",
-            t["frames_in"], t["local_sent"], t["overflowed"], t["bad_frames"], t["parks"]
+            "executors: {} frames in, {} local chained requests, {} overflowed, {} bad frames, \
+             {} idle waits, {} sleeps",
+            t["frames_in"],
+            t["local_sent"],
+            t["overflowed"],
+            t["bad_frames"],
+            t["parks"],
+            t["sleeps"]
         ),
         intervals: serde_json::to_value(&r.intervals)?,
         extra: vec![

@@ -47,8 +47,9 @@ pub(crate) fn merge(operators: usize, results: Vec<ExecutorResult>) -> Merged {
 }
 
 /// Counters every worker reports in its totals, by name.
-pub(crate) const TOTALS: [(&str, usize); 12] = [
+pub(crate) const TOTALS: [(&str, usize); 13] = [
     ("parks", scalar::PARKS),
+    ("sleeps", scalar::SLEEPS),
     ("wakeups", scalar::WAKEUPS),
     ("frames_in", scalar::FRAMES_IN),
     ("local_sent", scalar::LOCAL_SENT),

@@ -57,13 +57,14 @@ pub fn run_view<'a>(
         totals: serde_json::to_value(&r.totals)?,
         totals_line: format!(
             "executors: {} frames in, {} local and {} remote chained requests, {} overflowed, \
-             {} bad frames, {} parks; {} batches sent in {} sends",
+             {} bad frames, {} idle waits, {} sleeps; {} batches sent in {} sends",
             t("frames_in"),
             t("local_sent"),
             t("remote_sent"),
             t("overflowed"),
             t("bad_frames"),
             t("parks"),
+            t("sleeps"),
             t("net_batches_sent"),
             t("net_batch_sends")
         ),
