@@ -48,7 +48,16 @@ fn bad_experiment_options_are_named() {
         (&["experiment", "scaling", "--apps", "nope"][..], "nope"),
         (
             &["experiment", "scaling", "--max-workers", "0"][..],
-            "--max-workers",
+            "--max-workers 0: must be 1..=8",
+        ),
+        (&["experiment", "scaling", "--seeds", "0"][..], "--seeds 0"),
+        (
+            &["experiment", "scaling", "--duration", "1"][..],
+            "--duration 1",
+        ),
+        (
+            &["experiment", "scaling", "--records", "0"][..],
+            "--records 0",
         ),
         (&["experiment", "fig99"][..], "fig99"),
     ] {

@@ -148,15 +148,16 @@ pub fn run_experiment(args: ExperimentArgs) -> anyhow::Result<()> {
 
 /// Runs the experiment(s) `args` names; the files written.
 pub fn run_experiments(args: &ExperimentArgs) -> anyhow::Result<Vec<PathBuf>> {
-    if !(1..=8).contains(&args.max_workers)
-        || args.seeds == 0
-        || !(args.duration.is_finite() && args.duration >= 2.0)
-        || args.records == Some(0)
-    {
-        return Err(usage_error(
-            "--max-workers must be 1..=8, --seeds at least 1, --duration at least 2 s, \
-             --records at least 1",
-        ));
+    let refused = [
+        (!(1..=8).contains(&args.max_workers))
+            .then(|| format!("--max-workers {}: must be 1..=8", args.max_workers)),
+        (args.seeds == 0).then(|| "--seeds 0: must be at least 1".to_owned()),
+        (!(args.duration.is_finite() && args.duration >= 2.0))
+            .then(|| format!("--duration {}: must be at least 2 s", args.duration)),
+        (args.records == Some(0)).then(|| "--records 0: must be at least 1".to_owned()),
+    ];
+    if let Some(why) = refused.into_iter().flatten().next() {
+        return Err(usage_error(why));
     }
     let apps: Vec<String> = if args.apps.is_empty() {
         builtin_names().iter().map(|s| (*s).to_owned()).collect()
