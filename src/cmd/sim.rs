@@ -98,7 +98,7 @@ pub struct SimArgs {
     /// Directory for CSV, JSON and SVG output.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
-    /// Print the summary JSON.
+    /// Print the summary as JSON on one line (without it: the same JSON, indented).
     #[arg(long)]
     json: bool,
 }
