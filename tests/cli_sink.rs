@@ -336,6 +336,10 @@ fn a_disk_that_fills_up_is_a_clear_error_naming_the_sink() {
         "wc",
         "--records",
         "3000",
+        // A run that fails keeps its checkpoints (for --resume): none here, where it fails on
+        // purpose.
+        "--checkpoint-interval-ms",
+        "0",
         "--sink",
         &sink,
     ]);
