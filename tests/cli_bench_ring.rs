@@ -90,4 +90,7 @@ fn bench_ring_measures_the_frame_sizes_on_request_and_names_the_sizes_it_has() {
         stderr.contains("--round-trips and --messages at least 4"),
         "{stderr}"
     );
+    let (code, _, stderr) = common::clasp_text(&["bench", "ring", "--sizes", "16,64,16"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--sizes: 16 given twice"), "{stderr}");
 }

@@ -291,6 +291,13 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
             "--executors {e}: each count must be in 1..=64"
         )));
     }
+    let given = &args.executors;
+    if let Some(i) = (1..given.len()).find(|&i| given[..i].contains(&given[i])) {
+        return Err(crate::cmd::usage_error(format!(
+            "--executors: {} given twice",
+            given[i]
+        )));
+    }
     let cfg = clasp_benches::wc::WcBenchConfig {
         records: args.records,
         executors: args.executors,

@@ -450,6 +450,12 @@ pub fn selection(cfg: &RingBenchConfig) -> Result<(Vec<&'static str>, Vec<usize>
                 ));
             }
         }
+        if let Some(b) = (1..cfg.sizes_bytes.len())
+            .find(|&i| cfg.sizes_bytes[..i].contains(&cfg.sizes_bytes[i]))
+            .map(|i| cfg.sizes_bytes[i])
+        {
+            return Err(format!("--sizes: {b} given twice"));
+        }
         cfg.sizes_bytes.clone()
     };
     Ok((impls, sizes))
@@ -458,8 +464,8 @@ pub fn selection(cfg: &RingBenchConfig) -> Result<(Vec<&'static str>, Vec<usize>
 /// Runs the whole benchmark. `progress` is told each finished repetition.
 pub fn run(cfg: &RingBenchConfig, mut progress: impl FnMut(u32)) -> Result<RingReport, String> {
     let machine = crate::machine::description();
-    if cfg.repetitions == 0 || cfg.round_trips == 0 || cfg.messages < 4 {
-        return Err("repetitions, round trips and messages must be positive (messages ≥ 4)".into());
+    if cfg.repetitions == 0 || cfg.round_trips < 4 || cfg.messages < 4 {
+        return Err("repetitions must be positive, round trips and messages at least 4".into());
     }
     let cpus = if cfg.pin {
         Some(default_cpus().ok_or_else(|| {
