@@ -259,34 +259,24 @@ fn a_capped_live_run_pinned_inside_its_cpu_set_equals_the_oracle_and_leaves_no_g
     assert_no_groups_left(pid);
 }
 
-#[test]
-fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
-    let _turn = common::one_at_a_time();
-    need_cgroups!();
-    let (mount, v2) = cpu_mount().unwrap();
-    let cluster = ClusterDir::new("cgroup-by-hand", 77, 1);
-    let secret = "a cluster secret of at least 32 bytes";
+/// The secret of the clusters of workers capped by hand.
+const CAPPED_SECRET: &str = "a cluster secret of at least 32 bytes";
+
+/// `clasp worker --id 1 --worker-cpu 0.5` of `cluster` with `extra` options, once it is in
+/// its own group (at most [`APPEAR_TIMEOUT`]): the worker and that group.
+fn capped_worker(cluster: &ClusterDir, extra: &[&str], v2: bool) -> (Workers, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_clasp"))
-        .args([
-            "worker",
-            "--id",
-            "1",
-            "--job-timeout-s",
-            "30",
-            "--max-jobs",
-            "1",
-            "--worker-cpu",
-            "0.5",
-        ])
-        .args(["--cpus", "0", "--cluster", cluster.path()])
-        .env("CLASP_CLUSTER_SECRET", secret)
+        .args(["worker", "--id", "1", "--worker-cpu", "0.5"])
+        .args(extra)
+        .args(["--cluster", cluster.path()])
+        .env("CLASP_CLUSTER_SECRET", CAPPED_SECRET)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("clasp worker runs");
     let w = child.id();
-    let mut workers = Workers(vec![child]);
+    let workers = Workers(vec![child]);
     let deadline = Instant::now() + APPEAR_TIMEOUT;
     let group = loop {
         match cpu_group_of(w, v2) {
@@ -295,12 +285,26 @@ fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
             g => panic!("worker {w} never joined its group: {g:?}"),
         }
     };
+    (workers, group)
+}
+
+#[test]
+fn a_worker_started_by_hand_caps_itself_and_removes_its_group_on_exit() {
+    let _turn = common::one_at_a_time();
+    need_cgroups!();
+    let (mount, v2) = cpu_mount().unwrap();
+    let cluster = ClusterDir::new("cgroup-by-hand", 77, 1);
+    let secret = CAPPED_SECRET;
+    let job = ["--job-timeout-s", "30", "--max-jobs", "1", "--cpus", "0"];
+    let (mut workers, group) = capped_worker(&cluster, &job, v2);
+    let w = workers.0[0].id();
     assert!(group.ends_with("/w1"), "{group}");
     let dir = mount.join(group.trim_start_matches('/'));
     let quota = if v2 { "cpu.max" } else { "cpu.cfs_quota_us" };
     let q = std::fs::read_to_string(dir.join(quota)).unwrap();
     assert!(q.starts_with("5000"), "{quota}: {q}");
     // The CPU set is applied as the worker starts, after it joined its group: wait for it.
+    let deadline = Instant::now() + APPEAR_TIMEOUT;
     loop {
         let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
         if status.lines().any(|l| l == "Cpus_allowed_list:\t0") {
@@ -343,28 +347,8 @@ fn a_worker_capped_by_hand_that_a_signal_ends_at_once_removes_its_group() {
     // (A second SIGTERM takes the same path; between jobs the first one already ends the
     // worker the ordinary way, and two sent at once may arrive as one.)
     for (signal, status) in [(Signal::INT, 130), (Signal::HUP, 129)] {
-        let child = Command::new(env!("CARGO_BIN_EXE_clasp"))
-            .args(["worker", "--id", "1", "--worker-cpu", "0.5"])
-            .args(["--cluster", cluster.path()])
-            .env(
-                "CLASP_CLUSTER_SECRET",
-                "a cluster secret of at least 32 bytes",
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("clasp worker runs");
-        let w = child.id();
-        let mut workers = Workers(vec![child]);
-        let deadline = Instant::now() + APPEAR_TIMEOUT;
-        while !cpu_group_of(w, v2).is_some_and(|g| g.contains(&format!("/clasp-{w}-"))) {
-            assert!(
-                Instant::now() < deadline,
-                "worker {w} never joined its group"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (mut workers, _) = capped_worker(&cluster, &[], v2);
+        let w = workers.0[0].id();
         kill_process(Pid::from_raw(w as i32).unwrap(), signal).unwrap();
         let st = workers.0[0].wait().unwrap();
         assert_eq!(st.code(), Some(status), "{signal:?}: {st}");

@@ -30,6 +30,13 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// Whether `executors` are pinned on `cpus` CPUs: one each, the first CPU left to the worker's
+/// other threads — unless they spin, when they own their cores and take all of them (the
+/// other threads, which mostly sleep, then share them).
+pub fn executors_pinnable(executors: usize, cpus: usize, spin: bool) -> bool {
+    executors < cpus || (spin && executors == cpus)
+}
+
 /// The CPU executor `e` is pinned to: the (e+1)-th of the `allowed` CPUs, wrapping (the first
 /// is left to the worker's other threads). Inside the process's allowed set, so workers
 /// restricted to different CPUs (`clasp worker --cpus`) never pin onto the same one.

@@ -272,7 +272,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let registrations = register_cleanup(&cfg.segment_name, &child);
     let mut stop_sent = false;
     // `ready` runs on this (the main) thread: the ingress dies when it does (`lifeline`).
-    let report = run_local_worker(
+    let mut report = run_local_worker(
         spec.clone(),
         &cfg,
         |seg| {
@@ -290,7 +290,6 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     reap(&child);
     // An ingress whose source failed ends the stream as it exits: the worker may have
     // finished before the watch above saw it exit.
-    let mut report = report;
     if let Some(why) = watch_ingress(&child, &mut stop_sent)
         && !report.errors.contains(&why)
     {
@@ -309,15 +308,14 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     crate::cmd::output::run_result(printed, &report.errors)
 }
 
-/// `--pin` pins executor e to the (e+1)-th CPU this process may use, the first being left to
-/// the worker's other threads: with as many executors as CPUs or more they run unpinned
-/// (spinning executors, which own their cores, take as many as there are CPUs). Said, not
-/// silent.
+/// `--pin` where the executors cannot each have a CPU of their own (`affinity::
+/// executors_pinnable`) does nothing: said, not silent.
 fn say_if_unpinned(args: &LocalArgs) {
-    let cpus = clasp_dataplane::affinity::allowed_cpus().len();
+    use clasp_dataplane::affinity::{allowed_cpus, executors_pinnable};
+    let cpus = allowed_cpus().len();
     let spins = matches!(args.idle, IdlePolicy::Spin { .. });
     let executors = args.executors;
-    if args.pin && (executors > cpus || (executors == cpus && !spins)) {
+    if args.pin && !executors_pinnable(executors, cpus, spins) {
         eprintln!(
             "clasp local: --pin: {executors} executors on {cpus} CPUs run unpinned (the first \
              CPU is left to the worker's other threads; with --idle spin, as many executors as \

@@ -83,20 +83,21 @@ pub struct WorkerArgs {
 ///
 /// SIGTERM asks the worker to leave (see `--leave-timeout-s`; between jobs it exits 0 at once);
 /// a second SIGTERM, SIGINT or SIGHUP ends it at once (its segments are anonymous, and the
-/// cleanup registry removes its own cgroup, so it leaves nothing behind), and the driver of a run it serves fails the run naming it.
+/// cleanup registry removes its own cgroup, so it leaves nothing behind), and the driver of a
+/// run it serves fails the run naming it.
 pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     crate::lifeline::die_with_parent()?;
     // First, while this process has one thread: every thread started later inherits the
-    // group and the CPU set. The group is left and removed when `_group` drops, or by the
+    // group and the CPU set. The group is left and removed when `group` drops, or by the
     // cleanup registry when a signal ends the worker at once (no `Drop` runs then); the
     // registration drops first.
-    let _group = args
+    let group = args
         .worker_cpu
         .as_ref()
         .map(|cap| enter_own(cap, args.id).map(Arc::new))
         .transpose()?;
     let id = args.id;
-    let _group_cleanup = _group.as_ref().map(|group| {
+    let _group_cleanup = group.as_ref().map(|group| {
         let group = Arc::clone(group);
         crate::cleanup::register(move || {
             if let Err(e) = group.leave_now() {

@@ -140,7 +140,8 @@ impl Coordinator {
         // Executors that spin own their cores: with as many executors as CPUs each is still
         // pinned to one (the worker's other threads, which mostly sleep, then share them).
         let cpus = crate::affinity::allowed_cpus();
-        let fits = executors < cpus.len() || (launch.policy.spins() && executors == cpus.len());
+        let fits =
+            crate::affinity::executors_pinnable(executors, cpus.len(), launch.policy.spins());
         let pin = launch.pin && fits;
         self.sink = launch.sink.take();
         for (e, link) in launch.links.into_iter().enumerate() {

@@ -191,8 +191,7 @@ impl ExecutorMetrics {
 pub mod scalar {
     /// ns spent processing requests.
     pub const BUSY_NS: usize = 0;
-    /// Times the executor ran dry and waited for input: spinning first under a spin policy,
-    /// then sleeping ([`SLEEPS`] counts the waits that slept).
+    /// Times it ran dry and waited for input (spinning first, then sleeping: [`SLEEPS`]).
     pub const PARKS: usize = 1;
     /// Times it woke from a park.
     pub const WAKEUPS: usize = 2;

@@ -314,8 +314,8 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Says where a run that did not succeed keeps its checkpoints, if it took any.
-/// Whether it took any.
+/// Says where a run that did not succeed keeps its checkpoints, if it took any; whether it
+/// took any.
 fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     // Opening the store makes its directory: only a directory the run made is looked in.
     let Some(ck) = cfg.filter(|ck| ck.dir.exists()) else {
