@@ -274,7 +274,17 @@ fn a_stdout_sink_whose_reader_goes_away_fails_the_run() {
     let _turn = common::one_at_a_time();
     for args in [
         &["local", "--app", "wc"][..],
-        &["run", "--static", "--workers", "2", "--app", "wc"],
+        // A run that fails keeps its checkpoints (for --resume): none here.
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "2",
+            "--app",
+            "wc",
+            "--checkpoint-interval-ms",
+            "0",
+        ],
     ] {
         let mut child = common::clasp_command()
             .args(args)
