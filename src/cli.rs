@@ -123,11 +123,24 @@ pub fn main_with(registry: Registry) -> std::process::ExitCode {
         Err(err) => {
             // Not `eprintln!`, which panics when stderr fails too (`2>/dev/full`).
             // One write (stderr is unbuffered): not cut into by other processes' lines.
-            let line = format!("clasp: error: {}\n", error_text(&err));
+            let line = format!("{}: error: {}\n", program_name(), error_text(&err));
             let _ = std::io::stderr().write_all(line.as_bytes());
             std::process::ExitCode::from(interrupted.unwrap_or_else(|| cmd::exit_code(&err)))
         }
     }
+}
+
+/// The name this program was started as (the file name of `argv[0]`): `clasp`, or a user's
+/// own binary built on this library (`topk`). Its messages and `--version` use it.
+pub fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .as_deref()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "clasp".into())
 }
 
 /// Runs one subcommand.

@@ -136,6 +136,16 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
             "18446744073709551615",
         ],
         &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
+        // Options only the e2e experiment reads are refused with another, not ignored.
+        &["sim", "--experiment", "placement", "--pattern", "gradual"],
+        &["sim", "--experiment", "gap", "--parallelism", "ignore"],
+        &[
+            "sim",
+            "--experiment",
+            "worker-count",
+            "--latency-target-ms",
+            "5",
+        ],
         &["bench", "place", "--repetitions", "1000000000000000000"],
         &["bench", "ring", "--impls", "foo"],
         &["bench", "ring", "--sizes", "17"],
@@ -430,15 +440,7 @@ fn sim_and_place_refuse_unknown_rules_and_bad_cost_profiles_naming_the_flag() {
         &PROBLEM.replace("MAXW", "10").replace("SLOTS", "10"),
     );
     let sim = |extra: &[&str]| {
-        let mut a = vec![
-            "sim",
-            "--experiment",
-            "placement",
-            "--app",
-            "wc",
-            "--seeds",
-            "1",
-        ];
+        let mut a = vec!["sim", "--experiment", "e2e", "--app", "wc", "--seeds", "1"];
         a.extend_from_slice(extra);
         clasp(&a)
     };

@@ -220,6 +220,10 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
             write!(out, "{}", clasp_benches::dispatch_local::table(l))?;
         }
         if let Some(r) = &remote {
+            if local.is_none() {
+                // The local table names the machine; alone, the remote one does.
+                writeln!(out, "machine: {}", r.machine)?;
+            }
             write_remote(&mut out, r)?;
         }
     }

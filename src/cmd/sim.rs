@@ -34,9 +34,9 @@ pub struct SimArgs {
     /// placement | worker-count | e2e | gap
     #[arg(long)]
     experiment: String,
-    /// burst | gradual (e2e only)
-    #[arg(long, default_value = "burst")]
-    pattern: String,
+    /// burst | gradual (e2e only; default burst)
+    #[arg(long)]
+    pattern: Option<String>,
     /// Workers in the cluster (1..=1000).
     #[arg(long, default_value_t = DEFAULT_WORKERS)]
     workers: usize,
@@ -92,9 +92,9 @@ pub struct SimArgs {
     #[arg(long)]
     latency_target_ms: Option<f64>,
     /// e2e: apply (each operator runs on at most the decision's executors per worker) | ignore
-    /// (every executor takes any request).
-    #[arg(long, default_value = "apply")]
-    parallelism: String,
+    /// (every executor takes any request). Default apply.
+    #[arg(long)]
+    parallelism: Option<String>,
     /// Directory for CSV, JSON and SVG output.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -108,7 +108,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         "placement" => Experiment::Placement,
         "worker-count" => Experiment::WorkerCount,
         "gap" => Experiment::Gap,
-        "e2e" => Experiment::E2e(match args.pattern.as_str() {
+        "e2e" => Experiment::E2e(match args.pattern.as_deref().unwrap_or("burst") {
             "burst" => Pattern::Burst,
             "gradual" => Pattern::Gradual,
             p => {
@@ -123,6 +123,7 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             )));
         }
     };
+    check_e2e_only(&args, exp)?;
     if args.workers == 0 || args.workers > MAX_WORKERS {
         return Err(usage_error(format!(
             "--workers must be in 1..={MAX_WORKERS}"
@@ -184,6 +185,26 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     out.finish()
 }
 
+/// Refuses the options only the e2e experiment reads, given with another: the run would
+/// silently ignore them.
+fn check_e2e_only(args: &SimArgs, exp: Experiment) -> anyhow::Result<()> {
+    if matches!(exp, Experiment::E2e(_)) {
+        return Ok(());
+    }
+    let given = [
+        ("--pattern", args.pattern.is_some()),
+        ("--parallelism", args.parallelism.is_some()),
+        ("--latency-target-ms", args.latency_target_ms.is_some()),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(usage_error(format!(
+            "{flag} applies to --experiment e2e only, not {}",
+            args.experiment
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The simulation's settings from the flags (each bad value a usage error naming its flag).
 fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
     let headroom = args.headroom.unwrap_or(match exp {
@@ -199,7 +220,7 @@ fn settings(args: &SimArgs, exp: Experiment) -> anyhow::Result<SimSettings> {
             args.placement
         ))
     })?;
-    let apply_parallelism = match args.parallelism.as_str() {
+    let apply_parallelism = match args.parallelism.as_deref().unwrap_or("apply") {
         "apply" => true,
         "ignore" => false,
         p => {

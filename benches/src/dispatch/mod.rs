@@ -105,6 +105,9 @@ impl DispatchOpts {
 /// The remote half of `clasp bench dispatch --json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RemoteDispatch {
+    /// The machine it ran on ([`crate::machine::description`]).
+    #[serde(default)]
+    pub machine: String,
     /// CPU ns per remote chained request (both sides) by batch size, as the transport sends
     /// by default: batches that fill while a send is in flight go out together.
     pub remote_ns_per_request: BTreeMap<String, f64>,
@@ -305,6 +308,7 @@ pub fn run(opts: &DispatchOpts) -> RemoteDispatch {
             "plain".into()
         },
         repetitions: opts.repetitions,
+        machine: crate::machine::description(),
     }
 }
 

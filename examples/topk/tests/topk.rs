@@ -331,3 +331,28 @@ fn a_joiner_without_the_kinds_is_refused_and_the_run_goes_on() {
     let v = json(&out);
     assert_eq!(v["errors"].as_array().map(Vec::len), Some(0), "{v}");
 }
+
+/// A user's binary speaks under its own name: its version says what it is built on, its
+/// usage and errors name it, not `clasp`.
+#[test]
+fn the_binary_names_itself_in_its_version_usage_and_errors() {
+    let dir = example_dir();
+    let version = run(topk(), &["--version"], dir, &[]);
+    assert!(version.status.success());
+    let said = String::from_utf8_lossy(&version.stdout);
+    assert!(said.starts_with("topk (clasp "), "{said}");
+    let help = run(topk(), &["--help"], dir, &[]);
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("Usage: topk <COMMAND>"),
+        "{help:?}"
+    );
+    let failed = run(
+        topk(),
+        &["oracle", "--app", "nosuch", "--records", "10"],
+        dir,
+        &[],
+    );
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("topk: error: "), "{err}");
+}

@@ -250,6 +250,10 @@ pub struct RunArgs {
     /// go on from the checkpoint's cut.
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoint_dir")]
     pub(crate) resume: Option<PathBuf>,
+    /// `--records` was left out with `--resume` and taken from the checkpoint (said once the
+    /// resume is accepted).
+    #[arg(skip)]
+    pub(crate) records_from_checkpoint: bool,
     /// Testing: SIGKILL (kill-worker) or SIGSTOP (stop-worker) worker ID the first time the
     /// run is in PHASE (steady, migration, checkpoint-snapshot, checkpoint-commit); the run
     /// must recover. Repeatable: faults of one phase strike together.

@@ -32,8 +32,14 @@ pub fn config(
         let lock = take_lock(dir, "--resume")?;
         // A refused resume leaves the directory as it was: no lock file in it.
         check_resume(dir, args, spec, records).inspect_err(|_| lock.remove_file())?;
+        let limit = match args.records {
+            Some(n) if args.records_from_checkpoint => {
+                format!(" (--records {n}, the limit of the run it goes on with)")
+            }
+            _ => String::new(),
+        };
         eprintln!(
-            "clasp run: resuming from the checkpoints in {}",
+            "clasp run: resuming from the checkpoints in {}{limit}",
             dir.display()
         );
         return Ok(Some(CheckpointConfig {
@@ -175,8 +181,9 @@ pub fn resumed_records(args: &mut RunArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     if let Some(n) = loaded.manifest.records {
-        eprintln!("clasp run: --records {n}, the limit of the run --resume goes on with");
+        // Said with the resume, once it is accepted (`config`).
         args.records = Some(n);
+        args.records_from_checkpoint = true;
     }
     Ok(())
 }

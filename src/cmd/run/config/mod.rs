@@ -67,7 +67,7 @@ impl Setting {
 /// when `--print-config` printed the settings (the command then exits 0 without running).
 pub fn parse_cli<P: Parser>() -> anyhow::Result<Option<P>> {
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let mut root = P::command();
+    let mut root = named(P::command());
     root.build();
     let matches = root.clone().get_matches_from(argv.clone());
     let parsed = |m: &ArgMatches| P::from_arg_matches(m).unwrap_or_else(|e| e.exit());
@@ -95,12 +95,28 @@ pub fn parse_cli<P: Parser>() -> anyhow::Result<Option<P>> {
             );
         }
     }
-    let cli = P::try_parse_from(full).unwrap_or_else(|e| e.exit());
+    let cli = parsed(
+        &root
+            .clone()
+            .try_get_matches_from(full)
+            .unwrap_or_else(|e| e.exit()),
+    );
     if print {
         print::print(sub.get_name(), &keys, &settings)?;
         return Ok(None);
     }
     Ok(Some(cli))
+}
+
+/// The command line under the name the program was started as: a user's binary built on this
+/// library (`topk`) says `topk` in its usage and `--version` (`topk (clasp 0.1.0)`), not `clasp`.
+fn named(root: clap::Command) -> clap::Command {
+    let name = crate::cli::program_name();
+    if name == root.get_name() {
+        return root;
+    }
+    let version = format!("(clasp {})", env!("CARGO_PKG_VERSION"));
+    root.name(name.clone()).bin_name(name).version(version)
 }
 
 /// The command-line arguments that give `key` these values (none for a switch left off).
