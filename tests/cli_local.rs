@@ -35,9 +35,11 @@ fn local_equals_the_oracle_on_every_app() {
 }
 
 /// The most executors `--executors` accepts fit one worker's segment (its rings).
+/// The most executors a worker takes run; with `--pin` and no CPU for each of them, the run
+/// says they run unpinned rather than leaving it silent.
 #[test]
 fn the_most_executors_a_worker_takes_run() {
-    let local = json(&clasp(&[
+    let out = clasp(&[
         "local",
         "--app",
         "wc",
@@ -49,9 +51,21 @@ fn the_most_executors_a_worker_takes_run() {
         "64",
         "--ring-bytes",
         "16384",
+        "--pin",
         "--json",
-    ]));
+    ]);
+    let local = json(&out);
     assert_measured_run_equals_oracle("wc", "500", "5", &local);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cpus <= 64 {
+        assert!(
+            err.contains(&format!("--pin: 64 executors on {cpus} CPUs run unpinned")),
+            "{err}"
+        );
+    } else {
+        eprintln!("skipped the --pin note: {cpus} CPUs hold 64 pinned executors");
+    }
 }
 
 /// With a rate, the report says how late each record was admitted after it fell due (a

@@ -250,7 +250,6 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         ("--sample-every", args.sample_every),
         ("--interval-ms", args.interval_ms),
     ])?;
-    say_if_unpinned(&args);
     let cfg = LocalConfig {
         segment_name: format!("clasp-local-{}", std::process::id()),
         executors: args.executors,
@@ -306,22 +305,6 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     };
     let printed = print_report(&spec, &args, shown, (&sources, &admission_delay), &report);
     crate::cmd::output::run_result(printed, &report.errors)
-}
-
-/// `--pin` where the executors cannot each have a CPU of their own (`affinity::
-/// executors_pinnable`) does nothing: said, not silent.
-fn say_if_unpinned(args: &LocalArgs) {
-    use clasp_dataplane::affinity::{allowed_cpus, executors_pinnable};
-    let cpus = allowed_cpus().len();
-    let spins = matches!(args.idle, IdlePolicy::Spin { .. });
-    let executors = args.executors;
-    if args.pin && !executors_pinnable(executors, cpus, spins) {
-        eprintln!(
-            "clasp local: --pin: {executors} executors on {cpus} CPUs run unpinned (the first \
-             CPU is left to the worker's other threads; with --idle spin, as many executors as \
-             CPUs are pinned)"
-        );
-    }
 }
 
 /// The `clasp ingress` process of a `clasp local` run on `segment`: the run's app, records,

@@ -143,6 +143,16 @@ impl Coordinator {
         let fits =
             crate::affinity::executors_pinnable(executors, cpus.len(), launch.policy.spins());
         let pin = launch.pin && fits;
+        if launch.pin && !fits {
+            // Said, not silent: whoever asked for pinning (`clasp local`, `clasp run`, a
+            // worker's job) would otherwise take unpinned figures for pinned ones.
+            tracing::warn!(
+                "--pin: {executors} executors on {} CPUs run unpinned (the first CPU is left to \
+                 the worker's other threads; with --idle spin, as many executors as CPUs are \
+                 pinned)",
+                cpus.len()
+            );
+        }
         self.sink = launch.sink.take();
         for (e, link) in launch.links.into_iter().enumerate() {
             let exec = Executor::new(
