@@ -427,15 +427,15 @@ pub fn lines(r: &ClusterReport) -> Vec<String> {
     }
     for v in &r.recoveries {
         out.push(format!(
-            "recovery: lost worker(s) {:?} during {}; restored {} (age {:.0} ms); {} records \
-             replayed; detect {} restore {:.0} ms replay {:.0} ms ({})",
+            "recovery: lost worker(s) {:?} during {}; restored {}; {} records replayed; detect \
+             {} restore {:.0} ms replay {:.0} ms ({})",
             v.workers_lost,
             v.phase,
-            v.checkpoint_id.map_or_else(
-                || "the start of the run".into(),
-                |i| format!("checkpoint {i}")
-            ),
-            v.checkpoint_age_ms,
+            match (v.checkpoint_id, v.checkpoint_age_ms) {
+                (Some(i), Some(age_ms)) => format!("checkpoint {i} (age {age_ms:.0} ms)"),
+                (Some(i), None) => format!("checkpoint {i}"),
+                (None, _) => "the start of the run".into(),
+            },
             v.records_replayed,
             v.detect_ms
                 .map_or_else(|| "-".into(), |d| format!("{d:.0} ms")),

@@ -128,8 +128,8 @@ pub struct RecoveryRecord {
     pub reason: String,
     /// The checkpoint restored (`None`: none was complete; the run restarted from its start).
     pub checkpoint_id: Option<u64>,
-    /// How old that checkpoint was when the loss was seen (ms).
-    pub checkpoint_age_ms: f64,
+    /// How old that checkpoint was when the loss was seen (ms; `None` with no checkpoint).
+    pub checkpoint_age_ms: Option<f64>,
     /// Records admitted before the loss that were admitted again (from the checkpoint's
     /// offset up to where the input was).
     pub records_replayed: u64,
@@ -315,9 +315,8 @@ impl Carry {
             phase: faulted.map_or(phase, |k| k.1).name().into(),
             reason: e.to_string(),
             checkpoint_id: loaded.as_ref().map(|m| m.id),
-            checkpoint_age_ms: loaded
-                .as_ref()
-                .map_or(0.0, |m| now_ms.saturating_sub(m.created_unix_ms) as f64),
+            checkpoint_age_ms: (loaded.as_ref())
+                .map(|m| now_ms.saturating_sub(m.created_unix_ms) as f64),
             records_replayed: admitted.saturating_sub(loaded.as_ref().map_or(0, |m| m.admitted)),
             detect_ms: faulted.map(|k| seen.saturating_duration_since(k.0).as_secs_f64() * 1e3),
             ..RecoveryRecord::default()
