@@ -144,6 +144,39 @@ fn initial_placement_fits_the_first_rate_and_explains_itself() {
     assert_eq!(e.alpha_us, PAPER_COSTS.alpha_us);
 }
 
+/// A run that starts on an even spread over its workers (the live run) is told what the
+/// first plan changes from there: those workers and every executor before, and the key groups
+/// that leave their worker.
+#[test]
+fn the_initial_placement_from_a_spread_counts_from_the_spread() {
+    let started = 3;
+    let mut a = Autoscaler::new(&app(), config(), PAPER_COSTS, 500.0);
+    let d = a.initial_from_spread(started);
+    assert_eq!(d.workers_before, started);
+    assert_eq!(d.workers, 1, "one worker holds 500 roots/s");
+    let kv = parse_line(&d.explanation);
+    assert_eq!(kv["workers"], "3->1");
+    let executors = config().executors_per_worker;
+    assert_eq!(
+        kv["parallelism"],
+        format!(
+            "a:{0}->{1},b:{0}->{1}",
+            started * executors,
+            d.parallelism[0].iter().sum::<usize>()
+        )
+    );
+    // Onto one worker, the key groups of the other two leave: two thirds of each operator's
+    // (the spread gives worker w the groups g with g·3/1024 = w).
+    let groups = d.routing.key_groups();
+    let stay = (0..groups).filter(|g| g * started / groups == 0).count();
+    assert_eq!(d.key_groups_moved, 2 * (groups - stay));
+    assert_eq!(kv["kg_moved"], d.key_groups_moved.to_string());
+    // From one worker to one worker nothing moves.
+    let mut one = Autoscaler::new(&app(), config(), PAPER_COSTS, 500.0);
+    let d = one.initial_from_spread(1);
+    assert_eq!((d.workers_before, d.workers, d.key_groups_moved), (1, 1, 0));
+}
+
 #[test]
 fn an_unchanged_rate_decides_nothing() {
     let mut a = Autoscaler::new(&app(), config(), PAPER_COSTS, 1000.0);

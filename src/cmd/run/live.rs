@@ -601,7 +601,8 @@ fn start_autoscaler(
         |p| Ok(p.costs),
     )?;
     let mut auto = Autoscaler::new(model, acfg, priors, first_rate);
-    let d = auto.initial();
+    // The workers start on the even spread; the first plan is a move from there.
+    let d = auto.initial_from_spread(n);
     live.decisions.push(DecisionRow {
         t_s: 0.0,
         line: d.explanation.clone(),
