@@ -17,7 +17,7 @@ use super::RuntimeError;
 use super::executor::{Executor, ExecutorResult, NetLink, Seat};
 use super::layout::{WorkerSegment, scalar};
 use super::messages::{COMMAND_BYTES, Command, Report};
-use crate::sink::Sink;
+use crate::sink::{Sink, SinkBarrier};
 use clasp_operators::AppSpec;
 use clasp_shmring::{FanIn, Producer, ShmRing, WaitPolicy};
 use std::sync::Arc;
@@ -187,6 +187,12 @@ impl Coordinator {
     /// The worker's segment.
     pub(crate) fn segment(&self) -> &WorkerSegment {
         &self.seg
+    }
+
+    /// A barrier behind the outputs the executors handed to the sink so far (none without a
+    /// sink): a checkpoint's part waits on it.
+    pub(crate) fn sink_barrier(&self) -> Option<SinkBarrier> {
+        self.sink.as_ref().map(Sink::barrier)
     }
 
     /// Executors of the worker.

@@ -26,6 +26,12 @@
 //! * **Flushed at end of stream.** Executors hand over their buffers when they go idle, after
 //!   each end-of-stream flush and when they stop; [`Sink::close`] waits for the writer to
 //!   finish.
+//! * **Written before a checkpoint counts.** A checkpoint's cut says every output before it
+//!   was written: a recovery replays only what came after. So at a cut each executor hands
+//!   over its buffer, and the worker's part is written only once the writer has written
+//!   everything queued before it and synced a file to disk ([`SinkBarrier`]); a sink that
+//!   failed fails the checkpoint instead. Without that, a checkpoint taken after a failed
+//!   write would count lines that were discarded, and a run resumed from it would lose them.
 
 mod path;
 mod target;
@@ -35,7 +41,7 @@ mod tests;
 pub use path::unusable as unusable_file;
 pub use target::{SinkTarget, TCP_CONNECT_TIMEOUT, TCP_SEND_BUFFER_BYTES, TCP_WRITE_STALL};
 
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -66,6 +72,15 @@ pub enum SinkError {
     Thread(String),
 }
 
+/// What the writer thread is handed.
+enum ToWriter {
+    /// Whole lines to write.
+    Lines(Vec<u8>),
+    /// A barrier: answer once everything before it is written (a file synced to disk), or
+    /// with the sink's error.
+    Sync(Sender<Result<(), String>>),
+}
+
 struct Shared {
     /// The first error, as text (executors report it; `close` returns it).
     error: Mutex<Option<String>>,
@@ -79,7 +94,7 @@ impl Shared {
 
 /// One worker's sink: the writer thread and its queue (see the module docs).
 pub struct Sink {
-    tx: Option<SyncSender<Vec<u8>>>,
+    tx: Option<SyncSender<ToWriter>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<(), SinkError>>>,
     name: String,
@@ -111,7 +126,7 @@ impl Sink {
         let chunk = chunk_bytes(buffer_bytes, executors);
         // Executors' buffers and the chunk being written take `executors + 1` chunks.
         let queued = (buffer_bytes / chunk).saturating_sub(executors + 1).max(1);
-        let (tx, rx) = sync_channel::<Vec<u8>>(queued);
+        let (tx, rx) = sync_channel::<ToWriter>(queued);
         let shared = Arc::new(Shared {
             error: Mutex::new(None),
         });
@@ -137,6 +152,15 @@ impl Sink {
             buf: Vec::new(),
             chunk: self.chunk,
             reported: false,
+        }
+    }
+
+    /// A barrier behind everything handed over so far (module docs); hold it only while
+    /// waiting on it: the writer ends once every handle to its queue is gone.
+    pub fn barrier(&self) -> SinkBarrier {
+        SinkBarrier {
+            tx: self.tx.clone(),
+            name: self.name.clone(),
         }
     }
 
@@ -171,15 +195,44 @@ fn chunk_bytes(buffer_bytes: usize, executors: usize) -> usize {
     (buffer_bytes / (executors + 3)).clamp(64, SINK_CHUNK_BYTES)
 }
 
+/// Waits until a sink has written everything handed to it before the barrier was taken.
+pub struct SinkBarrier {
+    tx: Option<SyncSender<ToWriter>>,
+    name: String,
+}
+
+impl SinkBarrier {
+    /// Blocks until the writer passed the barrier (a file's data synced to disk); the sink's
+    /// error if a write failed, or if the writer is gone.
+    pub fn wait(self) -> Result<(), String> {
+        let gone = || format!("sink {}: its writer has stopped", self.name);
+        let tx = self.tx.as_ref().ok_or_else(gone)?;
+        let (reply, answer) = channel();
+        tx.send(ToWriter::Sync(reply)).map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+}
+
 /// The writer thread: writes chunks until every sender is gone; after an error, discards.
 fn write_loop(
     target: &SinkTarget,
     mut dest: target::Destination,
-    rx: &Receiver<Vec<u8>>,
+    rx: &Receiver<ToWriter>,
     shared: &Shared,
 ) -> Result<(), SinkError> {
     let mut failed: Option<SinkError> = None;
-    for chunk in rx {
+    for message in rx {
+        let chunk = match message {
+            ToWriter::Lines(chunk) => chunk,
+            ToWriter::Sync(reply) => {
+                let synced = match &failed {
+                    Some(e) => Err(e.to_string()),
+                    None => dest.sync().map_err(|e| target.io("sync", e).to_string()),
+                };
+                let _ = reply.send(synced);
+                continue;
+            }
+        };
         if failed.is_some() {
             continue;
         }
@@ -199,7 +252,7 @@ fn write_loop(
 
 /// An executor's side of a sink: a buffer of whole lines handed to the writer in chunks.
 pub struct SinkWriter {
-    tx: Option<SyncSender<Vec<u8>>>,
+    tx: Option<SyncSender<ToWriter>>,
     shared: Arc<Shared>,
     buf: Vec<u8>,
     chunk: usize,
@@ -230,7 +283,7 @@ impl SinkWriter {
             && let Some(tx) = &self.tx
         {
             let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
-            if tx.send(chunk).is_err() {
+            if tx.send(ToWriter::Lines(chunk)).is_err() {
                 self.tx = None;
             }
         }

@@ -249,6 +249,16 @@ impl Destination {
         }
     }
 
+    /// Makes what was written durable: a file's data synced to disk (a checkpoint counts
+    /// on it); a stream's buffer flushed.
+    pub(super) fn sync(&mut self) -> std::io::Result<()> {
+        match self {
+            Destination::File(f) => f.sync_data(),
+            Destination::Stdout(out) => out.flush(),
+            Destination::Tcp(s) => s.flush(),
+        }
+    }
+
     /// Ends the stream (a TCP reader sees end of file after the last line).
     pub(super) fn finish(&mut self) -> std::io::Result<()> {
         match self {

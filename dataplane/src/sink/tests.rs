@@ -187,6 +187,44 @@ fn a_full_disk_is_an_error_naming_the_sink() {
     assert!(e.contains("No space left"), "{e}");
 }
 
+/// A barrier passes once every line handed over before it is in the file; behind a failed
+/// write it is the sink's error (a checkpoint then fails instead of counting lost lines).
+#[test]
+fn a_barrier_passes_behind_the_lines_before_it_or_fails_with_the_sink() {
+    let dir = tempfile_dir();
+    let path = dir.join("out.jsonl");
+    let target = SinkTarget::File(path.clone());
+    target.truncate_shared().unwrap();
+    let sink = Sink::open(&target, None, 1, 4096).unwrap();
+    let mut w = sink.writer();
+    for i in 0..300 {
+        w.buffer().extend_from_slice(&line(i, 20));
+        w.lines_added().unwrap();
+    }
+    w.flush().unwrap();
+    sink.barrier().wait().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        300,
+        "every line before the barrier written"
+    );
+    drop(w);
+    sink.close().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+
+    let full = Sink::open(&SinkTarget::File("/dev/full".into()), None, 1, 4096).unwrap();
+    let mut w = full.writer();
+    w.buffer().extend_from_slice(&line(1, 10));
+    let _ = w.flush();
+    let e = full.barrier().wait().unwrap_err();
+    assert!(e.contains("sink file:/dev/full: write"), "{e}");
+    // Every later barrier says so too.
+    assert!(full.barrier().wait().is_err());
+    drop(w);
+    assert!(full.close().is_err());
+}
+
 #[test]
 fn a_peer_that_goes_away_is_an_error_naming_the_sink() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

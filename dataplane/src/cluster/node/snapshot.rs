@@ -13,6 +13,7 @@ use crate::message::{Message, PartWritten, RestorePart, Snapshotted};
 use crate::routing::Slots;
 use crate::runtime::executor::SnapshotBox;
 use crate::runtime::messages::Command;
+use crate::sink::SinkBarrier;
 use clasp_operators::OperatorSummary;
 use clasp_protocol::{KeyGroup, RoutingTable};
 use std::sync::{Arc, Mutex};
@@ -124,10 +125,21 @@ pub(super) fn advance(node: &mut Node, run: &mut Running) {
         return;
     }
     let (worker, waker) = (node.id, node.t.waker());
+    // Every executor handed its outputs before the cut to the sink's writer before it
+    // reported: once the writer passed them, the part may count them.
+    let sink = run.coordinator.sink_barrier();
     let spawned = std::thread::Builder::new()
         .name(format!("clasp-ckpt-{id}"))
         .spawn(move || {
-            let written = write_part(worker, id, &dir, &part);
+            let written = match sink.map_or(Ok(()), SinkBarrier::wait) {
+                Ok(()) => write_part(worker, id, &dir, &part),
+                Err(e) => PartWritten {
+                    id,
+                    worker,
+                    error: format!("outputs before the cut not written: {e}"),
+                    ..PartWritten::default()
+                },
+            };
             // The network thread collects the result on its next turn.
             waker.wake();
             written

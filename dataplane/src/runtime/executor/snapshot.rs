@@ -97,6 +97,10 @@ impl Engine {
         if let Some(f) = fault {
             self.report_error(f.into());
         }
+        // The outputs before the cut go to the sink's writer before the cut is reported: the
+        // worker's part waits for the writer to pass them (`crate::sink`, "Written before a
+        // checkpoint counts").
+        self.flush_sink();
         self.push_report(&Report::Snapshotted);
     }
 }
