@@ -199,3 +199,46 @@ fn a_worker_needs_a_secret_and_a_cluster_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CLASP_CLUSTER_SECRET"));
 }
+
+/// A run whose stderr cannot be written (a log on a full disk) still runs and prints its
+/// result: its notes are lost, not the run (`eprintln!` would panic on the first one).
+#[test]
+fn a_run_whose_stderr_fails_still_runs_and_prints_its_result() {
+    let _turn = common::one_at_a_time();
+    for args in [
+        &["run", "--static", "--workers", "2"][..],
+        &["run", "--duration", "2", "--uncapped"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let mut child = common::clasp_command()
+            .args(args)
+            .args(["--app", "wc", "--records", "2000", "--seed", "4", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(full)
+            .spawn()
+            .expect("clasp starts");
+        let mut stdout = child.stdout.take().expect("piped");
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut stdout, &mut s).map(|_| s)
+        });
+        let deadline = std::time::Instant::now() + common::RUN_TIMEOUT;
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} did not end");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let out = out.join().unwrap().expect("stdout");
+        assert_eq!(status.code(), Some(0), "{args:?}: {out}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("the run's JSON");
+        assert_measured_run_equals_oracle("wc", "2000", "4", &v);
+    }
+}

@@ -68,7 +68,7 @@ mod tests {
         match cgroups_writable() {
             Err(reason) => {
                 assert!(!reason.is_empty());
-                eprintln!("cgroups are not writable here: {reason}");
+                say!("cgroups are not writable here: {reason}");
             }
             Ok(()) => {
                 let prefix = format!("clasp-{}-", std::process::id());

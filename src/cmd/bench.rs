@@ -179,12 +179,12 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
         };
         let report = clasp_benches::dispatch_local::run(&cfg, |rep| {
             if show_progress {
-                eprint!("\rlocal: repetition {rep}/{}", cfg.repetitions);
+                say_raw!("\rlocal: repetition {rep}/{}", cfg.repetitions);
             }
         })
         .map_err(anyhow::Error::msg)?;
         if show_progress {
-            eprintln!();
+            say!();
         }
         Some(report)
     };
@@ -192,7 +192,7 @@ fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
         None
     } else {
         if show_progress {
-            eprintln!("remote: {} repetitions ...", args.repetitions);
+            say!("remote: {} repetitions ...", args.repetitions);
         }
         let opts = clasp_benches::dispatch::DispatchOpts {
             requests: args.remote_requests,
@@ -316,7 +316,7 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
         ));
     }
     if !cfg!(feature = "baselines") {
-        eprintln!(
+        say!(
             "clasp bench wc: the timely dataflow baseline is not built (build with \
              `--features baselines`); measuring clasp alone"
         );
@@ -340,12 +340,12 @@ fn run_and_print<R: serde::Serialize>(
     let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let report = run(&mut |rep| {
         if show_progress {
-            eprint!("\rrepetition {rep}/{repetitions}");
+            say_raw!("\rrepetition {rep}/{repetitions}");
         }
     })
     .map_err(anyhow::Error::msg)?;
     if show_progress {
-        eprintln!();
+        say!();
     }
     let mut out = output::stdout();
     if json {

@@ -230,7 +230,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);
     if let Some(table) = spec.def().run.as_ref().filter(|t| !t.is_empty()) {
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();
-        eprintln!(
+        say!(
             "clasp local: the app file's [run] table ({}) is for `clasp run`; not read here \
              (give --source and --sink)",
             keys.join(", ")

@@ -214,5 +214,5 @@ pub fn run_experiments(args: &ExperimentArgs) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Progress on stderr: experiments take minutes.
 fn progress(line: &str) {
-    eprintln!("clasp experiment: {line}");
+    say!("clasp experiment: {line}");
 }

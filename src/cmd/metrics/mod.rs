@@ -39,7 +39,7 @@ impl Watch {
             Some(addr) => {
                 let (m, registry) = DriverMetrics::new(spec);
                 let server = MetricsServer::start(addr, registry)?;
-                eprintln!("clasp run: metrics on http://{}/metrics", server.addr());
+                say!("clasp run: metrics on http://{}/metrics", server.addr());
                 Some((m, server))
             }
             None => None,

@@ -167,5 +167,5 @@ pub fn run_paper(args: PaperArgs) -> anyhow::Result<()> {
 
 /// Progress on stderr: the whole run takes minutes.
 fn progress(line: &str) {
-    eprintln!("clasp paper: {line}");
+    say!("clasp paper: {line}");
 }

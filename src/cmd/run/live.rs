@@ -226,7 +226,7 @@ impl Controller for Live {
             admission_delay_p99_ms: v.admission_delay.p99 / 1e3,
         };
         if self.progress {
-            eprint!("\r{}", out::progress_line(&row, self.migrations));
+            say_raw!("\r{}", out::progress_line(&row, self.migrations));
         }
         self.rows.push(row);
         None
@@ -319,7 +319,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
-    eprintln!("clasp run: {}", caps.note);
+    say!("clasp run: {}", caps.note);
     // A script replaces the policy: its moves, not the load's, are the point.
     let kind = if args.moves.is_some() {
         None
@@ -380,7 +380,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let report = drive(spawned, &spec, &cfg, &mut live)
         .inspect_err(|_| super::recovery::failed(&args, cfg.checkpoint.as_ref()))?;
     if live.progress {
-        eprintln!();
+        say!();
     }
     let mut view = run_view(&spec, &args, report.admitted, n, &report)?;
     // The planner's summary below lists the migrations with their reasons.
@@ -405,7 +405,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let wrote = args.out.as_ref().map(|dir| {
         let files = out::write_out(dir, &rec).map_err(anyhow::Error::msg)?;
         if !args.json {
-            eprintln!("wrote {} files into {}", files.len(), dir.display());
+            say!("wrote {} files into {}", files.len(), dir.display());
         }
         anyhow::Ok(())
     });

@@ -38,7 +38,7 @@ pub fn config(
             }
             _ => String::new(),
         };
-        eprintln!(
+        say!(
             "clasp run: resuming from the checkpoints in {}{limit}",
             dir.display()
         );
@@ -77,7 +77,7 @@ pub fn config(
             Ok(d) => d,
             // Not asked for: the run goes on without them, and says so.
             Err(e) if args.checkpoint_interval_ms.is_none() => {
-                eprintln!(
+                say!(
                     "clasp run: no checkpoints: {e}; a lost worker ends the run \
                      (--checkpoint-dir DIR to take them)"
                 );
@@ -90,7 +90,7 @@ pub fn config(
             }
         },
     };
-    eprintln!(
+    say!(
         "clasp run: a checkpoint every {interval_ms} ms in {} (--checkpoint-interval-ms 0: none)",
         dir.display()
     );
@@ -125,7 +125,7 @@ fn interval_ms(args: &RunArgs) -> anyhow::Result<Option<u64>> {
             )));
         }
         (None, Some(why)) => {
-            eprintln!(
+            say!(
                 "clasp run: no checkpoints: with {why} workers may run on other hosts, and \
                  their parts of a checkpoint need a directory every host shares \
                  (--checkpoint-dir DIR); a lost worker ends the run"
@@ -338,7 +338,7 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     } else {
         ""
     };
-    eprintln!(
+    say!(
         "clasp run: its checkpoints stay in {0}: the same command with --resume {0}{how} goes \
          on from the newest; remove the directory when done with it",
         ck.dir.display()
@@ -394,7 +394,7 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         });
     match removed {
         // The summary named the directory: say they are gone, not found missing later.
-        Ok(()) => eprintln!(
+        Ok(()) => say!(
             "clasp run: removed its checkpoints in {} (the run succeeded; --keep-checkpoints \
              keeps them)",
             ck.dir.display()
