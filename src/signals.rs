@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM for the commands that run something (`run`, `planner`, `local`,
+//! SIGINT, SIGTERM and SIGHUP for the commands that run something (`run`, `planner`, `local`,
 //! `ingress`).
 //!
 //! The first signal sets a stop flag that the admission loops poll: the run stops admitting
@@ -7,10 +7,14 @@
 //! for SIGTERM). A second signal, or a drain that outlasts its timeout, exits at once after
 //! running the [`cleanup`](crate::cleanup) registry.
 //!
-//! SIGHUP, for a process that asks for it, means "the process that started me is gone" (the
-//! death signal `lifeline` arranges, which the kernel may send more than once: once per exiting
-//! thread of the parent that the child was handed to): it sets the stop flag too, but is never
-//! counted as a second signal and sets no exit status.
+//! SIGHUP means one of two things ([`Hangup`]). For a child process (the ingress), "the process
+//! that started me is gone" (the death signal `lifeline` arranges, which the kernel may send
+//! more than once: once per exiting thread of the parent that the child was handed to): it sets
+//! the stop flag too, but is never counted as a second signal and sets no exit status. For a
+//! command a user started (`run`, `planner`, `local`), the terminal or the ssh session that ran
+//! it hung up: a stop like SIGTERM — drained, summarised, cleaned up, exit 129 — not the
+//! default action, which killed the driver without a drain and left its workers' cgroups and
+//! its checkpoints' hint behind.
 //!
 //! Why a thread: a signal handler may only do async-signal-safe work (no locks, no allocation,
 //! no printing). signal-hook's iterator turns each signal into a wake-up of an ordinary thread,
@@ -64,27 +68,33 @@ pub fn name(signal: i32) -> &'static str {
     }
 }
 
-/// Catches SIGINT and SIGTERM from now on: the first sets the stop flag (and, with
+/// What SIGHUP means to a process (module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Hangup {
+    /// The process that started this one is gone: stop, with no exit status of its own.
+    ParentGone,
+    /// The user's terminal hung up: a stop signal like SIGTERM.
+    Stop,
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP from now on: the first sets the stop flag (and, with
 /// `drain_timeout`, exits at once if the process is still running that long after); a second
-/// exits at once. With `hangup`, SIGHUP (the parent is gone) sets the stop flag as well.
-/// `what` names the process in the messages.
+/// exits at once. SIGHUP as `hangup` says. `what` names the process in the messages.
 pub fn install(
     what: &'static str,
     drain_timeout: Option<Duration>,
-    hangup: bool,
+    hangup: Hangup,
 ) -> anyhow::Result<()> {
     let stop = stop_flag();
-    let mut caught = vec![SIGINT, SIGTERM];
-    if hangup {
-        caught.push(SIGHUP);
-    }
+    let caught = [SIGINT, SIGTERM, SIGHUP];
+    let parent_gone = hangup == Hangup::ParentGone;
     let mut signals =
         Signals::new(caught).map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     std::thread::Builder::new()
         .name("clasp-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                if signal == SIGHUP {
+                if signal == SIGHUP && parent_gone {
                     HUNG_UP.store(true, Ordering::Release);
                     if !stop.swap(true, Ordering::AcqRel) {
                         say(&format!(

@@ -183,6 +183,25 @@ fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
     interrupt(&STATIC_RUN, 2, Signal::TERM, 143);
 }
 
+/// A hangup (the terminal or ssh session that ran it went away) stops a run like SIGTERM:
+/// drained, summarised, cleaned up, 129 — not killed with its workers' cgroups left behind.
+#[test]
+fn sighup_drains_a_static_run_and_clasp_local_and_exits_129() {
+    let _turn = one_at_a_time();
+    interrupt(&STATIC_RUN, 2, Signal::HUP, 129);
+    let local = [
+        "local",
+        "--app",
+        "wc",
+        "--rate",
+        "20000",
+        "--records",
+        "10000000",
+        "--json",
+    ];
+    interrupt(&local, 1, Signal::HUP, 129);
+}
+
 #[test]
 fn sigint_drains_a_static_run_prints_its_summary_exits_130_and_keeps_its_checkpoints() {
     let _turn = one_at_a_time();

@@ -142,7 +142,7 @@ pub struct IngressArgs {
 pub fn run_ingress_cmd(args: IngressArgs) -> anyhow::Result<()> {
     // The handler first: the death signal of a parent that dies meanwhile is then a stop,
     // reported as the loss of its worker, not a silent end.
-    signals::install("ingress", None, true)?;
+    signals::install("ingress", None, signals::Hangup::ParentGone)?;
     lifeline::die_with_parent()?;
     let spec = load_app(args.app.as_deref(), args.app_file.as_deref())?;
     check_rate("--rate", args.rate)?;
@@ -224,7 +224,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     signals::install(
         "local",
         Some(Duration::from_secs(args.drain_timeout_s)),
-        false,
+        signals::Hangup::Stop,
     )?;
     crate::stale::sweep_at_start();
     let spec = Arc::new(load_app(args.app.as_deref(), args.app_file.as_deref())?);

@@ -76,7 +76,7 @@ fn start(args: &RunArgs) -> anyhow::Result<()> {
     crate::signals::install(
         "run",
         Some(std::time::Duration::from_secs(args.drain_timeout_s)),
-        false,
+        crate::signals::Hangup::Stop,
     )?;
     crate::stale::sweep_at_start();
     Ok(())
