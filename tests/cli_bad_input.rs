@@ -778,3 +778,34 @@ fn a_refused_resume_or_an_early_failure_leaves_the_checkpoint_directory_as_it_wa
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!new.exists(), "{}", stderr(&out));
 }
+
+/// A file given for a cluster, a secret, an app or a run's settings that is not one of those
+/// (`/dev/zero`, a data file) is refused naming its size limit, not read until the memory runs
+/// out.
+#[test]
+fn endless_input_files_are_refused_at_their_size_limit() {
+    let cluster = common::ClusterDir::new("endless", 7, 1);
+    for args in [
+        &["run", "--static", "--cluster", "/dev/zero", "--app", "wc"][..],
+        &["oracle", "--app-file", "/dev/zero", "--records", "10"],
+        &["run", "--config", "/dev/zero", "--app", "wc"],
+        &[
+            "worker",
+            "--id",
+            "1",
+            "--cluster",
+            cluster.path(),
+            "--secret-file",
+            "/dev/zero",
+        ],
+    ] {
+        let out = clasp(args);
+        assert_no_panic(&out, &format!("{args:?}"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("larger than"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -119,6 +119,29 @@ pub fn timeout_s() -> RangedU64ValueParser<u64> {
 /// smaller, and a mistaken `--problem /dev/zero` must not fill the memory.
 pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
 
+/// The bytes of a file of at most `max_bytes`: an error naming the limit when it holds more
+/// (a mistaken `/dev/zero` or a multi-gigabyte file must not fill the memory). Callers name
+/// the file and what it was for.
+pub fn read_at_most(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max_bytes + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max_bytes} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_at_most`] [`MAX_INPUT_FILE_BYTES`] as UTF-8 text.
+pub fn read_text_file(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_at_most(path, MAX_INPUT_FILE_BYTES)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// The text of an input file, refused (exit 2) when unreadable or larger than
 /// [`MAX_INPUT_FILE_BYTES`].
 pub fn read_input_file(path: &Path) -> anyhow::Result<String> {

@@ -25,6 +25,9 @@ pub use registry::{Determinism, KindInfo, Params, Registry};
 /// operators table of chained-request counters in shared memory, 1 MiB at this bound). An app
 /// over it is refused when it is loaded, before any worker starts.
 pub const OPERATORS_MAX: usize = 256;
+/// Most bytes of an app file read (an app file of the most operators is far smaller).
+pub const APP_FILE_BYTES_MAX: u64 = 16 << 20;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorDef {
@@ -213,11 +216,21 @@ impl AppSpec {
         registry: &Registry,
         path: impl AsRef<std::path::Path>,
     ) -> Result<AppSpec, SpecError> {
+        use std::io::Read as _;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError::Io {
+        let io = |message: String| SpecError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        // An app file is a few kilobytes; `/dev/zero` or a data file given by mistake must not
+        // fill the memory.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(APP_FILE_BYTES_MAX + 1).read_to_string(&mut text))
+            .map_err(|e| io(e.to_string()))?;
+        if text.len() as u64 > APP_FILE_BYTES_MAX {
+            return Err(io(format!("larger than {APP_FILE_BYTES_MAX} bytes")));
+        }
         Self::from_toml_str_with(registry, &text)
     }
 

@@ -72,7 +72,7 @@ impl ClusterFile {
     /// only in [`resolve`](Self::resolve), because a loaded file keeps no path for its errors to
     /// name.
     pub fn load(path: &Path) -> anyhow::Result<ClusterFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::cmd::limits::read_text_file(path).map_err(|e| {
             usage_error(format!("reading the cluster file {}: {e}", path.display()))
         })?;
         let named = |e: String| usage_error(format!("cluster file {}: {e}", path.display()));
@@ -142,7 +142,9 @@ pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
         Some(p) => {
             // A usage error (exit 2), as an unreadable cluster file is: the command line names
             // what cannot be used.
-            let mut b = std::fs::read(p).map_err(|e| {
+            // One byte of room past the most a secret may hold, and its trailing whitespace.
+            let most = (clasp_dataplane::transport::auth::SECRET_MAX_BYTES + 4096) as u64;
+            let mut b = crate::cmd::limits::read_at_most(p, most).map_err(|e| {
                 usage_error(format!(
                     "--secret-file {}: cannot be read: {e}",
                     p.display()

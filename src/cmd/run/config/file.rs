@@ -28,7 +28,7 @@ pub struct Layer {
 
 /// Reads a whole file as a TOML table, naming the file in every error.
 pub fn read_table(path: &Path) -> anyhow::Result<toml::Table> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::cmd::limits::read_text_file(path)
         .map_err(|e| usage_error(format!("cannot read {}: {e}", path.display())))?;
     text.parse::<toml::Table>()
         .map_err(|e| usage_error(format!("{} is not valid TOML: {e}", path.display())))
