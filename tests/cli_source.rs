@@ -642,3 +642,39 @@ fn a_source_that_fails_partway_fails_the_run() {
         );
     }
 }
+
+/// A record longer than a worker's rings take stops a cluster run at once, naming the record
+/// and the rings' size, as `clasp local` stops at it: a worker would drop its request, the tree
+/// would never end, and every restart would meet it again.
+#[test]
+fn a_record_longer_than_the_rings_take_stops_the_run_at_once() {
+    let _turn = common::one_at_a_time();
+    let dir = TempDir::new("too-long");
+    let mut body = b"hello world\n".to_vec();
+    body.extend(std::iter::repeat_n(b'a', 40_000));
+    body.extend_from_slice(b"\nmore words\n");
+    let path = dir.file("big.txt", &body);
+    let source = format!("file:{}", path.display());
+    let out = clasp(&static_run(
+        "2",
+        &[
+            "--app",
+            "wc-text",
+            "--source",
+            &source,
+            "--ring-bytes",
+            "65536",
+            "--stall-timeout-s",
+            "20",
+            // A failed run keeps its checkpoints: none here.
+            "--checkpoint-interval-ms",
+            "0",
+        ],
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("record 1 (") && err.contains("--ring-bytes 65536"),
+        "{err}"
+    );
+}

@@ -387,6 +387,13 @@ impl RingIndex {
 }
 
 /// Sizes of a worker segment.
+/// The longest request frame a worker's rings of `ring_bytes` take (half a ring, less the
+/// ring's own frame header): what every worker sizes its rings' frames by, and what a driver
+/// checks a record against before it sends it.
+pub fn ring_frame_bytes_max(ring_bytes: usize) -> usize {
+    ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentSizes {
     /// Executors.

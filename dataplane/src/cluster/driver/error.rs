@@ -23,6 +23,22 @@ pub enum DriverError {
         #[source]
         source: TransportError,
     },
+    /// A record whose request no worker's ring takes: the run stops at it (a restart would
+    /// stop there again).
+    #[error(
+        "record {record} ({bytes} bytes as a request): longer than the {max_bytes} bytes a \
+         worker's rings take (--ring-bytes {ring_bytes}); the run stops at it"
+    )]
+    RecordTooLarge {
+        /// The record's index in the input.
+        record: u64,
+        /// Its request frame's length.
+        bytes: usize,
+        /// The longest a ring takes.
+        max_bytes: usize,
+        /// The rings' size.
+        ring_bytes: usize,
+    },
     /// A worker could not be reached.
     #[error("worker {peer} at {addr} cannot be used: {reason}")]
     Unreachable {

@@ -338,7 +338,20 @@ impl Driver<'_> {
             root_id: id,
             admitted_ns: self.admitted_ns(i, is_tracked),
         };
-        s.frame.resize(frame_len(s.key.len(), s.payload.len()), 0);
+        let bytes = frame_len(s.key.len(), s.payload.len());
+        // The worker would drop a request its ring cannot take, and the tree would never end:
+        // the run stops here instead, naming the record.
+        let ring_bytes = self.cfg.ring_bytes;
+        let max_bytes = crate::runtime::layout::ring_frame_bytes_max(ring_bytes);
+        if bytes > max_bytes {
+            return Err(DriverError::RecordTooLarge {
+                record: i,
+                bytes,
+                max_bytes,
+                ring_bytes,
+            });
+        }
+        s.frame.resize(bytes, 0);
         header.write(&s.key, &s.payload, &mut s.frame);
         loop {
             match self.t.try_append(owner, &s.frame) {

@@ -93,7 +93,7 @@ pub(super) fn start_executors(
         executors,
         operators: ops,
         ring_bytes,
-        max_frame_bytes: ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
+        max_frame_bytes: crate::runtime::layout::ring_frame_bytes_max(ring_bytes),
     };
     // Nothing attaches to a cluster worker's segment by name: anonymous, so a killed worker
     // leaves nothing in /dev/shm.

@@ -130,7 +130,7 @@ fn start(spec: &Arc<AppSpec>, cfg: &LocalConfig) -> Result<Coordinator, RuntimeE
         executors: cfg.executors,
         operators: ops,
         ring_bytes: cfg.ring_bytes,
-        max_frame_bytes: cfg.ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES,
+        max_frame_bytes: crate::runtime::layout::ring_frame_bytes_max(cfg.ring_bytes),
     };
     let seg = WorkerSegment::create(
         Some(&cfg.segment_name),
