@@ -304,8 +304,11 @@ impl Node {
         if let Some(r) = run {
             r.parked.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
-            let pending =
-                r.net_out.iter().any(|c| c.pending_bytes() > 0) || r.coordinator.reports_pending();
+            // Frames the last pump could not send (no credit from their peer: one stopped or
+            // slow) do not count: waiting for that credit is what the park is for. Counted, a
+            // worker whose peer was stopped spun a core until the run gave up on it.
+            let out = !self.blocked && r.net_out.iter().any(|c| c.pending_bytes() > 0);
+            let pending = out || r.coordinator.reports_pending();
             if pending {
                 timeout = Duration::ZERO;
             }
