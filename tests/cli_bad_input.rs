@@ -136,6 +136,16 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
             "18446744073709551615",
         ],
         &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
+        // Transport sizes are refused in the options' terms, not the transport's fields.
+        &["run", "--static", "--workers", "1", "--batch-bytes", "50"],
+        &[
+            "run",
+            "--static",
+            "--workers",
+            "1",
+            "--data-credit-bytes",
+            "0",
+        ],
         // Options only the e2e experiment reads are refused with another, not ignored.
         &["sim", "--experiment", "placement", "--pattern", "gradual"],
         &["sim", "--experiment", "gap", "--parallelism", "ignore"],

@@ -5,8 +5,21 @@ use crate::cmd::usage_error;
 use clap::Args;
 use clasp_dataplane::transport::{
     DEFAULT_BATCH_AGE_MAX_US, DEFAULT_BATCH_BYTES_MAX, DEFAULT_DATA_CREDIT_BYTES,
-    DEFAULT_SEND_BYTES_MAX, Limits,
+    DEFAULT_SEND_BYTES_MAX, Limits, TransportError,
 };
+
+/// A transport setting's complaint in the command line's terms: the options that set the
+/// fields it names, the rest as what they are.
+fn in_flag_terms(why: &str) -> String {
+    [
+        ("batch_bytes_max", "--batch-bytes"),
+        ("send_bytes_max", "--send-bytes"),
+        ("data_credit_bytes", "--data-credit-bytes"),
+        ("frame_bytes_max", "the largest transport frame"),
+    ]
+    .iter()
+    .fold(why.to_string(), |s, (field, flag)| s.replace(field, flag))
+}
 
 /// Transport settings shared by `worker` and `run`.
 #[derive(Args, Debug, Clone)]
@@ -36,7 +49,10 @@ impl NetArgs {
             send_bytes_max: self.send_bytes,
             ..Limits::default()
         };
-        l.validate().map_err(|e| usage_error(e.to_string()))?;
+        l.validate().map_err(|e| match e {
+            TransportError::Config(why) => usage_error(in_flag_terms(&why)),
+            e => usage_error(e.to_string()),
+        })?;
         Ok(l)
     }
 
