@@ -136,16 +136,6 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
             "18446744073709551615",
         ],
         &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
-        // Transport sizes are refused in the options' terms, not the transport's fields.
-        &["run", "--static", "--workers", "1", "--batch-bytes", "50"],
-        &[
-            "run",
-            "--static",
-            "--workers",
-            "1",
-            "--data-credit-bytes",
-            "0",
-        ],
         // Options only the e2e experiment reads are refused with another, not ignored.
         &["sim", "--experiment", "placement", "--pattern", "gradual"],
         &["sim", "--experiment", "gap", "--parallelism", "ignore"],
@@ -219,6 +209,17 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
         ],
     ] {
         assert_refused_naming_the_last_option(args);
+    }
+}
+
+/// Transport sizes are refused in the options' terms, not the transport's fields.
+#[test]
+fn transport_sizes_are_refused_naming_the_option() {
+    let run = ["run", "--static", "--workers", "1", "--app", "wc"];
+    for bad in [["--batch-bytes", "50"], ["--data-credit-bytes", "0"]] {
+        let args = [&run[..], &bad[..]].concat();
+        assert_refused_naming_the_last_option(&args);
+        assert!(!stderr(&clasp(&args)).contains("_bytes"), "{args:?}");
     }
 }
 
