@@ -678,3 +678,54 @@ fn a_record_longer_than_the_rings_take_stops_the_run_at_once() {
         "{err}"
     );
 }
+
+/// Connections that close without sending a byte (a port scan, a health check) do not end a
+/// `tcp:` source's input: the run waits on for its producer and reads every line it sends.
+#[test]
+fn a_tcp_source_ignores_connections_that_send_nothing() {
+    let _turn = common::one_at_a_time();
+    const LINES: usize = 500;
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let source = format!("tcp:{addr}");
+    let run = start(
+        &static_run(
+            "1",
+            &[
+                "--app",
+                "wc",
+                "--source",
+                &source,
+                "--json",
+                "--checkpoint-interval-ms",
+                "0",
+            ],
+        ),
+        &[],
+    );
+    let connect = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match std::net::TcpStream::connect(addr) {
+                Ok(c) => return c,
+                Err(e) if Instant::now() > deadline => panic!("the source never listened: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    };
+    // Two scans: connected and closed at once.
+    for _ in 0..2 {
+        drop(connect());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut producer = connect();
+    for i in 0..LINES {
+        writeln!(producer, "the quick brown fox {i}").unwrap();
+    }
+    producer.shutdown(std::net::Shutdown::Write).unwrap();
+    let out = run.wait();
+    let run = json(&out);
+    assert_eq!(run["errors"], serde_json::json!([]), "{run}");
+    assert_eq!(run["sources"][0]["records"], LINES, "{run}");
+}

@@ -149,7 +149,8 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
 
 /// The lines of every connection accepted, one connection after another: the stream ends
 /// when a connection closes and no other is waiting. A connection that fails (a reset) ends
-/// that connection, not the stream.
+/// that connection, not the stream, and one that closes without sending a byte (a port scan, a
+/// health check) does not count: the stream waits on for its input as if it never came.
 fn read_connections(listener: &TcpListener, out: &mut Batcher) -> Result<bool, SourceError> {
     let local = listener
         .local_addr()
@@ -165,15 +166,37 @@ fn read_connections(listener: &TcpListener, out: &mut Batcher) -> Result<bool, S
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(SourceError::io(&local, e)),
         };
-        first = false;
         let peer = stream
             .peer_addr()
             .map_or_else(|_| "?".to_string(), |a| a.to_string());
         let _ = stream.set_nonblocking(false);
-        match read_lines(&mut buffered(stream), 0, u64::MAX, out, || false) {
+        let mut counted = Counted {
+            inner: stream,
+            bytes: 0,
+        };
+        match read_lines(&mut buffered(&mut counted), 0, u64::MAX, out, || false) {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(e) => tracing::warn!("source tcp:{local}: the connection from {peer} failed: {e}"),
         }
+        if counted.bytes == 0 {
+            tracing::info!("source tcp:{local}: {peer} connected and sent nothing; ignored");
+        } else {
+            first = false;
+        }
+    }
+}
+
+/// A reader that counts the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
     }
 }
