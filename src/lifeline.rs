@@ -15,11 +15,19 @@
 //!
 //! The parent also starts each child in a process group of its own, so a terminal's Ctrl-C
 //! reaches only the parent, which then stops its children in order ([`command`]).
+//!
+//! Children start from this executable as it was when the process first started one
+//! ([`this_exe`]): its file is kept open and run through `/proc/self/fd`, so replacing or
+//! removing the binary while a run goes on (an upgrade) does not stop a recovery from starting
+//! its workers again — `current_exe` would then name a deleted file.
 
 use anyhow::Context;
 use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// The variable that carries the parent's pid to a child it started.
 pub const PARENT_PID_ENV: &str = "CLASP_PARENT_PID";
@@ -27,10 +35,29 @@ pub const PARENT_PID_ENV: &str = "CLASP_PARENT_PID";
 /// `clasp` itself as a child of this process: dies with it ([`die_with_parent`] in the child),
 /// in its own process group.
 pub fn command() -> anyhow::Result<Command> {
-    let exe = std::env::current_exe().context("locating clasp")?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = this_exe()?;
     cmd.env(PARENT_PID_ENV, std::process::id().to_string())
         .process_group(0);
+    Ok(cmd)
+}
+
+/// This executable, opened the first time it is asked for, and its path then.
+static EXE: OnceLock<Result<(std::fs::File, PathBuf), String>> = OnceLock::new();
+
+/// A command that runs this executable (module docs): the file opened when this process first
+/// started a child, run through `/proc/self/fd/N` (the child inherits the descriptor until it
+/// execs), its `argv[0]` the path it had.
+pub fn this_exe() -> anyhow::Result<Command> {
+    let opened = EXE.get_or_init(|| {
+        let path = std::env::current_exe().map_err(|e| format!("locating clasp: {e}"))?;
+        // The kernel's link to the running image: it opens even once the file was removed.
+        let file = std::fs::File::open("/proc/self/exe")
+            .map_err(|e| format!("opening /proc/self/exe ({}): {e}", path.display()))?;
+        Ok((file, path))
+    });
+    let (file, path) = opened.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut cmd = Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    cmd.arg0(path);
     Ok(cmd)
 }
 

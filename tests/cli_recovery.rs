@@ -638,3 +638,51 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("it is not the file the run read"), "{err}");
 }
+
+/// The binary replaced or removed while a run goes on (an upgrade) does not stop the run from
+/// starting its workers, nor a recovery from starting a lost one again: children start from
+/// the image the run started with.
+#[test]
+fn a_run_whose_binary_was_removed_still_starts_and_recovers_its_workers() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("removed-binary");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("clasp");
+    std::fs::copy(env!("CARGO_BIN_EXE_clasp"), &copy).unwrap();
+    let ck = dir.join("checkpoints");
+    let ck = ck.to_str().expect("a UTF-8 path");
+    let (records, seed) = ("20000", "3");
+    let args = [
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        records,
+        "--seed",
+        seed,
+        "--rate",
+        "5000",
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        ck,
+        "--fault",
+        "kill-worker=2@steady",
+        "--json",
+    ];
+    let mut cmd = common::command_at(&copy);
+    cmd.args(args);
+    let run = common::spawn_running(cmd, &args);
+    // Gone before the run starts any worker.
+    std::fs::remove_file(&copy).unwrap();
+    let out = run.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_one_recovery("wc", &run, "steady");
+    assert_recovered_run_equals_oracle("wc", records, seed, &run);
+    let _ = std::fs::remove_dir_all(&dir);
+}

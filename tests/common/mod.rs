@@ -32,13 +32,18 @@ pub struct Running {
 /// Starts clasp with `env` added to its environment.
 pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     let mut cmd = clasp_command();
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
+    spawn_running(cmd, args)
+}
+
+/// Starts `cmd` (a clasp command given `args`), its stdout and stderr collected.
+pub fn spawn_running(mut cmd: Command, args: &[&str]) -> Running {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("clasp runs");
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -60,7 +65,12 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
 
 /// The clasp binary as every test starts it: away from the user's configuration and state.
 pub fn clasp_command() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clasp"));
+    command_at(Path::new(env!("CARGO_BIN_EXE_clasp")))
+}
+
+/// [`clasp_command`] of the clasp binary at `exe` (a copy).
+pub fn command_at(exe: &Path) -> Command {
+    let mut cmd = Command::new(exe);
     // No test reads the user's machine profile (`clasp calibrate`): a config directory that
     // does not exist, unless the test gives its own.
     cmd.env("XDG_CONFIG_HOME", no_config_dir());

@@ -176,7 +176,7 @@ pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 fn calibrate(s: &Setup) -> anyhow::Result<(f64, f64, f64, String)> {
     progress("estimates: clasp calibrate");
     let scratch = std::env::temp_dir().join(format!("clasp-calibrate-{}.json", std::process::id()));
-    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    let mut cmd = crate::lifeline::this_exe()?;
     cmd.args(["calibrate", "--json", "--out"]).arg(&scratch);
     if s.quick {
         cmd.arg("--quick");

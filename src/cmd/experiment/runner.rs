@@ -8,7 +8,7 @@
 
 use anyhow::Context as _;
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 /// Below this idle fraction of the host's CPUs over a run, the point is host-bound.
@@ -44,22 +44,20 @@ impl Measured {
 
 /// Starts the children: this very binary.
 pub struct Runner {
-    exe: std::path::PathBuf,
     /// `--worker-cpu` for every run (None: uncapped).
     pub worker_cpu: Option<f64>,
 }
 
 impl Runner {
     pub fn new(worker_cpu: Option<f64>) -> anyhow::Result<Self> {
-        Ok(Runner {
-            exe: std::env::current_exe().context("locating clasp")?,
-            worker_cpu,
-        })
+        // Opened now, while the binary is the one that started.
+        crate::lifeline::this_exe()?;
+        Ok(Runner { worker_cpu })
     }
 
     /// `clasp run ARGS --json` (plus the cap); its JSON and the host's load meanwhile.
     pub fn run(&self, args: &[String]) -> anyhow::Result<Measured> {
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = crate::lifeline::this_exe()?;
         cmd.arg("run").args(args).arg("--json");
         if let Some(f) = self.worker_cpu {
             cmd.args(["--worker-cpu", &f.to_string()]);
