@@ -686,3 +686,56 @@ fn a_run_whose_binary_was_removed_still_starts_and_recovers_its_workers() {
     assert_recovered_run_equals_oracle("wc", records, seed, &run);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A loss a recovery would cure, not recovered, says why: here a source that cannot be read
+/// again (standard input).
+#[test]
+fn a_loss_that_is_not_recovered_says_why() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("not-recovered");
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = clasp(&["gen", "--app", "wc", "--records", "20000", "--seed", "1"]);
+    assert!(input.status.success());
+    let ck = dir.join("checkpoints");
+    let mut child = common::clasp_command()
+        .args([
+            "run",
+            "--static",
+            "--workers",
+            "2",
+            "--app",
+            "wc",
+            "--source",
+            "stdin:",
+        ])
+        .args([
+            "--records",
+            "20000",
+            "--rate",
+            "5000",
+            "--checkpoint-interval-ms",
+            "150",
+        ])
+        .arg("--checkpoint-dir")
+        .arg(&ck)
+        .args(["--fault", "kill-worker=2@steady"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clasp runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &input.stdout);
+    });
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let status = child.wait().unwrap();
+    feed.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(not recovered: its source stdin: cannot be read again)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -39,6 +39,14 @@ pub enum DriverError {
         /// The rings' size.
         ring_bytes: usize,
     },
+    /// A fault a recovery would cure, not recovered, and why not.
+    #[error("{error} (not recovered: {why})")]
+    NotRecovered {
+        /// The fault.
+        error: Box<DriverError>,
+        /// Why the run did not recover from it.
+        why: String,
+    },
     /// A worker could not be reached.
     #[error("worker {peer} at {addr} cannot be used: {reason}")]
     Unreachable {

@@ -507,13 +507,26 @@ pub fn run_driver_with(
         // kind it does not know, a bad app) would refuse it again, and the run must end with
         // its reason. Nor is a restarted job whose workers do not all come back.
         let starting = d.phase == Phase::Start;
-        let can = cfg.checkpoint.is_some()
-            && !starting
-            && e.is_recoverable()
-            && cfg.source.is_replayable()
-            && d.carry.attempts < MAX_RECOVERIES;
-        if !can {
+        if starting || !e.is_recoverable() {
             return Err(e);
+        }
+        // A fault a recovery would cure, not recovered: the error says why.
+        let why = if cfg.checkpoint.is_none() {
+            Some("the run takes no checkpoints".to_string())
+        } else if !cfg.source.is_replayable() {
+            Some(format!("its source {} cannot be read again", cfg.source))
+        } else if d.carry.attempts >= MAX_RECOVERIES {
+            Some(format!(
+                "it recovered {MAX_RECOVERIES} times already, the most a run does"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(DriverError::NotRecovered {
+                error: Box::new(e),
+                why,
+            });
         }
         let seen = Instant::now();
         let lost = d.lost_workers(&e);
