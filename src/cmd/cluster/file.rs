@@ -38,12 +38,16 @@ impl WorkerEntry {
         use std::net::ToSocketAddrs;
         let bad = |why: String| format!("worker {}: address {:?}: {why}", self.id, self.address);
         check_port(&self.address).map_err(bad)?;
-        match self.address.to_socket_addrs() {
+        let addr = match self.address.to_socket_addrs() {
             Ok(mut addrs) => addrs
                 .next()
-                .ok_or_else(|| bad("cannot resolve: no address".into())),
-            Err(e) => Err(bad(format!("cannot resolve: {e}"))),
+                .ok_or_else(|| bad("cannot resolve: no address".into()))?,
+            Err(e) => return Err(bad(format!("cannot resolve: {e}"))),
+        };
+        if addr.ip().is_unspecified() {
+            return Err(bad(UNSPECIFIED.into()));
         }
+        Ok(addr)
     }
 }
 
@@ -51,6 +55,11 @@ impl WorkerEntry {
 /// binds port 0 gets one at random that none of them knows.
 const PORT_ZERO: &str = "port 0 is chosen at random when the worker binds, so no other process \
                          would know it: give the port the others connect to";
+
+/// Why `0.0.0.0` and `[::]` are refused: every other process would connect to itself.
+const UNSPECIFIED: &str = "the unspecified address is where a worker may listen, not where the \
+                           others reach it: give the address they connect to (and `clasp worker \
+                           --listen 0.0.0.0:PORT` to listen on every interface)";
 
 /// Refuses a `host:port` address without a usable port (1..=65535).
 fn check_port(address: &str) -> Result<(), String> {
@@ -229,6 +238,14 @@ mod tests {
             (
                 &["127.0.0.1:7001", "127.0.0.1:7001"][..],
                 "workers 1 and 2 are both at 127.0.0.1:7001".into(),
+            ),
+            (
+                &["0.0.0.0:7001"][..],
+                format!("worker 1: address \"0.0.0.0:7001\": {UNSPECIFIED}"),
+            ),
+            (
+                &["127.0.0.1:7001", "[::]:7002"][..],
+                format!("worker 2: address \"[::]:7002\": {UNSPECIFIED}"),
             ),
         ] {
             let (e, path) = load_error(&file_of(addresses));
