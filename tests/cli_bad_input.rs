@@ -223,6 +223,25 @@ fn transport_sizes_are_refused_naming_the_option() {
     }
 }
 
+/// The workers of a cluster file connect back to the driver: an unspecified address
+/// (`0.0.0.0`) advertised to them, given or implied by --driver-listen, is refused.
+#[test]
+fn an_unreachable_driver_address_is_refused_for_a_cluster_file() {
+    let run = ["run", "--static", "--cluster", "/dev/null", "--app", "wc"];
+    for bad in [
+        &["--driver-listen", "0.0.0.0:27100"][..],
+        &[
+            "--driver-listen",
+            "0.0.0.0:27100",
+            "--driver-advertise",
+            "0.0.0.0:27100",
+        ],
+        &["--driver-listen", "[::]:27100"],
+    ] {
+        assert_refused_naming_the_last_option(&[&run[..], bad].concat());
+    }
+}
+
 /// Runs clasp with `args` and checks it exits 2 without a panic, naming the option given last
 /// (the one with the value it refuses).
 fn assert_refused_naming_the_last_option(args: &[&str]) {

@@ -157,7 +157,30 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
              (and --cpus LIST) instead",
         ));
     }
-    Ok(())
+    check_driver_address(args)
+}
+
+/// The address the workers connect back to must be one they can reach: `0.0.0.0` (or `[::]`)
+/// is where the driver may listen, but a worker on another host that dials it dials itself.
+/// Workers this run starts share its host, where it works.
+fn check_driver_address(args: &RunArgs) -> anyhow::Result<()> {
+    if args.cluster.is_none() {
+        return Ok(());
+    }
+    match args.driver_advertise {
+        Some(a) if a.ip().is_unspecified() => Err(usage_error(format!(
+            "--driver-advertise {a}: the workers of --cluster FILE connect to it, so it must \
+             be an address they reach (this host's, as they see it)"
+        ))),
+        None if args.driver_listen.ip().is_unspecified() => Err(usage_error(format!(
+            "--driver-listen {}: the workers of --cluster FILE connect back to the address the \
+             driver advertises, and {} is none they can reach: give --driver-advertise \
+             HOST:PORT (this host's address as they see it, and the port)",
+            args.driver_listen,
+            args.driver_listen.ip()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Runs the driver (stopped early by SIGINT/SIGTERM); on failure stops the workers this run

@@ -376,11 +376,15 @@ impl<'a> Driver<'a> {
                 return Err(DriverError::Start(self.errors.join("; ")));
             }
             if Instant::now() >= deadline {
+                // The workers that got the job but never said ready cannot tell us why (they
+                // may not reach us at all): say where they had to connect.
                 return Err(DriverError::Timeout(format!(
-                    "{} of {} workers ready within {:?}",
+                    "{} of {} workers ready within {:?}: each connects back to the driver at \
+                     {} (--driver-advertise) and to its peers; the workers' logs say what failed",
                     self.barrier.acks(Ack::Ready),
                     self.ids.len(),
-                    cfg.ready_timeout
+                    cfg.ready_timeout,
+                    cfg.advertise.unwrap_or(self.t.local_addr())
                 )));
             }
             self.last_progress = Instant::now();
