@@ -144,6 +144,14 @@ impl Spawned {
     }
 
     /// Workers that have already exited unsuccessfully, one line each.
+    /// The first worker whose process has exited, and how: the run need not wait for it.
+    pub fn exited(&mut self) -> Option<(PeerId, String)> {
+        lock(&self.children).iter_mut().find_map(|(id, c)| {
+            let st = c.try_wait().ok()??;
+            Some((*id, format!("its process (pid {}) exited with {st}", c.id())))
+        })
+    }
+
     pub fn failures(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         for (id, c) in lock(&self.children).iter_mut() {

@@ -60,6 +60,10 @@ impl Controller for Interruptible<'_> {
         self.inner.on_left(worker, workers);
     }
 
+    fn exited(&mut self) -> Option<(PeerId, String)> {
+        self.workers.exited()
+    }
+
     fn kill_worker(&mut self, peer: PeerId) -> Result<(), String> {
         self.workers.kill(peer).map_err(|e| format!("{e:#}"))
     }

@@ -205,9 +205,15 @@ pub fn drive(
         Err(e) => {
             // Give the workers a moment to print their side, then stop them.
             std::thread::sleep(FAILURE_GRACE);
-            let exits = spawned.failures();
+            let mut exits = spawned.failures();
             spawned.finish(true);
             let mut msg = format!("the cluster run failed: {e}");
+            // An exit the error names already (a worker gone before it was ready) is not
+            // said twice.
+            exits.retain(|x| {
+                let pid = x.split("(pid ").nth(1).and_then(|r| r.split(')').next());
+                pid.is_none_or(|p| !msg.contains(&format!("(pid {p})")))
+            });
             if !exits.is_empty() {
                 msg.push_str(&format!(" ({})", exits.join("; ")));
             }

@@ -19,7 +19,7 @@ impl Driver<'_> {
         ctl: &mut dyn Controller,
     ) -> Result<(feed::Fed, Duration), DriverError> {
         let cfg = self.cfg;
-        self.start()?;
+        self.start(ctl)?;
         if self.carry.attempts == 0 {
             ctl.on_listening(cfg.advertise.unwrap_or(self.t.local_addr()));
         }

@@ -343,11 +343,25 @@ impl<'a> Driver<'a> {
         })
     }
 
-    /// Connects to every worker, sends the job and waits until every worker is ready.
-    fn start(&mut self) -> Result<(), DriverError> {
+    /// A worker this run started that is gone: the run stops waiting for it.
+    fn check_exited(&mut self, ctl: &mut dyn Controller) -> Result<(), DriverError> {
+        match ctl.exited() {
+            Some((peer, how)) if self.ids.contains(&peer) => Err(DriverError::Unreachable {
+                peer,
+                addr: self.addr_of(peer),
+                reason: how,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Connects to every worker, sends the job and waits until every worker is ready (or one
+    /// this run started is gone).
+    fn start(&mut self, ctl: &mut dyn Controller) -> Result<(), DriverError> {
         let cfg = self.cfg;
         let deadline = Instant::now() + cfg.ready_timeout;
         while !self.ids.iter().all(|&p| self.t.is_connected(p)) {
+            self.check_exited(ctl)?;
             if Instant::now() >= deadline {
                 let missing: Vec<String> = (self.ids.iter())
                     .filter(|&&p| !self.t.is_connected(p))
@@ -372,6 +386,7 @@ impl<'a> Driver<'a> {
         self.broadcast(&Message::Job(Box::new(job)))?;
         let deadline = Instant::now() + cfg.ready_timeout;
         while self.barrier.acks(Ack::Ready) < self.ids.len() {
+            self.check_exited(ctl)?;
             if !self.errors.is_empty() {
                 return Err(DriverError::Start(self.errors.join("; ")));
             }
