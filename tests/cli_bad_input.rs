@@ -136,6 +136,8 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
             "18446744073709551615",
         ],
         &["sim", "--experiment", "placement", "--exec-us", "1e-300"],
+        // A scripted move due after the run ends would never be made.
+        &["run", "--duration", "3", "--moves", "10:2"],
         // Options only the e2e experiment reads are refused with another, not ignored.
         &["sim", "--experiment", "placement", "--pattern", "gradual"],
         &["sim", "--experiment", "gap", "--parallelism", "ignore"],

@@ -294,3 +294,11 @@ fn calibrate_refuses_an_out_under_a_missing_directory_and_makes_none() {
     assert_refused(&out, &missing, &why);
     assert!(!dir.path().join("no").exists(), "a directory was made");
 }
+
+/// A directory that takes no new file (here /proc) is found before measuring: the profile is
+/// written beside its file and renamed over it.
+#[test]
+fn calibrate_refuses_an_out_in_a_directory_it_cannot_write() {
+    let out = Path::new("/proc/version");
+    assert_refused(out, out, "cannot write into /proc");
+}

@@ -200,6 +200,14 @@ pub fn target(path: &Path, parent: Parent) -> Result<PathBuf, String> {
             return Err(format!("the directory {} does not exist", dir.display()));
         }
         Err(e) if e.kind() != NotFound => return Err(format!("{}: {e}", dir.display())),
+        // The profile is written beside the file and renamed over it: a directory that takes
+        // no new file (read-only, not ours, /proc) would fail only after the measurement.
+        Ok(_) => {
+            tempfile::Builder::new()
+                .prefix(".clasp-probe")
+                .tempfile_in(&dir)
+                .map_err(|e| format!("{named}: cannot write into {}: {e}", dir.display()))?;
+        }
         _ => {}
     }
     match std::fs::metadata(&file) {

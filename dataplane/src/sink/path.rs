@@ -24,6 +24,11 @@ pub fn unusable(path: &Path) -> Option<String> {
                 .into(),
         );
     }
+    if in_kernel_tree(path) {
+        return Some(
+            "is in /proc or /sys: a kernel interface, not a file lines can be written to".into(),
+        );
+    }
     let kind = std::fs::metadata(path).ok()?.file_type();
     if kind.is_dir() {
         Some("is a directory".into())
@@ -57,6 +62,16 @@ fn names_a_descriptor(path: &Path) -> bool {
             .map_or_else(|| next.clone(), |dir| dir.join(&next));
     }
     false
+}
+
+/// Whether `path` (its directory followed where it leads) is under `/proc` or `/sys`, whose
+/// files take writes as commands or refuse them (`/proc/version` failed the run's first write,
+/// after the whole input).
+fn in_kernel_tree(path: &Path) -> bool {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let dir = dir.canonicalize().unwrap_or(dir);
+    dir.starts_with("/proc") || dir.starts_with("/sys")
 }
 
 /// Whether `path`'s directory is a process's (or thread's) descriptor directory.

@@ -305,3 +305,17 @@ fn a_reader_that_takes_nothing_is_an_error_after_the_stall() {
     assert!(e.to_string().contains("took nothing for 1 s"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(60), "bounded");
 }
+
+#[test]
+fn files_under_proc_and_sys_are_refused_as_sinks() {
+    for p in [
+        "/proc/version",
+        "/sys/kernel/mm/nothing",
+        "/proc/sys/vm/new",
+    ] {
+        let why = super::unusable_file(std::path::Path::new(p)).expect(p);
+        assert!(why.contains("/proc or /sys"), "{p}: {why}");
+    }
+    let ours = std::env::temp_dir().join("clasp-sink-ok.jsonl");
+    assert_eq!(super::unusable_file(&ours), None);
+}

@@ -148,7 +148,10 @@ impl Spawned {
     pub fn exited(&mut self) -> Option<(PeerId, String)> {
         lock(&self.children).iter_mut().find_map(|(id, c)| {
             let st = c.try_wait().ok()??;
-            Some((*id, format!("its process (pid {}) exited with {st}", c.id())))
+            Some((
+                *id,
+                format!("its process (pid {}) exited with {st}", c.id()),
+            ))
         })
     }
 

@@ -153,8 +153,8 @@ pub fn estimates(s: &Setup, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         "# The estimates over a live run\n\n{} `clasp run --app {app} --no-profile` (the main \
          job, started from the built-in priors; its default peak rate). `clasp calibrate` on \
          the same machine: α {} µs, β {} µs (at the transport's default batch; by requests \
-         per batch: {}), γ {} µs. The run's final estimates: α {} µs ({} samples), β {} µs \
-         ({} samples), γ {} µs ({} samples); estimator `{}`.",
+         per batch: {}), γ {} µs/s. The run's final estimates: α {} µs ({} samples), β {} µs \
+         ({} samples), γ {} µs/s ({} samples); estimator `{}`.",
         cap_text(s),
         fmt(cal.0, 4),
         fmt(cal.1, 4),

@@ -510,7 +510,17 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
             Some(_) => usize::MAX,
             None => args.max_workers.unwrap_or(DEFAULT_MAX_WORKERS),
         };
-        parse_moves(text, most).map_err(|e| usage_error(format!("--moves {e}")))?;
+        let moves = parse_moves(text, most).map_err(|e| usage_error(format!("--moves {e}")))?;
+        // A run of --duration (no --records to go past it) ends before a later move is due.
+        if let Some(late) = moves.iter().find(|m| m.t_s >= args.duration)
+            && args.records.is_none()
+        {
+            return Err(usage_error(format!(
+                "--moves {text}: the move at {} s is due after the run's --duration {} s ends; \
+                 it would never be made",
+                late.t_s, args.duration
+            )));
+        }
     }
     if let Some(dir) = &args.out {
         // Before any worker starts: a run must not end with nowhere to put its files.

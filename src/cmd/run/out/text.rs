@@ -70,7 +70,7 @@ pub fn render_summary(rec: &RunRecord) -> String {
         Some(r) => {
             let _ = writeln!(
                 out,
-                "estimates at t={:.1}s: α {} µs, β {} µs, γ {} µs, W̄ {:.0} µs",
+                "estimates at t={:.1}s: α {} µs, β {} µs, γ {} µs/s, W̄ {:.0} µs/s",
                 r.t_s,
                 cost(r.alpha_us),
                 cost(r.beta_us),
