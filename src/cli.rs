@@ -89,7 +89,8 @@ enum Command {
     Paper(cmd::paper::PaperArgs),
     /// Remove what clasp processes that died left behind: named segments in /dev/shm,
     /// clasp-run-* directories and the empty cgroups of capped runs (every start of run, local
-    /// and worker does this too).
+    /// and worker does this too); list the checkpoints runs that did not succeed keep for
+    /// --resume (never removed here).
     Clean(cmd::clean::CleanArgs),
 }
 

@@ -739,3 +739,29 @@ fn a_loss_that_is_not_recovered_says_why() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `clasp clean` lists the checkpoints that runs which did not succeed keep in the default
+/// directory (they do not pile up unseen) and leaves them for `--resume`.
+#[test]
+fn clean_lists_kept_checkpoints_and_leaves_them() {
+    let state = tempfile::tempdir().unwrap();
+    // A run gone long ago (no process has this pid) and one whose process runs (this test).
+    let root = state.path().join("clasp/checkpoints");
+    let gone = root.join("run-1-99999999");
+    let running = root.join(format!("run-2-{}", std::process::id()));
+    for d in [&gone, &running] {
+        std::fs::create_dir_all(d.join("ckpt-00000000000000000001")).unwrap();
+    }
+    let out = common::clasp_env(
+        &["clean"],
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("kept {}: checkpoints", gone.display())),
+        "{said}"
+    );
+    assert!(!said.contains(&running.display().to_string()), "{said}");
+    assert!(gone.exists() && running.exists(), "nothing removed");
+}

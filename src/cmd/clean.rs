@@ -1,6 +1,9 @@
 //! `clasp clean`: removes what clasp processes that died without cleaning up left behind (named
 //! segments in `/dev/shm`, `clasp-run-*` directories); every start of `run`, `local` and
 //! `worker` does the same sweep quietly. Prints one line per thing removed.
+//!
+//! The checkpoints a run that did not succeed keeps in the default directory are the user's
+//! to resume from, never removed here: they are listed, so they do not pile up unseen.
 
 use crate::cmd::output;
 use crate::stale::sweep;
@@ -12,6 +15,29 @@ pub struct CleanArgs {
     /// Only print what would be removed.
     #[arg(long)]
     dry_run: bool,
+}
+
+/// The default checkpoint directories of runs that are gone (a running one's is in use).
+fn kept_checkpoints() -> Vec<std::path::PathBuf> {
+    let Ok(root) = crate::cmd::run::recovery::default_root() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut kept: Vec<_> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("run-")?.rsplit('-').next());
+            pid.is_some_and(|p| !std::path::Path::new("/proc").join(p).exists())
+        })
+        .map(|e| e.path())
+        .collect();
+    kept.sort();
+    kept
 }
 
 /// `clasp clean [--dry-run]`.
@@ -32,6 +58,14 @@ pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
         found.len(),
         if found.len() == 1 { "" } else { "s" }
     )?;
+    for dir in kept_checkpoints() {
+        let d = dir.display();
+        writeln!(
+            out,
+            "kept {d}: checkpoints of a run that did not succeed (--resume {d} goes on from \
+             them; remove the directory when done with it)"
+        )?;
+    }
     out.finish()?;
     if !failed.is_empty() {
         anyhow::bail!("could not remove: {}", failed.join("; "));

@@ -291,6 +291,24 @@ fn check_resume(
 /// here, before any worker starts: a home that cannot hold it (a service account's, a
 /// container's) would otherwise fail every checkpoint of the run, and the run with them.
 fn default_dir() -> anyhow::Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let dir = default_root()?.join(format!("run-{secs}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::remove_dir(&dir))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the default checkpoint directory {} cannot be made: {e}",
+                dir.display()
+            )
+        })?;
+    Ok(dir)
+}
+
+/// Where runs keep their checkpoints by default, one `run-SECS-PID` directory each:
+/// `$XDG_STATE_HOME/clasp/checkpoints`, else `~/.local/state/clasp/checkpoints`.
+pub fn default_root() -> anyhow::Result<PathBuf> {
     let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
         None => {
@@ -304,21 +322,7 @@ fn default_dir() -> anyhow::Result<PathBuf> {
             PathBuf::from(home).join(".local/state")
         }
     };
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let dir = base
-        .join("clasp/checkpoints")
-        .join(format!("run-{secs}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::remove_dir(&dir))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the default checkpoint directory {} cannot be made: {e}",
-                dir.display()
-            )
-        })?;
-    Ok(dir)
+    Ok(base.join("clasp/checkpoints"))
 }
 
 /// Says where a run that did not succeed keeps its checkpoints, if it took any; whether it
