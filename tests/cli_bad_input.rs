@@ -225,6 +225,24 @@ fn transport_sizes_are_refused_naming_the_option() {
     }
 }
 
+/// A negative number given apart from its option (`--duration -1`) is the option's value,
+/// refused naming the option, not taken for an unknown argument.
+#[test]
+fn negative_values_are_refused_naming_their_option() {
+    for args in [
+        &["run", "--duration", "-1"][..],
+        &["gen", "--app", "wc", "--records", "-5"],
+        &["run", "--static", "--workers", "1", "--seed", "-1"],
+        &["local", "--app", "wc", "--records", "10", "--rate", "-3"],
+    ] {
+        assert_refused_naming_the_last_option(args);
+        assert!(
+            !stderr(&clasp(args)).contains("unexpected argument"),
+            "{args:?}"
+        );
+    }
+}
+
 /// The workers of a cluster file connect back to the driver: an unspecified address
 /// (`0.0.0.0`) advertised to them, given or implied by --driver-listen, is refused.
 #[test]

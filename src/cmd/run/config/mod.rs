@@ -67,7 +67,7 @@ impl Setting {
 /// when `--print-config` printed the settings (the command then exits 0 without running).
 pub fn parse_cli<P: Parser>() -> anyhow::Result<Option<P>> {
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let mut root = named(P::command());
+    let mut root = negatives_are_values(named(P::command()));
     root.build();
     let matches = root.clone().get_matches_from(argv.clone());
     let parsed = |m: &ArgMatches| P::from_arg_matches(m).unwrap_or_else(|e| e.exit());
@@ -106,6 +106,20 @@ pub fn parse_cli<P: Parser>() -> anyhow::Result<Option<P>> {
         return Ok(None);
     }
     Ok(Some(cli))
+}
+
+/// Every option that takes a value takes a negative number as one (`--duration -1`), so
+/// that its own check refuses it naming the option, not the parser with "unexpected argument
+/// '-1'", which reads as if the value were missing.
+fn negatives_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negatives_are_values)
 }
 
 /// The command line under the name the program was started as: a user's binary built on this
