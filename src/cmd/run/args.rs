@@ -245,9 +245,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) keep_checkpoints: bool,
     /// Restart a run whose driver died from the newest complete checkpoint in DIR, with fresh
-    /// workers (give the same app, seed, source and worker count; --records may be left out:
-    /// the checkpoint holds the run's limit); the run's clock, its rate pattern and --duration
-    /// go on from the checkpoint's cut.
+    /// workers (give the same app, seed and source; the worker count may differ; --records may
+    /// be left out: the checkpoint holds the run's limit); the run's clock, its rate pattern and
+    /// --duration go on from the checkpoint's cut.
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoint_dir")]
     pub(crate) resume: Option<PathBuf>,
     /// `--records` was left out with `--resume` and taken from the checkpoint (said once the
