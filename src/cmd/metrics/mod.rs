@@ -39,7 +39,11 @@ impl Watch {
             Some(addr) => {
                 let (m, registry) = DriverMetrics::new(spec);
                 let server = MetricsServer::start(addr, registry)?;
-                say!("clasp run: metrics on http://{}/metrics", server.addr());
+                say!(
+                    "{}: metrics on http://{}/metrics",
+                    crate::cmd::run::who(),
+                    server.addr()
+                );
                 Some((m, server))
             }
             None => None,

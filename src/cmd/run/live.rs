@@ -235,9 +235,8 @@ impl Controller for Live {
     fn on_listening(&mut self, addr: std::net::SocketAddr) {
         if let Some((cluster_id, ids)) = &self.join_hint {
             let (first, last) = (ids[0], ids[ids.len() - 1]);
-            let _ = writeln!(
-                std::io::stderr(),
-                "clasp run: workers {first}..={last} may join, in order: {} worker --id \
+            note!(
+                "workers {first}..={last} may join, in order: {} worker --id \
                  {first} --join {addr} --cluster-id {cluster_id} (with this run's secret)",
                 this_program()
             );
@@ -250,9 +249,8 @@ impl Controller for Live {
             a.set_max_workers(self.pool.len());
         }
         let id = self.slots.workers.get(worker).copied().unwrap_or(0);
-        let _ = writeln!(
-            std::io::stderr(),
-            "clasp run: worker {id} joined; the planner may use {workers} workers"
+        note!(
+            "worker {id} joined; the planner may use {workers} workers"
         );
     }
 
@@ -264,9 +262,8 @@ impl Controller for Live {
             }
         }
         let id = self.slots.workers.get(worker).copied().unwrap_or(0);
-        let _ = writeln!(
-            std::io::stderr(),
-            "clasp run: worker {id} left; the planner may use {workers} workers"
+        note!(
+            "worker {id} left; the planner may use {workers} workers"
         );
     }
 
@@ -319,7 +316,7 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
-    say!("clasp run: {}", caps.note);
+    note!("{}", caps.note);
     // A script replaces the policy: its moves, not the load's, are the point.
     let kind = if args.moves.is_some() {
         None

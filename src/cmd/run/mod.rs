@@ -16,6 +16,13 @@
 //! Cluster setup that is not about these options (the cluster file, the secret, spawning
 //! workers) lives in `cmd::cluster`, which knows nothing of this module.
 
+/// A note on stderr from this command, prefixed with who says it ([`who`]).
+macro_rules! note {
+    ($($arg:tt)*) => {
+        say!("{}: {}", $crate::cmd::run::who(), format_args!($($arg)*))
+    };
+}
+
 pub mod args;
 pub mod caps;
 pub mod config;
@@ -28,6 +35,16 @@ pub mod static_run;
 pub mod view;
 
 pub use args::RunArgs;
+
+/// Which of the two commands this process runs, for [`who`].
+static COMMAND: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Who this process's notes on stderr come from: `clasp run` or `clasp planner` (a user's
+/// binary's name in place of `clasp`).
+pub fn who() -> String {
+    let command = COMMAND.get().copied().unwrap_or("run");
+    format!("{} {command}", crate::cli::program_name())
+}
 
 use crate::cmd::usage_error;
 
@@ -44,6 +61,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
 
 /// `clasp planner`: the live planner over the workers of a cluster file.
 pub fn run_planner(args: RunArgs) -> anyhow::Result<()> {
+    let _ = COMMAND.set("planner");
     if args.cluster.is_none() || args.static_ {
         return Err(usage_error(
             "clasp planner drives running workers: give --cluster FILE (and no --static); \

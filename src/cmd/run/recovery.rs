@@ -38,8 +38,8 @@ pub fn config(
             }
             _ => String::new(),
         };
-        say!(
-            "clasp run: resuming from the checkpoints in {}{limit}",
+        note!(
+            "resuming from the checkpoints in {}{limit}",
             dir.display()
         );
         return Ok(Some(CheckpointConfig {
@@ -77,8 +77,8 @@ pub fn config(
             Ok(d) => d,
             // Not asked for: the run goes on without them, and says so.
             Err(e) if args.checkpoint_interval_ms.is_none() => {
-                say!(
-                    "clasp run: no checkpoints: {e}; a lost worker ends the run \
+                note!(
+                    "no checkpoints: {e}; a lost worker ends the run \
                      (--checkpoint-dir DIR to take them)"
                 );
                 return Ok(None);
@@ -90,8 +90,8 @@ pub fn config(
             }
         },
     };
-    say!(
-        "clasp run: a checkpoint every {interval_ms} ms in {} (--checkpoint-interval-ms 0: none)",
+    note!(
+        "a checkpoint every {interval_ms} ms in {} (--checkpoint-interval-ms 0: none)",
         dir.display()
     );
     Ok(Some(CheckpointConfig {
@@ -125,8 +125,8 @@ fn interval_ms(args: &RunArgs) -> anyhow::Result<Option<u64>> {
             )));
         }
         (None, Some(why)) => {
-            say!(
-                "clasp run: no checkpoints: with {why} workers may run on other hosts, and \
+            note!(
+                "no checkpoints: with {why} workers may run on other hosts, and \
                  their parts of a checkpoint need a directory every host shares \
                  (--checkpoint-dir DIR); a lost worker ends the run"
             );
@@ -342,8 +342,8 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     } else {
         ""
     };
-    say!(
-        "clasp run: its checkpoints stay in {0}: the same command with --resume {0}{how} goes \
+    note!(
+        "its checkpoints stay in {0}: the same command with --resume {0}{how} goes \
          on from the newest; remove the directory when done with it",
         ck.dir.display()
     );
@@ -398,8 +398,8 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         });
     match removed {
         // The summary named the directory: say they are gone, not found missing later.
-        Ok(()) => say!(
-            "clasp run: removed its checkpoints in {} (the run succeeded; --keep-checkpoints \
+        Ok(()) => note!(
+            "removed its checkpoints in {} (the run succeeded; --keep-checkpoints \
              keeps them)",
             ck.dir.display()
         ),

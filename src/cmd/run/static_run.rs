@@ -52,8 +52,8 @@ pub fn run_static(args: RunArgs) -> anyhow::Result<()> {
         drive(spawned, &spec, &cfg, ctl).inspect_err(|_| failed(&args, cfg.checkpoint.as_ref()))?;
     if args.chaos_migrations > report.migrations.len() && report.admitted < records {
         // Spaced over --records: an input that ended sooner leaves the later ones unmade.
-        say!(
-            "clasp run: {} of the {} chaos migrations were made: the input ended after {} \
+        note!(
+            "{} of the {} chaos migrations were made: the input ended after {} \
              records, before the others fell due (spaced over --records {records})",
             report.migrations.len(),
             args.chaos_migrations,
