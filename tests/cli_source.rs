@@ -508,6 +508,17 @@ fn a_bad_source_is_refused_naming_it() {
             vec!["local", "--app", "wc", "--source", "dir:/nonexistent/dir"],
             "/nonexistent/dir",
         ),
+        // A relative path names the directory it was looked for in.
+        (
+            vec![
+                "local",
+                "--app",
+                "wc",
+                "--source",
+                "file:no-such-corpus.txt",
+            ],
+            "no-such-corpus.txt (in /",
+        ),
         (
             static_run("1", &["--app", "wc", "--source", "tcp:nowhere"]),
             "tcp:nowhere",

@@ -51,12 +51,22 @@ impl SourceSpec {
             SourceSpec::File(p) | SourceSpec::LenPrefix(p) => check_file(p),
             SourceSpec::Dir(p) => std::fs::read_dir(p)
                 .map(drop)
-                .map_err(|e| SourceError::io(p.display(), e)),
+                .map_err(|e| SourceError::io(looked_up(p), e)),
             SourceSpec::Tcp(a) => std::net::TcpListener::bind(a)
                 .map(drop)
                 .map_err(|e| SourceError::io(a, e)),
             SourceSpec::Generator | SourceSpec::Stdin => Ok(()),
         }
+    }
+}
+
+/// `path` as an error names it: a relative one with the directory it was looked for in (a
+/// path from an app file's `[run]` table is relative to where the command runs, not to the
+/// app file).
+fn looked_up(path: &Path) -> String {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => format!("{} (in {})", path.display(), cwd.display()),
+        _ => path.display().to_string(),
     }
 }
 
@@ -67,7 +77,7 @@ pub(super) fn is_regular_file(path: &Path) -> bool {
 
 /// A file source's path exists, is no directory, and may be read.
 fn check_file(path: &Path) -> Result<(), SourceError> {
-    let err = |e| SourceError::io(path.display(), e);
+    let err = |e| SourceError::io(looked_up(path), e);
     let meta = std::fs::metadata(path).map_err(err)?;
     if meta.is_dir() {
         return Err(err(std::io::Error::new(

@@ -249,9 +249,7 @@ impl Controller for Live {
             a.set_max_workers(self.pool.len());
         }
         let id = self.slots.workers.get(worker).copied().unwrap_or(0);
-        note!(
-            "worker {id} joined; the planner may use {workers} workers"
-        );
+        note!("worker {id} joined; the planner may use {workers} workers");
     }
 
     fn on_left(&mut self, worker: usize, workers: usize) {
@@ -262,9 +260,7 @@ impl Controller for Live {
             }
         }
         let id = self.slots.workers.get(worker).copied().unwrap_or(0);
-        note!(
-            "worker {id} left; the planner may use {workers} workers"
-        );
+        note!("worker {id} left; the planner may use {workers} workers");
     }
 
     fn on_recovered(&mut self, t_s: f64, cut_s: Option<f64>) {

@@ -38,10 +38,7 @@ pub fn config(
             }
             _ => String::new(),
         };
-        note!(
-            "resuming from the checkpoints in {}{limit}",
-            dir.display()
-        );
+        note!("resuming from the checkpoints in {}{limit}", dir.display());
         return Ok(Some(CheckpointConfig {
             dir: dir.clone(),
             interval,
