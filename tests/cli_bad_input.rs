@@ -548,8 +548,23 @@ fn a_fault_for_a_worker_the_run_does_not_start_is_refused_up_front() {
                 "2",
                 "--fault",
                 "kill-worker=9@steady",
-            ],
+            ][..],
             "no worker 9 in this run",
+        ),
+        (
+            &[
+                "run",
+                "--static",
+                "--app",
+                "wc",
+                "--workers",
+                "2",
+                "--checkpoint-interval-ms",
+                "0",
+                "--fault",
+                "kill-worker=2@steady",
+            ],
+            "needs checkpoints",
         ),
         (
             &[

@@ -126,6 +126,13 @@ fn check_faults(args: &RunArgs, spawn: Option<usize>) -> anyhow::Result<()> {
              run elsewhere",
         ));
     };
+    if args.checkpoint_interval_ms == Some(0) {
+        // Faults strike once the run has checkpointed: without any, none would.
+        return Err(usage_error(
+            "--fault tests recovery, which needs checkpoints: --checkpoint-interval-ms 0 takes \
+             none",
+        ));
+    }
     match args
         .fault
         .iter()
