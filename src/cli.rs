@@ -104,6 +104,7 @@ enum Command {
 /// a command starts are this same executable, so they know the same kinds.
 pub fn main_with(registry: Registry) -> std::process::ExitCode {
     crate::registry::install(registry);
+    crate::lifeline::name_this_process();
     init_logs();
     crate::hugepages::disable_unless_asked();
     // `clasp run --config FILE` fills in from the file what the command line left out;

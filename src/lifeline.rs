@@ -50,6 +50,11 @@ static EXE: OnceLock<Result<(std::fs::File, PathBuf), String>> = OnceLock::new()
 pub fn this_exe() -> anyhow::Result<Command> {
     let opened = EXE.get_or_init(|| {
         let path = std::env::current_exe().map_err(|e| format!("locating clasp: {e}"))?;
+        // Removed before the first child: the link reads `PATH (deleted)`, not a name.
+        let path = match path.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+            Some(p) => PathBuf::from(p),
+            None => path,
+        };
         // The kernel's link to the running image: it opens even once the file was removed.
         let file = std::fs::File::open("/proc/self/exe")
             .map_err(|e| format!("opening /proc/self/exe ({}): {e}", path.display()))?;
@@ -59,6 +64,18 @@ pub fn this_exe() -> anyhow::Result<Command> {
     let mut cmd = Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()));
     cmd.arg0(path);
     Ok(cmd)
+}
+
+/// Names this process after the program it was started as (`clasp`, or a user's binary):
+/// a child run through `/proc/self/fd/N` ([`this_exe`]) is otherwise named `N` by the kernel,
+/// in `ps`, `top`, `pgrep -x clasp` and `perf`.
+pub fn name_this_process() {
+    let name = crate::cli::program_name();
+    // The kernel keeps 15 bytes of a name; a name with a NUL in it is left as it is.
+    let short: Vec<u8> = name.bytes().take(15).collect();
+    if let Ok(c) = std::ffi::CString::new(short) {
+        let _ = rustix::thread::set_name(&c);
+    }
 }
 
 /// In a child started by [`command`]: SIGHUP when the parent exits; an error if it already

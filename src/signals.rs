@@ -14,7 +14,9 @@
 //! command a user started (`run`, `planner`, `local`), the terminal or the ssh session that ran
 //! it hung up: a stop like SIGTERM — drained, summarised, cleaned up, exit 129 — not the
 //! default action, which killed the driver without a drain and left its workers' cgroups and
-//! its checkpoints' hint behind.
+//! its checkpoints' hint behind. A lost session may send its hangup twice (the shell, then the
+//! kernel): a repeated SIGHUP is not a second signal. A command started under `nohup` (SIGHUP
+//! ignored) keeps ignoring it.
 //!
 //! Why a thread: a signal handler may only do async-signal-safe work (no locks, no allocation,
 //! no printing). signal-hook's iterator turns each signal into a wake-up of an ordinary thread,
@@ -86,14 +88,24 @@ pub fn install(
     hangup: Hangup,
 ) -> anyhow::Result<()> {
     let stop = stop_flag();
-    let caught = [SIGINT, SIGTERM, SIGHUP];
     let parent_gone = hangup == Hangup::ParentGone;
+    // `nohup` (or `trap '' HUP`) asked for hangups to be ignored: that stays so.
+    let caught: &[i32] = if parent_gone || !hangup_ignored() {
+        &[SIGINT, SIGTERM, SIGHUP]
+    } else {
+        &[SIGINT, SIGTERM]
+    };
     let mut signals =
         Signals::new(caught).map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     std::thread::Builder::new()
         .name("clasp-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
+                // A lost session sends its hangup more than once (the shell, then the kernel):
+                // only SIGINT or SIGTERM after the first signal means "now".
+                if signal == SIGHUP && !parent_gone && RECEIVED.load(Ordering::Acquire) != 0 {
+                    continue;
+                }
                 if signal == SIGHUP && parent_gone {
                     HUNG_UP.store(true, Ordering::Release);
                     if !stop.swap(true, Ordering::AcqRel) {
@@ -115,6 +127,17 @@ pub fn install(
         })
         .map_err(|e| anyhow::anyhow!("starting the signal thread: {e}"))?;
     Ok(())
+}
+
+/// Whether this process was started with SIGHUP ignored (`nohup`): the `SigIgn` mask of
+/// `/proc/self/status`, whose lowest bit is signal 1.
+fn hangup_ignored() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok());
+    mask.is_some_and(|m| m & (1 << (SIGHUP - 1)) != 0)
 }
 
 /// Says what the first signal does and arms the drain timeout.

@@ -649,6 +649,16 @@ fn a_run_whose_binary_was_removed_still_starts_and_recovers_its_workers() {
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("clasp");
     std::fs::copy(env!("CARGO_BIN_EXE_clasp"), &copy).unwrap();
+    // A process another test thread forks while the copy is written holds its descriptor
+    // until it execs, and the copy cannot run meanwhile ("Text file busy"): wait that out.
+    for _ in 0..100 {
+        match std::process::Command::new(&copy).arg("--version").output() {
+            Err(e) if e.raw_os_error() == Some(26) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => break,
+        }
+    }
     let ck = dir.join("checkpoints");
     let ck = ck.to_str().expect("a UTF-8 path");
     let (records, seed) = ("20000", "3");
@@ -744,6 +754,7 @@ fn a_loss_that_is_not_recovered_says_why() {
 /// directory (they do not pile up unseen) and leaves them for `--resume`.
 #[test]
 fn clean_lists_kept_checkpoints_and_leaves_them() {
+    let _turn = common::one_at_a_time();
     let state = tempfile::tempdir().unwrap();
     // A run gone long ago (no process has this pid) and one whose process runs (this test).
     let root = state.path().join("clasp/checkpoints");
@@ -752,6 +763,9 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
     for d in [&gone, &running] {
         std::fs::create_dir_all(d.join("ckpt-00000000000000000001")).unwrap();
     }
+    // Gone too, but emptied: not worth a line.
+    let emptied = root.join("run-3-99999998");
+    std::fs::create_dir_all(&emptied).unwrap();
     let out = common::clasp_env(
         &["clean"],
         &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
@@ -763,5 +777,6 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
         "{said}"
     );
     assert!(!said.contains(&running.display().to_string()), "{said}");
+    assert!(!said.contains(&emptied.display().to_string()), "{said}");
     assert!(gone.exists() && running.exists(), "nothing removed");
 }

@@ -131,12 +131,24 @@ fn assert_nothing_left(pids: &[i32]) {
 /// Signals a run once it is under way and checks the interrupted run's ending.
 /// Returns the run's stderr.
 fn interrupt(args: &[&str], children: usize, signal: Signal, status: i32) -> String {
+    interrupt_times(args, children, (signal, 1), status)
+}
+
+/// [`interrupt`] with the signal sent `times` times in a row.
+fn interrupt_times(
+    args: &[&str],
+    children: usize,
+    (signal, times): (Signal, usize),
+    status: i32,
+) -> String {
     let run = Group::start(args);
     let pid = run.pid();
     let mut pids = vec![pid];
     pids.extend(wait_for_children(pid, children));
     std::thread::sleep(RUN_BEFORE_SIGNAL);
-    run.signal(signal);
+    for _ in 0..times {
+        run.signal(signal);
+    }
     let (st, out, err) = run.wait();
     assert_eq!(st.code(), Some(status), "{args:?}: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("the summary as JSON");
@@ -184,11 +196,12 @@ fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
 }
 
 /// A hangup (the terminal or ssh session that ran it went away) stops a run like SIGTERM:
-/// drained, summarised, cleaned up, 129 — not killed with its workers' cgroups left behind.
+/// drained, summarised, cleaned up, 129 — not killed with its workers' cgroups left behind;
+/// the second hangup a lost session sends is not a second signal.
 #[test]
 fn sighup_drains_a_static_run_and_clasp_local_and_exits_129() {
     let _turn = one_at_a_time();
-    interrupt(&STATIC_RUN, 2, Signal::HUP, 129);
+    interrupt_times(&STATIC_RUN, 2, (Signal::HUP, 2), 129);
     let local = [
         "local",
         "--app",
@@ -200,6 +213,59 @@ fn sighup_drains_a_static_run_and_clasp_local_and_exits_129() {
         "--json",
     ];
     interrupt(&local, 1, Signal::HUP, 129);
+}
+
+/// Started under `nohup`, a run keeps ignoring hangups: it runs to its end.
+#[test]
+fn a_run_started_under_nohup_ignores_hangups() {
+    let _turn = one_at_a_time();
+    if Command::new("nohup").arg("true").output().is_err() {
+        eprintln!("skipped: no nohup on this machine");
+        return;
+    }
+    let state = tempfile::tempdir().expect("a state directory");
+    let records = "40000";
+    let mut child = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_clasp"))
+        .args([
+            "local",
+            "--app",
+            "wc",
+            "--rate",
+            "20000",
+            "--records",
+            records,
+            "--json",
+        ])
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("nohup clasp runs");
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    std::thread::sleep(RUN_BEFORE_SIGNAL);
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    kill_process(pid, Signal::HUP).expect("a hangup");
+    let deadline = Instant::now() + TEST_TIMEOUT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = out.join().unwrap();
+    assert!(status.success(), "{status}: {out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the summary as JSON");
+    assert_eq!(v["interrupted"], false, "{out}");
+    assert_eq!(v["records"].to_string(), records, "{out}");
 }
 
 #[test]

@@ -17,7 +17,8 @@ pub struct CleanArgs {
     dry_run: bool,
 }
 
-/// The default checkpoint directories of runs that are gone (a running one's is in use).
+/// The default checkpoint directories that hold checkpoints of runs that are gone (a running
+/// one's is in use; one a run emptied is not worth a line).
 fn kept_checkpoints() -> Vec<std::path::PathBuf> {
     let Ok(root) = crate::cmd::run::recovery::default_root() else {
         return Vec::new();
@@ -33,11 +34,19 @@ fn kept_checkpoints() -> Vec<std::path::PathBuf> {
                 .to_str()
                 .and_then(|n| n.strip_prefix("run-")?.rsplit('-').next());
             pid.is_some_and(|p| !std::path::Path::new("/proc").join(p).exists())
+                && holds_checkpoints(&e.path())
         })
         .map(|e| e.path())
         .collect();
     kept.sort();
     kept
+}
+
+/// Whether `dir` holds a checkpoint directory (`ckpt-*`).
+fn holds_checkpoints(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("ckpt-")))
+    })
 }
 
 /// `clasp clean [--dry-run]`.
@@ -62,8 +71,8 @@ pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
         let d = dir.display();
         writeln!(
             out,
-            "kept {d}: checkpoints of a run that did not succeed (--resume {d} goes on from \
-             them; remove the directory when done with it)"
+            "kept {d}: checkpoints of a run that is gone (--resume {d} goes on from them; \
+             remove the directory when done with it)"
         )?;
     }
     out.finish()?;

@@ -174,10 +174,13 @@ pub trait Controller {
     /// the others); the run now has `workers`. No move may place key groups on it again.
     fn on_left(&mut self, _worker: usize, _workers: usize) {}
 
-    /// A worker this run started whose process has exited, and how (by default none: a
-    /// cluster file's workers are not this process's children). A run waiting for a worker
-    /// to connect or say it is ready stops waiting for one that is gone.
-    fn exited(&mut self) -> Option<(crate::transport::PeerId, String)> {
+    /// A worker of `among` this run started whose process has exited, and how (by default
+    /// none: a cluster file's workers are not this process's children). A run waiting for a
+    /// worker to connect or say it is ready stops waiting for one that is gone.
+    fn exited(
+        &mut self,
+        _among: &[crate::transport::PeerId],
+    ) -> Option<(crate::transport::PeerId, String)> {
         None
     }
 

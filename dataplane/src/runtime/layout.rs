@@ -386,7 +386,6 @@ impl RingIndex {
     }
 }
 
-/// Sizes of a worker segment.
 /// The longest request frame a worker's rings of `ring_bytes` take (half a ring, less the
 /// ring's own frame header): what every worker sizes its rings' frames by, and what a driver
 /// checks a record against before it sends it.
@@ -394,6 +393,7 @@ pub fn ring_frame_bytes_max(ring_bytes: usize) -> usize {
     ring_bytes / 2 - clasp_shmring::FRAME_HEADER_BYTES
 }
 
+/// Sizes of a worker segment.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentSizes {
     /// Executors.

@@ -249,11 +249,13 @@ impl Destination {
         }
     }
 
-    /// Makes what was written durable: a file's data synced to disk (a checkpoint counts
-    /// on it); a stream's buffer flushed.
+    /// Makes what was written durable: a regular file's data synced to disk (a checkpoint
+    /// counts on it); a stream's buffer flushed. A character device (`/dev/null`, a terminal)
+    /// holds nothing to sync (`fdatasync` refuses it with EINVAL).
     pub(super) fn sync(&mut self) -> std::io::Result<()> {
         match self {
-            Destination::File(f) => f.sync_data(),
+            Destination::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => f.sync_data(),
+            Destination::File(f) => f.flush(),
             Destination::Stdout(out) => out.flush(),
             Destination::Tcp(s) => s.flush(),
         }

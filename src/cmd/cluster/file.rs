@@ -151,13 +151,17 @@ pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
         Some(p) => {
             // A usage error (exit 2), as an unreadable cluster file is: the command line names
             // what cannot be used.
-            // One byte of room past the most a secret may hold, and its trailing whitespace.
-            let most = (clasp_dataplane::transport::auth::SECRET_MAX_BYTES + 4096) as u64;
+            // Room for the most a secret may hold and trailing whitespace after it.
+            let max = clasp_dataplane::transport::auth::SECRET_MAX_BYTES;
+            let most = (max + 4096) as u64;
             let mut b = crate::cmd::limits::read_at_most(p, most).map_err(|e| {
-                usage_error(format!(
-                    "--secret-file {}: cannot be read: {e}",
-                    p.display()
-                ))
+                let why = match e.kind() {
+                    std::io::ErrorKind::InvalidData => {
+                        format!("far more than the {max} bytes a secret may hold")
+                    }
+                    _ => format!("cannot be read: {e}"),
+                };
+                usage_error(format!("--secret-file {}: {why}", p.display()))
             })?;
             while b.last().is_some_and(|c| c.is_ascii_whitespace()) {
                 b.pop();

@@ -143,10 +143,13 @@ impl Spawned {
             .with_context(|| format!("stopping worker {id}"))
     }
 
-    /// Workers that have already exited unsuccessfully, one line each.
-    /// The first worker whose process has exited, and how: the run need not wait for it.
-    pub fn exited(&mut self) -> Option<(PeerId, String)> {
+    /// The first worker of `among` whose process has exited, and how: the run need not wait
+    /// for it.
+    pub fn exited(&mut self, among: &[PeerId]) -> Option<(PeerId, String)> {
         lock(&self.children).iter_mut().find_map(|(id, c)| {
+            if !among.contains(id) {
+                return None;
+            }
             let st = c.try_wait().ok()??;
             Some((
                 *id,
@@ -155,6 +158,7 @@ impl Spawned {
         })
     }
 
+    /// Workers that have already exited unsuccessfully, one line each.
     pub fn failures(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         for (id, c) in lock(&self.children).iter_mut() {

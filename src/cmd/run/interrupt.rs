@@ -60,8 +60,8 @@ impl Controller for Interruptible<'_> {
         self.inner.on_left(worker, workers);
     }
 
-    fn exited(&mut self) -> Option<(PeerId, String)> {
-        self.workers.exited()
+    fn exited(&mut self, among: &[PeerId]) -> Option<(PeerId, String)> {
+        self.workers.exited(among)
     }
 
     fn kill_worker(&mut self, peer: PeerId) -> Result<(), String> {

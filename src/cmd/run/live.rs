@@ -604,8 +604,15 @@ fn start_autoscaler(
         |p| Ok(p.costs),
     )?;
     let mut auto = Autoscaler::new(model, acfg, priors, first_rate);
-    // The workers start on the even spread; the first plan is a move from there.
-    let d = auto.initial_from_spread(n);
+    // The workers start on the even spread (unless --spread or a resumed checkpoint's table
+    // says otherwise): the first plan is a move from there.
+    let from_spread =
+        args.resume.is_none() && matches!(args.spread, crate::cmd::local::SpreadArg::Even);
+    let d = if from_spread {
+        auto.initial_from_spread(n)
+    } else {
+        auto.initial()
+    };
     live.decisions.push(DecisionRow {
         t_s: 0.0,
         line: d.explanation.clone(),

@@ -343,16 +343,21 @@ impl<'a> Driver<'a> {
         })
     }
 
-    /// A worker this run started that is gone: the run stops waiting for it.
+    /// A worker this run started that is gone: the run stops waiting for it, after one more
+    /// turn for what it said before it went (a refusal of the job is the better reason).
     fn check_exited(&mut self, ctl: &mut dyn Controller) -> Result<(), DriverError> {
-        match ctl.exited() {
-            Some((peer, how)) if self.ids.contains(&peer) => Err(DriverError::Unreachable {
-                peer,
-                addr: self.addr_of(peer),
-                reason: how,
-            }),
-            _ => Ok(()),
+        let Some((peer, how)) = ctl.exited(&self.ids) else {
+            return Ok(());
+        };
+        self.turn(Duration::ZERO)?;
+        if !self.errors.is_empty() {
+            return Err(DriverError::Start(self.errors.join("; ")));
         }
+        Err(DriverError::Unreachable {
+            peer,
+            addr: self.addr_of(peer),
+            reason: how,
+        })
     }
 
     /// Connects to every worker, sends the job and waits until every worker is ready (or one
@@ -529,6 +534,14 @@ pub fn run_driver_with(
         if starting || !e.is_recoverable() {
             return Err(e);
         }
+        let seen = Instant::now();
+        // A migration that timed out with every worker answering is no worker's loss (a
+        // protocol fault, say): a restart would not cure it, and it must not be hidden.
+        let timed_out = matches!(e, DriverError::MigrationTimedOut(_));
+        let lost_first = timed_out.then(|| d.lost_workers(&e));
+        if lost_first.as_ref().is_some_and(Vec::is_empty) {
+            return Err(e);
+        }
         // A fault a recovery would cure, not recovered: the error says why.
         let why = if cfg.checkpoint.is_none() {
             Some("the run takes no checkpoints".to_string())
@@ -547,13 +560,10 @@ pub fn run_driver_with(
                 why,
             });
         }
-        let seen = Instant::now();
-        let lost = d.lost_workers(&e);
-        // A migration that timed out with every worker answering is no worker's loss (a
-        // protocol fault, say): a restart would not cure it, and it must not be hidden.
-        if lost.is_empty() && matches!(e, DriverError::MigrationTimedOut(_)) {
-            return Err(e);
-        }
+        let lost = match lost_first {
+            Some(lost) => lost,
+            None => d.lost_workers(&e),
+        };
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
         carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
