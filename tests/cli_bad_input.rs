@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{clasp, clasp_env};
+use common::{assert_no_panic, assert_refused_naming_the_last_option, clasp, clasp_env, stderr};
 use std::io::Read as _;
 use std::process::{Output, Stdio};
 
@@ -18,20 +18,6 @@ const PROBLEM: &str = r#"{"capacity_us_per_s": 850000, "headroom": 0.9,
 /// A temp file holding `text`, removed when dropped.
 fn write(name: &str, text: &str) -> tempfile::TempPath {
     common::temp_file(name, text)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// No panic message, no backtrace, no abort.
-fn assert_no_panic(out: &Output, what: &str) {
-    let err = stderr(out);
-    assert!(
-        !err.contains("panicked") && !err.contains("memory allocation"),
-        "{what}: {err}"
-    );
-    assert_ne!(out.status.code(), Some(101), "{what}: {err}");
 }
 
 #[test]
@@ -212,64 +198,6 @@ fn absurd_numeric_options_exit_2_naming_the_option() {
     ] {
         assert_refused_naming_the_last_option(args);
     }
-}
-
-/// Transport sizes are refused in the options' terms, not the transport's fields.
-#[test]
-fn transport_sizes_are_refused_naming_the_option() {
-    let run = ["run", "--static", "--workers", "1", "--app", "wc"];
-    for bad in [["--batch-bytes", "50"], ["--data-credit-bytes", "0"]] {
-        let args = [&run[..], &bad[..]].concat();
-        assert_refused_naming_the_last_option(&args);
-        assert!(!stderr(&clasp(&args)).contains("_bytes"), "{args:?}");
-    }
-}
-
-/// A negative number given apart from its option (`--duration -1`) is the option's value,
-/// refused naming the option, not taken for an unknown argument.
-#[test]
-fn negative_values_are_refused_naming_their_option() {
-    for args in [
-        &["run", "--duration", "-1"][..],
-        &["gen", "--app", "wc", "--records", "-5"],
-        &["run", "--static", "--workers", "1", "--seed", "-1"],
-        &["local", "--app", "wc", "--records", "10", "--rate", "-3"],
-    ] {
-        assert_refused_naming_the_last_option(args);
-        assert!(
-            !stderr(&clasp(args)).contains("unexpected argument"),
-            "{args:?}"
-        );
-    }
-}
-
-/// The workers of a cluster file connect back to the driver: an unspecified address
-/// (`0.0.0.0`) advertised to them, given or implied by --driver-listen, is refused.
-#[test]
-fn an_unreachable_driver_address_is_refused_for_a_cluster_file() {
-    let run = ["run", "--static", "--cluster", "/dev/null", "--app", "wc"];
-    for bad in [
-        &["--driver-listen", "0.0.0.0:27100"][..],
-        &[
-            "--driver-listen",
-            "0.0.0.0:27100",
-            "--driver-advertise",
-            "0.0.0.0:27100",
-        ],
-        &["--driver-listen", "[::]:27100"],
-    ] {
-        assert_refused_naming_the_last_option(&[&run[..], bad].concat());
-    }
-}
-
-/// Runs clasp with `args` and checks it exits 2 without a panic, naming the option given last
-/// (the one with the value it refuses).
-fn assert_refused_naming_the_last_option(args: &[&str]) {
-    let out = clasp(args);
-    assert_no_panic(&out, &format!("{args:?}"));
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-    let option = args[args.len() - 2];
-    assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
 }
 
 /// Values each in range but that cannot run together, or 0 where a count or a period must be
@@ -842,35 +770,4 @@ fn a_refused_resume_or_an_early_failure_leaves_the_checkpoint_directory_as_it_wa
     let out = clasp(&fails);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!new.exists(), "{}", stderr(&out));
-}
-
-/// A file given for a cluster, a secret, an app or a run's settings that is not one of those
-/// (`/dev/zero`, a data file) is refused naming its size limit, not read until the memory runs
-/// out.
-#[test]
-fn endless_input_files_are_refused_at_their_size_limit() {
-    let cluster = common::ClusterDir::new("endless", 7, 1);
-    for args in [
-        &["run", "--static", "--cluster", "/dev/zero", "--app", "wc"][..],
-        &["oracle", "--app-file", "/dev/zero", "--records", "10"],
-        &["run", "--config", "/dev/zero", "--app", "wc"],
-        &[
-            "worker",
-            "--id",
-            "1",
-            "--cluster",
-            cluster.path(),
-            "--secret-file",
-            "/dev/zero",
-        ],
-    ] {
-        let out = clasp(args);
-        assert_no_panic(&out, &format!("{args:?}"));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("larger than") || stderr(&out).contains("a secret may hold"),
-            "{args:?}: {}",
-            stderr(&out)
-        );
-    }
 }

@@ -386,3 +386,28 @@ pub fn wait_for_children(parent: i32, n: usize) -> Vec<i32> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// What a run wrote on stderr.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// No panic message, no backtrace, no abort.
+pub fn assert_no_panic(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{what}: {err}"
+    );
+    assert_ne!(out.status.code(), Some(101), "{what}: {err}");
+}
+
+/// Runs clasp with `args` and checks it exits 2 without a panic, naming the option given last
+/// (the one with the value it refuses).
+pub fn assert_refused_naming_the_last_option(args: &[&str]) {
+    let out = clasp(args);
+    assert_no_panic(&out, &format!("{args:?}"));
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let option = args[args.len() - 2];
+    assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
+}
