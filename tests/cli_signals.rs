@@ -189,6 +189,18 @@ const STATIC_RUN: [&str; 12] = [
     "--stall-timeout-s=30",
 ];
 
+/// `clasp local` admitting far more than a test waits for, paced.
+const LOCAL_RUN: [&str; 8] = [
+    "local",
+    "--app",
+    "wc",
+    "--rate",
+    "20000",
+    "--records",
+    "10000000",
+    "--json",
+];
+
 #[test]
 fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
     let _turn = one_at_a_time();
@@ -202,17 +214,7 @@ fn sigterm_drains_a_static_run_prints_its_summary_and_exits_143() {
 fn sighup_drains_a_static_run_and_clasp_local_and_exits_129() {
     let _turn = one_at_a_time();
     interrupt_times(&STATIC_RUN, 2, (Signal::HUP, 2), 129);
-    let local = [
-        "local",
-        "--app",
-        "wc",
-        "--rate",
-        "20000",
-        "--records",
-        "10000000",
-        "--json",
-    ];
-    interrupt(&local, 1, Signal::HUP, 129);
+    interrupt(&LOCAL_RUN, 1, Signal::HUP, 129);
 }
 
 /// Started under `nohup`, a run keeps ignoring hangups: it runs to its end.
@@ -321,17 +323,7 @@ fn sigterm_drains_a_live_run_prints_its_summary_and_exits_143() {
 #[test]
 fn sigterm_drains_clasp_local_prints_its_summary_and_exits_143() {
     let _turn = one_at_a_time();
-    let args = [
-        "local",
-        "--app",
-        "wc",
-        "--rate",
-        "20000",
-        "--records",
-        "10000000",
-        "--json",
-    ];
-    interrupt(&args, 1, Signal::TERM, 143);
+    interrupt(&LOCAL_RUN, 1, Signal::TERM, 143);
 }
 
 #[test]
