@@ -66,13 +66,16 @@ pub fn this_exe() -> anyhow::Result<Command> {
     Ok(cmd)
 }
 
+/// Bytes of a thread's name the kernel keeps (`TASK_COMM_LEN` less its NUL).
+const PROCESS_NAME_BYTES_MAX: usize = 15;
+
 /// Names this process after the program it was started as (`clasp`, or a user's binary):
 /// a child run through `/proc/self/fd/N` ([`this_exe`]) is otherwise named `N` by the kernel,
 /// in `ps`, `top`, `pgrep -x clasp` and `perf`.
 pub fn name_this_process() {
     let name = crate::cli::program_name();
-    // The kernel keeps 15 bytes of a name; a name with a NUL in it is left as it is.
-    let short: Vec<u8> = name.bytes().take(15).collect();
+    // A name with a NUL in it is left as it is.
+    let short: Vec<u8> = name.bytes().take(PROCESS_NAME_BYTES_MAX).collect();
     if let Ok(c) = std::ffi::CString::new(short) {
         let _ = rustix::thread::set_name(&c);
     }

@@ -57,7 +57,7 @@ fn the_most_executors_a_worker_takes_run() {
     let local = json(&out);
     assert_measured_run_equals_oracle("wc", "500", "5", &local);
     // Counted as the worker counts them: the CPUs it may run on (not a quota).
-    let cpus = allowed_cpus();
+    let cpus = clasp_dataplane::affinity::allowed_cpus().len();
     let err = String::from_utf8_lossy(&out.stderr);
     if cpus <= 64 {
         assert!(
@@ -193,20 +193,4 @@ fn a_second_ingress_is_refused_and_the_run_goes_on() {
     let out = run.wait();
     assert!(out.status.success(), "{out:?}");
     assert_measured_run_equals_oracle("wc", "4000", "1", &json(&out));
-}
-
-/// The CPUs this process may run on (`Cpus_allowed_list` of /proc/self/status: `0-3,8`).
-fn allowed_cpus() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .expect("Cpus_allowed_list")
-        .trim();
-    list.split(',')
-        .map(|r| match r.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        })
-        .sum()
 }

@@ -48,8 +48,27 @@ fn static_run_with_fault(
     tag: &str,
 ) -> serde_json::Value {
     let dir = scratch(tag);
-    let phase = fault.rsplit('@').next().expect("a phase");
     let dir_s = dir.display().to_string();
+    let args = fault_run_args(app, (records, seed), fault, extra, &dir_s);
+    let run = json(&clasp(&args));
+    assert!(
+        !dir.exists(),
+        "{app}: a successful run removes its checkpoints"
+    );
+    run
+}
+
+/// A static run of `app` (`records` of `seed`) with `--fault FAULT` (its phase after the `@`)
+/// and the `extra` arguments, checkpointing into `dir`, on two workers unless they say
+/// `--workers`.
+fn fault_run_args<'a>(
+    app: &'a str,
+    (records, seed): (&'a str, &'a str),
+    fault: &'a str,
+    extra: &[&'a str],
+    dir: &'a str,
+) -> Vec<&'a str> {
+    let phase = fault.rsplit('@').next().expect("a phase");
     let mut args = vec![
         "run",
         "--static",
@@ -64,7 +83,7 @@ fn static_run_with_fault(
         "--checkpoint-interval-ms",
         "150",
         "--checkpoint-dir",
-        &dir_s,
+        dir,
         "--fault",
         fault,
         "--json",
@@ -76,12 +95,7 @@ fn static_run_with_fault(
     if phase == "migration" {
         args.extend(["--chaos-migrations", "6"]);
     }
-    let run = json(&clasp(&args));
-    assert!(
-        !dir.exists(),
-        "{app}: a successful run removes its checkpoints"
-    );
-    run
+    args
 }
 
 /// The one recovery a run reports: in `phase`, worker 2 lost, the records replayed counted.
@@ -662,29 +676,9 @@ fn a_run_whose_binary_was_removed_still_starts_and_recovers_its_workers() {
     let ck = dir.join("checkpoints");
     let ck = ck.to_str().expect("a UTF-8 path");
     let (records, seed) = ("20000", "3");
-    let args = [
-        "run",
-        "--static",
-        "--workers",
-        "2",
-        "--app",
-        "wc",
-        "--records",
-        records,
-        "--seed",
-        seed,
-        "--rate",
-        "5000",
-        "--checkpoint-interval-ms",
-        "150",
-        "--checkpoint-dir",
-        ck,
-        "--fault",
-        "kill-worker=2@steady",
-        "--json",
-    ];
+    let args = fault_run_args("wc", (records, seed), "kill-worker=2@steady", &[], ck);
     let mut cmd = common::command_at(&copy);
-    cmd.args(args);
+    cmd.args(&args);
     let run = common::spawn_running(cmd, &args);
     // Gone before the run starts any worker.
     std::fs::remove_file(&copy).unwrap();
@@ -707,28 +701,16 @@ fn a_loss_that_is_not_recovered_says_why() {
     let input = clasp(&["gen", "--app", "wc", "--records", "20000", "--seed", "1"]);
     assert!(input.status.success());
     let ck = dir.join("checkpoints");
+    let ck = ck.to_str().expect("a UTF-8 path");
+    let args = fault_run_args(
+        "wc",
+        ("20000", "1"),
+        "kill-worker=2@steady",
+        &["--source", "stdin:"],
+        ck,
+    );
     let mut child = common::clasp_command()
-        .args([
-            "run",
-            "--static",
-            "--workers",
-            "2",
-            "--app",
-            "wc",
-            "--source",
-            "stdin:",
-        ])
-        .args([
-            "--records",
-            "20000",
-            "--rate",
-            "5000",
-            "--checkpoint-interval-ms",
-            "150",
-        ])
-        .arg("--checkpoint-dir")
-        .arg(&ck)
-        .args(["--fault", "kill-worker=2@steady"])
+        .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -360,18 +360,7 @@ fn a_second_signal_exits_at_once_and_still_cleans_up() {
 #[test]
 fn a_drain_longer_than_the_drain_timeout_exits_at_once_and_still_cleans_up() {
     let _turn = one_at_a_time();
-    let local = Group::start(&[
-        "local",
-        "--app",
-        "wc",
-        "--rate",
-        "20000",
-        "--records",
-        "10000000",
-        "--drain-timeout-s",
-        "1",
-        "--json",
-    ]);
+    let local = Group::start(&[&LOCAL_RUN[..], &["--drain-timeout-s", "1"]].concat());
     let pid = local.pid();
     let ingress = wait_for_children(pid, 1)[0];
     std::thread::sleep(RUN_BEFORE_SIGNAL);

@@ -9,6 +9,7 @@
 //! first table from the job's settings ([`spread`]); a migration replaces it under a new epoch.
 
 use clasp_operators::key::KEY_GROUPS;
+use clasp_protocol::split::even_slot;
 use clasp_protocol::{Epoch, RoutingTable, Slot};
 
 use crate::request::INGRESS_SLOT;
@@ -210,7 +211,7 @@ pub fn spread(operators: usize, slots: &Slots, spread: Spread) -> Result<Routing
         kgs,
         |op, kg| {
             Slot::at(match spread {
-                Spread::Even => kg.index() * count / kgs,
+                Spread::Even => even_slot(kg.index(), kgs, count),
                 Spread::Alternate => (op % executors) + (op / executors % workers) * executors,
             })
         },

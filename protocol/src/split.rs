@@ -12,6 +12,14 @@ use crate::routing::RoutingTable;
 /// Key groups per operator (as Flink's default max parallelism is a power of two).
 pub const KEY_GROUPS_PER_OPERATOR: usize = 1024;
 
+/// The slot of key group `group` (of `groups`) when every operator's key groups are split into
+/// equal contiguous ranges over `slots` slots: the even spread a run's workers start on (the
+/// data plane's routing) and that the planner's first decision counts its moves from.
+pub fn even_slot(group: usize, groups: usize, slots: usize) -> usize {
+    debug_assert!(group < groups, "key group {group} of {groups}");
+    group * slots / groups
+}
+
 /// Key groups per owner for shares `row` (largest remainder; ties to the lower owner).
 pub fn key_group_counts(row: &[f64], key_groups: usize) -> Vec<usize> {
     let total: f64 = row.iter().map(|s| s.max(0.0)).sum();

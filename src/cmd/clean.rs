@@ -32,8 +32,8 @@ fn kept_checkpoints() -> Vec<std::path::PathBuf> {
             let name = e.file_name();
             let pid = name
                 .to_str()
-                .and_then(|n| n.strip_prefix("run-")?.rsplit('-').next());
-            pid.is_some_and(|p| !std::path::Path::new("/proc").join(p).exists())
+                .and_then(crate::cmd::run::recovery::run_dir_pid);
+            pid.is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
                 && holds_checkpoints(&e.path())
         })
         .map(|e| e.path())

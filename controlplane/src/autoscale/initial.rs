@@ -4,7 +4,7 @@
 
 use super::{Autoscaler, ScaleDecision};
 use clasp_protocol::routing::RoutingTable;
-use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, initial_routing};
+use clasp_protocol::split::{KEY_GROUPS_PER_OPERATOR, even_slot, initial_routing};
 use clasp_protocol::{Epoch, Slot};
 
 impl Autoscaler {
@@ -69,6 +69,6 @@ pub(super) fn moved_between(before: &RoutingTable, after: &RoutingTable) -> usiz
 fn even_spread(operators: usize, workers: usize, executors: usize) -> RoutingTable {
     let (groups, slots) = (KEY_GROUPS_PER_OPERATOR, workers * executors);
     RoutingTable::from_fn(Epoch::INITIAL, operators, groups, |_, g| {
-        Slot::at(g.index() * slots / groups / executors)
+        Slot::at(even_slot(g.index(), groups, slots) / executors)
     })
 }

@@ -140,11 +140,9 @@ impl CheckpointStore for FileStore {
         fs::create_dir_all(&dir)
             .map_err(|e| CheckpointError::io(format!("creating {}", dir.display()), e))?;
         let body = part.encode();
-        // A part that fails (a full disk) leaves no empty checkpoint directory behind: the
-        // driver's discard of the checkpoint may have run before this worker made it.
-        let crc32 = write_durably(&dir, name, &body).inspect_err(|_| {
-            let _ = fs::remove_dir(&dir);
-        })?;
+        // A part that fails leaves the checkpoint's directory: another worker's part may be
+        // being written into it (the driver discards the whole checkpoint).
+        let crc32 = write_durably(&dir, name, &body)?;
         Ok(PartRef {
             name: name.to_string(),
             crc32,

@@ -144,6 +144,10 @@ impl ClusterFile {
     }
 }
 
+/// Bytes a secret file may hold past the longest secret: the trailing whitespace (a newline,
+/// an editor's blank lines) that is removed from it.
+const SECRET_FILE_SLACK_BYTES: usize = 4096;
+
 /// The cluster secret from `file` (trailing whitespace removed) or else [`SECRET_ENV`]; never
 /// from the command line, which any user can read in `ps`.
 pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
@@ -151,9 +155,8 @@ pub fn read_secret(file: Option<&Path>) -> anyhow::Result<ClusterSecret> {
         Some(p) => {
             // A usage error (exit 2), as an unreadable cluster file is: the command line names
             // what cannot be used.
-            // Room for the most a secret may hold and trailing whitespace after it.
             let max = clasp_dataplane::transport::auth::SECRET_MAX_BYTES;
-            let most = (max + 4096) as u64;
+            let most = (max + SECRET_FILE_SLACK_BYTES) as u64;
             let mut b = crate::cmd::limits::read_at_most(p, most).map_err(|e| {
                 let why = match e.kind() {
                     std::io::ErrorKind::InvalidData => {

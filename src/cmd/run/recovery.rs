@@ -291,7 +291,7 @@ fn default_dir() -> anyhow::Result<PathBuf> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let dir = default_root()?.join(format!("run-{secs}-{}", std::process::id()));
+    let dir = default_root()?.join(format!("{RUN_DIR_PREFIX}{secs}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .and_then(|()| std::fs::remove_dir(&dir))
         .map_err(|e| {
@@ -301,6 +301,18 @@ fn default_dir() -> anyhow::Result<PathBuf> {
             )
         })?;
     Ok(dir)
+}
+
+/// How a run's default checkpoint directory is named: `run-SECS-PID`.
+const RUN_DIR_PREFIX: &str = "run-";
+
+/// The pid of the run a default checkpoint directory named `name` belongs to.
+pub fn run_dir_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(RUN_DIR_PREFIX)?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Where runs keep their checkpoints by default, one `run-SECS-PID` directory each:
