@@ -1,6 +1,7 @@
 //! Options and files refused naming what is wrong, before anything runs: transport sizes in
 //! the options' terms, negative numbers given apart from their option, a driver address the
-//! workers of a cluster file cannot reach, and input files without end (`/dev/zero`).
+//! workers of a cluster file cannot reach (unspecified, or loopback for workers elsewhere),
+//! and input files without end (`/dev/zero`).
 
 mod common;
 
@@ -51,6 +52,54 @@ fn an_unreachable_driver_address_is_refused_for_a_cluster_file() {
         &["--driver-listen", "[::]:27100"],
     ] {
         assert_refused_naming_the_last_option(&[&run[..], bad].concat());
+    }
+}
+
+/// A driver that advertises a loopback address (the default --driver-listen, 127.0.0.1) to a
+/// cluster file's worker on another host is refused naming the option that set it, before
+/// anything else is said: the worker would dial itself and the run wait out its timeout.
+#[test]
+fn a_loopback_driver_address_is_refused_for_workers_on_other_hosts() {
+    let cluster = common::ClusterDir::new("loopback-driver", 7, 1);
+    // 192.0.2.0/24 is reserved for documentation: never dialed, since the run is refused.
+    let text = "cluster_id = 7\n[[worker]]\nid = 1\naddress = \"192.0.2.2:7001\"\n";
+    std::fs::write(&cluster.file, text).unwrap();
+    let secret = cluster.dir.join("secret");
+    std::fs::write(&secret, "a cluster secret of at least 32 bytes").unwrap();
+    let run = [
+        "run",
+        "--static",
+        "--app",
+        "wc",
+        "--secret-file",
+        secret.to_str().unwrap(),
+        "--cluster",
+        cluster.path(),
+    ];
+    for (extra, option) in [
+        (&[][..], "--driver-listen 127.0.0.1:0"),
+        (
+            &[
+                "--driver-listen",
+                "0.0.0.0:0",
+                "--driver-advertise",
+                "127.0.0.1:7100",
+            ],
+            "--driver-advertise 127.0.0.1:7100",
+        ),
+    ] {
+        let out = clasp(&[&run[..], extra].concat());
+        assert_no_panic(&out, option);
+        assert_eq!(out.status.code(), Some(2), "{option}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.starts_with(&format!("clasp: error: {option}")),
+            "{said}"
+        );
+        assert!(
+            said.contains("worker 1") && said.contains("192.0.2.2:7001"),
+            "{said}"
+        );
     }
 }
 

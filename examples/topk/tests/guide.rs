@@ -66,6 +66,15 @@ fn local_cluster_file(text: &str) -> String {
         .join("\n")
 }
 
+/// The guide's driver host (10.0.0.9) and port (7100) as this host and a free port: the
+/// workers here are on 127.0.0.1 too ([`local_cluster_file`]).
+fn local_driver(command: &str) -> String {
+    let port = free_port();
+    command
+        .replace("0.0.0.0:7100", &format!("0.0.0.0:{port}"))
+        .replace("10.0.0.9:7100", &format!("127.0.0.1:{port}"))
+}
+
 /// `sh -c command` in `dir`, with the example's binary first on the `PATH`.
 fn shell(command: &str, dir: &Path) -> Command {
     let bin = topk().parent().expect("the binary's directory");
@@ -223,7 +232,8 @@ fn every_command_of_the_guide_runs() {
                     .expect("sh runs"),
             );
         } else if command.starts_with("topk ") || command.starts_with("head -") {
-            let out = wait(shell(&command, &work).spawn().expect("sh runs"), &command);
+            let local = local_driver(&command);
+            let out = wait(shell(&local, &work).spawn().expect("sh runs"), &command);
             assert!(
                 out.status.success(),
                 "`{command}` failed: {}",

@@ -14,6 +14,7 @@ use clasp_dataplane::cluster::control::Controller;
 use clasp_dataplane::cluster::driver::{ClusterReport, DriverConfig, run_driver_with};
 use clasp_dataplane::routing::Spread;
 use clasp_dataplane::sink::SinkTarget;
+use clasp_dataplane::transport::PeerId;
 use clasp_operators::AppSpec;
 use std::time::Duration;
 
@@ -171,9 +172,9 @@ fn check(args: &RunArgs) -> anyhow::Result<()> {
 /// is where the driver may listen, but a worker on another host that dials it dials itself.
 /// Workers this run starts share its host, where it works.
 fn check_driver_address(args: &RunArgs) -> anyhow::Result<()> {
-    if args.cluster.is_none() {
+    let Some(path) = &args.cluster else {
         return Ok(());
-    }
+    };
     match args.driver_advertise {
         Some(a) if a.ip().is_unspecified() => Err(usage_error(format!(
             "--driver-advertise {a}: the workers of --cluster FILE connect to it, so it must \
@@ -186,8 +187,37 @@ fn check_driver_address(args: &RunArgs) -> anyhow::Result<()> {
             args.driver_listen,
             args.driver_listen.ip()
         ))),
-        _ => Ok(()),
+        // A file that does not load is refused where it is read for the run.
+        _ => match ClusterFile::load(path).and_then(|f| f.resolve()) {
+            Ok(workers) => check_driver_reachable(args, &workers),
+            Err(_) => Ok(()),
+        },
     }
+}
+
+/// A driver that advertises a loopback address (the default listen address, 127.0.0.1) to
+/// workers on other hosts is one they cannot reach: each would dial itself, and the run would
+/// wait out its ready timeout. Refused before anything else is said, naming the options.
+fn check_driver_reachable(
+    args: &RunArgs,
+    workers: &[(PeerId, std::net::SocketAddr)],
+) -> anyhow::Result<()> {
+    let advertised = args.driver_advertise.unwrap_or(args.driver_listen);
+    let Some((id, remote)) = workers.iter().find(|(_, a)| !a.ip().is_loopback()) else {
+        return Ok(());
+    };
+    if !advertised.ip().is_loopback() {
+        return Ok(());
+    }
+    let option = match args.driver_advertise {
+        Some(_) => "--driver-advertise",
+        None => "--driver-listen",
+    };
+    Err(usage_error(format!(
+        "{option} {advertised}: worker {id} of --cluster FILE is at {remote}, and a loopback \
+         address is none it can reach: give --driver-listen 0.0.0.0:PORT --driver-advertise \
+         HOST:PORT (this host's address as the workers see it, and the port)"
+    )))
 }
 
 /// Runs the driver (stopped early by SIGINT/SIGTERM); on failure stops the workers this run
