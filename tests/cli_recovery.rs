@@ -245,6 +245,30 @@ fn until_a_checkpoint(dir: &std::path::Path, run: &mut common::Running) {
     assert!(complete(), "no checkpoint within 20 s");
 }
 
+/// `--resume` of `dir` (a checkpoint of the built-in `wc` made by `common`) with an app file
+/// of the same name and another graph is refused: its state, restored by operator id, would
+/// land in the wrong operators.
+fn refuses_a_resume_with_an_app_of_another_shape(common: &[&str], dir: &std::path::Path) {
+    let dir_s = dir.display().to_string();
+    let app_file = dir.with_extension("toml");
+    let app = "name = \"wc\"\ndescription = \"two counts\"\ngenerator = \"wc\"\n\
+        [[operator]]\nname = \"split\"\nkind = \"wc_split\"\nsuccessors = [\"again\", \"count\"]\n\
+        [[operator]]\nname = \"count\"\nkind = \"wc_count\"\n\
+        [[operator]]\nname = \"again\"\nkind = \"wc_count\"\n";
+    std::fs::write(&app_file, app).unwrap();
+    let at = common.iter().position(|a| *a == "--app").unwrap();
+    let mut other: Vec<&str> = [&common[..at], &common[at + 2..]].concat();
+    other.extend(["--app-file", app_file.to_str().unwrap(), "--resume", &dir_s]);
+    let out = clasp(&other);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_file(&app_file);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("another app named wc") && !err.contains("listening"),
+        "{err}"
+    );
+}
+
 /// Kills `clasp run` itself (SIGKILL: its workers die with it) once it has checkpoints, then
 /// `--resume` finishes the run from them with fresh workers.
 #[test]
@@ -311,6 +335,7 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
         assert_eq!(out.status.code(), Some(2), "{other:?}: {err}");
         assert!(err.contains(needle) && !err.contains("listening"), "{err}");
     }
+    refuses_a_resume_with_an_app_of_another_shape(&common, &dir);
     // A new run in that directory is refused: a recovery of it would restore the killed
     // run's state.
     let fresh: Vec<&str> = first.iter().copied().filter(|a| *a != "--json").collect();

@@ -80,6 +80,11 @@ pub struct Manifest {
     /// before it was recorded.
     #[serde(default)]
     pub records: Option<u64>,
+    /// The app's shape ([`clasp_operators::AppSpec::shape`]): its operators, their kinds and
+    /// parameters, and its edges. A run resumes only with an app of the same shape. None: a
+    /// manifest written before it was recorded (the app's name is then all that is checked).
+    #[serde(default)]
+    pub app_shape: Option<String>,
 }
 
 impl Manifest {

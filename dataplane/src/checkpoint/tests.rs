@@ -60,6 +60,7 @@ fn checkpoint(store: &FileStore, id: u64) -> Manifest {
         pause_ms: 1.5,
         run_s: 0.25 * id as f64,
         records: None,
+        app_shape: Some("operators a (x); edges ".into()),
     };
     store.commit(&m).unwrap();
     m

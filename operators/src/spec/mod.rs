@@ -239,6 +239,41 @@ impl AppSpec {
         toml::to_string(&self.def).expect("an app definition serializes")
     }
 
+    /// The app's operators (name, kind and parameters, in id order) and edges, on one line:
+    /// what its state is made by. A checkpoint records it, and a run resumes only from the
+    /// checkpoint of an app of the same shape: state restored by operator id into another
+    /// graph that happens to share the app's name would be wrong, not refused.
+    pub fn shape(&self) -> String {
+        let operators: Vec<String> = self
+            .operators
+            .iter()
+            .map(|o| match o.params.is_empty() {
+                true => format!("{} ({})", o.name, o.kind),
+                false => format!(
+                    "{} ({} {})",
+                    o.name,
+                    o.kind,
+                    toml::Value::from(o.params.clone())
+                ),
+            })
+            .collect();
+        let edges: Vec<String> = self
+            .edges
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} -> {}",
+                    self.operators[e.from].name, self.operators[e.to].name
+                )
+            })
+            .collect();
+        format!(
+            "operators {}; edges {}",
+            operators.join(", "),
+            edges.join(", ")
+        )
+    }
+
     /// The definition this spec was built from.
     pub fn def(&self) -> &AppDef {
         &self.def

@@ -222,6 +222,22 @@ fn check_resume(
             m.app, spec.name
         ));
     }
+    if let Some(shape) = m.app_shape.as_ref().filter(|&s| *s != spec.shape()) {
+        return refuse(format!(
+            "its checkpoint is of another app named {}: {shape}; this one has {}",
+            m.app,
+            spec.shape()
+        ));
+    }
+    let n = spec.operators.len();
+    if m.operators.len() != n || m.routing.len() != n {
+        return refuse(format!(
+            "its checkpoint has {} operators and {} routing rows; app {} has {n} operators",
+            m.operators.len(),
+            m.routing.len(),
+            spec.name
+        ));
+    }
     if m.seed != args.seed {
         return refuse(format!(
             "its checkpoint is of --seed {}, not {}",

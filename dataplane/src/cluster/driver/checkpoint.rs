@@ -261,6 +261,7 @@ impl Driver<'_> {
             pause_ms,
             run_s: self.meter.t0.elapsed().as_secs_f64(),
             records: (self.cfg.records != u64::MAX).then_some(self.cfg.records),
+            app_shape: Some(spec.shape()),
         })
     }
 
