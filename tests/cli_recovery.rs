@@ -579,6 +579,11 @@ fn checkpoints_on_a_full_disk_fail_alone_and_the_run_equals_the_oracle() {
         assert!(e.contains("No space left on device"), "{e}");
     }
     common::assert_digests_equal_oracle(&["--app", "wc"], "40000", "4", &run);
+    // Nothing to resume from: no advice to, and nothing left that a new run would take for
+    // an earlier run's checkpoints (the directory, made by the run, goes with them).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("--resume"), "{err}");
+    assert!(!fs.0.join("ck").exists(), "{err}");
 }
 
 /// A worker that stops answering while its connections stay up (SIGSTOP) is named by the

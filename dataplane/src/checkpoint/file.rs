@@ -86,12 +86,32 @@ impl FileStore {
         Ok(self.ids()?.first().map(|&id| self.checkpoint_dir(id)))
     }
 
-    /// Ids of the checkpoint directories present, newest first (complete or not).
+    /// Removes the checkpoint directories that hold no manifest: parts of checkpoints that
+    /// failed (a full disk) or were cut short by the run's end, which no recovery can use.
+    /// Called when the run that wrote them ends, so a directory of failed checkpoints is not
+    /// taken for one to resume from. Returns how many it removed.
+    pub fn remove_unfinished(&self) -> Result<usize, CheckpointError> {
+        let mut removed = 0;
+        for id in self.ids()? {
+            let dir = self.checkpoint_dir(id);
+            if dir.join(MANIFEST).exists() {
+                continue;
+            }
+            fs::remove_dir_all(&dir)
+                .map_err(|e| CheckpointError::io(format!("removing {}", dir.display()), e))?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Ids of the checkpoint directories present, newest first (complete or not); a file that
+    /// merely has a checkpoint's name is not one.
     fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
         let what = || format!("listing {}", self.dir.display());
         let mut ids: Vec<u64> = fs::read_dir(&self.dir)
             .map_err(|e| CheckpointError::io(what(), e))?
             .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse().ok())
             .collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));

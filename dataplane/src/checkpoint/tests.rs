@@ -193,6 +193,31 @@ fn a_full_disk_fails_that_checkpoint_only() {
     assert_eq!(store.load_latest().unwrap().manifest.id, 3);
 }
 
+/// What failed checkpoints leave (a directory with parts and no manifest) is removed when the
+/// run ends, complete checkpoints stay; a file that only has a checkpoint's name is none.
+#[test]
+fn unfinished_checkpoints_are_removed_and_stray_files_are_not_checkpoints() {
+    let dir = scratch("unfinished");
+    let store = FileStore::open(&dir, 4).unwrap();
+    checkpoint(&store, 1);
+    store.write_part(2, "w1.part", &part(1, 2, 3)).unwrap();
+    std::fs::create_dir_all(store.checkpoint_dir(3)).unwrap();
+    std::fs::write(dir.join(format!("ckpt-{:020}", 9)), b"not a checkpoint").unwrap();
+    assert_eq!(
+        store.newest_present().unwrap(),
+        Some(store.checkpoint_dir(3))
+    );
+    assert_eq!(store.remove_unfinished().unwrap(), 2);
+    assert_eq!(
+        store.newest_present().unwrap(),
+        Some(store.checkpoint_dir(1))
+    );
+    assert_eq!(store.load_latest().unwrap().manifest.id, 1);
+    store.remove_checkpoints().unwrap();
+    assert_eq!(store.newest_present().unwrap(), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 proptest::proptest! {
     /// A part's bytes come from a file another process wrote: any bytes are an error or a
     /// part, never a panic; mutating a valid part's bytes never panics either.

@@ -350,6 +350,18 @@ pub fn default_root() -> anyhow::Result<PathBuf> {
     Ok(base.join("clasp/checkpoints"))
 }
 
+/// Removes what failed checkpoints left in the run's directory (no manifest: nothing a
+/// resume could use), so that neither the advice to resume nor a new run's refusal of a
+/// directory with checkpoints is about them.
+fn remove_unfinished(ck: &CheckpointConfig) {
+    if !ck.dir.exists() {
+        return;
+    }
+    if let Err(e) = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.remove_unfinished()) {
+        note!("{e}");
+    }
+}
+
 /// Says where a run that did not succeed keeps its checkpoints, if it took any; whether it
 /// took any.
 fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
@@ -380,6 +392,7 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
 /// no directory if it made it (the default one, or a `--checkpoint-dir` that did not exist).
 pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     let Some(ck) = cfg else { return };
+    remove_unfinished(ck);
     if say_kept(args, cfg) || args.resume.is_some() {
         return;
     }
@@ -410,6 +423,7 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         return;
     }
     if args.keep_checkpoints {
+        remove_unfinished(ck);
         return;
     }
     // Only the checkpoints: the directory may be the user's, with other files in it.
