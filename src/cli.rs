@@ -74,14 +74,22 @@ enum Command {
         mut_arg("start_workers", |a| a.hide(true)),
         mut_arg("worker_cpu", |a| a.hide(true)),
         mut_arg("uncapped", |a| a.hide(true)),
-        mut_arg("cpus", |a| a.hide(true))
+        mut_arg("cpus", |a| a.hide(true)),
+        mut_arg("cluster", |a| a.help("The cluster file of the running workers (required)")),
+        mut_arg("secret_file", |a| a
+            .help("Secret file for --cluster (default: CLASP_CLUSTER_SECRET)")),
+        mut_arg("app", |a| a.help("Built-in app name (see `clasp apps`; default wc)")),
+        mut_arg("peak_rate", |a| a.help(
+            "The pattern's peak input rate (records per second, 0.001 ..= 1e9). Default: \
+             250000; set yours for the app and the workers' machines"
+        ))
     )]
     Planner(cmd::run::RunArgs),
     /// The cluster simulator and its experiments (placement, worker-count, e2e, gap).
     Sim(cmd::sim::SimArgs),
     /// The live experiments on capacity-capped workers (scaling, latency, migrations,
     /// estimates, policies): each writes a CSV, a markdown table and an SVG chart
-    /// (docs/planner.md, "Live experiments").
+    /// (docs/planner.md, "Capped workers and the live experiments").
     Experiment(cmd::experiment::ExperimentArgs),
     /// Regenerate every figure of the evaluation that has a counterpart here (simulated at 10
     /// and 100 workers, live on capped workers) and a README table that sets each beside the

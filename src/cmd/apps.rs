@@ -11,8 +11,8 @@ use super::{output, usage_error};
 
 #[derive(Args)]
 pub struct AppsArgs {
-    /// Print JSON instead of a table.
-    #[arg(long)]
+    /// Print JSON instead of a table (before or after `show NAME`).
+    #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: Option<AppsCommand>,

@@ -44,6 +44,8 @@ pub struct Key {
     pub conflicts: Vec<String>,
     /// Of those, the ones its own flag names (`conflicts_with` on it).
     pub declared: Vec<String>,
+    /// Left out of `--help` (a testing option: docs/recovery.md says what it does).
+    pub hidden: bool,
 }
 
 impl Key {
@@ -84,6 +86,7 @@ pub fn keys(cmd: &Command) -> Vec<Key> {
                 default: default_of(arg),
                 conflicts,
                 declared,
+                hidden: arg.is_hide_set(),
             }
         })
         .collect()

@@ -32,6 +32,7 @@ fn line(key: &Key, setting: &Setting) -> String {
         Source::File(path, what) => format!("{what} {}", path.display()),
         Source::Default => "default".to_owned(),
         // Not "no default": some options default in code (`--help` says to what).
+        Source::Unset if key.hidden => "unset: a testing option, see docs/recovery.md".to_owned(),
         Source::Unset => "unset: see --help".to_owned(),
     };
     for note in &setting.dropped {
