@@ -21,6 +21,8 @@ pub const MAX_KEYS: usize = 10_000_000;
 /// Largest fan-out an edge may have: every processed request emits this many children on
 /// average, so the simulated work grows with it along every path.
 pub const MAX_FANOUT: f64 = 10_000.0;
+/// Largest execution time of an operator in a model (µs): `clasp sim --exec-us`'s bound.
+pub const MAX_EXEC_US: f64 = 1e9;
 
 fn default_keys() -> usize {
     DEFAULT_KEYS
@@ -252,19 +254,23 @@ impl AppModel {
                 self.operators.len()
             ));
         }
-        for o in &self.operators {
+        for (i, o) in self.operators.iter().enumerate() {
+            if self.operators[..i].iter().any(|p| p.name == o.name) {
+                return Err(format!("operator name {:?} is used twice", o.name));
+            }
             if o.keys > MAX_KEYS {
                 return Err(format!(
                     "operator {:?}: keys must be at most {MAX_KEYS}, got {}",
                     o.name, o.keys
                 ));
             }
-            if !(o.exec_us.is_finite() && o.exec_us >= 0.0)
+            if !(o.exec_us.is_finite() && (0.0..=MAX_EXEC_US).contains(&o.exec_us))
                 || o.keys == 0
                 || !(o.zipf.is_finite() && o.zipf >= 0.0)
             {
                 return Err(format!(
-                    "operator {:?}: exec_us, keys and zipf must be non-negative (keys ≥ 1)",
+                    "operator {:?}: exec_us must be in 0..={MAX_EXEC_US:e}, keys at least 1 \
+                     and zipf non-negative",
                     o.name
                 ));
             }
@@ -529,6 +535,23 @@ successors = ["s3"]
 name = "s3"
 kind = "forward"
 "#;
+
+    /// A JSON model with two operators of one name, or an execution time past
+    /// `clasp sim --exec-us`'s bound, is refused naming it.
+    #[test]
+    fn a_model_with_a_name_used_twice_or_a_huge_exec_time_is_refused() {
+        let model = |ops: &str| -> AppModel {
+            serde_json::from_str(&format!(r#"{{"name":"x","operators":[{ops}],"edges":[]}}"#))
+                .expect("the model parses")
+        };
+        let twice = model(r#"{"name":"a","exec_us":10},{"name":"a","exec_us":10}"#);
+        let e = twice.resolve().unwrap_err();
+        assert!(e.contains("\"a\" is used twice"), "{e}");
+        let huge = model(r#"{"name":"a","exec_us":1e300}"#);
+        let e = huge.resolve().unwrap_err();
+        assert!(e.contains("exec_us must be in 0..=1e9"), "{e}");
+        assert!(model(r#"{"name":"a","exec_us":1e9}"#).resolve().is_ok());
+    }
 
     #[test]
     fn from_spec_measures_a_hand_made_app_file() {

@@ -107,6 +107,45 @@ fn validation_errors_name_the_problem() {
     ));
 }
 
+/// Names go into decision lines, logs and CSV files as they are: one that is empty, or holds
+/// whitespace, a control character or a separator of those outputs, is refused naming it;
+/// other characters (letters of any script, `-`, `_`, `.`) are names.
+#[test]
+fn names_the_outputs_cannot_carry_are_refused() {
+    for bad in [
+        "",
+        "sp lit",
+        "sp,lit",
+        "a\\nb",
+        "nul\\u0000",
+        "k=v",
+        "a:b",
+        "tab\\t",
+    ] {
+        let e = err(&format!(
+            "{HEAD}[[operator]]\nname = \"{bad}\"\nkind = \"forward\"\n"
+        ));
+        assert!(
+            matches!(
+                &e,
+                SpecError::BadName {
+                    what: "operator",
+                    ..
+                }
+            ),
+            "{bad:?}: {e}"
+        );
+    }
+    let e = err(
+        "name = \"my app\"\ngenerator = \"wc\"\n[[operator]]\nname = \"a\"\nkind = \"forward\"\n",
+    );
+    assert!(e.to_string().starts_with("app name \"my app\""), "{e}");
+    for good in ["wörter", "split-2", "count_all", "v1.2"] {
+        let text = format!("{HEAD}[[operator]]\nname = \"{good}\"\nkind = \"forward\"\n");
+        assert!(AppSpec::from_toml_str(&text).is_ok(), "{good:?}");
+    }
+}
+
 #[test]
 fn compose_a_20_stage_syn_and_a_windowed_wc() {
     let mut text = String::from("name = \"syn20\"\ngenerator = \"syn\"\n");

@@ -27,7 +27,7 @@ const MAX_EXECUTORS: u64 = 1024;
 const MAX_SPEC_RECORDS: u64 = 100_000_000;
 /// Range of the mean execution time τ (µs): the simulator's event count grows as 1/τ, and
 /// rates derived from τ must stay finite.
-const EXEC_US_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e9;
+const EXEC_US_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=clasp_controlplane::app::MAX_EXEC_US;
 
 #[derive(Args)]
 pub struct SimArgs {

@@ -23,6 +23,33 @@ pub(super) fn check_size_and_generator(def: &AppDef) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// Characters that separate names in the text outputs (`parallelism=split:3->1,count:3->2`,
+/// CSV fields, quoted log values): not allowed in a name.
+pub const NAME_SEPARATORS: &str = ",:=;\"";
+
+/// The app's and every operator's name can be written in the outputs as it is.
+pub(super) fn check_names(def: &AppDef) -> Result<(), SpecError> {
+    let bad = |name: &str| {
+        name.is_empty()
+            || name
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || NAME_SEPARATORS.contains(c))
+    };
+    if bad(&def.name) {
+        return Err(SpecError::BadName {
+            what: "app",
+            name: def.name.clone(),
+        });
+    }
+    match def.operators.iter().find(|o| bad(&o.name)) {
+        Some(o) => Err(SpecError::BadName {
+            what: "operator",
+            name: o.name.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Each operator's index by name; a name used twice is an error.
 pub(super) fn operator_index(def: &AppDef) -> Result<BTreeMap<&str, usize>, SpecError> {
     let mut index = BTreeMap::new();

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::operator::{InstanceContext, OperatorInstance};
+pub use graph::NAME_SEPARATORS;
 use graph::{
-    acyclic_source, check_reachable, check_size_and_generator, edges_of, kind_infos,
+    acyclic_source, check_names, check_reachable, check_size_and_generator, edges_of, kind_infos,
     operator_index, operator_specs, topo_order,
 };
 pub use registry::{Determinism, KindInfo, Params, Registry};
@@ -119,6 +120,17 @@ pub enum SpecError {
     /// Two operators share a name.
     #[error("operator name `{0}` is used twice")]
     DuplicateOperator(String),
+    /// A name that the text outputs (decision lines, logs, CSV files) could not carry.
+    #[error(
+        "{what} name {name:?}: a name is not empty and holds no whitespace, control \
+         characters or any of {NAME_SEPARATORS:?}, which separate names in the outputs"
+    )]
+    BadName {
+        /// `app` or `operator`.
+        what: &'static str,
+        /// The name as written.
+        name: String,
+    },
     /// A kind that is not registered.
     #[error("operator `{operator}`: unknown operator kind `{kind}` (known kinds: {known})")]
     UnknownKind {
@@ -282,6 +294,7 @@ impl AppSpec {
     /// Validates `def` against `registry`.
     pub fn from_def(registry: &Registry, def: AppDef) -> Result<AppSpec, SpecError> {
         check_size_and_generator(&def)?;
+        check_names(&def)?;
         let index = operator_index(&def)?;
         let infos = kind_infos(registry, &def)?;
         let edges = edges_of(&def, &index)?;
