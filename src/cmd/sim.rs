@@ -175,7 +175,11 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         // Before the simulation: it must not end with nowhere to put its files.
         super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
-    let v = run(exp, &settings, &apps, args.out.as_deref())?;
+    // Only the files of --out are written: an error here names where they go (a full disk).
+    let v = run(exp, &settings, &apps, args.out.as_deref()).map_err(|e| match &args.out {
+        Some(dir) => anyhow::anyhow!("writing the results into {}: {e}", dir.display()),
+        None => e.into(),
+    })?;
     let mut out = output::stdout();
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&v)?)?;
