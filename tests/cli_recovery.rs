@@ -639,8 +639,8 @@ fn a_stopped_worker_is_replaced_and_the_run_equals_the_oracle() {
 }
 
 /// A resume goes on from the byte of the file its checkpoint had read to: a file cut short
-/// since is not the one the run read, and is refused (the rest of the run would read nothing
-/// and seem to succeed).
+/// since, or rewritten in place, is not the one the run read, and is refused (the rest of the
+/// run would read nothing, or other records, and seem to succeed).
 #[test]
 fn a_resume_over_a_file_cut_short_since_is_refused() {
     let _turn = common::one_at_a_time();
@@ -675,12 +675,22 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
     let mut driver = start(&first.concat(), &[]);
     until_a_checkpoint(&dir, &mut driver);
     assert!(!driver.kill().status.success());
+    // Rewritten in place, as long as it was (its lines in the other order): refused too.
+    let reversed: Vec<&[u8]> = lines
+        .stdout
+        .split_inclusive(|&b| b == b'\n')
+        .rev()
+        .collect();
+    std::fs::write(&input, reversed.concat()).unwrap();
+    let rewritten = clasp(&[&run[..], &["--resume", &dir_s]].concat());
     std::fs::write(&input, b"the first line\n").unwrap();
     let out = clasp(&[&run[..], &["--resume", &dir_s]].concat());
-    let err = String::from_utf8_lossy(&out.stderr);
     let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_file(&input));
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("it is not the file the run read"), "{err}");
+    for out in [rewritten, out] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("is not the file the run read"), "{err}");
+    }
 }
 
 /// The binary replaced or removed while a run goes on (an upgrade) does not stop the run from

@@ -85,6 +85,11 @@ pub struct Manifest {
     /// manifest written before it was recorded (the app's name is then all that is checked).
     #[serde(default)]
     pub app_shape: Option<String>,
+    /// For a file source, the CRC-32 of the bytes just before `source`'s position
+    /// ([`crate::source::FilePosition::tail_crc32`]): a resume refuses a file rewritten since.
+    /// None: no file position, or a manifest written before it was recorded.
+    #[serde(default)]
+    pub source_tail_crc32: Option<u32>,
 }
 
 impl Manifest {

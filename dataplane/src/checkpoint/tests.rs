@@ -61,6 +61,7 @@ fn checkpoint(store: &FileStore, id: u64) -> Manifest {
         run_s: 0.25 * id as f64,
         records: None,
         app_shape: Some("operators a (x); edges ".into()),
+        source_tail_crc32: None,
     };
     store.commit(&m).unwrap();
     m

@@ -27,6 +27,26 @@ pub struct SourceOffset {
     pub file: Option<FilePosition>,
 }
 
+/// Bytes of a file source a checkpoint fingerprints: those just before its position.
+pub const TAIL_FINGERPRINT_BYTES: u64 = 4096;
+
+impl FilePosition {
+    /// CRC-32 of the (at most [`TAIL_FINGERPRINT_BYTES`]) bytes of the file just before this
+    /// position, as the file holds them now; `None` when they cannot be read (the file is gone
+    /// or shorter). A checkpoint records it, and a resume refuses a file whose bytes there
+    /// differ: rewritten in place, it is not the file the run read, though its path and length
+    /// may be the same (a file that grew since, as a log does, still matches).
+    pub fn tail_crc32(&self) -> Option<u32> {
+        use std::io::{Read, Seek, SeekFrom};
+        let from = self.byte_offset.saturating_sub(TAIL_FINGERPRINT_BYTES);
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        file.seek(SeekFrom::Start(from)).ok()?;
+        let mut bytes = vec![0; usize::try_from(self.byte_offset - from).ok()?];
+        file.read_exact(&mut bytes).ok()?;
+        Some(crc32fast::hash(&bytes))
+    }
+}
+
 /// What one source did in a run (an element of a run's `"sources"`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceReport {

@@ -278,6 +278,16 @@ fn check_resume(
                     pos.path, pos.byte_offset
                 ));
             }
+            // Rewritten in place (as long, or longer): the bytes the run read last differ.
+            if let Some(crc) = m.source_tail_crc32
+                && pos.tail_crc32() != Some(crc)
+            {
+                return refuse(format!(
+                    "the bytes of {} before byte {} are not those its checkpoint read: the file \
+                     was rewritten since, and is not the file the run read",
+                    pos.path, pos.byte_offset
+                ));
+            }
         }
         _ => {}
     }

@@ -245,6 +245,8 @@ impl Driver<'_> {
             }
         }
         let routing = self.mig.planner.routing();
+        // A few KiB read from the source's file, once a checkpoint.
+        let source_tail_crc32 = source.file.as_ref().and_then(|f| f.tail_crc32());
         Ok(Manifest {
             id,
             created_unix_ms: unix_ms(),
@@ -262,6 +264,7 @@ impl Driver<'_> {
             run_s: self.meter.t0.elapsed().as_secs_f64(),
             records: (self.cfg.records != u64::MAX).then_some(self.cfg.records),
             app_shape: Some(spec.shape()),
+            source_tail_crc32,
         })
     }
 
