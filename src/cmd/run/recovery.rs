@@ -3,7 +3,7 @@
 //! succeeded.
 
 use super::args::RunArgs;
-use clasp_dataplane::checkpoint::{CheckpointStore, DirLock, FileStore, KEEP_DEFAULT};
+use clasp_dataplane::checkpoint::{CheckpointStore, DirLock, FileStore, KEEP_DEFAULT, Manifest};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
 use clasp_dataplane::source::SourceSpec;
 use clasp_operators::AppSpec;
@@ -185,6 +185,59 @@ pub fn resumed_records(args: &mut RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`check_resume`]'s part about the source: the checkpoint read the file `args` names (or
+/// one of its directory), which still holds the bytes it read; why not, otherwise.
+fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
+    // The file the checkpoint read: the source's file, or one in the source's directory.
+    let read_by_source = |path: &str| match &args.source {
+        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::path::Path::new(path) == p,
+        SourceSpec::Dir(d) => std::path::Path::new(path).starts_with(d),
+        _ => false,
+    };
+    let file_source = matches!(
+        args.source,
+        SourceSpec::File(_) | SourceSpec::LenPrefix(_) | SourceSpec::Dir(_)
+    );
+    match (&m.source.file, file_source) {
+        (Some(pos), _) if !read_by_source(&pos.path) => {
+            return Err(format!(
+                "its checkpoint read {}, not --source {}",
+                pos.path, args.source
+            ));
+        }
+        (None, true) if m.admitted > 0 => {
+            return Err(format!(
+                "its checkpoint did not read a file, unlike --source {}",
+                args.source
+            ));
+        }
+        // The run goes on from the checkpoint's byte: a file cut short since is not the one it
+        // read (the rest of the run would read nothing, and seem to succeed).
+        (Some(pos), _) => {
+            let len = std::fs::metadata(&pos.path).map_or(0, |md| md.len());
+            if len < pos.byte_offset {
+                return Err(format!(
+                    "its checkpoint read {} to byte {}, but the file holds {len} bytes now: it \
+                     is not the file the run read",
+                    pos.path, pos.byte_offset
+                ));
+            }
+            // Rewritten in place (as long, or longer): the bytes the run read last differ.
+            if let Some(crc) = m.source_tail_crc32
+                && pos.tail_crc32() != Some(crc)
+            {
+                return Err(format!(
+                    "the bytes of {} before byte {} are not those its checkpoint read: the file \
+                     was rewritten since, and is not the file the run read",
+                    pos.path, pos.byte_offset
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,
 /// seed, file source (if any) and no more than its `records` — or the resume is refused (exit
 /// 2) naming what differs (a restore of another run's state would not fail: it would be
@@ -244,52 +297,8 @@ fn check_resume(
             m.seed, args.seed
         ));
     }
-    // The file the checkpoint read: the source's file, or one in the source's directory.
-    let read_by_source = |path: &str| match &args.source {
-        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::path::Path::new(path) == p,
-        SourceSpec::Dir(d) => std::path::Path::new(path).starts_with(d),
-        _ => false,
-    };
-    let file_source = matches!(
-        args.source,
-        SourceSpec::File(_) | SourceSpec::LenPrefix(_) | SourceSpec::Dir(_)
-    );
-    match (&m.source.file, file_source) {
-        (Some(pos), _) if !read_by_source(&pos.path) => {
-            return refuse(format!(
-                "its checkpoint read {}, not --source {}",
-                pos.path, args.source
-            ));
-        }
-        (None, true) if m.admitted > 0 => {
-            return refuse(format!(
-                "its checkpoint did not read a file, unlike --source {}",
-                args.source
-            ));
-        }
-        // The run goes on from the checkpoint's byte: a file cut short since is not the one it
-        // read (the rest of the run would read nothing, and seem to succeed).
-        (Some(pos), _) => {
-            let len = std::fs::metadata(&pos.path).map_or(0, |md| md.len());
-            if len < pos.byte_offset {
-                return refuse(format!(
-                    "its checkpoint read {} to byte {}, but the file holds {len} bytes now: it \
-                     is not the file the run read",
-                    pos.path, pos.byte_offset
-                ));
-            }
-            // Rewritten in place (as long, or longer): the bytes the run read last differ.
-            if let Some(crc) = m.source_tail_crc32
-                && pos.tail_crc32() != Some(crc)
-            {
-                return refuse(format!(
-                    "the bytes of {} before byte {} are not those its checkpoint read: the file \
-                     was rewritten since, and is not the file the run read",
-                    pos.path, pos.byte_offset
-                ));
-            }
-        }
-        _ => {}
+    if let Err(why) = check_resume_source(&m, args) {
+        return refuse(why);
     }
     if let (Some(given), Some(limit)) = (args.records, m.records)
         && given != limit
