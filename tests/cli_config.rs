@@ -134,6 +134,9 @@ fn a_value_of_the_wrong_type_is_an_error_naming_the_key_and_the_file() {
         ("worker-cpu = \"a lot\"\n", "worker-cpu"),
         ("policy = \"fastest\"\n", "policy"),
         ("interval-ms = -5\n", "interval-ms"),
+        // Out of range: refused as the file is read, not only by a run.
+        ("rate = nan\n", "rate"),
+        ("peak-rate = 0.0\n", "peak-rate"),
     ] {
         let run = write("wrong.toml", text);
         let (code, out, err) = clasp_text(&["run", "--config", path(&run), "--print-config"]);

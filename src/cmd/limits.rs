@@ -32,6 +32,19 @@ pub const MAX_COPY_AHEAD_MS: u64 = 10_000;
 /// Most timed repetitions of a benchmark (their samples are kept for the median).
 pub const MAX_REPETITIONS: u64 = 10_000;
 
+/// clap's parser of a rate option (records per second): a number within
+/// [`MIN_RATE_PER_S`]..=[`MAX_RATE_PER_S`], refused as it is parsed — so `--print-config`, which
+/// parses but does not run, refuses it as a run would.
+pub fn rate_arg(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    match rate.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&rate) {
+        true => Ok(rate),
+        false => Err(format!(
+            "must be a number of records per second in {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}"
+        )),
+    }
+}
+
 /// `option` (a rate in records per second) within [`MIN_RATE_PER_S`]..=[`MAX_RATE_PER_S`].
 pub fn check_rate(option: &str, rate: Option<f64>) -> anyhow::Result<()> {
     match rate {

@@ -66,7 +66,7 @@ pub struct LocalArgs {
     /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the worker takes
     /// them). With a rate the report also says how late records were admitted after falling
     /// due (`admission_delay_us`): latency starts at admission, so that wait is not in it.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::limits::rate_arg)]
     rate: Option<f64>,
     /// Print one JSON object (the oracle's keys plus throughput, latency and metrics).
     #[arg(long)]

@@ -48,7 +48,7 @@ pub struct RunArgs {
     /// Live runs: the pattern's peak input rate (records per second, 0.001 ..= 1e9). Default:
     /// 250000 on uncapped workers; on capped ones 800000 × F (with F = 0.3, 1.3–1.4× what one
     /// worker sustains on WC on a 2-vCPU KVM guest: set yours for other apps and machines).
-    #[arg(long, conflicts_with = "static_")]
+    #[arg(long, conflicts_with = "static_", value_parser = crate::cmd::limits::rate_arg)]
     pub(crate) peak_rate: Option<f64>,
     /// Live runs: how long to admit input (seconds); with --records, the run goes on until
     /// they are all admitted (the pattern's rate at its end holds meanwhile).
@@ -111,7 +111,7 @@ pub struct RunArgs {
     pub(crate) seed: u64,
     /// Input rate in records per second, 0.001 ..= 1e9 (default: as fast as the cluster takes
     /// them).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::limits::rate_arg)]
     pub(crate) rate: Option<f64>,
     /// Print one JSON object (the keys of `clasp local --json`).
     #[arg(long)]
