@@ -61,8 +61,8 @@ fn an_unreachable_driver_address_is_refused_for_a_cluster_file() {
 #[test]
 fn a_loopback_driver_address_is_refused_for_workers_on_other_hosts() {
     let cluster = common::ClusterDir::new("loopback-driver", 7, 1);
-    // 192.0.2.0/24 is reserved for documentation: never dialed, since the run is refused.
-    let text = "cluster_id = 7\n[[worker]]\nid = 1\naddress = \"192.0.2.2:7001\"\n";
+    // 203.0.113.0/24 is reserved for documentation: not this host, never dialed (refused).
+    let text = "cluster_id = 7\n[[worker]]\nid = 1\naddress = \"203.0.113.9:7001\"\n";
     std::fs::write(&cluster.file, text).unwrap();
     let secret = cluster.dir.join("secret");
     std::fs::write(&secret, "a cluster secret of at least 32 bytes").unwrap();
@@ -97,7 +97,7 @@ fn a_loopback_driver_address_is_refused_for_workers_on_other_hosts() {
             "{said}"
         );
         assert!(
-            said.contains("worker 1") && said.contains("192.0.2.2:7001"),
+            said.contains("worker 1") && said.contains("203.0.113.9:7001"),
             "{said}"
         );
     }

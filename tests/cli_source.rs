@@ -298,6 +298,39 @@ fn a_pipe_named_as_a_file_is_read_to_its_end() {
     }
 }
 
+/// A named pipe (FIFO) as a `file:` source, read while checkpoints are taken: each checkpoint
+/// notes where the source stands without opening it again (a FIFO whose writer is gone would
+/// keep that open waiting for ever), and the run reads it to its end.
+#[test]
+fn a_fifo_source_is_read_to_its_end_while_checkpoints_are_taken() {
+    let _turn = common::one_at_a_time();
+    let d = TempDir::new("fifo");
+    let fifo = d.0.join("fifo");
+    let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, owner_rw).expect("a FIFO");
+    let corpus = text(400, 9);
+    let counts = word_counts(&corpus);
+    let writer = {
+        let (fifo, corpus) = (fifo.clone(), corpus.clone());
+        std::thread::spawn(move || std::fs::write(fifo, corpus))
+    };
+    let source = format!("file:{}", fifo.display());
+    let checkpoints = d.0.join("ck").display().to_string();
+    let args = [
+        "--app", "wc", "--rate", "2000", "--source", &source, "--json",
+    ];
+    let more = [
+        "--checkpoint-interval-ms",
+        "40",
+        "--checkpoint-dir",
+        &checkpoints,
+    ];
+    let run = json(&clasp(&static_run("2", &[&args[..], &more].concat())));
+    writer.join().unwrap().expect("the input is written");
+    assert_counted(&run, &counts, 400);
+    assert!(run["checkpoints"]["taken"].as_u64() > Some(0), "{run}");
+}
+
 #[test]
 fn bad_source_data_is_counted_and_nothing_else_is_lost() {
     let _turn = common::one_at_a_time();

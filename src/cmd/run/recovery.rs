@@ -185,6 +185,28 @@ pub fn resumed_records(args: &mut RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The first item (an operator or an edge, as [`AppSpec::shape`] writes them) where two
+/// shapes differ, from each; empty where one ends first.
+fn first_difference<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
+    let at = a
+        .char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i);
+    // Both agree up to `at`, so it is a character boundary of each; where one of them has a
+    // separator there (one list goes on, the other ends), the items after it differ.
+    let separator = |s: &str| s[at..].starts_with([',', ';']);
+    let start = match separator(a) || separator(b) {
+        true => at + 1,
+        false => a[..at].rfind([',', ';']).map_or(0, |i| i + 1),
+    };
+    let item = |s: &'a str| {
+        let rest = s.get(start..).unwrap_or_default();
+        rest[..rest.find([',', ';']).unwrap_or(rest.len())].trim()
+    };
+    (item(a), item(b))
+}
+
 /// [`check_resume`]'s part about the source: the checkpoint read the file `args` names (or
 /// one of its directory), which still holds the bytes it read; why not, otherwise.
 fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
@@ -275,11 +297,14 @@ fn check_resume(
             m.app, spec.name
         ));
     }
-    if let Some(shape) = m.app_shape.as_ref().filter(|&s| *s != spec.shape()) {
+    if let Some(theirs) = m.app_shape.as_ref().filter(|&s| *s != spec.shape()) {
+        let ours = spec.shape();
+        let (here, there) = first_difference(&ours, theirs);
         return refuse(format!(
-            "its checkpoint is of another app named {}: {shape}; this one has {}",
-            m.app,
-            spec.shape()
+            "its checkpoint is of another app named {} (its operators, their kinds and \
+             parameters, or its edges differ): this one has `{here}` where the checkpoint's \
+             has `{there}`",
+            m.app
         ));
     }
     let n = spec.operators.len();
@@ -518,4 +543,20 @@ pub fn json(r: &ClusterReport) -> anyhow::Result<Vec<(String, serde_json::Value)
         ("resumed_admitted".into(), r.resumed_admitted.into()),
         ("resumed_run_s".into(), r.resumed_run_s.into()),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_difference;
+
+    #[test]
+    fn the_first_difference_of_two_shapes_is_an_operator_or_an_edge_of_each() {
+        let a = "operators s (split), c (count); edges s -> c";
+        let b = "operators s (split), c (count), d (count); edges s -> d, s -> c";
+        assert_eq!(first_difference(b, a), ("d (count)", "edges s -> c"));
+        let w = "operators s (split), c (count { w = 2 }); edges s -> c";
+        assert_eq!(first_difference(w, a), ("c (count { w = 2 })", "c (count)"));
+        assert_eq!(first_difference("é, x", "é, y"), ("x", "y"));
+        assert_eq!(first_difference("a", "a, b"), ("", "b"));
+    }
 }

@@ -203,10 +203,15 @@ fn check_driver_reachable(
     workers: &[(PeerId, std::net::SocketAddr)],
 ) -> anyhow::Result<()> {
     let advertised = args.driver_advertise.unwrap_or(args.driver_listen);
-    let Some((id, remote)) = workers.iter().find(|(_, a)| !a.ip().is_loopback()) else {
+    // A worker at one of this host's own addresses (its LAN address, say) reaches a loopback
+    // driver as well: only one that no socket here can bind is elsewhere.
+    let elsewhere = |a: &std::net::SocketAddr| {
+        !a.ip().to_canonical().is_loopback() && std::net::UdpSocket::bind((a.ip(), 0)).is_err()
+    };
+    let Some((id, remote)) = workers.iter().find(|(_, a)| elsewhere(a)) else {
         return Ok(());
     };
-    if !advertised.ip().is_loopback() {
+    if !advertised.ip().to_canonical().is_loopback() {
         return Ok(());
     }
     let option = match args.driver_advertise {

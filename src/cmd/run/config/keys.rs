@@ -44,7 +44,8 @@ pub struct Key {
     pub conflicts: Vec<String>,
     /// Of those, the ones its own flag names (`conflicts_with` on it).
     pub declared: Vec<String>,
-    /// Left out of `--help` (a testing option: docs/recovery.md says what it does).
+    /// Left out of `--help`: a testing option (`fault`), or one that does not apply to the
+    /// command (`clasp planner`'s options about the workers `clasp run` starts).
     pub hidden: bool,
 }
 

@@ -32,7 +32,11 @@ fn line(key: &Key, setting: &Setting) -> String {
         Source::File(path, what) => format!("{what} {}", path.display()),
         Source::Default => "default".to_owned(),
         // Not "no default": some options default in code (`--help` says to what).
-        Source::Unset if key.hidden => "unset: a testing option, see docs/recovery.md".to_owned(),
+        Source::Unset if key.hidden && key.name == "fault" => {
+            "unset: a testing option, see docs/recovery.md".to_owned()
+        }
+        // Hidden from this command's --help (`clasp planner`'s options about started workers).
+        Source::Unset if key.hidden => "unset: does not apply to this command".to_owned(),
         Source::Unset => "unset: see --help".to_owned(),
     };
     for note in &setting.dropped {
