@@ -325,10 +325,19 @@ fn a_fifo_source_is_read_to_its_end_while_checkpoints_are_taken() {
         "--checkpoint-dir",
         &checkpoints,
     ];
-    let run = json(&clasp(&static_run("2", &[&args[..], &more].concat())));
-    writer.join().unwrap().expect("the input is written");
+    let out = clasp(&static_run("2", &[&args[..], &more].concat()));
+    // A run that never opened the FIFO leaves the writer waiting for a reader: one that
+    // opens and closes it at once ends that wait (the write then fails, said below).
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblocking = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    let _ = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(&fifo);
+    let run = json(&out);
     assert_counted(&run, &counts, 400);
     assert!(run["checkpoints"]["taken"].as_u64() > Some(0), "{run}");
+    writer.join().unwrap().expect("the input is written");
 }
 
 #[test]
