@@ -37,25 +37,22 @@ pub const MAX_REPETITIONS: u64 = 10_000;
 /// parses but does not run, refuses it as a run would.
 pub fn rate_arg(s: &str) -> Result<f64, String> {
     let rate: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
-    match rate.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&rate) {
-        true => Ok(rate),
-        false => Err(format!(
-            "must be a number of records per second in {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}"
-        )),
-    }
+    rate_refusal(rate).map_or(Ok(rate), Err)
+}
+
+/// Why `rate` (records per second) is not one a run takes; `None` when it is.
+fn rate_refusal(rate: f64) -> Option<String> {
+    let ok = rate.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&rate);
+    (!ok).then(|| {
+        format!("must be a number of records per second in {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}")
+    })
 }
 
 /// `option` (a rate in records per second) within [`MIN_RATE_PER_S`]..=[`MAX_RATE_PER_S`].
 pub fn check_rate(option: &str, rate: Option<f64>) -> anyhow::Result<()> {
-    match rate {
-        Some(r) if !(r.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&r)) => {
-            Err(usage_error(format!(
-                "{option} {}: must be a number of records per second in \
-                 {MIN_RATE_PER_S}..={MAX_RATE_PER_S:e}",
-                show(r)
-            )))
-        }
-        _ => Ok(()),
+    match rate.and_then(|r| rate_refusal(r).map(|why| (r, why))) {
+        Some((r, why)) => Err(usage_error(format!("{option} {}: {why}", show(r)))),
+        None => Ok(()),
     }
 }
 

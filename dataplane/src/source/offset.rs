@@ -33,9 +33,10 @@ pub const TAIL_FINGERPRINT_BYTES: u64 = 4096;
 impl FilePosition {
     /// CRC-32 of the (at most [`TAIL_FINGERPRINT_BYTES`]) bytes of the file just before this
     /// position, as the file holds them now; `None` when they cannot be read (the file is gone
-    /// or shorter, or is not a regular file). A checkpoint records it, and a resume refuses a file whose bytes there
-    /// differ: rewritten in place, it is not the file the run read, though its path and length
-    /// may be the same (a file that grew since, as a log does, still matches).
+    /// or shorter, or is not a regular file). A checkpoint records it, and a resume refuses a
+    /// file whose bytes there differ: rewritten in place, it is not the file the run read,
+    /// though its path and length may be the same (a file that grew since, as a log does,
+    /// still matches).
     pub fn tail_crc32(&self) -> Option<u32> {
         use std::io::{Read, Seek, SeekFrom};
         // A pipe or a device read once cannot be read again (and opening a FIFO whose writer

@@ -297,8 +297,8 @@ fn check_resume(
             m.app, spec.name
         ));
     }
-    if let Some(theirs) = m.app_shape.as_ref().filter(|&s| *s != spec.shape()) {
-        let ours = spec.shape();
+    let ours = spec.shape();
+    if let Some(theirs) = m.app_shape.as_ref().filter(|&s| *s != ours) {
         let (here, there) = first_difference(&ours, theirs);
         return refuse(format!(
             "its checkpoint is of another app named {} (its operators, their kinds and \
