@@ -300,6 +300,47 @@ fn sigint_drains_a_static_run_prints_its_summary_exits_130_and_keeps_its_checkpo
     assert!(taken > 0, "no checkpoint kept in {}", ck.display());
 }
 
+/// An interrupted run that read a FIFO keeps no checkpoints and advises no `--resume`: a
+/// resume could not read the FIFO again to skip what the checkpoint had read, and refuses.
+#[test]
+fn an_interrupted_run_on_a_fifo_removes_the_checkpoints_no_resume_could_use() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let fifo = dir.path().join("fifo");
+    let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, owner_rw).expect("a FIFO");
+    // Writes until the run closes its end (the write then fails: SIGPIPE is ignored here).
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(fifo)?;
+            let lines = "alpha beta gamma\n".repeat(64);
+            loop {
+                f.write_all(lines.as_bytes())?;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let ck = dir.path().join("checkpoints");
+    let (ck_arg, source) = (ck.display().to_string(), format!("file:{}", fifo.display()));
+    let args = [
+        "run", "--app", "wc", "--static", "--workers", "2", "--json", "--source", &source,
+        "--checkpoint-interval-ms", "100", "--checkpoint-dir", &ck_arg,
+    ];
+    let said = interrupt(&args, 2, Signal::INT, 130);
+    assert!(!said.contains("--resume"), "{said}");
+    assert!(
+        said.contains(&format!("removed its checkpoints in {ck_arg}"))
+            && said.contains("is a pipe or a device"),
+        "{said}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&ck).map_or(vec![], |d| d.flatten().collect());
+    assert!(left.is_empty(), "left in {ck_arg}: {left:?}");
+    let ended: std::io::Result<()> = writer.join().expect("the writer");
+    assert!(ended.is_err(), "the writer ends when the run closes the FIFO");
+}
+
 #[test]
 fn sigterm_drains_a_live_run_prints_its_summary_and_exits_143() {
     let _turn = one_at_a_time();

@@ -101,6 +101,30 @@ impl Manifest {
         RoutingTable::from_rows(Epoch(self.epoch), rows).map_err(|e| e.to_string())
     }
 
+    /// Why the file the checkpoint read is not that file any more, if it is not: shorter than
+    /// the checkpoint's byte (a run going on from there would read nothing, and seem to
+    /// succeed), or rewritten in place (the bytes it read last differ). A file that only grew
+    /// since, as a log does, is the same file.
+    pub fn source_changed(&self) -> Option<String> {
+        let pos = self.source.file.as_ref()?;
+        let len = std::fs::metadata(&pos.path).map_or(0, |md| md.len());
+        if len < pos.byte_offset {
+            return Some(format!(
+                "its checkpoint read {} to byte {}, but the file holds {len} bytes now: it is \
+                 not the file the run read",
+                pos.path, pos.byte_offset
+            ));
+        }
+        let crc = self.source_tail_crc32?;
+        (pos.tail_crc32() != Some(crc)).then(|| {
+            format!(
+                "the bytes of {} before byte {} are not those its checkpoint read: the file was \
+                 rewritten since, and is not the file the run read",
+                pos.path, pos.byte_offset
+            )
+        })
+    }
+
     /// `table`'s rows, as the manifest keeps them.
     pub fn rows_of(table: &RoutingTable) -> Vec<Vec<u32>> {
         table

@@ -295,3 +295,29 @@ fn a_held_directory_is_refused_naming_the_holder_and_free_once_released() {
     store.remove_all().unwrap();
     assert!(!again.path().exists() && !dir.exists());
 }
+
+#[test]
+fn a_source_file_rewritten_or_cut_short_since_the_checkpoint_is_not_the_one_it_read() {
+    let dir = scratch("source-changed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("input.txt");
+    std::fs::write(&path, "alpha beta\ngamma delta\n").unwrap();
+    let pos = crate::source::FilePosition {
+        file_index: 0,
+        path: path.display().to_string(),
+        byte_offset: 11,
+    };
+    let mut m = checkpoint(&FileStore::open(dir.join("ck"), 2).unwrap(), 1);
+    m.source.file = Some(pos.clone());
+    m.source_tail_crc32 = pos.tail_crc32();
+    assert_eq!(m.source_changed(), None, "the file it read");
+    std::fs::write(&path, "alpha beta\ngamma delta\nepsilon\n").unwrap();
+    assert_eq!(m.source_changed(), None, "a file that grew is the same file");
+    std::fs::write(&path, "other text\ngamma delta\n").unwrap();
+    let why = m.source_changed().expect("a file rewritten in place");
+    assert!(why.contains("rewritten since"), "{why}");
+    std::fs::write(&path, "alpha\n").unwrap();
+    let why = m.source_changed().expect("a file cut short");
+    assert!(why.contains("holds 6 bytes now"), "{why}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -89,7 +89,7 @@ impl Opened {
             Opened::LengthPrefixed(p) => open_file(&p)
                 .and_then(|mut f| read_length_prefixed(&mut f, &mut out).map_err(|e| io_at(&p, e))),
             Opened::Stdin => {
-                read_lines(&mut buffered(io::stdin()), 0, u64::MAX, &mut out, || false)
+                read_lines(&mut buffered(io::stdin()), 0, u64::MAX, &mut out, |_| None)
                     .map_err(|e| SourceError::io("standard input", e))
             }
             Opened::Tcp(listener) => read_connections(&listener, &mut out),
@@ -135,11 +135,21 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
         let path = &files[part.file_index as usize];
         out.file_index = part.file_index;
         let file = File::open(path).map_err(|e| io_at(path, e))?;
+        let end = part.range.end;
+        // The bytes it held: a `file:` as its parts were cut when the run started; a `dir:`
+        // file, read to its end, as opened (0: a pipe or a device, never found shorter).
+        let held = if end == u64::MAX {
+            file.metadata().map_or(0, |m| if m.is_file() { m.len() } else { 0 })
+        } else {
+            end
+        };
         let (mut f, at) =
             first_line_at(file, part.range.start, READ_BUFFER_BYTES).map_err(|e| io_at(path, e))?;
-        let end = part.range.end;
-        // Shorter now than when its parts were cut: it was truncated while read.
-        let shrank = || std::fs::metadata(path).is_ok_and(|m| m.len() < end);
+        // Its end reached before those bytes, and shorter now: it was truncated while read.
+        let shrank = |at: u64| {
+            let shorter = at < held && std::fs::metadata(path).is_ok_and(|m| m.len() < held);
+            shorter.then_some(held)
+        };
         if !read_lines(&mut f, at, end, out, shrank).map_err(|e| io_at(path, e))? {
             return Ok(false);
         }
@@ -174,7 +184,7 @@ fn read_connections(listener: &TcpListener, out: &mut Batcher) -> Result<bool, S
             inner: stream,
             bytes: 0,
         };
-        match read_lines(&mut buffered(&mut counted), 0, u64::MAX, out, || false) {
+        match read_lines(&mut buffered(&mut counted), 0, u64::MAX, out, |_| None) {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(e) => tracing::warn!("source tcp:{local}: the connection from {peer} failed: {e}"),

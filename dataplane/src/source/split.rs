@@ -11,16 +11,16 @@ use std::io::{self, BufRead, BufReader, Read};
 /// `out`: `input` stands at byte `offset_bytes` of its file, and the lines that start at or
 /// after `end` are left to another reader. Before each read that may wait for more input, the
 /// records read so far are handed on, so a slow writer's records are not held back.
-/// `Ok(false)`: the ingress is gone. An `end` short of `u64::MAX` is within the size the file
-/// had when it was opened: reaching the file's end before it is an error if `shrank` says the
-/// file is now shorter than `end` (a file of sysfs says 4 096 bytes and holds fewer: its end
-/// comes early and it did not shrink).
+/// `Ok(false)`: the ingress is gone. Reaching the input's end at byte `at` is an error if
+/// `shrank(at)` names the byte the file held before it was cut short (a file truncated while
+/// read: what it held past `at`, a cut line included, is gone; a file of sysfs says 4 096
+/// bytes and holds fewer: its end comes early and it did not shrink).
 pub(super) fn read_lines<R: Read>(
     input: &mut BufReader<R>,
     mut offset_bytes: u64,
     end: u64,
     out: &mut Batcher,
-    shrank: impl FnOnce() -> bool,
+    shrank: impl FnOnce(u64) -> Option<u64>,
 ) -> io::Result<bool> {
     let mut line = Vec::new();
     let mut too_long = false;
@@ -37,14 +37,12 @@ pub(super) fn read_lines<R: Read>(
             Err(e) => return Err(e),
         };
         if buf.is_empty() {
-            if end != u64::MAX && offset_bytes < end && shrank() {
-                // A regular file read to the size it had when the run started: it shrank
-                // meanwhile, and what it held past here (a cut line included) is gone.
+            if let Some(held) = shrank(offset_bytes) {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
-                        "ended at byte {offset_bytes}, before byte {end} it reached when the run \
-                         started (truncated while it was read?)"
+                        "ended at byte {offset_bytes}, before byte {held} it reached when it was \
+                         opened (truncated while it was read?)"
                     ),
                 ));
             }

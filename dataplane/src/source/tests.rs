@@ -288,7 +288,18 @@ fn a_directory_as_a_file_source_is_refused_up_front() {
 
 #[test]
 fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
-    let d = TempDir::new("truncated");
+    truncated_while_read("truncated-file", |path| SourceSpec::File(path.to_path_buf()));
+}
+
+#[test]
+fn a_file_of_a_dir_source_truncated_while_it_is_read_ends_the_source_with_an_error() {
+    // Read to its end (not cut by size as a `file:` is), it ended quietly with a cut line.
+    truncated_while_read("truncated-dir", |path| SourceSpec::Dir(path.parent().unwrap().to_path_buf()));
+}
+
+/// A source made by `spec` of a file of lines that is cut short while it is read.
+fn truncated_while_read(name: &str, spec: impl Fn(&std::path::Path) -> SourceSpec) {
+    let d = TempDir::new(name);
     // 4 MiB of lines: more than the reader's queue of batches holds, so it waits for the
     // feed to be polled before it reaches the end.
     let line = b"one two three four five six seven eight nine ten eleven twelve\n";
@@ -299,7 +310,7 @@ fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
         .take(line.len() * 65_536)
         .collect();
     let path = d.file("lines.txt", &text);
-    let mut feed = SourceFeed::open(&SourceSpec::File(path.clone())).unwrap();
+    let mut feed = SourceFeed::open(&spec(&path)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     std::fs::OpenOptions::new()
         .write(true)

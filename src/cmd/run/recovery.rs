@@ -233,31 +233,10 @@ fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
                 args.source
             ));
         }
-        // The run goes on from the checkpoint's byte: a file cut short since is not the one it
-        // read (the rest of the run would read nothing, and seem to succeed).
-        (Some(pos), _) => {
-            let len = std::fs::metadata(&pos.path).map_or(0, |md| md.len());
-            if len < pos.byte_offset {
-                return Err(format!(
-                    "its checkpoint read {} to byte {}, but the file holds {len} bytes now: it \
-                     is not the file the run read",
-                    pos.path, pos.byte_offset
-                ));
-            }
-            // Rewritten in place (as long, or longer): the bytes the run read last differ.
-            if let Some(crc) = m.source_tail_crc32
-                && pos.tail_crc32() != Some(crc)
-            {
-                return Err(format!(
-                    "the bytes of {} before byte {} are not those its checkpoint read: the file \
-                     was rewritten since, and is not the file the run read",
-                    pos.path, pos.byte_offset
-                ));
-            }
-        }
         _ => {}
     }
-    Ok(())
+    // The run goes on from the checkpoint's byte of the file it read.
+    m.source_changed().map_or(Ok(()), Err)
 }
 
 /// Before any worker starts: the newest complete checkpoint in `dir` is of this run — its app,
@@ -265,6 +244,18 @@ fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
 /// 2) naming what differs (a restore of another run's state would not fail: it would be
 /// wrong). A checkpoint does not say which stream or generator fed it: those are not told
 /// apart.
+/// Why no run could resume from checkpoints of a run reading `source`, if none could: a file
+/// that is a pipe or a device cannot be read again up to the checkpoint's byte to skip it.
+fn unresumable_source(source: &SourceSpec) -> Option<String> {
+    let file = matches!(source, SourceSpec::File(_) | SourceSpec::LenPrefix(_));
+    (file && !source.is_replayable()).then(|| {
+        format!(
+            "--source {source} is a pipe or a device: what it held before the checkpoint \
+             cannot be read again to skip it"
+        )
+    })
+}
+
 fn check_resume(
     dir: &std::path::Path,
     args: &RunArgs,
@@ -277,14 +268,8 @@ fn check_resume(
             dir.display()
         )))
     };
-    if matches!(args.source, SourceSpec::File(_) | SourceSpec::LenPrefix(_))
-        && !args.source.is_replayable()
-    {
-        return refuse(format!(
-            "--source {} is a pipe or a device: what it held before the checkpoint cannot be \
-             read again to skip it",
-            args.source
-        ));
+    if let Some(why) = unresumable_source(&args.source) {
+        return refuse(why);
     }
     let store = FileStore::open(dir, KEEP_DEFAULT)?;
     let m = match store.load_latest() {
@@ -406,17 +391,22 @@ fn remove_unfinished(ck: &CheckpointConfig) {
     }
 }
 
+/// Whether the run's directory holds a checkpoint. Opening the store makes its directory: only
+/// a directory the run made is looked in.
+fn any_checkpoint(ck: &CheckpointConfig) -> bool {
+    ck.dir.exists()
+        && matches!(
+            FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present()),
+            Ok(Some(_))
+        )
+}
+
 /// Says where a run that did not succeed keeps its checkpoints, if it took any; whether it
 /// took any.
 fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
-    // Opening the store makes its directory: only a directory the run made is looked in.
-    let Some(ck) = cfg.filter(|ck| ck.dir.exists()) else {
+    let Some(ck) = cfg.filter(|ck| any_checkpoint(ck)) else {
         return false;
     };
-    let newest = FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|s| s.newest_present());
-    if !matches!(newest, Ok(Some(_))) {
-        return false;
-    }
     // `--resume` and `--checkpoint-dir` do not go together: the one replaces the other.
     let how = if args.checkpoint_dir.is_some() {
         " in place of --checkpoint-dir"
@@ -437,6 +427,12 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
 pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     let Some(ck) = cfg else { return };
     remove_unfinished(ck);
+    let unresumable = unresumable_source(&args.source).filter(|_| !args.keep_checkpoints);
+    if let Some(why) = unresumable.filter(|_| any_checkpoint(ck)) {
+        // Kept, they would be advised for a resume that refuses them.
+        remove_checkpoints(args, ck, &format!("no run can resume from them: {why}"));
+        return;
+    }
     if say_kept(args, cfg) || args.resume.is_some() {
         return;
     }
@@ -470,6 +466,12 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         remove_unfinished(ck);
         return;
     }
+    remove_checkpoints(args, ck, "the run succeeded; --keep-checkpoints keeps them");
+}
+
+/// Removes the run's checkpoints (and its directory, where the run made it and nothing else
+/// is in it), saying so and `why`.
+fn remove_checkpoints(args: &RunArgs, ck: &CheckpointConfig, why: &str) {
     // Only the checkpoints: the directory may be the user's, with other files in it.
     let removed =
         clasp_dataplane::checkpoint::FileStore::open(&ck.dir, KEEP_DEFAULT).and_then(|store| {
@@ -481,11 +483,7 @@ pub fn finish(args: &RunArgs, cfg: Option<&CheckpointConfig>, result: &anyhow::R
         });
     match removed {
         // The summary named the directory: say they are gone, not found missing later.
-        Ok(()) => note!(
-            "removed its checkpoints in {} (the run succeeded; --keep-checkpoints \
-             keeps them)",
-            ck.dir.display()
-        ),
+        Ok(()) => note!("removed its checkpoints in {} ({why})", ck.dir.display()),
         Err(e) => tracing::warn!("removing the checkpoints in {}: {e}", ck.dir.display()),
     }
 }

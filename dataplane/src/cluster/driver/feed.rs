@@ -100,7 +100,10 @@ impl Pacer {
         // Wait at least a pacing quantum: one wait per record would cost a system call and a
         // timer per record (half the machine's CPU at 100 k records/s under `perf`).
         let wait = if rate > 0.0 {
-            Duration::from_secs_f64((1.0 - self.due) / rate)
+            // A rate so small that the wait overflows a `Duration` (a pattern's `1e-300`)
+            // waits a park, as a zero rate does.
+            Duration::try_from_secs_f64((1.0 - self.due) / rate)
+                .unwrap_or(DRIVER_PARK)
                 .max(pacing_quantum(rate, receivers))
                 .min(DRIVER_PARK)
         } else {
@@ -423,5 +426,18 @@ mod tests {
             wait >= PACING_QUANTUM_MAX && wait <= DRIVER_PARK,
             "{wait:?}"
         );
+    }
+
+    #[test]
+    fn a_vanishing_rate_waits_a_park_instead_of_overflowing_the_wait() {
+        let now = Instant::now();
+        let mut pacer = Pacer {
+            due: 0.0,
+            last_fill: now,
+            hold_until: None,
+        };
+        // 1 / 1e-300 s does not fit a `Duration` (a pattern file's `0,1e-300` panicked here).
+        let (_, wait) = pacer.take_at(now, 1e-300, 1);
+        assert_eq!(wait, Err(DRIVER_PARK));
     }
 }

@@ -566,7 +566,7 @@ pub fn run_driver_with(
         };
         let (phase, admitted) = (d.phase_now(), d.admitted);
         carry = d.into_carry();
-        carry.recover(cfg, ctl, &e, (lost, seen), phase, admitted)?;
+        carry.recover(cfg, ctl, e, (lost, seen), phase, admitted)?;
         recovered_at = Some(carry.t0.map_or(0.0, |t| t.elapsed().as_secs_f64()));
     }
 }

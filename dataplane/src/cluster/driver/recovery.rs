@@ -278,7 +278,7 @@ impl Carry {
         &mut self,
         cfg: &DriverConfig,
         ctl: &mut dyn Controller,
-        e: &DriverError,
+        e: DriverError,
         (lost, seen): (Vec<PeerId>, Instant),
         phase: Phase,
         admitted: u64,
@@ -302,6 +302,14 @@ impl Carry {
             }
             Err(e) => return Err(DriverError::Config(format!("recovery: {e}"))),
         };
+        // A replay of a file that is not the one the checkpoint read would restore one
+        // input's state and go on with another's.
+        if let Some(why) = loaded.as_ref().and_then(Manifest::source_changed) {
+            return Err(DriverError::NotRecovered {
+                error: Box::new(e),
+                why,
+            });
+        }
         // A failure during a recovery: that one is over, unfinished.
         let mut admitted = admitted;
         if let Some((rec, _, upto)) = self.pending.take() {
