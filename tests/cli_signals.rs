@@ -325,8 +325,19 @@ fn an_interrupted_run_on_a_fifo_removes_the_checkpoints_no_resume_could_use() {
     let ck = dir.path().join("checkpoints");
     let (ck_arg, source) = (ck.display().to_string(), format!("file:{}", fifo.display()));
     let args = [
-        "run", "--app", "wc", "--static", "--workers", "2", "--json", "--source", &source,
-        "--checkpoint-interval-ms", "100", "--checkpoint-dir", &ck_arg,
+        "run",
+        "--app",
+        "wc",
+        "--static",
+        "--workers",
+        "2",
+        "--json",
+        "--source",
+        &source,
+        "--checkpoint-interval-ms",
+        "100",
+        "--checkpoint-dir",
+        &ck_arg,
     ];
     let said = interrupt(&args, 2, Signal::INT, 130);
     assert!(!said.contains("--resume"), "{said}");
@@ -338,7 +349,10 @@ fn an_interrupted_run_on_a_fifo_removes_the_checkpoints_no_resume_could_use() {
     let left: Vec<_> = std::fs::read_dir(&ck).map_or(vec![], |d| d.flatten().collect());
     assert!(left.is_empty(), "left in {ck_arg}: {left:?}");
     let ended: std::io::Result<()> = writer.join().expect("the writer");
-    assert!(ended.is_err(), "the writer ends when the run closes the FIFO");
+    assert!(
+        ended.is_err(),
+        "the writer ends when the run closes the FIFO"
+    );
 }
 
 #[test]

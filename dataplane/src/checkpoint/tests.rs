@@ -312,7 +312,11 @@ fn a_source_file_rewritten_or_cut_short_since_the_checkpoint_is_not_the_one_it_r
     m.source_tail_crc32 = pos.tail_crc32();
     assert_eq!(m.source_changed(), None, "the file it read");
     std::fs::write(&path, "alpha beta\ngamma delta\nepsilon\n").unwrap();
-    assert_eq!(m.source_changed(), None, "a file that grew is the same file");
+    assert_eq!(
+        m.source_changed(),
+        None,
+        "a file that grew is the same file"
+    );
     std::fs::write(&path, "other text\ngamma delta\n").unwrap();
     let why = m.source_changed().expect("a file rewritten in place");
     assert!(why.contains("rewritten since"), "{why}");

@@ -139,7 +139,8 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
         // The bytes it held: a `file:` as its parts were cut when the run started; a `dir:`
         // file, read to its end, as opened (0: a pipe or a device, never found shorter).
         let held = if end == u64::MAX {
-            file.metadata().map_or(0, |m| if m.is_file() { m.len() } else { 0 })
+            file.metadata()
+                .map_or(0, |m| if m.is_file() { m.len() } else { 0 })
         } else {
             end
         };

@@ -288,13 +288,17 @@ fn a_directory_as_a_file_source_is_refused_up_front() {
 
 #[test]
 fn a_file_truncated_while_it_is_read_ends_the_source_with_an_error() {
-    truncated_while_read("truncated-file", |path| SourceSpec::File(path.to_path_buf()));
+    truncated_while_read("truncated-file", |path| {
+        SourceSpec::File(path.to_path_buf())
+    });
 }
 
 #[test]
 fn a_file_of_a_dir_source_truncated_while_it_is_read_ends_the_source_with_an_error() {
     // Read to its end (not cut by size as a `file:` is), it ended quietly with a cut line.
-    truncated_while_read("truncated-dir", |path| SourceSpec::Dir(path.parent().unwrap().to_path_buf()));
+    truncated_while_read("truncated-dir", |path| {
+        SourceSpec::Dir(path.parent().unwrap().to_path_buf())
+    });
 }
 
 /// A source made by `spec` of a file of lines that is cut short while it is read.

@@ -96,6 +96,7 @@ impl Driver<'_> {
         self.carry.pauses_ms.push(pause_ms);
         self.phase = Phase::Steady;
         self.last_checkpoint = Instant::now();
+        self.last_cut_admitted = Some(admitted);
         match self.manifest_at_cut(spec, id, admitted, source, pause_ms) {
             Ok(manifest) => {
                 self.persisting = Some(Persisting {

@@ -191,6 +191,7 @@ impl Driver<'_> {
                 match input.next_into(i, &mut scratch.key, &mut scratch.payload)? {
                     Next::Record => held = true,
                     Next::Pending => {
+                        self.checkpoint_while_waiting(spec, ctl, i, &input)?;
                         self.idle_turn(DRIVER_PARK, ctl, i, ops)?;
                         continue;
                     }
@@ -208,6 +209,7 @@ impl Driver<'_> {
                 match taken {
                     Ok(due_for) => fell_due = now.checked_sub(due_for),
                     Err(wait) => {
+                        self.checkpoint_while_waiting(spec, ctl, i, &input)?;
                         self.idle_turn(wait, ctl, i, ops)?;
                         continue;
                     }
@@ -268,8 +270,24 @@ impl Driver<'_> {
         } else if self.carry.checkpoints.taken > 0 && self.carry.pending.is_none() {
             self.inject(super::Phase::Steady, ctl);
         }
-        if self.checkpoint_due() {
+        if self.checkpoint_due() && self.last_cut_admitted != Some(i) {
             self.checkpoint(spec, ctl, i, input.report(i).offset)?;
+        }
+        Ok(())
+    }
+
+    /// While the input waits (a slow rate, a source with nothing to read yet): the checkpoint
+    /// that falls due, as [`Self::between_admissions`] takes it, whatever record the input
+    /// stopped at (a source that pauses for minutes still has what it sent checkpointed).
+    fn checkpoint_while_waiting(
+        &mut self,
+        spec: &AppSpec,
+        ctl: &mut dyn Controller,
+        i: u64,
+        input: &Input,
+    ) -> Result<(), DriverError> {
+        if self.checkpoint_due() && self.last_cut_admitted != Some(i) {
+            self.between_admissions(spec, ctl, i, input)?;
         }
         Ok(())
     }

@@ -245,6 +245,9 @@ struct Driver<'a> {
     restored_cut_s: Option<f64>,
     /// When the last checkpoint ended (or the input began).
     last_checkpoint: Instant,
+    /// The records admitted at the last cut: an input that waits with none admitted since is
+    /// not checkpointed again.
+    last_cut_admitted: Option<u64>,
     /// The workers' answers at the cut of the checkpoint being taken.
     snapshots: Vec<crate::message::Snapshotted>,
     /// The workers' parts of the checkpoint being written.
@@ -327,6 +330,7 @@ impl<'a> Driver<'a> {
             phase: Phase::Start,
             restored_cut_s,
             last_checkpoint: Instant::now(),
+            last_cut_admitted: None,
             snapshots: Vec::new(),
             parts: Vec::new(),
             persisting: None,

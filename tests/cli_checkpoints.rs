@@ -1,0 +1,85 @@
+//! Checkpoints through the real binary while the input waits: a slow rate or a source with
+//! nothing to read yet still has what it admitted checkpointed every interval (they were taken
+//! only at every 64th record, so a run admitting 10 records a second took none), and a wait
+//! with nothing admitted since the last cut takes no more.
+
+mod common;
+
+use common::{assert_equals_oracle, clasp, clasp_command, json, one_at_a_time};
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// A run whose source the test feeds: `records` WC sentences, then a pause of `pause`, then
+/// the end of the stream. Returns its summary.
+fn stdin_run_pausing(records: usize, pause: Duration, extra: &[&str]) -> serde_json::Value {
+    let n = records.to_string();
+    let sentences = clasp(&["gen", "--app", "wc", "--records", &n, "--seed", "1"]);
+    assert!(sentences.status.success(), "gen failed");
+    let mut args = vec!["run", "--static", "--workers", "2", "--app", "wc"];
+    args.extend(["--source", "stdin:", "--json", "--stall-timeout-s=30"]);
+    args.extend(extra);
+    let mut child = clasp_command()
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clasp runs");
+    let mut stdin = child.stdin.take().expect("its stdin");
+    stdin
+        .write_all(&sentences.stdout)
+        .expect("the sentences are written");
+    std::thread::sleep(pause);
+    drop(stdin);
+    let out = child.wait_with_output().expect("the run ends");
+    json(&out)
+}
+
+#[test]
+fn a_paced_run_is_checkpointed_every_interval_between_its_records() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ck = dir.path().join("ck").display().to_string();
+    // 20 records at 10 a second: 2 s, none of them a 64th after the first.
+    let run = json(&clasp(&[
+        "run",
+        "--static",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--records",
+        "20",
+        "--rate",
+        "10",
+        "--seed",
+        "1",
+        "--json",
+        "--checkpoint-interval-ms",
+        "200",
+        "--checkpoint-dir",
+        &ck,
+    ]));
+    assert_equals_oracle("wc", "20", "1", &run);
+    let taken = run["checkpoints"]["taken"]
+        .as_u64()
+        .expect("checkpoints taken");
+    assert!((4..=20).contains(&taken), "{}", run["checkpoints"]);
+}
+
+#[test]
+fn a_source_that_pauses_is_checkpointed_once_for_what_it_sent() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ck = dir.path().join("ck").display().to_string();
+    let extra = ["--checkpoint-interval-ms", "100", "--checkpoint-dir", &ck];
+    let run = stdin_run_pausing(100, Duration::from_millis(1500), &extra);
+    assert_equals_oracle("wc", "100", "1", &run);
+    // Taken while the source paused with its 100 records admitted (100 is no multiple of
+    // 64), and not once more each interval of the pause: the cut would be the same.
+    let taken = run["checkpoints"]["taken"]
+        .as_u64()
+        .expect("checkpoints taken");
+    assert!((1..=4).contains(&taken), "{}", run["checkpoints"]);
+}
