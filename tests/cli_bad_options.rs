@@ -133,3 +133,31 @@ fn endless_input_files_are_refused_at_their_size_limit() {
         );
     }
 }
+
+/// Workers this run would start whose shared memory together is more than the machine has
+/// available are refused naming the options: each reserves its segment when its job starts,
+/// and 64 workers of 64 executors took all 24 GiB here until the kernel's out-of-memory killer
+/// ended them, with no error.
+#[test]
+fn workers_whose_shared_memory_the_machine_cannot_hold_are_refused() {
+    // 64 workers × 4 288 rings of 8 MiB: 2.1 TiB.
+    let tib = 1u64 << 40;
+    if clasp_shmring::available_memory_bytes().is_some_and(|b| b > 2 * tib) {
+        eprintln!("skipped: this machine has more than 2 TiB of memory available");
+        return;
+    }
+    let args = [
+        "run",
+        "--static",
+        "--app",
+        "wc",
+        "--executors",
+        "64",
+        "--ring-bytes",
+        "8388608",
+        "--workers",
+        "64",
+    ];
+    assert_refused_naming_the_last_option(&args);
+    assert!(stderr(&clasp(&args)).contains("GiB this machine has available"));
+}

@@ -41,4 +41,6 @@ pub use ring::{
     prefetch_read, spin_for,
 };
 #[cfg(not(loom))]
-pub use segment::{MAX_RINGS, MAX_SEGMENT_BYTES, RingSpec, Segment, SegmentLayout, ShmRing};
+pub use segment::{
+    MAX_RINGS, MAX_SEGMENT_BYTES, RingSpec, Segment, SegmentLayout, ShmRing, available_memory_bytes,
+};

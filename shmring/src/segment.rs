@@ -33,6 +33,15 @@ const MAGIC: [u8; 8] = *b"CLASPSHM";
 pub const SEGMENT_VERSION: u32 = 4;
 /// Most rings in one segment: a worker of 64 executors (the most it runs) has 4 416.
 pub const MAX_RINGS: usize = 8192;
+/// The memory this machine has available for new allocations (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; `None` where that cannot be read.
+pub fn available_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Most doorbells in one segment.
 pub const MAX_DOORBELLS: usize = 4096;
 /// Largest segment.
@@ -301,6 +310,19 @@ impl Segment {
 
     fn init(fd: OwnedFd, layout: &SegmentLayout, name: Option<String>) -> Result<Segment> {
         let off = layout.offsets();
+        // A memfd's pages are the machine's memory, which `fallocate` does not refuse: the
+        // kernel's out-of-memory killer would end this process (or another) instead.
+        if let Some(available) = available_memory_bytes()
+            && off.total as u64 > available
+        {
+            return Err(Error::NoSpace {
+                bytes: off.total as u64,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    format!("the machine has {available} bytes of memory available"),
+                ),
+            });
+        }
         rustix::fs::fallocate(
             &fd,
             rustix::fs::FallocateFlags::empty(),

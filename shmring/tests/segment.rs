@@ -247,6 +247,35 @@ fn a_corrupt_frame_ends_a_two_pass_batch_after_the_frames_before_it() {
     assert_eq!(seen, want);
 }
 
+/// A segment larger than the memory the machine has available is refused as no space, before
+/// `fallocate` reserves it: a memfd's pages are the machine's memory, and reserving more than
+/// it has would end processes by the kernel's out-of-memory killer.
+#[test]
+fn a_segment_larger_than_the_memory_available_is_refused_as_no_space() {
+    // 30 rings of 2 GiB: 60 GiB, within the largest segment.
+    let huge = SegmentLayout {
+        doorbells: 1,
+        rings: (0..30)
+            .map(|_| RingSpec {
+                config: RingConfig::new(1 << 31),
+                doorbell: 0,
+            })
+            .collect(),
+        user_bytes: 0,
+        park_mode: Default::default(),
+    };
+    match clasp_shmring::available_memory_bytes() {
+        Some(available) if available < 60 << 30 => {}
+        other => {
+            eprintln!("skipped: this machine has {other:?} bytes available, 60 GiB fit");
+            return;
+        }
+    }
+    let e = Segment::create_anonymous(&huge).map(drop).unwrap_err();
+    assert!(matches!(e, Error::NoSpace { .. }), "{e}");
+    assert!(e.to_string().contains("memory available"), "{e}");
+}
+
 #[test]
 fn anonymous_segments_work_in_process() {
     let seg = Segment::create_anonymous(&layout(1)).unwrap();

@@ -96,6 +96,35 @@ pub fn check_ring_memory(ring_bytes: usize, executors: usize) -> anyhow::Result<
     )))
 }
 
+/// `--ring-bytes` × `--executors` × the `workers` this run starts on this host: their
+/// segments' request rings take the machine's memory, all of it reserved when each worker
+/// starts its job; more than it has available would have the kernel's out-of-memory killer end
+/// the workers (or other processes) instead of an error. Said in the flags' terms.
+pub fn check_workers_memory(
+    ring_bytes: usize,
+    executors: usize,
+    workers: usize,
+    workers_flag: &str,
+) -> anyhow::Result<()> {
+    let Some(available) = clasp_shmring::available_memory_bytes() else {
+        return Ok(());
+    };
+    let rings = clasp_dataplane::runtime::layout::RingIndex { executors }.request_rings();
+    let bytes = (ring_bytes as u128) * (rings as u128) * (workers as u128);
+    if bytes <= u128::from(available) {
+        return Ok(());
+    }
+    let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
+    Err(usage_error(format!(
+        "{workers_flag} {workers} with --executors {executors} and --ring-bytes {ring_bytes}: \
+         {workers} workers of {rings} request rings need {:.1} GiB of shared memory, more than \
+         the {:.1} GiB this machine has available; give fewer workers or executors, or smaller \
+         rings",
+        gib(bytes),
+        gib(u128::from(available))
+    )))
+}
+
 /// Options that must be above 0, as `(flag, value)`: the first that is not is named.
 pub fn check_positive(options: &[(&str, u64)]) -> anyhow::Result<()> {
     match options.iter().find(|(_, v)| *v == 0) {

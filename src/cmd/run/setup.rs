@@ -7,6 +7,7 @@ use super::interrupt::Interruptible;
 use crate::cmd::cluster::{ClusterFile, Spawned, WorkerLimits, read_secret, spawn_workers};
 use crate::cmd::limits::{
     check_executors, check_positive, check_rate, check_ring_bytes, check_ring_memory,
+    check_workers_memory,
 };
 use crate::cmd::local::SpreadArg;
 use crate::cmd::usage_error;
@@ -33,6 +34,14 @@ pub fn prepare(
     records: u64,
 ) -> anyhow::Result<(DriverConfig, Spawned)> {
     check(args)?;
+    if let Some(n) = spawn {
+        let flag = match (args.static_, args.start_workers) {
+            (true, _) => "--workers",
+            (false, Some(_)) => "--start-workers",
+            (false, None) => "--max-workers",
+        };
+        check_workers_memory(args.ring_bytes, usize::from(args.executors), n, flag)?;
+    }
     args.source
         .check()
         .map_err(|e| usage_error(e.to_string()))?;
