@@ -293,12 +293,14 @@ pub enum TransportError {
     },
     /// A request frame larger than the peer's frame limit or data window (one larger than a
     /// batch goes alone), or a control body larger than allowed.
-    #[error("frame of {frame_bytes} bytes exceeds the limit of {limit_bytes}")]
+    #[error("frame of {frame_bytes} bytes exceeds the limit of {limit_bytes} ({what})")]
     TooLarge {
         /// Its length.
         frame_bytes: usize,
         /// The limit.
         limit_bytes: usize,
+        /// What sets the limit, in the terms a user sets it in.
+        what: &'static str,
     },
     /// A request frame that is not well-formed (the receiver would refuse it).
     #[error("malformed request frame: {0}")]

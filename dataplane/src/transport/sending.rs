@@ -57,6 +57,8 @@ impl Transport {
                 return Err(TransportError::TooLarge {
                     frame_bytes: frame.len(),
                     limit_bytes: lone_limit_bytes - NET_HEADER_BYTES - wire::ENTRY_HEADER_BYTES,
+                    what: "what a request may take alone: the receiver's --data-credit-bytes \
+                           or largest transport frame, less the batch's headers",
                 });
             }
         }
@@ -112,6 +114,7 @@ impl Transport {
             return Err(TransportError::TooLarge {
                 frame_bytes: body.len(),
                 limit_bytes: wire::MAX_CONTROL_BODY_BYTES,
+                what: "the largest control message",
             });
         }
         let id = self.cfg.id;
@@ -133,6 +136,7 @@ impl Transport {
             return Err(TransportError::TooLarge {
                 frame_bytes: frame.len(),
                 limit_bytes: conn.credit.control_window_bytes as usize,
+                what: "the receiver's control window",
             });
         }
         conn.send.control_q.push_back(frame);
