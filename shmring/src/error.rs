@@ -55,12 +55,13 @@ pub enum Error {
         /// The live owner's pid.
         owner_pid: u32,
     },
-    /// `/dev/shm` (or the memfd's tmpfs) has no room for the segment.
+    /// `/dev/shm` (or the memfd's tmpfs) has no room for the segment, or it is larger than the
+    /// memory the machine has available (refused before `fallocate`).
     #[error("no space for a segment of {bytes} bytes: {source}")]
     NoSpace {
         /// The size that could not be reserved.
         bytes: u64,
-        /// The error of `fallocate`.
+        /// The error of `fallocate`, or the memory available.
         source: io::Error,
     },
     /// The endpoint is already held by a live process.

@@ -32,12 +32,13 @@ impl SourceSpec {
     }
 
     /// Whether the records can be read again from the start (a run restarted from a
-    /// checkpoint replays them): generated records and regular files' can, streams' (a pipe
-    /// or device named as a file included) cannot.
+    /// checkpoint replays them): generated records and regular files' can, streams' cannot —
+    /// a pipe or a device named as a file included, and a file whose size reads 0 (most of
+    /// `/proc`), which is read as a stream is.
     pub fn is_replayable(&self) -> bool {
         match self {
             SourceSpec::Stdin | SourceSpec::Tcp(_) => false,
-            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => is_regular_file(p),
+            SourceSpec::File(p) | SourceSpec::LenPrefix(p) => is_sized_file(p),
             SourceSpec::Generator | SourceSpec::Dir(_) => true,
         }
     }
@@ -71,8 +72,9 @@ fn looked_up(path: &Path) -> String {
 }
 
 /// Whether `path` names a regular file (links followed): one whose size says where it ends.
-pub(super) fn is_regular_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+/// A regular file whose size says what it holds (not 0).
+fn is_sized_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0)
 }
 
 /// A file source's path exists, is no directory, and may be read.

@@ -315,13 +315,6 @@ fn truncated_while_read(name: &str, spec: impl Fn(&std::path::Path) -> SourceSpe
         .collect();
     let path = d.file("lines.txt", &text);
     let mut feed = SourceFeed::open(&spec(&path)).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(1000)
-        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut records = 0u64;
     let e = loop {
@@ -333,6 +326,11 @@ fn truncated_while_read(name: &str, spec: impl Fn(&std::path::Path) -> SourceSpe
                     "a cut line was taken for a record"
                 );
                 records += 1;
+                // Cut short once the reader has it open (its first record is here).
+                if records == 1 {
+                    let f = std::fs::OpenOptions::new().write(true).open(&path);
+                    f.unwrap().set_len(1000).unwrap();
+                }
             }
             Ok(Polled::Pending) => std::thread::sleep(Duration::from_millis(1)),
             Ok(Polled::End) => panic!("the source ended quietly after {records} records"),

@@ -207,6 +207,19 @@ fn first_difference<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
     (item(a), item(b))
 }
 
+/// Why no run could resume from checkpoints of a run reading `source`, if none could: a file
+/// that is a pipe or a device (or whose size says nothing, as in `/proc`, or that is gone)
+/// cannot be read again up to the checkpoint's byte to skip it.
+fn unresumable_source(source: &SourceSpec) -> Option<String> {
+    let file = matches!(source, SourceSpec::File(_) | SourceSpec::LenPrefix(_));
+    (file && !source.is_replayable()).then(|| {
+        format!(
+            "--source {source} is a pipe or a device, or not a file of known size: what it \
+             held before the checkpoint cannot be read again to skip it"
+        )
+    })
+}
+
 /// [`check_resume`]'s part about the source: the checkpoint read the file `args` names (or
 /// one of its directory), which still holds the bytes it read; why not, otherwise.
 fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
@@ -244,18 +257,6 @@ fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
 /// 2) naming what differs (a restore of another run's state would not fail: it would be
 /// wrong). A checkpoint does not say which stream or generator fed it: those are not told
 /// apart.
-/// Why no run could resume from checkpoints of a run reading `source`, if none could: a file
-/// that is a pipe or a device cannot be read again up to the checkpoint's byte to skip it.
-fn unresumable_source(source: &SourceSpec) -> Option<String> {
-    let file = matches!(source, SourceSpec::File(_) | SourceSpec::LenPrefix(_));
-    (file && !source.is_replayable()).then(|| {
-        format!(
-            "--source {source} is a pipe or a device: what it held before the checkpoint \
-             cannot be read again to skip it"
-        )
-    })
-}
-
 fn check_resume(
     dir: &std::path::Path,
     args: &RunArgs,
@@ -407,6 +408,15 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     let Some(ck) = cfg.filter(|ck| any_checkpoint(ck)) else {
         return false;
     };
+    if let Some(why) = unresumable_source(&args.source) {
+        // Kept as asked (`--keep-checkpoints`), with no advice a resume would refuse.
+        note!(
+            "its checkpoints stay in {} (--keep-checkpoints), but no run can resume from \
+             them: {why}",
+            ck.dir.display()
+        );
+        return true;
+    }
     // `--resume` and `--checkpoint-dir` do not go together: the one replaces the other.
     let how = if args.checkpoint_dir.is_some() {
         " in place of --checkpoint-dir"
@@ -421,7 +431,8 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
     true
 }
 
-/// After a run that did not succeed: says where its checkpoints stay, if it took any. One that
+/// After a run that did not succeed: says where its checkpoints stay, if it took any (and
+/// removes them, saying why, where no resume could go on from them). One that
 /// failed before its first checkpoint leaves the directory as it found it: no lock file, and
 /// no directory if it made it (the default one, or a `--checkpoint-dir` that did not exist).
 pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {

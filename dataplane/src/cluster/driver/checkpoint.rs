@@ -199,6 +199,8 @@ impl Driver<'_> {
     }
 
     fn checkpoint_failed(&mut self, id: u64, why: String) {
+        // An input waiting at the same record takes the next one again.
+        self.last_cut_admitted = None;
         if let Some(ck) = &self.cfg.checkpoint
             && let Ok(store) = super::recovery::open(ck)
         {

@@ -130,37 +130,10 @@ impl Driver<'_> {
         ctl: &mut dyn Controller,
     ) -> Result<Fed, DriverError> {
         let cfg = self.cfg;
-        let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
+        let (mut input, mut fed) = self.open_input(spec)?;
         let ops = spec.operators.len();
         let sample = cfg.sample_every.max(1);
         let mut scratch = Scratch::default();
-        // A restarted attempt resumes at its checkpoint's record, with the ledger of that cut
-        // (every tracked root before it completed).
-        let start = (self.carry.resume.as_ref())
-            .and_then(|r| r.manifest.as_ref())
-            .map_or(0, |m| m.admitted);
-        input.skip(start)?;
-        let mut fed = Fed {
-            admitted: start,
-            tracked: self.rx.ledger.completed_inputs(),
-            first_admit: self.carry.first_admit,
-            source: Default::default(),
-        };
-        self.admitted = start;
-        self.tracked = fed.tracked;
-        self.last_progress = Instant::now();
-        self.meter.start();
-        match self.carry.t0 {
-            Some(t0) => self.meter.t0 = t0,
-            None => {
-                // A resumed run's clock goes on from its checkpoint's cut.
-                let cut = Duration::try_from_secs_f64(self.carry.resumed_run_s).unwrap_or_default();
-                self.meter.t0 = self.meter.t0.checked_sub(cut).unwrap_or(self.meter.t0);
-                self.carry.t0 = Some(self.meter.t0);
-            }
-        }
-        self.phase = super::Phase::Steady;
-        self.last_checkpoint = Instant::now();
         // A move asked for before any input (an autoscaler's first placement).
         self.maintain(ctl, 0, ops)?;
         let mut pacer = Pacer {
@@ -238,6 +211,40 @@ impl Driver<'_> {
                 self.maintain(ctl, fed.admitted, ops)?;
             }
         }
+    }
+
+    /// Opens the input at the record a restarted attempt resumes from (its checkpoint's, with
+    /// the ledger of that cut: every tracked root before it completed) and starts the clock.
+    fn open_input(&mut self, spec: &AppSpec) -> Result<(Input, Fed), DriverError> {
+        let cfg = self.cfg;
+        let mut input = Input::open(spec, &cfg.source, cfg.seed)?;
+        let cut = (self.carry.resume.as_ref()).and_then(|r| r.manifest.as_ref());
+        let start = cut.map_or(0, |m| m.admitted);
+        // An input that waits right at the restored cut does not take a copy of it.
+        self.last_cut_admitted = cut.map(|m| m.admitted);
+        input.skip(start)?;
+        let fed = Fed {
+            admitted: start,
+            tracked: self.rx.ledger.completed_inputs(),
+            first_admit: self.carry.first_admit,
+            source: Default::default(),
+        };
+        self.admitted = start;
+        self.tracked = fed.tracked;
+        self.last_progress = Instant::now();
+        self.meter.start();
+        match self.carry.t0 {
+            Some(t0) => self.meter.t0 = t0,
+            None => {
+                // A resumed run's clock goes on from its checkpoint's cut.
+                let cut = Duration::try_from_secs_f64(self.carry.resumed_run_s).unwrap_or_default();
+                self.meter.t0 = self.meter.t0.checked_sub(cut).unwrap_or(self.meter.t0);
+                self.carry.t0 = Some(self.meter.t0);
+            }
+        }
+        self.phase = super::Phase::Steady;
+        self.last_checkpoint = Instant::now();
+        Ok((input, fed))
     }
 
     /// Turns until the tracked roots in flight are under the bound.

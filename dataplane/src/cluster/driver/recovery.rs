@@ -287,21 +287,7 @@ impl Carry {
             return Err(DriverError::Config("a recovery needs checkpoints".into()));
         };
         let store = open(ck)?;
-        let loaded = match store.load_latest() {
-            Ok(l) => {
-                for s in &l.skipped {
-                    tracing::warn!("recovery: skipped {s}");
-                }
-                Some(l.manifest)
-            }
-            Err(crate::checkpoint::CheckpointError::NoneComplete { skipped, .. }) => {
-                for s in &skipped {
-                    tracing::warn!("recovery: skipped {s}");
-                }
-                None
-            }
-            Err(e) => return Err(DriverError::Config(format!("recovery: {e}"))),
-        };
+        let loaded = newest_complete(&store)?;
         // A replay of a file that is not the one the checkpoint read would restore one
         // input's state and go on with another's.
         if let Some(why) = loaded.as_ref().and_then(Manifest::source_changed) {
@@ -402,6 +388,25 @@ impl Carry {
 /// The store of a run's checkpoints.
 pub(super) fn open(ck: &CheckpointConfig) -> Result<FileStore, DriverError> {
     FileStore::open(&ck.dir, ck.keep).map_err(|e| DriverError::Config(e.to_string()))
+}
+
+/// The newest complete checkpoint in `store` (`None`: none yet), the ones skipped on the way
+/// logged.
+fn newest_complete(store: &FileStore) -> Result<Option<Manifest>, DriverError> {
+    let skipped = match store.load_latest() {
+        Ok(l) => {
+            for s in &l.skipped {
+                tracing::warn!("recovery: skipped {s}");
+            }
+            return Ok(Some(l.manifest));
+        }
+        Err(crate::checkpoint::CheckpointError::NoneComplete { skipped, .. }) => skipped,
+        Err(e) => return Err(DriverError::Config(format!("recovery: {e}"))),
+    };
+    for s in &skipped {
+        tracing::warn!("recovery: skipped {s}");
+    }
+    Ok(None)
 }
 
 /// A checkpoint as a place to start from.
