@@ -18,7 +18,12 @@ use std::path::{Path, PathBuf};
 /// Where named segments live.
 pub const SHM_DIR: &str = "/dev/shm";
 /// How the segments clasp names begin; the creator's pid follows, then perhaps `-N`.
-const SEGMENT_PREFIXES: [&str; 3] = ["clasp-local-", "clasp-worker-", "clasp-bench-dispatch-"];
+const SEGMENT_PREFIXES: [&str; 4] = [
+    "clasp-local-",
+    "clasp-worker-",
+    "clasp-bench-dispatch-",
+    "clasp-bench-wc-",
+];
 /// How a run directory's name begins; the creator's pid follows, then `-` and random letters.
 pub const RUN_DIR_PREFIX: &str = "clasp-run-";
 /// How the cgroup of a capped run (or of a worker capped by hand) begins; the creating
@@ -93,10 +98,21 @@ fn stale_segments() -> Vec<(String, PathBuf)> {
     found
 }
 
-/// Whether nobody holds the owner lock of the segment at `path` (a shared lock is granted).
+/// Whether the entry at `path` is a segment (a regular file, not a link) and nobody holds its
+/// owner lock (a shared lock is granted). Anything else of a segment's name is not clasp's:
+/// a FIFO there, opened, would keep every run's sweep waiting for a writer.
 fn owner_lock_free(path: &Path) -> bool {
     use rustix::fs::{FlockOperation, flock};
-    std::fs::File::open(path)
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    // Not blocking and not following a link, should it be swapped in since.
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
         .is_ok_and(|f| flock(&f, FlockOperation::NonBlockingLockShared).is_ok())
 }
 
@@ -201,6 +217,7 @@ mod tests {
         assert_eq!(segment_pid("clasp-local-1234"), Some(1234));
         assert_eq!(segment_pid("clasp-worker-77"), Some(77));
         assert_eq!(segment_pid("clasp-bench-dispatch-42-3"), Some(42));
+        assert_eq!(segment_pid("clasp-bench-wc-42-0"), Some(42));
         assert_eq!(segment_pid("clasp-local-"), None);
         assert_eq!(segment_pid("clasp-local-12x"), None);
         assert_eq!(segment_pid("clasp-test-a-1-2"), None);
@@ -220,6 +237,18 @@ mod tests {
         assert!(!owner_lock_free(&path));
         drop(owner);
         assert!(owner_lock_free(&path));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A FIFO named as a segment is not one: the sweep leaves it, and does not wait on it (its
+    /// open would, for a writer that never comes).
+    #[test]
+    fn a_fifo_named_as_a_segment_is_left_and_not_waited_on() {
+        let path = std::env::temp_dir().join(format!("clasp-stale-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mkfifoat(rustix::fs::CWD, &path, owner_rw).unwrap();
+        assert!(!owner_lock_free(&path));
         std::fs::remove_file(&path).unwrap();
     }
 

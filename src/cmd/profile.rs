@@ -146,7 +146,16 @@ fn path_from(xdg_config_home: Option<OsString>, home: Option<OsString>) -> Optio
 
 /// Reads and checks a profile.
 pub fn load(path: &Path) -> Result<Profile, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Opened without waiting: a FIFO there would keep every run waiting for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file".into());
+    }
     let mut text = String::new();
     std::io::Read::read_to_string(
         &mut std::io::Read::take(file, MAX_PROFILE_BYTES + 1),
@@ -310,6 +319,18 @@ mod tests {
         // Empty or relative XDG_CONFIG_HOME is ignored, as the XDG rules say.
         assert_eq!(path_from(os(""), os("/home/u")), want);
         assert_eq!(path_from(os("rel/cfg"), os("/home/u")), want);
+    }
+
+    /// A FIFO where the profile goes is refused at once, not waited on for a writer (which
+    /// held every `clasp run` that reads the default profile).
+    #[test]
+    fn a_fifo_as_the_profile_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profile.json");
+        let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mkfifoat(rustix::fs::CWD, &path, owner_rw).unwrap();
+        assert_eq!(load(&path).map(drop), Err("not a regular file".to_string()));
+        assert!(load(dir.path()).is_err(), "a directory");
     }
 
     #[test]
