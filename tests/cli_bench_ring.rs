@@ -84,12 +84,24 @@ fn bench_ring_measures_the_frame_sizes_on_request_and_names_the_sizes_it_has() {
     );
     // std_mpsc runs a quarter of the round trips: fewer than 4 would be none (and an endless
     // latency).
-    let (code, _, stderr) = common::clasp_text(&["bench", "ring", "--round-trips", "3"]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains("--round-trips and --messages at least 4"),
-        "{stderr}"
-    );
+    // Nor is a count that would run until killed taken.
+    for (option, bad) in [
+        ("--round-trips", "3"),
+        ("--round-trips", "18446744073709551615"),
+    ] {
+        let (code, _, stderr) = common::clasp_text(&["bench", "ring", option, bad]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains(option) && stderr.contains("4.."),
+            "{stderr}"
+        );
+    }
+    for option in ["--records", "--remote-requests"] {
+        let args = ["bench", "dispatch", option, "18446744073709551615"];
+        let (code, _, stderr) = common::clasp_text(&args);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains(option), "{stderr}");
+    }
     let (code, _, stderr) = common::clasp_text(&["bench", "ring", "--sizes", "16,64,16"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--sizes: 16 given twice"), "{stderr}");

@@ -70,14 +70,14 @@ pub struct DispatchArgs {
     /// baseline).
     #[arg(long)]
     remote: bool,
-    /// Requests per remote run at batch ≥ 32.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Requests per remote run at batch ≥ 32 (1..=10⁹).
+    #[arg(long, default_value_t = 1_000_000, value_parser = count(1, 1_000_000_000))]
     remote_requests: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// SYN records per throughput run.
-    #[arg(long, default_value_t = 200_000)]
+    /// SYN records per throughput run (1..=10⁸).
+    #[arg(long, default_value_t = 200_000, value_parser = count(1, 100_000_000))]
     records: u64,
     /// Interleaved repetitions; the median is reported.
     #[arg(long, default_value_t = 3, value_parser = repetitions())]
@@ -92,11 +92,11 @@ pub struct RingArgs {
     /// Interleaved repetitions of every (implementation, size) cell; the median is reported.
     #[arg(long, default_value_t = 5, value_parser = repetitions())]
     repetitions: u32,
-    /// Round trips per latency measurement.
-    #[arg(long, default_value_t = 200_000)]
+    /// Round trips per latency measurement (4..=10⁸; std_mpsc makes a quarter of them).
+    #[arg(long, default_value_t = 200_000, value_parser = count(4, 100_000_000))]
     round_trips: u64,
-    /// Messages per throughput measurement.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Messages per throughput measurement (4..=10¹⁰).
+    #[arg(long, default_value_t = 2_000_000, value_parser = count(4, 10_000_000_000))]
     messages: u64,
     /// Do not pin the two threads to separate cores (for machines where pinning misbehaves).
     #[arg(long)]
@@ -148,12 +148,6 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
         impls: args.impls,
         sizes_bytes: args.sizes,
     };
-    // std_mpsc is measured over a quarter of the counts (it is that much slower).
-    if cfg.repetitions == 0 || cfg.round_trips < 4 || cfg.messages < 4 {
-        return Err(crate::cmd::usage_error(
-            "--repetitions must be positive, and --round-trips and --messages at least 4",
-        ));
-    }
     clasp_benches::ring::selection(&cfg).map_err(crate::cmd::usage_error)?;
     run_and_print(
         args.json,
@@ -164,11 +158,6 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
 }
 
 fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
-    if args.records == 0 || args.repetitions == 0 || args.remote_requests == 0 {
-        return Err(crate::cmd::usage_error(
-            "--records, --repetitions and --remote-requests must be positive",
-        ));
-    }
     let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let local = if args.remote {
         None
@@ -354,6 +343,12 @@ fn run_and_print<R: serde::Serialize>(
         write!(out, "{}", table(&report))?;
     }
     out.finish()
+}
+
+/// A count of a benchmark's work in `min..=max`: at most what runs in minutes, so a mistyped
+/// size is refused rather than run until killed.
+fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<u64> {
+    clap::builder::RangedU64ValueParser::new().range(min..=max)
 }
 
 /// `--repetitions` of the ring and dispatch benchmarks: 1..=[`MAX_REPETITIONS`].
