@@ -1,13 +1,14 @@
 //! Child processes die with their parent.
 //!
-//! `clasp run` starts `clasp worker` processes and `clasp local` starts a `clasp ingress`. If the
-//! parent is killed outright (SIGKILL, a crash), nothing of it runs to stop them, and they would
+//! `clasp run` starts `clasp worker` processes, `clasp local` starts a `clasp ingress`, and
+//! `clasp experiment` starts `clasp run`s. If the parent is killed outright (SIGKILL, a crash,
+//! or a signal it does not catch), nothing of it runs to stop them, and they would go on or
 //! wait for a driver or a worker forever, re-parented to init. So the parent passes its pid in
 //! [`PARENT_PID_ENV`], and the child asks the kernel for SIGHUP ("hang-up": whoever controlled
 //! it is gone) when its parent goes (`PR_SET_PDEATHSIG`), then checks that the parent is still
 //! the one that started it: it may have died before the request was made. A worker ends at
-//! once (after removing a cgroup it made for itself); an ingress stops its input and reports the worker it
-//! lost. (Not SIGTERM: the kernel may send the death signal more than once, which a second
+//! once (after removing a cgroup it made for itself); an ingress stops its input and reports
+//! the worker it lost; a run drains and stops as on a hang-up. (Not SIGTERM: the kernel may send the death signal more than once, which a second
 //! SIGTERM would take for "exit now".)
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process: the

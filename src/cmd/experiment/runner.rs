@@ -57,7 +57,9 @@ impl Runner {
 
     /// `clasp run ARGS --json` (plus the cap); its JSON and the host's load meanwhile.
     pub fn run(&self, args: &[String]) -> anyhow::Result<Measured> {
-        let mut cmd = crate::lifeline::this_exe()?;
+        // It stops when this process goes (SIGHUP: drained, its workers and cgroups removed);
+        // a Ctrl-C reaches only this process, whose end stops it.
+        let mut cmd = crate::lifeline::command()?;
         cmd.arg("run").args(args).arg("--json");
         if let Some(f) = self.worker_cpu {
             cmd.args(["--worker-cpu", &f.to_string()]);

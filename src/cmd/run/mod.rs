@@ -96,6 +96,8 @@ fn start(args: &RunArgs) -> anyhow::Result<()> {
         Some(std::time::Duration::from_secs(args.drain_timeout_s)),
         crate::signals::Hangup::Stop,
     )?;
+    // A run an experiment started stops (drained, cleaned up) when the experiment is gone.
+    crate::lifeline::die_with_parent()?;
     crate::stale::sweep_at_start();
     Ok(())
 }

@@ -392,6 +392,14 @@ fn remove_unfinished(ck: &CheckpointConfig) {
     }
 }
 
+/// Why no one resumes a run another clasp process started (`clasp experiment`), if one did.
+fn started_by_another_clasp() -> Option<String> {
+    let parent = std::env::var(crate::lifeline::PARENT_PID_ENV).ok()?;
+    Some(format!(
+        "the clasp process that started this run (pid {parent}) does not resume its runs"
+    ))
+}
+
 /// Whether the run's directory holds a checkpoint. Opening the store makes its directory: only
 /// a directory the run made is looked in.
 fn any_checkpoint(ck: &CheckpointConfig) -> bool {
@@ -438,7 +446,10 @@ fn say_kept(args: &RunArgs, cfg: Option<&CheckpointConfig>) -> bool {
 pub fn failed(args: &RunArgs, cfg: Option<&CheckpointConfig>) {
     let Some(ck) = cfg else { return };
     remove_unfinished(ck);
-    let unresumable = unresumable_source(&args.source).filter(|_| !args.keep_checkpoints);
+    // A run another clasp process started (an experiment's measurement) is not resumed.
+    let unresumable = unresumable_source(&args.source)
+        .or_else(started_by_another_clasp)
+        .filter(|_| !args.keep_checkpoints);
     if let Some(why) = unresumable.filter(|_| any_checkpoint(ck)) {
         // Kept, they would be advised for a resume that refuses them.
         remove_checkpoints(args, ck, &format!("no run can resume from them: {why}"));
