@@ -13,6 +13,9 @@
 
 use clasp_protocol::rng::SimRng;
 
+/// Fastest input rate accepted (records per second), in a pattern file as for `--rate` and
+/// `--peak-rate`: far beyond what one ingress produces.
+pub const MAX_RATE_PER_S: f64 = 1e9;
 /// Stage length bounds of the paper's patterns (µs), as the paper's 5–10 s.
 pub const STAGE_MIN_US: f64 = 5_000_000.0;
 pub const STAGE_MAX_US: f64 = 10_000_000.0;
@@ -106,6 +109,8 @@ impl RatePattern {
         if !path.is_file() {
             let what = if path.is_dir() {
                 "a directory"
+            } else if path.exists() {
+                "not a regular file"
             } else {
                 "no such file"
             };
@@ -215,6 +220,11 @@ pub fn parse_points(text: &str, origin: &str) -> Result<Vec<(f64, f64)>, String>
             }
         };
         let (t, r) = (num("t_s", t)?, num("rate_per_s", r)?);
+        if r > MAX_RATE_PER_S {
+            return Err(err(format!(
+                "rate_per_s must be at most {MAX_RATE_PER_S:e} records per second, got {r}"
+            )));
+        }
         if let Some(&(prev, _)) = points.last() {
             if t <= prev {
                 return Err(err(format!(
@@ -352,6 +362,7 @@ mod tests {
             ("0,1\n1\n", "f.csv:2:", "two comma-separated"),
             ("0,1\n1,x\n", "f.csv:2:", "not a number"),
             ("0,1\n1,-3\n", "f.csv:2:", "non-negative"),
+            ("0,1\n1,1e300\n", "f.csv:2:", "at most 1e9"),
             ("0,1\n# c\n0,2\n", "f.csv:3:", "increase"),
             ("0,1,2\n", "f.csv:1:", "3 field"),
             ("inf,1\n", "f.csv:1:", "finite"),

@@ -13,7 +13,7 @@ use std::path::Path;
 /// record i, which must stay a representable `Duration` for any record count.
 pub const MIN_RATE_PER_S: f64 = 1e-3;
 /// Fastest input rate accepted (records per second): far beyond what one ingress produces.
-pub const MAX_RATE_PER_S: f64 = 1e9;
+pub const MAX_RATE_PER_S: f64 = clasp_controlplane::pattern::MAX_RATE_PER_S;
 /// Smallest request ring (bytes).
 pub const MIN_RING_BYTES: usize = 4096;
 /// Largest request ring (bytes): a worker's segment holds E² + 3E rings of this size.

@@ -6,7 +6,7 @@
 
 use super::profile;
 use super::usage_error;
-use clasp_controlplane::model::CostModel;
+use clasp_controlplane::model::{CostModel, MAX_QUANTITY};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -125,13 +125,13 @@ pub fn parse(s: &str) -> anyhow::Result<CostModel> {
             ))
         })?;
     match v[..] {
-        [a, b, g] if [a, b, g].iter().all(|x| x.is_finite() && *x > 0.0) => Ok(CostModel {
+        [a, b, g] if [a, b, g].iter().all(|&x| x > 0.0 && x <= MAX_QUANTITY) => Ok(CostModel {
             alpha_us: a,
             beta_us: b,
             gamma_us: g,
         }),
         _ => Err(usage_error(format!(
-            "--cost-priors-us {s:?}: three positive numbers (α,β,γ in µs)"
+            "--cost-priors-us {s:?}: three positive numbers up to {MAX_QUANTITY:e} (α,β,γ in µs)"
         ))),
     }
 }
@@ -149,6 +149,8 @@ mod tests {
         assert!(parse(BUILT_IN_PRIORS_US).is_ok());
         assert!(parse("1,2").is_err());
         assert!(parse("1,0,3").is_err());
+        assert!(parse("1e300,1,50").is_err(), "past the planner's bound");
+        assert!(parse("1e15,1,50").is_ok());
     }
 
     #[test]

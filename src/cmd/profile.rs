@@ -111,16 +111,35 @@ impl Profile {
                 self.version
             ));
         }
+        // The planner sums costs times rates: the bound of its inputs keeps that finite.
+        let max = clasp_controlplane::model::MAX_QUANTITY;
         for (name, v) in [
             ("alpha_us", self.alpha_us),
             ("beta_us", self.beta_us),
             ("gamma_us", self.gamma_us),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} is {v}, not a positive number"));
+            if !(v.is_finite() && v > 0.0 && v <= max) {
+                return Err(format!("{name} is {v}, not a positive number up to {max:e}"));
             }
         }
-        Ok(())
+        let by_batch = (self.beta_by_batch_us.iter().map(|(b, v)| ("beta_by_batch_us", b, v)))
+            .chain(
+                (self.transport_by_batch_us.iter()).map(|(b, v)| ("transport_by_batch_us", b, v)),
+            );
+        for (name, batch, &v) in by_batch {
+            if batch.parse::<u64>().map_or(true, |b| b == 0) || !(0.0..=max).contains(&v) {
+                return Err(format!(
+                    "{name} {batch:?}: {v}: a batch of requests (a positive whole number) and \
+                     µs from 0 to {max:e}"
+                ));
+            }
+        }
+        match self.wake_us {
+            Some(v) if !(0.0..=max).contains(&v) => {
+                Err(format!("wake_us is {v}, not a number of µs from 0 to {max:e}"))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -378,6 +397,28 @@ mod tests {
         std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
         assert!(load(&path).unwrap_err().contains("gamma_us"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Costs past the planner's bound on its inputs, or by-batch figures that are no costs,
+    /// are refused: `alpha_us: 1e300` was read and printed 300-digit decisions.
+    #[test]
+    fn costs_out_of_bounds_are_refused_naming_the_field() {
+        let refused = |edit: &dyn Fn(&mut Profile), field: &str| {
+            let mut p = sample();
+            edit(&mut p);
+            let why = p.check().unwrap_err();
+            assert!(why.contains(field), "{why}");
+        };
+        refused(&|p| p.alpha_us = 1e300, "alpha_us");
+        refused(&|p| p.wake_us = Some(-3.0), "wake_us");
+        refused(&|p| p.wake_us = Some(f64::NAN), "wake_us");
+        let by_batch = |k: &str, v: f64| [(k.to_string(), v)].into_iter().collect();
+        refused(&|p| p.beta_by_batch_us = by_batch("0", 1.0), "beta_by_batch_us");
+        refused(&|p| p.beta_by_batch_us = by_batch("32", -1.0), "beta_by_batch_us");
+        refused(&|p| p.transport_by_batch_us = by_batch("x", 1.0), "transport_by_batch_us");
+        let mut p = sample();
+        p.alpha_us = 1e15;
+        assert_eq!(p.check(), Ok(()), "at the bound");
     }
 
     /// A fresh directory for one test, named after it.
