@@ -178,3 +178,41 @@ fn sim_takes_an_app_file_and_rejects_a_bad_one() {
     let out = clasp(&["sim", "--experiment", "placement", "--app", "nope"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `sim --out` on a full disk prints its summary before it fails on the files: the figures are
+/// not lost with them (the summary was printed only after the files were written).
+#[test]
+fn sim_on_a_full_disk_prints_its_summary_and_names_the_directory() {
+    let fs = match common::SmallTmpfs::mount("sim", "64k") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: no small tmpfs to fill ({why})");
+            return;
+        }
+    };
+    // Filled but for a few bytes.
+    let _ = std::fs::write(fs.0.join("filler"), vec![0u8; 64 << 10]);
+    let dir = fs.0.join("out");
+    let out = clasp(&[
+        "sim",
+        "--experiment",
+        "placement",
+        "--workers",
+        "2",
+        "--app",
+        "wc",
+        "--seeds",
+        "1",
+        "--json",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert_eq!(v["experiment"], "placement", "{v}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("writing the results into {}", dir.display())),
+        "{said}"
+    );
+}

@@ -119,13 +119,16 @@ impl Profile {
             ("gamma_us", self.gamma_us),
         ] {
             if !(v.is_finite() && v > 0.0 && v <= max) {
-                return Err(format!("{name} is {v}, not a positive number up to {max:e}"));
+                return Err(format!(
+                    "{name} is {v}, not a positive number up to {max:e}"
+                ));
             }
         }
-        let by_batch = (self.beta_by_batch_us.iter().map(|(b, v)| ("beta_by_batch_us", b, v)))
-            .chain(
-                (self.transport_by_batch_us.iter()).map(|(b, v)| ("transport_by_batch_us", b, v)),
-            );
+        let by_batch = (self
+            .beta_by_batch_us
+            .iter()
+            .map(|(b, v)| ("beta_by_batch_us", b, v)))
+        .chain((self.transport_by_batch_us.iter()).map(|(b, v)| ("transport_by_batch_us", b, v)));
         for (name, batch, &v) in by_batch {
             if batch.parse::<u64>().map_or(true, |b| b == 0) || !(0.0..=max).contains(&v) {
                 return Err(format!(
@@ -135,9 +138,9 @@ impl Profile {
             }
         }
         match self.wake_us {
-            Some(v) if !(0.0..=max).contains(&v) => {
-                Err(format!("wake_us is {v}, not a number of µs from 0 to {max:e}"))
-            }
+            Some(v) if !(0.0..=max).contains(&v) => Err(format!(
+                "wake_us is {v}, not a number of µs from 0 to {max:e}"
+            )),
             _ => Ok(()),
         }
     }
@@ -413,9 +416,18 @@ mod tests {
         refused(&|p| p.wake_us = Some(-3.0), "wake_us");
         refused(&|p| p.wake_us = Some(f64::NAN), "wake_us");
         let by_batch = |k: &str, v: f64| [(k.to_string(), v)].into_iter().collect();
-        refused(&|p| p.beta_by_batch_us = by_batch("0", 1.0), "beta_by_batch_us");
-        refused(&|p| p.beta_by_batch_us = by_batch("32", -1.0), "beta_by_batch_us");
-        refused(&|p| p.transport_by_batch_us = by_batch("x", 1.0), "transport_by_batch_us");
+        refused(
+            &|p| p.beta_by_batch_us = by_batch("0", 1.0),
+            "beta_by_batch_us",
+        );
+        refused(
+            &|p| p.beta_by_batch_us = by_batch("32", -1.0),
+            "beta_by_batch_us",
+        );
+        refused(
+            &|p| p.transport_by_batch_us = by_batch("x", 1.0),
+            "transport_by_batch_us",
+        );
         let mut p = sample();
         p.alpha_us = 1e15;
         assert_eq!(p.check(), Ok(()), "at the bound");

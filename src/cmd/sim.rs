@@ -9,7 +9,7 @@ use clasp_controlplane::sim::costs::CostShape;
 use clasp_controlplane::sim::e2e::Pattern;
 use clasp_controlplane::sim::engine::ClusterConfig;
 use clasp_controlplane::sim::{
-    DEFAULT_SEEDS, DEFAULT_WORKERS, Experiment, MAX_WORKERS, SimSettings, run,
+    DEFAULT_SEEDS, DEFAULT_WORKERS, Experiment, MAX_WORKERS, SimSettings, simulate, write,
 };
 
 use super::apps::load_app;
@@ -175,18 +175,22 @@ pub fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         // Before the simulation: it must not end with nowhere to put its files.
         super::run::out::prepare_dir(dir).map_err(|e| usage_error(format!("--out: {e}")))?;
     }
-    // Only the files of --out are written: an error here names where they go (a full disk).
-    let v = run(exp, &settings, &apps, args.out.as_deref()).map_err(|e| match &args.out {
-        Some(dir) => anyhow::anyhow!("writing the results into {}: {e}", dir.display()),
-        None => e.into(),
-    })?;
+    let sim = simulate(exp, &settings, &apps);
+    // The summary first: a directory that cannot take the files (a full disk) loses them, not
+    // the figures too.
+    let v = &sim.summary;
     let mut out = output::stdout();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string(&v)?)?;
+        writeln!(out, "{}", serde_json::to_string(v)?)?;
     } else {
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
     }
-    out.finish()
+    out.finish()?;
+    if let Some(dir) = &args.out {
+        write(&sim, &apps, dir)
+            .map_err(|e| anyhow::anyhow!("writing the results into {}: {e}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Refuses the options only the e2e experiment reads, given with another: the run would

@@ -47,6 +47,24 @@ pub enum Experiment {
     Gap,
 }
 
+/// An experiment's results: its summary JSON, its CSV rows, and what its plots are drawn from.
+pub struct Simulated {
+    /// The experiment's file name stem (`placement`, `e2e-burst`, …).
+    pub name: String,
+    /// The summary JSON.
+    pub summary: Value,
+    csv: Vec<String>,
+    plots: Plots,
+}
+
+/// What an experiment's plots and extra files are made of.
+enum Plots {
+    Placement,
+    WorkerCount,
+    E2e(Vec<e2e::AppRuns>),
+    None,
+}
+
 /// Runs an experiment, writes `<name>.csv`, `<name>.json` and plots into `out` (if given),
 /// and returns the summary JSON.
 pub fn run(
@@ -55,62 +73,73 @@ pub fn run(
     apps: &[AppModel],
     out: Option<&Path>,
 ) -> std::io::Result<Value> {
-    let (name, v, csv) = match exp {
+    let sim = simulate(exp, settings, apps);
+    if let Some(d) = out {
+        write(&sim, apps, d)?;
+    }
+    Ok(sim.summary)
+}
+
+/// Runs an experiment (nothing written).
+pub fn simulate(exp: Experiment, settings: &SimSettings, apps: &[AppModel]) -> Simulated {
+    let (name, summary, csv, plots) = match exp {
         Experiment::Placement => {
             let (v, c) = experiments::placement(settings, apps);
-            if let Some(d) = out {
-                std::fs::create_dir_all(d)?;
-                plot::placement_bars(&d.join("placement.svg"), &v, apps)?;
-            }
-            ("placement".to_string(), v, c)
+            ("placement".to_string(), v, c, Plots::Placement)
         }
         Experiment::WorkerCount => {
             let (v, c) = experiments::worker_count(settings, apps);
-            if let Some(d) = out {
-                std::fs::create_dir_all(d)?;
-                plot::worker_count(&d.join("worker-count.svg"), &v)?;
-            }
-            ("worker-count".to_string(), v, c)
+            ("worker-count".to_string(), v, c, Plots::WorkerCount)
         }
         Experiment::E2e(p) => {
             let (v, c, runs) = e2e::e2e(settings, apps, p);
-            let name = format!("e2e-{}", p.name());
-            if let Some(d) = out {
-                std::fs::create_dir_all(d)?;
-                plot::e2e_timelines(&d.join(format!("{name}-timeline.svg")), &runs)?;
-                let mut tl =
-                    vec!["app,policy,t_s,input_per_s,throughput_per_s,workers".to_string()];
-                let mut log = Vec::new();
-                for (app, rs) in &runs {
-                    for r in rs {
-                        for &(t, i, th, w) in &r.timeline {
-                            tl.push(format!("{app},{},{t:.2},{i:.1},{th:.1},{w}", r.policy));
-                        }
-                        log.extend(r.decisions.iter().map(|d| format!("app={app} {d}")));
-                    }
-                }
-                std::fs::write(d.join(format!("{name}-timeline.csv")), tl.join("\n") + "\n")?;
-                std::fs::write(
-                    d.join(format!("{name}-decisions.log")),
-                    log.join("\n") + "\n",
-                )?;
-            }
-            (name, v, c)
+            (format!("e2e-{}", p.name()), v, c, Plots::E2e(runs))
         }
         Experiment::Gap => {
             let (v, c) = gap(settings.seeds.first().copied().unwrap_or(1), GAP_INSTANCES);
-            ("gap".to_string(), v, c)
+            ("gap".to_string(), v, c, Plots::None)
         }
     };
-    if let Some(d) = out {
-        std::fs::create_dir_all(d)?;
-        std::fs::write(d.join(format!("{name}.csv")), csv.join("\n") + "\n")?;
-        std::fs::write(
-            d.join(format!("{name}.json")),
-            serde_json::to_string_pretty(&v)? + "\n",
-        )?;
+    Simulated {
+        name,
+        summary,
+        csv,
+        plots,
     }
-    Ok(v)
+}
+
+/// Writes an experiment's `<name>.csv`, `<name>.json` and plots into `d` (made if missing).
+pub fn write(sim: &Simulated, apps: &[AppModel], d: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(d)?;
+    let (name, v) = (&sim.name, &sim.summary);
+    match &sim.plots {
+        Plots::Placement => plot::placement_bars(&d.join("placement.svg"), v, apps)?,
+        Plots::WorkerCount => plot::worker_count(&d.join("worker-count.svg"), v)?,
+        Plots::E2e(runs) => {
+            plot::e2e_timelines(&d.join(format!("{name}-timeline.svg")), runs)?;
+            let mut tl = vec!["app,policy,t_s,input_per_s,throughput_per_s,workers".to_string()];
+            let mut log = Vec::new();
+            for (app, rs) in runs {
+                for r in rs {
+                    for &(t, i, th, w) in &r.timeline {
+                        tl.push(format!("{app},{},{t:.2},{i:.1},{th:.1},{w}", r.policy));
+                    }
+                    log.extend(r.decisions.iter().map(|d| format!("app={app} {d}")));
+                }
+            }
+            std::fs::write(d.join(format!("{name}-timeline.csv")), tl.join("\n") + "\n")?;
+            std::fs::write(
+                d.join(format!("{name}-decisions.log")),
+                log.join("\n") + "\n",
+            )?;
+        }
+        Plots::None => {}
+    }
+    std::fs::write(d.join(format!("{name}.csv")), sim.csv.join("\n") + "\n")?;
+    std::fs::write(
+        d.join(format!("{name}.json")),
+        serde_json::to_string_pretty(v)? + "\n",
+    )
 }
 
 /// A random small instance (≤ 4 operators, chain or fork-join, ≤ 3 workers' worth of demand).
