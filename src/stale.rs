@@ -129,7 +129,8 @@ fn stale_run_dirs() -> Vec<PathBuf> {
 }
 
 /// Cgroups of capped runs whose creator is dead, beside this process's own group in every
-/// cpu hierarchy (a run killed outright cannot remove them; its workers died with it).
+/// cpu hierarchy (a run killed outright cannot remove them; its workers died with it). One
+/// that still holds a process is in use, not stale (and could not be removed).
 fn stale_groups() -> Vec<PathBuf> {
     let Ok(layout) = crate::cgroup::detect::detect() else {
         return Vec::new();
@@ -138,9 +139,23 @@ fn stale_groups() -> Vec<PathBuf> {
         .hierarchies
         .iter()
         .flat_map(|h| dead_entries(&h.own_dir, |n| pid_after(n, GROUP_PREFIX)))
-        .filter(|(_, p)| p.is_dir())
+        .filter(|(_, p)| p.is_dir() && !holds_processes(p))
         .map(|(_, p)| p)
         .collect()
+}
+
+/// Whether a process is in the cgroup at `dir` or in one below it: cgroup v2 says so in
+/// `cgroup.events`; in v1, each group's `cgroup.procs` is read.
+fn holds_processes(dir: &Path) -> bool {
+    if let Ok(events) = std::fs::read_to_string(dir.join("cgroup.events")) {
+        return events.lines().any(|l| l.trim() == "populated 1");
+    }
+    let here = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .is_ok_and(|procs| !procs.trim().is_empty());
+    here || std::fs::read_dir(dir).is_ok_and(|d| {
+        d.filter_map(Result::ok)
+            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()) && holds_processes(&e.path()))
+    })
 }
 
 /// Removes a group and its child groups (each must hold no task: a cgroup directory is
@@ -250,6 +265,25 @@ mod tests {
         rustix::fs::mkfifoat(rustix::fs::CWD, &path, owner_rw).unwrap();
         assert!(!owner_lock_free(&path));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A group whose creator is gone but that still holds a process (below it, too) is in use:
+    /// `clean --dry-run` listed it, and `clean` then failed on it.
+    #[test]
+    fn a_group_that_holds_a_process_is_not_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let (v1, v2) = (dir.path().join("v1"), dir.path().join("v2"));
+        std::fs::create_dir_all(v1.join("child")).unwrap();
+        std::fs::write(v1.join("cgroup.procs"), "").unwrap();
+        std::fs::write(v1.join("child/cgroup.procs"), "").unwrap();
+        assert!(!holds_processes(&v1));
+        std::fs::write(v1.join("child/cgroup.procs"), "4242\n").unwrap();
+        assert!(holds_processes(&v1), "a process in a child group");
+        std::fs::create_dir_all(&v2).unwrap();
+        std::fs::write(v2.join("cgroup.events"), "populated 0\nfrozen 0\n").unwrap();
+        assert!(!holds_processes(&v2));
+        std::fs::write(v2.join("cgroup.events"), "populated 1\nfrozen 0\n").unwrap();
+        assert!(holds_processes(&v2));
     }
 
     #[test]
