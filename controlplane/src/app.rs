@@ -258,21 +258,23 @@ impl AppModel {
             if self.operators[..i].iter().any(|p| p.name == o.name) {
                 return Err(format!("operator name {:?} is used twice", o.name));
             }
-            if o.keys > MAX_KEYS {
-                return Err(format!(
-                    "operator {:?}: keys must be at most {MAX_KEYS}, got {}",
-                    o.name, o.keys
-                ));
-            }
-            if !(o.exec_us.is_finite() && (0.0..=MAX_EXEC_US).contains(&o.exec_us))
-                || o.keys == 0
-                || !(o.zipf.is_finite() && o.zipf >= 0.0)
-            {
-                return Err(format!(
-                    "operator {:?}: exec_us must be in 0..={MAX_EXEC_US:e}, keys at least 1 \
-                     and zipf non-negative",
-                    o.name
-                ));
+            let why = if !(1..=MAX_KEYS).contains(&o.keys) {
+                Some(format!("keys must be in 1..={MAX_KEYS}, got {}", o.keys))
+            } else if !(o.exec_us.is_finite() && (0.0..=MAX_EXEC_US).contains(&o.exec_us)) {
+                Some(format!(
+                    "exec_us must be in 0..={MAX_EXEC_US:e}, got {}",
+                    o.exec_us
+                ))
+            } else if !(o.zipf.is_finite() && o.zipf >= 0.0) {
+                Some(format!(
+                    "zipf must be a non-negative number, got {}",
+                    o.zipf
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(format!("operator {:?}: {why}", o.name));
             }
         }
         let edges: Vec<(usize, usize, f64)> = self
@@ -551,6 +553,20 @@ kind = "forward"
         let e = huge.resolve().unwrap_err();
         assert!(e.contains("exec_us must be in 0..=1e9"), "{e}");
         assert!(model(r#"{"name":"a","exec_us":1e9}"#).resolve().is_ok());
+        // Each bad field is named on its own, with its value.
+        let no_keys = model(r#"{"name":"a","exec_us":1,"keys":0}"#);
+        let e = no_keys.resolve().unwrap_err();
+        assert!(
+            e.contains("keys must be in 1..=") && e.contains("got 0"),
+            "{e}"
+        );
+        let e = model(r#"{"name":"a","exec_us":1,"zipf":-1}"#)
+            .resolve()
+            .unwrap_err();
+        assert!(
+            e.contains("zipf must be a non-negative number, got -1"),
+            "{e}"
+        );
     }
 
     #[test]
