@@ -208,14 +208,17 @@ fn first_difference<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
 }
 
 /// Why no run could resume from checkpoints of a run reading `source`, if none could: a file
-/// that is a pipe or a device (or whose size says nothing, as in `/proc`, or that is gone)
-/// cannot be read again up to the checkpoint's byte to skip it.
+/// that is a pipe or a device cannot be read again up to the checkpoint's byte to skip it. (A
+/// regular file that is gone or shorter now may be put back: a resume checks it then.)
 fn unresumable_source(source: &SourceSpec) -> Option<String> {
-    let file = matches!(source, SourceSpec::File(_) | SourceSpec::LenPrefix(_));
-    (file && !source.is_replayable()).then(|| {
+    let (SourceSpec::File(path) | SourceSpec::LenPrefix(path)) = source else {
+        return None;
+    };
+    let stream = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    stream.then(|| {
         format!(
-            "--source {source} is a pipe or a device, or not a file of known size: what it \
-             held before the checkpoint cannot be read again to skip it"
+            "--source {source} is a pipe or a device: what it held before the checkpoint cannot \
+             be read again to skip it"
         )
     })
 }
