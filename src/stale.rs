@@ -263,8 +263,17 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
         rustix::fs::mkfifoat(rustix::fs::CWD, &path, owner_rw).unwrap();
-        assert!(!owner_lock_free(&path));
+        // On a thread: a sweep that waits on the FIFO fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probed = path.clone();
+        std::thread::spawn(move || tx.send(owner_lock_free(&probed)));
+        let free = rx.recv_timeout(std::time::Duration::from_secs(10));
         std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            free,
+            Ok(false),
+            "the FIFO was waited on, or taken for a segment"
+        );
     }
 
     /// A group whose creator is gone but that still holds a process (below it, too) is in use:

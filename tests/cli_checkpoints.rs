@@ -93,7 +93,8 @@ fn a_paced_run_is_checkpointed_every_interval_between_its_records() {
     let taken = run["checkpoints"]["taken"]
         .as_u64()
         .expect("checkpoints taken");
-    assert!((4..=20).contains(&taken), "{}", run["checkpoints"]);
+    // Before: none. At most one a record admitted (21 counts, 0 to 20): no copies of a cut.
+    assert!((2..=21).contains(&taken), "{}", run["checkpoints"]);
 }
 
 #[test]

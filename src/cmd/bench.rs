@@ -71,13 +71,13 @@ pub struct DispatchArgs {
     #[arg(long)]
     remote: bool,
     /// Requests per remote run at batch ≥ 32 (1..=10⁹).
-    #[arg(long, default_value_t = 1_000_000, value_parser = count(1, 1_000_000_000))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = count(1, MAX_REMOTE_REQUESTS))]
     remote_requests: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
     /// SYN records per throughput run (1..=10⁸).
-    #[arg(long, default_value_t = 200_000, value_parser = count(1, 100_000_000))]
+    #[arg(long, default_value_t = 200_000, value_parser = count(1, MAX_DISPATCH_RECORDS))]
     records: u64,
     /// Interleaved repetitions; the median is reported.
     #[arg(long, default_value_t = 3, value_parser = repetitions())]
@@ -93,10 +93,10 @@ pub struct RingArgs {
     #[arg(long, default_value_t = 5, value_parser = repetitions())]
     repetitions: u32,
     /// Round trips per latency measurement (4..=10⁸; std_mpsc makes a quarter of them).
-    #[arg(long, default_value_t = 200_000, value_parser = count(4, 100_000_000))]
+    #[arg(long, default_value_t = 200_000, value_parser = count(MIN_RING_COUNT, MAX_ROUND_TRIPS))]
     round_trips: u64,
     /// Messages per throughput measurement (4..=10¹⁰).
-    #[arg(long, default_value_t = 2_000_000, value_parser = count(4, 10_000_000_000))]
+    #[arg(long, default_value_t = 2_000_000, value_parser = count(MIN_RING_COUNT, MAX_RING_MESSAGES))]
     messages: u64,
     /// Do not pin the two threads to separate cores (for machines where pinning misbehaves).
     #[arg(long)]
@@ -344,6 +344,18 @@ fn run_and_print<R: serde::Serialize>(
     }
     out.finish()
 }
+
+/// Most requests of one remote dispatch run (a few minutes at the slowest batch).
+const MAX_REMOTE_REQUESTS: u64 = 1_000_000_000;
+/// Most SYN records of one local dispatch run.
+const MAX_DISPATCH_RECORDS: u64 = 100_000_000;
+/// Fewest round trips or messages of a ring measurement: std_mpsc makes a quarter of them,
+/// and none would be an endless latency.
+const MIN_RING_COUNT: u64 = 4;
+/// Most round trips of one ring latency measurement.
+const MAX_ROUND_TRIPS: u64 = 100_000_000;
+/// Most messages of one ring throughput measurement.
+const MAX_RING_MESSAGES: u64 = 10_000_000_000;
 
 /// A count of a benchmark's work in `min..=max`: at most what runs in minutes, so a mistyped
 /// size is refused rather than run until killed.

@@ -77,22 +77,33 @@ pub fn check_ring_bytes(ring_bytes: usize) -> anyhow::Result<()> {
     }
 }
 
-/// `--ring-bytes` × `--executors`: a worker's shared-memory segment holds `E² + 3E` request
-/// rings (ingress, executor to executor, network), which must fit the largest segment; said in
-/// the flags' terms before anything starts, not as a segment's byte count after.
-pub fn check_ring_memory(ring_bytes: usize, executors: usize) -> anyhow::Result<()> {
+/// A worker's request rings at `--executors` (`E² + 3E`: ingress, executor to executor,
+/// network) and the bytes they take at `--ring-bytes`.
+fn worker_rings(ring_bytes: usize, executors: usize) -> (usize, u128) {
     let rings = clasp_dataplane::runtime::layout::RingIndex { executors }.request_rings();
-    let bytes = (ring_bytes as u128) * (rings as u128);
-    if bytes <= u128::from(clasp_shmring::MAX_SEGMENT_BYTES) {
+    (rings, (ring_bytes as u128) * (rings as u128))
+}
+
+/// `bytes` in GiB, for messages.
+fn gib(bytes: u128) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
+}
+
+/// `--ring-bytes` × `--executors`: a worker's segment's request rings must fit the largest
+/// segment; said in the flags' terms before anything starts, not as a segment's byte count
+/// after.
+pub fn check_ring_memory(ring_bytes: usize, executors: usize) -> anyhow::Result<()> {
+    let (rings, bytes) = worker_rings(ring_bytes, executors);
+    let max_bytes = u128::from(clasp_shmring::MAX_SEGMENT_BYTES);
+    if bytes <= max_bytes {
         return Ok(());
     }
-    let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
     Err(usage_error(format!(
         "--ring-bytes {ring_bytes} with --executors {executors}: {rings} request rings need \
          {:.1} GiB of shared memory a worker, more than a segment's {:.0} GiB; give fewer \
          executors or smaller rings",
         gib(bytes),
-        gib(u128::from(clasp_shmring::MAX_SEGMENT_BYTES))
+        gib(max_bytes)
     )))
 }
 
@@ -106,22 +117,21 @@ pub fn check_workers_memory(
     workers: usize,
     workers_flag: &str,
 ) -> anyhow::Result<()> {
-    let Some(available) = clasp_shmring::available_memory_bytes() else {
+    let Some(available_bytes) = clasp_shmring::available_memory_bytes() else {
         return Ok(());
     };
-    let rings = clasp_dataplane::runtime::layout::RingIndex { executors }.request_rings();
-    let bytes = (ring_bytes as u128) * (rings as u128) * (workers as u128);
-    if bytes <= u128::from(available) {
+    let (rings, worker_bytes) = worker_rings(ring_bytes, executors);
+    let bytes = worker_bytes * (workers as u128);
+    if bytes <= u128::from(available_bytes) {
         return Ok(());
     }
-    let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
     Err(usage_error(format!(
         "{workers_flag} {workers} with --executors {executors} and --ring-bytes {ring_bytes}: \
          {workers} workers of {rings} request rings need {:.1} GiB of shared memory, more than \
          the {:.1} GiB this machine has available; give fewer workers or executors, or smaller \
          rings",
         gib(bytes),
-        gib(u128::from(available))
+        gib(u128::from(available_bytes))
     )))
 }
 

@@ -351,7 +351,12 @@ mod tests {
         let path = dir.path().join("profile.json");
         let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
         rustix::fs::mkfifoat(rustix::fs::CWD, &path, owner_rw).unwrap();
-        assert_eq!(load(&path).map(drop), Err("not a regular file".to_string()));
+        // On a thread: a load that waits on the FIFO fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probed = path.clone();
+        std::thread::spawn(move || tx.send(load(&probed).map(drop)));
+        let loaded = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(loaded, Ok(Err("not a regular file".to_string())));
         assert!(load(dir.path()).is_err(), "a directory");
     }
 

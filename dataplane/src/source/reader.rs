@@ -138,7 +138,7 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
         let end = part.range.end;
         // The bytes it held: a `file:` as its parts were cut when the run started; a `dir:`
         // file, read to its end, as opened (0: a pipe or a device, never found shorter).
-        let held = if end == u64::MAX {
+        let held_bytes = if end == u64::MAX {
             file.metadata()
                 .map_or(0, |m| if m.is_file() { m.len() } else { 0 })
         } else {
@@ -147,9 +147,10 @@ fn read_files(files: &[PathBuf], parts: &[Part], out: &mut Batcher) -> Result<bo
         let (mut f, at) =
             first_line_at(file, part.range.start, READ_BUFFER_BYTES).map_err(|e| io_at(path, e))?;
         // Its end reached before those bytes, and shorter now: it was truncated while read.
-        let shrank = |at: u64| {
-            let shorter = at < held && std::fs::metadata(path).is_ok_and(|m| m.len() < held);
-            shorter.then_some(held)
+        let shrank = |at_bytes: u64| {
+            let shorter = at_bytes < held_bytes
+                && std::fs::metadata(path).is_ok_and(|m| m.len() < held_bytes);
+            shorter.then_some(held_bytes)
         };
         if !read_lines(&mut f, at, end, out, shrank).map_err(|e| io_at(path, e))? {
             return Ok(false);

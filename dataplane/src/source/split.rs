@@ -37,12 +37,12 @@ pub(super) fn read_lines<R: Read>(
             Err(e) => return Err(e),
         };
         if buf.is_empty() {
-            if let Some(held) = shrank(offset_bytes) {
+            if let Some(held_bytes) = shrank(offset_bytes) {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
-                        "ended at byte {offset_bytes}, before byte {held} it reached when it was \
-                         opened (truncated while it was read?)"
+                        "ended at byte {offset_bytes}, before byte {held_bytes} it reached \
+                         when it was opened (truncated while it was read?)"
                     ),
                 ));
             }

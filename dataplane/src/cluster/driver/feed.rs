@@ -66,6 +66,15 @@ struct Pacer {
 }
 
 impl Pacer {
+    /// An empty bucket, filling from `now`.
+    fn new(now: Instant) -> Pacer {
+        Pacer {
+            due: 0.0,
+            last_fill: now,
+            hold_until: None,
+        }
+    }
+
     /// Fills the bucket at `rate` (spread over `receivers` workers) up to `now`; `Ok` takes a
     /// token for one record and says how long ago it fell due (the records are taken in the
     /// order they fell due, so the oldest due is this one), `Err` is how long to wait first.
@@ -136,11 +145,7 @@ impl Driver<'_> {
         let mut scratch = Scratch::default();
         // A move asked for before any input (an autoscaler's first placement).
         self.maintain(ctl, 0, ops)?;
-        let mut pacer = Pacer {
-            due: 0.0,
-            last_fill: Instant::now(),
-            hold_until: None,
-        };
+        let mut pacer = Pacer::new(Instant::now());
         // Whether record `i` is in the scratch buffers, waiting for its turn.
         let mut held = false;
         // When record `i` fell due by the rate (`None`: unpaced).
@@ -277,10 +282,16 @@ impl Driver<'_> {
         } else if self.carry.checkpoints.taken > 0 && self.carry.pending.is_none() {
             self.inject(super::Phase::Steady, ctl);
         }
-        if self.checkpoint_due() && self.last_cut_admitted != Some(i) {
+        if self.cut_due(i) {
             self.checkpoint(spec, ctl, i, input.report(i).offset)?;
         }
         Ok(())
+    }
+
+    /// Whether a checkpoint falls due at record `i`: its interval is up, and `i` is not the
+    /// cut of the last one (an input waiting with nothing admitted since takes no copy).
+    fn cut_due(&self, i: u64) -> bool {
+        self.checkpoint_due() && self.last_cut_admitted != Some(i)
     }
 
     /// While the input waits (a slow rate, a source with nothing to read yet): the checkpoint
@@ -293,7 +304,7 @@ impl Driver<'_> {
         i: u64,
         input: &Input,
     ) -> Result<(), DriverError> {
-        if self.checkpoint_due() && self.last_cut_admitted != Some(i) {
+        if self.cut_due(i) {
             self.between_admissions(spec, ctl, i, input)?;
         }
         Ok(())
@@ -419,11 +430,7 @@ mod tests {
     #[test]
     fn a_record_taken_late_says_how_long_it_has_been_due() {
         let start = Instant::now();
-        let mut pacer = Pacer {
-            due: 0.0,
-            last_fill: start,
-            hold_until: None,
-        };
+        let mut pacer = Pacer::new(start);
         // 1 000 records/s and 10.5 ms without a take: 10 records due, the oldest for 9.5 ms.
         let late = start + Duration::from_micros(10_500);
         let (backlog, taken) = pacer.take_at(late, 1_000.0, 1);
@@ -440,11 +447,7 @@ mod tests {
 
     #[test]
     fn a_paced_record_waits_at_least_the_quantum_of_its_rate() {
-        let mut pacer = Pacer {
-            due: 0.0,
-            last_fill: Instant::now(),
-            hold_until: None,
-        };
+        let mut pacer = Pacer::new(Instant::now());
         let (_, wait) = pacer.take_at(Instant::now(), 8_000.0, 1);
         let wait = wait.expect_err("no record is due yet");
         assert!(
@@ -456,11 +459,7 @@ mod tests {
     #[test]
     fn a_vanishing_rate_waits_a_park_instead_of_overflowing_the_wait() {
         let now = Instant::now();
-        let mut pacer = Pacer {
-            due: 0.0,
-            last_fill: now,
-            hold_until: None,
-        };
+        let mut pacer = Pacer::new(now);
         // 1 / 1e-300 s does not fit a `Duration` (a pattern file's `0,1e-300` panicked here).
         let (_, wait) = pacer.take_at(now, 1e-300, 1);
         assert_eq!(wait, Err(DRIVER_PARK));
