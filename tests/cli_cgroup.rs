@@ -285,6 +285,19 @@ fn capped_worker(cluster: &ClusterDir, extra: &[&str], v2: bool) -> (Workers, St
             g => panic!("worker {w} never joined its group: {g:?}"),
         }
     };
+    // It joins its group before it handles signals: the test signals it once it listens.
+    let text = std::fs::read_to_string(&cluster.file).unwrap();
+    let address = (text.lines())
+        .find_map(|l| l.strip_prefix("address = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("the worker's address");
+    while std::net::TcpStream::connect(address).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "worker {w} never listened at {address}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     (workers, group)
 }
 

@@ -108,8 +108,10 @@ pub fn run_worker_cmd(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(cpus) = &args.cpus {
         cpus.apply_to_current_thread().map_err(usage_error)?;
     }
-    crate::stale::sweep_at_start();
+    // Signals first: one during the sweep (which reads every stale entry) ends the worker as
+    // one later does, its group removed.
     let leave = on_signals(args.id)?;
+    crate::stale::sweep_at_start();
     let cfg = config(&args, &leave)?;
     // A joiner serves the run it joined.
     let max_jobs = if args.join.is_some() {
