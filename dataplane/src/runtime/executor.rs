@@ -615,14 +615,23 @@ impl Engine {
         self.execute(&req);
     }
 
-    /// Runs one request (already checked) and routes what it emits. By reference: moving the
-    /// parsed request (built field by field) into a by-value argument copied it in 16-byte
-    /// loads that waited on those narrow stores.
+    /// Runs one request (already checked), routes what it emits and counts it.
     #[inline]
     fn execute(&mut self, req: &Request<'_>) {
-        let op = req.header.operator as usize;
+        self.execute_uncounted(&req.header, req.key, req.payload);
+        let m = self.metrics.view();
+        m.add(m.processed(req.header.operator as usize), 1);
+    }
+
+    /// Runs one request (already checked) and routes what it emits; the caller counts it in
+    /// the operator's `processed` (`drain_local` once for a run of requests to one operator).
+    /// The header by reference: moving a parsed request (built field by field) into a by-value
+    /// argument copied it in 16-byte loads that waited on those narrow stores.
+    #[inline]
+    fn execute_uncounted(&mut self, header: &RequestHeader, key: &[u8], payload: &[u8]) {
+        let op = header.operator as usize;
         self.tick = self.tick.wrapping_add(1);
-        let (key_hash, key, payload) = (req.header.key_hash, req.key, req.payload);
+        let key_hash = header.key_hash;
         // A malformed request is counted by the instance under its reason and dropped.
         if self.tick % EXEC_TIMING_SAMPLE == 0 {
             let t0 = self.clock.raw();
@@ -639,9 +648,7 @@ impl Engine {
         } else {
             let _ = self.instances[op].process(key_hash, key, payload, &mut self.emitter);
         }
-        let m = self.metrics.view();
-        m.add(m.processed(op), 1);
-        self.route(op, &req.header, EmittedBy::KeyGroup(req.header.key_group));
+        self.route(op, header, EmittedBy::KeyGroup(header.key_group));
     }
 
     /// Routes what operator `from` emitted while handling `parent`; `by` says which of its key
@@ -657,6 +664,8 @@ impl Engine {
         let moved = self.moved_flag(from, by);
         let flags = (parent.flags & FLAG_TRACKED) | moved;
         let mut chained = 0u64;
+        // Local children counted once a run of them to one operator ends (WC's split: ten).
+        let mut local_run = (usize::MAX, 0u64);
         let carrier = tracked.then_some(carrier);
         // Exact for the whole loop: while it holds, this loop queues its own requests here and
         // writes nothing to its own ring; while it does not, nothing here makes it hold.
@@ -695,7 +704,14 @@ impl Engine {
                     } else {
                         self.send_request(lane, &header, e.key, e.payload);
                     }
-                    self.count_chained(from, to as usize, lane, slot);
+                    if self.out.is_remote(lane) {
+                        self.count_remote(from, to as usize, slot);
+                    } else if local_run.0 == to as usize {
+                        local_run.1 += 1;
+                    } else {
+                        self.count_local(from, local_run);
+                        local_run = (to as usize, 1);
+                    }
                     chained += 1;
                 }
                 Target::Output => {
@@ -707,6 +723,7 @@ impl Engine {
                 }
             }
         }
+        self.count_local(from, local_run);
         if moved != 0 {
             self.metrics.view().add(scalar::SENT_FROM_MOVED, chained);
         }
@@ -722,15 +739,20 @@ impl Engine {
         }
     }
 
-    /// Counts a chained request on edge `from → to` sent down `lane` to `slot`.
+    /// Counts `run.1` local chained requests on edge `from → run.0` (none: nothing).
     #[inline]
-    fn count_chained(&mut self, from: usize, to: usize, lane: Lane, slot: u16) {
-        let m = self.metrics.view();
-        if !self.out.is_remote(lane) {
-            m.add(m.edge_local(from, to), 1);
-            m.add(scalar::LOCAL_SENT, 1);
-            return;
+    fn count_local(&self, from: usize, run: (usize, u64)) {
+        if run.1 > 0 {
+            let m = self.metrics.view();
+            m.add(m.edge_local(from, run.0), run.1);
+            m.add(scalar::LOCAL_SENT, run.1);
         }
+    }
+
+    /// Counts a remote chained request on edge `from → to` sent to `slot`.
+    #[inline]
+    fn count_remote(&mut self, from: usize, to: usize, slot: u16) {
+        let m = self.metrics.view();
         m.add(m.edge_remote(from, to), 1);
         m.add(scalar::REMOTE_SENT, 1);
         let bit = 1u64 << (slot as usize / self.executors % 64);
