@@ -48,7 +48,10 @@ impl LocalQueue {
         let key_from = offset(self.bytes.len());
         self.bytes.extend_from_slice(key);
         let payload_from = offset(self.bytes.len());
-        self.bytes.extend_from_slice(payload);
+        // Many chained requests carry a key alone (WC's words): no copy call for nothing.
+        if !payload.is_empty() {
+            self.bytes.extend_from_slice(payload);
+        }
         self.queued.push(Queued {
             header,
             key_from,
@@ -178,6 +181,11 @@ mod tests {
         q.clear();
         assert!(q.is_empty());
         q.push(RequestHeader::default(), b"", b"");
-        assert_eq!((q.get(0).1, q.get(0).2), (&b""[..], &b""[..]));
+        q.push(RequestHeader::default(), b"a", b"");
+        q.push(RequestHeader::default(), b"b", b"xy");
+        let bytes = |i| (q.get(i).1, q.get(i).2);
+        assert_eq!(bytes(0), (&b""[..], &b""[..]));
+        assert_eq!(bytes(1), (&b"a"[..], &b""[..]));
+        assert_eq!(bytes(2), (&b"b"[..], &b"xy"[..]));
     }
 }
