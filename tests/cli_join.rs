@@ -168,8 +168,14 @@ fn after(line: &str, flag: &str) -> String {
 /// `clasp worker --id ID --join` as the run's line `hint` says, with the secret in `secret`;
 /// its stderr piped (`true`) or dropped.
 fn joiner(hint: &str, id: &str, secret: &str, piped: bool) -> Child {
+    joiner_with(hint, id, secret, piped, &[])
+}
+
+/// [`joiner`] with `extra` options.
+fn joiner_with(hint: &str, id: &str, secret: &str, piped: bool, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_clasp"))
         .args(["worker", "--id", id, "--join", &after(hint, "--join ")])
+        .args(extra)
         .args(["--cluster-id", &after(hint, "--cluster-id ")])
         .args(["--secret-file", secret])
         .stdin(Stdio::null())
@@ -251,8 +257,8 @@ fn moves(run: &serde_json::Value) -> Vec<(u64, u64)> {
 /// second with `clasp worker --join` once the run says how, and the scripted move to two
 /// workers (held until the join, if it comes later) places key groups on it. Nothing is lost.
 /// A worker asking to join with an id the run did not reserve is told so and exits 1, and so
-/// do a second process under the id of the worker the run started and one with another
-/// secret.
+/// do a second process under the id of the worker the run started (also with a job timeout
+/// shorter than the handshake's retries) and one with another secret.
 #[test]
 fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     let _turn = common::one_at_a_time();
@@ -264,14 +270,23 @@ fn a_worker_started_after_the_run_began_joins_it_and_is_used() {
     // A second process under the id of the worker the run started: refused in its handshake
     // until its connect deadline (10 s), then told why.
     let twin = joiner(&hint, "1", secret.to_str().unwrap(), true);
+    // The same with a 2 s job timeout: told why at its end, not that it timed out.
+    let quick_twin = joiner_with(
+        &hint,
+        "1",
+        secret.to_str().unwrap(),
+        true,
+        &["--job-timeout-s", "2"],
+    );
     // Another secret: refused in its handshake, which asking again cannot change.
     let other_secret = dir.join("other-secret");
     std::fs::write(&other_secret, "another secret of at least 32 bytes").unwrap();
     let outsider = joiner(&hint, "2", other_secret.to_str().unwrap(), true);
-    workers.0.extend([stray, twin, outsider]);
+    workers.0.extend([stray, twin, outsider, quick_twin]);
     assert_refused(&mut workers.0[1], "reserved ids [2] for workers that join");
     assert_refused(&mut workers.0[2], "worker 1 is already in it");
     assert_refused(&mut workers.0[3], "does not hold the same cluster secret");
+    assert_refused(&mut workers.0[4], "worker 1 is already in it");
     let (status, stdout, stderr) = run.wait(Duration::from_secs(120));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status}: {stderr}");

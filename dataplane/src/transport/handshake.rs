@@ -158,6 +158,13 @@ fn refused_for_good(e: &auth::AuthError) -> bool {
     )
 }
 
+/// How long after it starts a connection attempt retried for `connect_timeout` has reported
+/// (connected or failed): its last dial may start just before the deadline, after a backoff,
+/// and then takes up to a handshake timeout to connect and a few more to authenticate.
+pub(super) fn answer_within(connect_timeout: Duration, handshake_timeout: Duration) -> Duration {
+    connect_timeout + ms(CONNECT_BACKOFF_MAX_MS) + handshake_timeout * 4
+}
+
 impl Handshaker {
     fn report(&self, setup: Setup) {
         let _ = self.tx.send(setup);

@@ -13,14 +13,14 @@ use super::conn::send::SendHalf;
 use super::conn::{Conn, ConnState};
 use super::event_loop::{Result, Transport, push_sqe};
 use super::framing::BadFrame;
-use super::handshake::{Link, PeerSlot, Setup};
+use super::handshake::{Link, PeerSlot, Setup, answer_within};
 use super::op::{GEN_MASK, Op};
 use super::wire::{self, NET_HEADER_BYTES};
 use super::{Direction, Event, MAX_PEER_ID, MAX_PENDING_HANDSHAKES, PeerId, TransportError, ms};
 use io_uring::{opcode, types};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// Why a connection is closed (logged, and the reason of its [`Event::PeerLost`]).
@@ -77,6 +77,22 @@ impl Transport {
     /// Starts connecting to `peer` at `addr` (retried for `connect_timeout_ms`, then
     /// authenticated on a helper thread). Progress arrives as [`Event`]s.
     pub fn connect(&mut self, peer: PeerId, addr: SocketAddr) -> Result<()> {
+        self.connect_within(peer, addr, Duration::MAX).map(|_| ())
+    }
+
+    /// [`connect`](Self::connect), retried for at most `limit` (when it is shorter than
+    /// `connect_timeout_ms`). Returns the instant by which the attempt will have said how it
+    /// ended (an [`Event::Connected`] or [`Event::ConnectFailed`]): a caller that waits that
+    /// long learns why it failed — a refusal says more than a timeout.
+    pub fn connect_within(
+        &mut self,
+        peer: PeerId,
+        addr: SocketAddr,
+        limit: Duration,
+    ) -> Result<Instant> {
+        let connect_timeout = ms(self.cfg.limits.connect_timeout_ms).min(limit);
+        let handshake_timeout = ms(self.cfg.limits.handshake_timeout_ms);
+        let answer_by = Instant::now() + answer_within(connect_timeout, handshake_timeout);
         if peer == self.cfg.id {
             return Err(TransportError::Config(format!(
                 "peer {peer} is this transport"
@@ -84,13 +100,12 @@ impl Transport {
         }
         let slot = self.peer_slot(peer)?;
         if matches!(slot.out, Link::Up { .. } | Link::Connecting) {
-            return Ok(());
+            return Ok(answer_by);
         }
         slot.out = Link::Connecting;
-        let connect_timeout = ms(self.cfg.limits.connect_timeout_ms);
         self.handshaker()
             .spawn_connect(peer, addr, connect_timeout)?;
-        Ok(())
+        Ok(answer_by)
     }
 
     /// A connection the listener accepted: authenticated on a helper thread in a handshake

@@ -24,12 +24,15 @@ pub(super) fn ask(
              listen on an address they can reach (--listen IP:PORT)"
         )));
     }
-    node.t
-        .connect(DRIVER_ID, driver)
+    // Dialled for at most the job timeout, and waited for until the attempt says how it ended:
+    // a driver that refuses this worker's id (another process is that worker) is refused in
+    // each handshake until the attempt's end, and only then says so.
+    let answer_by = node
+        .t
+        .connect_within(DRIVER_ID, driver, cfg.job_timeout)
         .map_err(|e| NodeError::transport("connecting to the driver", e))?;
-    let deadline = Instant::now() + cfg.job_timeout;
     while !node.t.is_connected(DRIVER_ID) {
-        if Instant::now() >= deadline {
+        if Instant::now() >= answer_by {
             return Err(NodeError::Driver(format!(
                 "not connected to the driver at {driver} within {:?}",
                 cfg.job_timeout
