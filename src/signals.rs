@@ -129,6 +129,29 @@ pub fn install(
     Ok(())
 }
 
+/// Catches SIGINT, SIGTERM and SIGHUP (unless ignored, as under `nohup`) for a command whose
+/// partial result is worth nothing, a benchmark: the first runs the [`cleanup`](crate::cleanup)
+/// registry and exits with 128 + the signal at once.
+pub fn install_exit_at_once(what: &'static str) -> anyhow::Result<()> {
+    let caught: &[i32] = if hangup_ignored() {
+        &[SIGINT, SIGTERM]
+    } else {
+        &[SIGINT, SIGTERM, SIGHUP]
+    };
+    let mut signals =
+        Signals::new(caught).map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
+    std::thread::Builder::new()
+        .name("clasp-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let _ = RECEIVED.compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire);
+                exit_now(what, name(signal));
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("starting the signal thread: {e}"))?;
+    Ok(())
+}
+
 /// Whether this process was started with SIGHUP ignored (`nohup`): the `SigIgn` mask of
 /// `/proc/self/status`, whose lowest bit is signal 1.
 fn hangup_ignored() -> bool {

@@ -4,6 +4,8 @@
 mod common;
 
 use common::{clasp_text, json};
+use rustix::process::{Pid, Signal, kill_process};
+use std::time::{Duration, Instant};
 
 #[test]
 fn bench_wc_counts_every_word_and_says_whether_timely_is_built() {
@@ -80,4 +82,45 @@ fn bench_wc_refuses_bad_options_naming_them() {
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("not built"), "{err}");
     }
+}
+
+/// Interrupted, a benchmark stops at once with 128 + the signal and removes the segment its
+/// in-process worker made (it stayed in `/dev/shm` until some later run's sweep).
+#[test]
+fn an_interrupted_bench_wc_exits_at_once_and_removes_its_segment() {
+    let _turn = common::one_at_a_time();
+    let args = ["bench", "wc", "--only", "clasp", "--executors", "1"];
+    let mut run = common::start(&[&args[..], &["--records", "2000000"]].concat(), &[]);
+    let pid = run.pid();
+    let ours = || -> Vec<String> {
+        let names = std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(Result::ok);
+        let prefix = format!("clasp-bench-wc-{pid}-");
+        (names.filter_map(|e| e.file_name().into_string().ok()))
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ours().is_empty() {
+        assert!(
+            !run.finished(),
+            "the benchmark ended before its worker started"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no segment of pid {pid} within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let target = Pid::from_raw(pid as i32).unwrap();
+    kill_process(target, Signal::INT).expect("signal the benchmark");
+    let out = run.wait();
+    assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("SIGINT"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(ours(), Vec::<String>::new());
 }

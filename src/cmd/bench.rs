@@ -158,6 +158,7 @@ fn ring(args: RingArgs) -> anyhow::Result<()> {
 }
 
 fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
+    let _segments = exit_at_once_on_signal("bench dispatch")?;
     let show_progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let local = if args.remote {
         None
@@ -278,6 +279,15 @@ fn write_remote(
     Ok(())
 }
 
+/// A benchmark interrupted stops at once (its figures would be partial): the signal removes
+/// the segments it made on the way out, while the registration returned is held.
+fn exit_at_once_on_signal(what: &'static str) -> anyhow::Result<crate::cleanup::Registration> {
+    crate::signals::install_exit_at_once(what)?;
+    Ok(crate::cleanup::register(
+        crate::stale::remove_own_bench_segments,
+    ))
+}
+
 fn wc(args: WcArgs) -> anyhow::Result<()> {
     if let Some(e) = args.executors.iter().find(|&&e| e == 0 || e > 64) {
         return Err(crate::cmd::usage_error(format!(
@@ -291,6 +301,7 @@ fn wc(args: WcArgs) -> anyhow::Result<()> {
             given[i]
         )));
     }
+    let _segments = exit_at_once_on_signal("bench wc")?;
     let cfg = clasp_benches::wc::WcBenchConfig {
         records: args.records,
         executors: args.executors,
