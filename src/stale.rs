@@ -24,8 +24,6 @@ const SEGMENT_PREFIXES: [&str; 4] = [
     "clasp-bench-dispatch-",
     "clasp-bench-wc-",
 ];
-/// The prefixes of [`SEGMENT_PREFIXES`] that benchmarks name their segments with.
-const BENCH_SEGMENT_PREFIXES: [&str; 2] = ["clasp-bench-dispatch-", "clasp-bench-wc-"];
 /// How a run directory's name begins; the creator's pid follows, then `-` and random letters.
 pub const RUN_DIR_PREFIX: &str = "clasp-run-";
 /// How the cgroup of a capped run (or of a worker capped by hand) begins; the creating
@@ -66,26 +64,6 @@ fn pid_after(name: &str, prefix: &str) -> Option<i32> {
 /// The creator's pid of a segment named `name`, if clasp makes such names.
 pub fn segment_pid(name: &str) -> Option<i32> {
     SEGMENT_PREFIXES.iter().find_map(|p| pid_after(name, p))
-}
-
-/// Removes the segments this process's benchmarks made (`clasp-bench-*-PID-N`, PID this
-/// process's): what a signal that ends a benchmark at once must undo, since no owner's `Drop`
-/// runs then.
-pub fn remove_own_bench_segments() {
-    let own = i32::try_from(std::process::id()).ok();
-    let Ok(entries) = std::fs::read_dir(SHM_DIR) else {
-        return;
-    };
-    for e in entries.filter_map(Result::ok) {
-        let Ok(name) = e.file_name().into_string() else {
-            continue;
-        };
-        let ours =
-            (BENCH_SEGMENT_PREFIXES.iter()).any(|p| own.is_some() && pid_after(&name, p) == own);
-        if ours {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
 }
 
 /// Whether no process has this pid (a pid we may not signal belongs to a live process).
@@ -262,12 +240,6 @@ mod tests {
         assert_eq!(pid_after("clasp-run-99-AbC123", RUN_DIR_PREFIX), Some(99));
         assert_eq!(pid_after("clasp-run-99", RUN_DIR_PREFIX), Some(99));
         assert_eq!(pid_after("clasp-run-out-x", RUN_DIR_PREFIX), None);
-        // A benchmark's segments are also swept when it was killed outright.
-        assert!(
-            BENCH_SEGMENT_PREFIXES
-                .iter()
-                .all(|p| SEGMENT_PREFIXES.contains(p))
-        );
     }
 
     #[test]

@@ -85,28 +85,35 @@ fn bench_wc_refuses_bad_options_naming_them() {
 }
 
 /// Interrupted, a benchmark stops at once with 128 + the signal and removes the segment its
-/// in-process worker made (it stayed in `/dev/shm` until some later run's sweep).
+/// in-process worker made (it stayed in `/dev/shm` until some later run's sweep): `bench wc`
+/// by SIGINT, `bench dispatch` by SIGTERM.
 #[test]
-fn an_interrupted_bench_wc_exits_at_once_and_removes_its_segment() {
+fn an_interrupted_benchmark_exits_at_once_and_removes_its_segment() {
     let _turn = common::one_at_a_time();
-    let args = ["bench", "wc", "--only", "clasp", "--executors", "1"];
-    let mut run = common::start(&[&args[..], &["--records", "2000000"]].concat(), &[]);
+    #[rustfmt::skip]
+    let wc = ["bench", "wc", "--only", "clasp", "--executors", "1", "--records", "2000000"];
+    interrupt_once_its_segment_exists(&wc, "clasp-bench-wc", Signal::INT, 130);
+    let dispatch = ["bench", "dispatch", "--repetitions", "50"];
+    interrupt_once_its_segment_exists(&dispatch, "clasp-bench-dispatch", Signal::TERM, 143);
+}
+
+/// Starts clasp with `args`, waits (at most 60 s) until a segment named `kind-PID-*` exists,
+/// sends `signal`, and checks that clasp exits `code` saying so and leaves no such segment.
+fn interrupt_once_its_segment_exists(args: &[&str], kind: &str, signal: Signal, code: i32) {
+    let mut run = common::start(args, &[]);
     let pid = run.pid();
     let ours = || -> Vec<String> {
         let names = std::fs::read_dir("/dev/shm")
             .unwrap()
             .filter_map(Result::ok);
-        let prefix = format!("clasp-bench-wc-{pid}-");
+        let prefix = format!("{kind}-{pid}-");
         (names.filter_map(|e| e.file_name().into_string().ok()))
             .filter(|n| n.starts_with(&prefix))
             .collect()
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while ours().is_empty() {
-        assert!(
-            !run.finished(),
-            "the benchmark ended before its worker started"
-        );
+        assert!(!run.finished(), "{args:?} ended before its worker started");
         assert!(
             Instant::now() < deadline,
             "no segment of pid {pid} within 60 s"
@@ -114,13 +121,10 @@ fn an_interrupted_bench_wc_exits_at_once_and_removes_its_segment() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let target = Pid::from_raw(pid as i32).unwrap();
-    kill_process(target, Signal::INT).expect("signal the benchmark");
+    kill_process(target, signal).expect("signal the benchmark");
     let out = run.wait();
-    assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
-    assert!(
-        common::stderr(&out).contains("SIGINT"),
-        "{}",
-        common::stderr(&out)
-    );
-    assert_eq!(ours(), Vec::<String>::new());
+    let said = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {said}");
+    assert!(said.contains("stopping now"), "{args:?}: {said}");
+    assert_eq!(ours(), Vec::<String>::new(), "{args:?}");
 }

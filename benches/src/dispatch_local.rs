@@ -108,12 +108,7 @@ pub struct LocalDispatchReport {
 }
 
 fn segment_name() -> String {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    format!(
-        "clasp-bench-dispatch-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
+    crate::segments::new_name("dispatch")
 }
 
 /// How a SYN run is deployed.
@@ -223,7 +218,9 @@ pub(crate) fn alpha(r: &LocalReport) -> (f64, f64) {
 }
 
 /// Times the per-request metric updates of an executor (see `Engine::handle` and `route`) on
-/// a real worker segment's counters.
+/// a real worker segment's counters: a request read from a ring that sends one local child.
+/// (A request run from the executor's own queue shares its `processed` update with the rest
+/// of its run of requests to the same operator, so this is an upper bound for that path.)
 fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
     use clasp_dataplane::runtime::layout::{SegmentSizes, WorkerSegment, scalar};
     let ops = spec.operators.len();

@@ -9,6 +9,7 @@ pub mod hop;
 pub mod machine;
 pub mod place;
 pub mod ring;
+pub mod segments;
 pub mod wake;
 pub mod wc;
 #[cfg(feature = "baselines")]

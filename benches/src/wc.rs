@@ -148,12 +148,7 @@ struct TimelyFigures {
 }
 
 fn segment_name() -> String {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    format!(
-        "clasp-bench-wc-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
+    crate::segments::new_name("wc")
 }
 
 /// Runs WC on an in-process worker of `executors` executors, the ingress on a thread reading

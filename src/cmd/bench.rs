@@ -284,7 +284,7 @@ fn write_remote(
 fn exit_at_once_on_signal(what: &'static str) -> anyhow::Result<crate::cleanup::Registration> {
     crate::signals::install_exit_at_once(what)?;
     Ok(crate::cleanup::register(
-        crate::stale::remove_own_bench_segments,
+        clasp_benches::segments::remove_made,
     ))
 }
 

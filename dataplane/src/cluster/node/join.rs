@@ -27,6 +27,7 @@ pub(super) fn ask(
     // Dialled for at most the job timeout, and waited for until the attempt says how it ended:
     // a driver that refuses this worker's id (another process is that worker) is refused in
     // each handshake until the attempt's end, and only then says so.
+    let start = Instant::now();
     let answer_by = node
         .t
         .connect_within(DRIVER_ID, driver, cfg.job_timeout)
@@ -34,8 +35,8 @@ pub(super) fn ask(
     while !node.t.is_connected(DRIVER_ID) {
         if Instant::now() >= answer_by {
             return Err(NodeError::Driver(format!(
-                "not connected to the driver at {driver} within {:?}",
-                cfg.job_timeout
+                "not connected to the driver at {driver}: no answer within {} s",
+                start.elapsed().as_secs()
             )));
         }
         node.poll(WAIT_TURN, None)?;
