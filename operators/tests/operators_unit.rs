@@ -432,3 +432,52 @@ fn first_operators_key_records_read_from_a_source_as_the_generators_do() {
         }
     }
 }
+
+/// `json` with the first character of every string value written as a `\u` escape (what an
+/// encoder that escapes non-ASCII, or `/`, writes): the same JSON value.
+fn escape_string_starts(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() * 2);
+    let mut i = 0;
+    while i < json.len() {
+        out.push(json[i]);
+        if json[i..].starts_with(b":\"") && json.get(i + 2).is_some_and(u8::is_ascii_alphanumeric) {
+            out.push(b'"');
+            out.extend_from_slice(format!("\\u{:04x}", json[i + 2]).as_bytes());
+            i += 3;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Valid JSON with escaped strings parses as the same record in every app that reads JSON (its
+/// string fields were borrowed from the input, which an escaped string cannot be).
+#[test]
+fn json_with_escaped_strings_parses_as_the_plain_record() {
+    parses_escaped_as_plain("aa", || {
+        Harness::new(aa::DeserializeEvent, 1, Determinism::Stateless)
+    });
+    parses_escaped_as_plain("nwm", || {
+        Harness::new(nwm::ParseLines, 1, Determinism::Stateless)
+    });
+    parses_escaped_as_plain("etl", || {
+        Harness::new(etl::SenmlParse, 1, Determinism::Stateless)
+    });
+}
+
+/// `app`'s generated records, each with its string values escaped, emit what the plain ones do.
+fn parses_escaped_as_plain<O: clasp_operators::Operator>(app: &str, make: impl Fn() -> Harness<O>) {
+    let generator = clasp_operators::generate::generator(app, 3).unwrap();
+    for i in 0..20 {
+        let (key, payload) = generator.record(i);
+        let escaped = escape_string_starts(&payload);
+        assert_ne!(escaped, payload, "{app}: nothing escaped");
+        let plain = make().process(&key, &payload).unwrap();
+        assert_eq!(
+            make().process(&key, &escaped).unwrap(),
+            plain,
+            "{app} record {i}"
+        );
+    }
+}

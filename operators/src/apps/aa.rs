@@ -4,6 +4,7 @@
 //! state; keyed by ad id) → `campaign_count` (per-campaign counts per 1 s event-time window;
 //! keyed by campaign id). The first three are routed by ad id.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write as _;
 
@@ -127,18 +128,18 @@ fn campaign_id(campaign: u32) -> Vec<u8> {
 #[derive(Deserialize)]
 struct Event<'a> {
     #[serde(borrow)]
-    user_id: &'a str,
+    user_id: Cow<'a, str>,
     #[serde(borrow)]
-    page_id: &'a str,
+    page_id: Cow<'a, str>,
     #[serde(borrow)]
-    ad_id: &'a str,
+    ad_id: Cow<'a, str>,
     #[serde(borrow)]
-    ad_type: &'a str,
+    ad_type: Cow<'a, str>,
     #[serde(borrow)]
-    event_type: &'a str,
+    event_type: Cow<'a, str>,
     event_time: u64,
     #[serde(borrow)]
-    ip_address: &'a str,
+    ip_address: Cow<'a, str>,
 }
 
 /// Parses the JSON event into the binary record

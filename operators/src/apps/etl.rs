@@ -9,6 +9,7 @@
 //! replaces it. A message that loses an observation to a filter never completes its join; its
 //! partial state stays (it is order-free, and it is what the original does).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write as _;
 
@@ -146,16 +147,16 @@ pub(crate) fn register(r: &mut Registry) {
 #[derive(Deserialize)]
 struct Entry<'a> {
     #[serde(borrow)]
-    n: &'a str,
+    n: Cow<'a, str>,
     #[serde(borrow)]
-    u: &'a str,
+    u: Cow<'a, str>,
     v: f64,
 }
 
 #[derive(Deserialize)]
 struct Senml<'a> {
     #[serde(borrow)]
-    bn: &'a str,
+    bn: Cow<'a, str>,
     bt: u64,
     #[serde(borrow)]
     e: [Entry<'a>; JOIN_PARTS],
@@ -209,7 +210,7 @@ impl Operator for SenmlParse {
             return Err(Malformed::new("bad observation"));
         }
         for e in &m.e {
-            let _unit = e.u;
+            let _unit = &e.u;
             out.emit_with(|k, p| {
                 k.extend_from_slice(e.n.as_bytes());
                 put_observation(p, msg, sensor, m.bt, e.n.as_bytes(), e.v);

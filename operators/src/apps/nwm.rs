@@ -7,6 +7,7 @@
 //! `join` (racy: the branches race) outputs "host locked today" for a success of a host that
 //! was flagged that day.
 
+use std::borrow::Cow;
 use std::io::Write as _;
 
 use serde::Deserialize;
@@ -137,15 +138,15 @@ pub(crate) fn register(r: &mut Registry) {
 #[derive(Deserialize)]
 struct Event<'a> {
     #[serde(borrow)]
-    host: &'a str,
+    host: Cow<'a, str>,
     #[serde(borrow)]
-    status: &'a str,
+    status: Cow<'a, str>,
     #[serde(borrow)]
-    method: &'a str,
+    method: Cow<'a, str>,
     #[serde(borrow)]
-    region: &'a str,
+    region: Cow<'a, str>,
     #[serde(borrow)]
-    event_time: &'a str,
+    event_time: Cow<'a, str>,
 }
 
 /// Parses `event_time` `yyyymmdd`.
@@ -174,12 +175,12 @@ impl Operator for ParseLines {
         if e.host.as_bytes() != key {
             return Err(Malformed::new("host does not match the key"));
         }
-        let status = match e.status {
+        let status = match e.status.as_ref() {
             "success" => STATUS_SUCCESS,
             "fail" => STATUS_FAIL,
             _ => return Err(Malformed::new("unknown status")),
         };
-        let day = parse_day(e.event_time)?;
+        let day = parse_day(&e.event_time)?;
         out.emit_with(|k, p| {
             k.extend_from_slice(key);
             p.put_u32(status);
