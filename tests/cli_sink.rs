@@ -542,3 +542,39 @@ fn a_fifo_a_descriptor_name_or_a_directory_is_refused_as_a_sink() {
         }
     }
 }
+
+/// `--events` naming the source's file or the sink's is refused before either is touched (the
+/// events file is emptied when it opens: the input was lost and the run exited 0).
+#[test]
+fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
+    let input = common::temp_file("events-over-source.txt", "hello world\nbye now\n");
+    let path = input.to_str().unwrap();
+    let sink = format!("{path}.out");
+    let source = format!("file:{path}");
+    let run = |extra: &[&str]| {
+        #[rustfmt::skip]
+        let base = ["run", "--app", "wc", "--max-workers", "1", "--uncapped", "--source", &source];
+        common::clasp(&[&base[..], extra].concat())
+    };
+    let out = run(&["--events", path]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("would write over the input of --source"),
+        "{err}"
+    );
+    let dotted = format!(
+        "{}/./{}",
+        input.parent().unwrap().display(),
+        sink.rsplit('/').next().unwrap()
+    );
+    let out = run(&["--sink", &format!("file:{sink}"), "--events", &dotted]);
+    let err = common::stderr(&out);
+    let _ = std::fs::remove_file(&sink);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is the file of --sink"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        "hello world\nbye now\n"
+    );
+}

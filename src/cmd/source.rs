@@ -65,6 +65,45 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
         .collect()
 }
 
+/// Refuses, as a usage error (exit 2), an `--events` file that would write over the
+/// `--source`'s input or share the `--sink`'s file (the events file is emptied when the run
+/// starts, and two writers of one file interleave their lines).
+pub fn check_events(
+    events: &std::path::Path,
+    source: &SourceSpec,
+    sink: Option<&clasp_dataplane::sink::SinkTarget>,
+) -> anyhow::Result<()> {
+    use clasp_dataplane::sink::SinkTarget;
+    let as_sink = SinkTarget::File(events.to_owned());
+    let clash = if as_sink.overwrites(source) {
+        Some(format!("would write over the input of --source {source}"))
+    } else if let Some(target @ SinkTarget::File(path)) = sink
+        && resolved(path).is_some_and(|p| resolved(events) == Some(p))
+    {
+        Some(format!("is the file of --sink {target}"))
+    } else {
+        None
+    };
+    match clash {
+        Some(why) => Err(crate::cmd::usage_error(format!(
+            "--events {} {why}: give the events another path",
+            events.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Where `path` names a file, which need not exist yet: its directory resolved (links, `.`,
+/// `..`), then the file itself if it exists (a link to another file).
+fn resolved(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let file = dir.canonicalize().ok()?.join(path.file_name()?);
+    Some(file.canonicalize().unwrap_or(file))
+}
+
 /// Refuses, as usage errors (exit 2), a `--sink` that would write over the `--source`'s own
 /// input (a file sink opened for the run is emptied before the source reads it) and, where the
 /// sink is a file on this host (`here`), one whose directory does not exist — before anything

@@ -308,7 +308,11 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     check_pattern_ends(&args, &pattern)?;
     // The metrics endpoint and the events file too: a port in use or a path that cannot be
-    // written is refused before any worker starts.
+    // written is refused before any worker starts, and the events file is emptied only once it
+    // is known to be neither the input nor the sink's file.
+    if let Some(events) = &args.events {
+        crate::cmd::source::check_events(events, &args.source, args.sink.as_ref())?;
+    }
     let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
