@@ -124,10 +124,14 @@ impl FromStr for SourceSpec {
             "file" => Ok(SourceSpec::File(path()?)),
             "lenprefix" => Ok(SourceSpec::LenPrefix(path()?)),
             "dir" => Ok(SourceSpec::Dir(path()?)),
-            "tcp" => arg
-                .parse()
-                .map(SourceSpec::Tcp)
-                .map_err(|_| bad("expected an IP address and port, e.g. tcp:127.0.0.1:9000")),
+            "tcp" => match arg.parse::<SocketAddr>() {
+                // The system would pick a port that no producer is told of.
+                Ok(a) if a.port() == 0 => Err(bad(
+                    "port 0: give the port producers connect to, e.g. tcp:127.0.0.1:9000",
+                )),
+                Ok(a) => Ok(SourceSpec::Tcp(a)),
+                Err(_) => Err(bad("expected an IP address and port, e.g. tcp:127.0.0.1:9000")),
+            },
             _ => Err(bad(
                 "unknown kind (file, lenprefix, dir, stdin, tcp or gen)",
             )),
