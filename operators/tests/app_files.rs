@@ -83,6 +83,10 @@ fn validation_errors_name_the_problem() {
     ));
     assert!(e.to_string().contains("`window` = 0 is outside"), "{e}");
     let e = err(&format!(
+        "{HEAD}[[operator]]\nname = \"a\"\nkind = \"sd_spike_detect\"\nparams = {{ threshold = -1.0 }}\n"
+    ));
+    assert!(e.to_string().contains("`threshold` = -1 is outside"), "{e}");
+    let e = err(&format!(
         "{HEAD}[[operator]]\nname = \"a\"\nkind = \"wc_count\"\nparams = {{ windw = 3 }}\n"
     ));
     assert!(e.to_string().contains("unknown parameter(s): windw"), "{e}");

@@ -96,6 +96,29 @@ fn sd_window_edges_and_spike_threshold() {
     assert_eq!(req(103.01, 100.0), 1);
     assert_eq!(req(96.9, 100.0), 1);
     assert_eq!(req(100.0, 100.0), 0);
+    // A negative average: as far from -100 as 103 is from 100.
+    assert_eq!(req(-100.0, -100.0), 0);
+    assert_eq!(req(-103.01, -100.0), 1);
+}
+
+/// One huge reading (or two that overflow a sum) affects the averages only while it is in the
+/// window: a running sum kept its rounding, or an infinity, for good.
+#[test]
+fn sd_averages_forget_a_huge_reading_once_it_leaves_the_window() {
+    for huge in [[1e20, 20.0], [1e308, 1e308]] {
+        let mut h = Harness::new(sd::MovingAvg { window: 3 }, 1, Determinism::PathOrdered);
+        let key = encode_u32(7);
+        let mut average = |t: f64| {
+            let e = h.process(&key, &sd_line(7, t)).unwrap();
+            let mut r = Reader::new(&e[0].2);
+            let _ = (r.u32().unwrap(), r.f64().unwrap());
+            r.f64().unwrap()
+        };
+        for t in [20.0, huge[0], huge[1], 20.0, 20.0] {
+            average(t);
+        }
+        assert_eq!(average(20.0), 20.0, "after {huge:?}");
+    }
 }
 
 fn aa_event(ad: &str, event_type: &str, time: u64) -> Vec<u8> {

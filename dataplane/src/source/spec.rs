@@ -130,7 +130,9 @@ impl FromStr for SourceSpec {
                     "port 0: give the port producers connect to, e.g. tcp:127.0.0.1:9000",
                 )),
                 Ok(a) => Ok(SourceSpec::Tcp(a)),
-                Err(_) => Err(bad("expected an IP address and port, e.g. tcp:127.0.0.1:9000")),
+                Err(_) => Err(bad(
+                    "expected an IP address and port, e.g. tcp:127.0.0.1:9000",
+                )),
             },
             _ => Err(bad(
                 "unknown kind (file, lenprefix, dir, stdin, tcp or gen)",

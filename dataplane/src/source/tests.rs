@@ -54,7 +54,14 @@ fn specs_parse_and_print_back() {
     ] {
         assert_eq!(s.parse::<SourceSpec>().unwrap().to_string(), s);
     }
-    for bad in ["file:", "stdin:x", "tcp:localhost", "tcp:127.0.0.1:0", "ftp:x", "file"] {
+    for bad in [
+        "file:",
+        "stdin:x",
+        "tcp:localhost",
+        "tcp:127.0.0.1:0",
+        "ftp:x",
+        "file",
+    ] {
         let e = bad.parse::<SourceSpec>().unwrap_err().to_string();
         assert!(e.contains(bad), "{e}");
     }

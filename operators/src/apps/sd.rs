@@ -56,12 +56,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.register(
         "sd_spike_detect",
         KindInfo::stateless(
-            "outputs readings with |value − average| > threshold · average",
+            "outputs readings with |value − average| > threshold · |average|",
             "sensor id",
         ),
         |p| {
             Ok(SpikeDetect {
-                threshold: p.f64("threshold", 0.03)?,
+                threshold: p.f64_in("threshold", 0.03, 0.0..=1e6)?,
             })
         },
     );
@@ -96,7 +96,9 @@ pub fn parse_line(line: &[u8]) -> Result<(u32, f64), Malformed> {
 }
 
 /// Moving average over the last `window` readings of a sensor. State: the readings (oldest
-/// first) and their sum.
+/// first) and their sum, summed afresh at every reading: a running sum kept the rounding of
+/// one huge reading long after it left the window (a reading of 1e20 made every later
+/// average 0) and an overflow to infinity for good.
 pub struct MovingAvg {
     /// Readings averaged.
     pub window: usize,
@@ -116,10 +118,10 @@ impl Operator for MovingAvg {
             return Err(Malformed::new("sensor id does not match the key"));
         }
         readings.push_back(value);
-        *sum += value;
         if readings.len() > self.window {
-            *sum -= readings.pop_front().expect("non-empty");
+            readings.pop_front();
         }
+        *sum = readings.iter().sum();
         let average = *sum / readings.len() as f64;
         out.emit_with(|k, p| {
             k.extend_from_slice(key);
@@ -140,7 +142,8 @@ impl Operator for MovingAvg {
     }
 }
 
-/// Outputs `(sensor, value, average)` (as text) when `|value − average| > threshold · average`.
+/// Outputs `(sensor, value, average)` (as text) when `|value − average| > threshold · |average|`
+/// (a negative average is as far from its readings as a positive one).
 pub struct SpikeDetect {
     /// Relative deviation that makes a spike.
     pub threshold: f64,
@@ -158,7 +161,7 @@ impl Operator for SpikeDetect {
         let mut r = Reader::new(payload);
         let (sensor, value, average) = (r.u32()?, r.f64()?, r.f64()?);
         r.finish()?;
-        if (value - average).abs() > self.threshold * average {
+        if (value - average).abs() > self.threshold * average.abs() {
             out.output_with(|k, p| {
                 k.extend_from_slice(key);
                 let _ = write!(

@@ -145,6 +145,25 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// A float parameter within `range` (default `default`).
+    pub fn f64_in(
+        &mut self,
+        name: &str,
+        default: f64,
+        range: std::ops::RangeInclusive<f64>,
+    ) -> Result<f64, String> {
+        let v = self.f64(name, default)?;
+        if range.contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "parameter `{name}` = {v} is outside {}..={}",
+                range.start(),
+                range.end()
+            ))
+        }
+    }
+
     /// A string parameter.
     pub fn str(&mut self, name: &str, default: &str) -> Result<String, String> {
         match self.get(name) {
