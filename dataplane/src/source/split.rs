@@ -7,7 +7,8 @@ use super::feed::Batcher;
 use super::malformed::{TOO_LONG, TRUNCATED};
 use std::io::{self, BufRead, BufReader, Read};
 
-/// Hands every line of `input` (the newline stripped; a last line without one included) to
+/// Hands every line of `input` (the newline stripped, and a carriage return before it: a text
+/// file written on Windows ends its lines in `\r\n`; a last line without one included) to
 /// `out`: `input` stands at byte `offset_bytes` of its file, and the lines that start at or
 /// after `end` are left to another reader. Before each read that may wait for more input, the
 /// records read so far are handed on, so a slow writer's records are not held back.
@@ -49,7 +50,7 @@ pub(super) fn read_lines<R: Read>(
             let open = if too_long {
                 out.malformed(TOO_LONG, offset_bytes)
             } else if !line.is_empty() {
-                out.record(&line, offset_bytes)
+                out.record(without_cr(&line), offset_bytes)
             } else {
                 true
             };
@@ -67,10 +68,10 @@ pub(super) fn read_lines<R: Read>(
         match (newline.is_some(), too_long) {
             (true, true) => open = out.malformed(TOO_LONG, offset_bytes),
             // A whole line in the buffer: no copy into `line`.
-            (true, false) if line.is_empty() => open = out.record(chunk, offset_bytes),
+            (true, false) if line.is_empty() => open = out.record(without_cr(chunk), offset_bytes),
             (true, false) => {
                 line.extend_from_slice(chunk);
-                open = out.record(&line, offset_bytes);
+                open = out.record(without_cr(&line), offset_bytes);
             }
             (false, false) => line.extend_from_slice(chunk),
             (false, true) => {}
@@ -84,6 +85,11 @@ pub(super) fn read_lines<R: Read>(
             return Ok(false);
         }
     }
+}
+
+/// `line` without the carriage return it ends in, if it does.
+fn without_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// Hands every length-prefixed record of `input` to `out`: a record over
