@@ -102,7 +102,8 @@ impl Profile {
         }
     }
 
-    /// Checks what a reader relies on: the version, and α, β, γ positive and finite.
+    /// Checks what a reader relies on: the version, α, β, γ positive and finite, and the other
+    /// figures within their ranges.
     pub fn check(&self) -> Result<(), String> {
         if self.version != PROFILE_VERSION {
             return Err(format!(
@@ -137,9 +138,12 @@ impl Profile {
                 ));
             }
         }
-        match self.wake_us {
-            Some(v) if !(0.0..=max).contains(&v) => Err(format!(
+        match (self.wake_us, self.other_work_cores) {
+            (Some(v), _) if !(0.0..=max).contains(&v) => Err(format!(
                 "wake_us is {v}, not a number of µs from 0 to {max:e}"
+            )),
+            (_, Some(c)) if !(0.0..=max).contains(&c) => Err(format!(
+                "other_work_cores is {c}, not a number of cores from 0 to {max:e}"
             )),
             _ => Ok(()),
         }
@@ -420,6 +424,7 @@ mod tests {
         refused(&|p| p.alpha_us = 1e300, "alpha_us");
         refused(&|p| p.wake_us = Some(-3.0), "wake_us");
         refused(&|p| p.wake_us = Some(f64::NAN), "wake_us");
+        refused(&|p| p.other_work_cores = Some(-3.0), "other_work_cores");
         let by_batch = |k: &str, v: f64| [(k.to_string(), v)].into_iter().collect();
         refused(
             &|p| p.beta_by_batch_us = by_batch("0", 1.0),
