@@ -123,16 +123,7 @@ impl<'a> Params<'a> {
         default: u64,
         range: std::ops::RangeInclusive<u64>,
     ) -> Result<u64, String> {
-        let v = self.u64(name, default)?;
-        if range.contains(&v) {
-            Ok(v)
-        } else {
-            Err(format!(
-                "parameter `{name}` = {v} is outside {}..={}",
-                range.start(),
-                range.end()
-            ))
-        }
+        within(name, self.u64(name, default)?, &range)
     }
 
     /// A floating-point parameter (integers are accepted).
@@ -152,16 +143,7 @@ impl<'a> Params<'a> {
         default: f64,
         range: std::ops::RangeInclusive<f64>,
     ) -> Result<f64, String> {
-        let v = self.f64(name, default)?;
-        if range.contains(&v) {
-            Ok(v)
-        } else {
-            Err(format!(
-                "parameter `{name}` = {v} is outside {}..={}",
-                range.start(),
-                range.end()
-            ))
-        }
+        within(name, self.f64(name, default)?, &range)
     }
 
     /// A string parameter.
@@ -257,5 +239,22 @@ impl Registry {
     /// Every kind, by name.
     pub fn kinds(&self) -> impl Iterator<Item = (&str, &KindInfo)> + '_ {
         self.kinds.iter().map(|(n, k)| (n.as_str(), &k.info))
+    }
+}
+
+/// Parameter `name`'s value `v` if it lies in `range`, else an error naming both.
+fn within<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    v: T,
+    range: &std::ops::RangeInclusive<T>,
+) -> Result<T, String> {
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "parameter `{name}` = {v} is outside {}..={}",
+            range.start(),
+            range.end()
+        ))
     }
 }
