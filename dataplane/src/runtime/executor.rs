@@ -38,7 +38,7 @@ use super::RuntimeError;
 use super::layout::{ExecutorMetrics, MESSAGE_FRAME_BYTES_MAX, WorkerSegment, scalar};
 use super::ledger::{ChildIds, Delta};
 use super::messages::{Command, Report, deltas_frame_bytes};
-use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader, frame_len};
+use crate::request::{FLAG_CONTROL, FLAG_TRACKED, Request, RequestHeader};
 use crate::routing::{FlatRouting, Slots, flatten};
 use crate::sink::SinkWriter;
 use clasp_operators::key::{key_group, key_hash};
@@ -49,7 +49,7 @@ use clasp_protocol::routing::RoutingTable;
 use clasp_shmring::{
     Error as RingError, FanIn, Pass, Producer, ShmRing, WaitPolicy, prefetch_read,
 };
-use outbound::{Lane, Outbound, Sent};
+use outbound::Outbound;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,6 +63,7 @@ use migrating::EmittedBy;
 mod outbound;
 mod outputs;
 mod reports;
+mod sending;
 mod snapshot;
 mod spans;
 mod starving;
@@ -736,56 +737,6 @@ impl Engine {
                 xor,
                 admitted_ns: parent.admitted_ns,
             });
-        }
-    }
-
-    /// Counts `run.1` local chained requests on edge `from → run.0` (none: nothing).
-    #[inline]
-    fn count_local(&self, from: usize, run: (usize, u64)) {
-        if run.1 > 0 {
-            let m = self.metrics.view();
-            m.add(m.edge_local(from, run.0), run.1);
-            m.add(scalar::LOCAL_SENT, run.1);
-        }
-    }
-
-    /// Counts a remote chained request on edge `from → to` sent to `slot`.
-    #[inline]
-    fn count_remote(&mut self, from: usize, to: usize, slot: u16) {
-        let m = self.metrics.view();
-        m.add(m.edge_remote(from, to), 1);
-        m.add(scalar::REMOTE_SENT, 1);
-        let bit = 1u64 << (slot as usize / self.executors % 64);
-        if self.remote_mask & bit == 0 {
-            self.remote_mask |= bit;
-            m.set(scalar::REMOTE_DESTINATIONS, self.remote_mask);
-        }
-    }
-
-    /// Writes a request frame down `lane` (or into its overflow).
-    #[inline]
-    fn send_request(&mut self, lane: Lane, header: &RequestHeader, key: &[u8], payload: &[u8]) {
-        let len = frame_len(key.len(), payload.len());
-        let sent = self
-            .out
-            .send_with(lane, len, |out| header.write(key, payload, out));
-        self.count_sent(sent);
-    }
-
-    /// Writes a whole encoded frame down `lane` (or into its overflow).
-    fn send_frame(&mut self, lane: Lane, frame: &[u8]) {
-        let sent = self
-            .out
-            .send_with(lane, frame.len(), |out| out.copy_from_slice(frame));
-        self.count_sent(sent);
-    }
-
-    #[inline]
-    fn count_sent(&mut self, sent: Sent) {
-        match sent {
-            Sent::Written => {}
-            Sent::Queued => self.metrics.view().add(scalar::OVERFLOWED, 1),
-            Sent::Dropped(why) => self.report_error(why),
         }
     }
 
