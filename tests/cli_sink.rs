@@ -570,7 +570,15 @@ fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
     );
     let out = run(&["--sink", &format!("file:{sink}"), "--events", &dotted]);
     let err = common::stderr(&out);
-    let _ = std::fs::remove_file(&sink);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is the file of --sink"), "{err}");
+    // The sink's file under another name (a hard link).
+    std::fs::write(&sink, "").unwrap();
+    let linked = format!("{path}.linked");
+    std::fs::hard_link(&sink, &linked).unwrap();
+    let out = run(&["--sink", &format!("file:{sink}"), "--events", &linked]);
+    let err = common::stderr(&out);
+    let _ = (std::fs::remove_file(&sink), std::fs::remove_file(&linked));
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is the file of --sink"), "{err}");
     assert_eq!(

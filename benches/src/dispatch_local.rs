@@ -107,7 +107,7 @@ pub struct LocalDispatchReport {
     pub repetitions: u32,
 }
 
-fn segment_name() -> String {
+fn segment_name() -> crate::segments::SegmentName {
     crate::segments::new_name("dispatch")
 }
 
@@ -149,8 +149,10 @@ pub(crate) fn run_syn(
     sample_every: u64,
     rate: Option<f64>,
 ) -> Result<LocalReport, String> {
+    // Held until the run's segment is gone.
+    let name = segment_name();
     let cfg = LocalConfig {
-        segment_name: segment_name(),
+        segment_name: name.as_str().to_owned(),
         executors: deploy.executors,
         spread: deploy.spread,
         pin: deploy.pin,
@@ -236,7 +238,9 @@ fn metrics_cost(spec: &AppSpec) -> Result<f64, String> {
     };
     let table =
         clasp_dataplane::routing::spread(ops, &slots, Spread::Even).map_err(|e| e.to_string())?;
-    let seg = WorkerSegment::create(Some(&segment_name()), &sizes, spec.source, 1, 1, &table)
+    // Held until `seg` (made after it, so dropped before it) has removed the segment.
+    let name = segment_name();
+    let seg = WorkerSegment::create(Some(name.as_str()), &sizes, spec.source, 1, 1, &table)
         .map_err(|e| e.to_string())?;
     let m = seg.metrics(0);
     let clock = quanta::Clock::new();

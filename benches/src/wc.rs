@@ -147,7 +147,7 @@ struct TimelyFigures {
     cores_busy: f64,
 }
 
-fn segment_name() -> String {
+fn segment_name() -> crate::segments::SegmentName {
     crate::segments::new_name("wc")
 }
 
@@ -159,8 +159,10 @@ fn run_clasp(
     sentences: u64,
     executors: usize,
 ) -> Result<ClaspRun, String> {
+    // Held until the run's segment is gone.
+    let name = segment_name();
     let cfg = LocalConfig {
-        segment_name: segment_name(),
+        segment_name: name.as_str().to_owned(),
         executors,
         spread: Spread::Even,
         idle: IdlePolicy::Auto,

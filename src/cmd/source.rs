@@ -10,7 +10,7 @@ pub const SOURCE_SHORT_HELP: &str = "Where the input records come from: file:PAT
 
 /// `--source`'s help (`--help`).
 pub const SOURCE_HELP: &str = "Where the input records come from: file:PATH (one record per \
-    line, the newline stripped), lenprefix:PATH (each record a u32 little-endian byte count \
+    line, the newline stripped, and a carriage return before it), lenprefix:PATH (each record a u32 little-endian byte count \
     and that many bytes), dir:PATH (every regular file in it, in name order, one record per \
     line), stdin: (one record per line), tcp:ADDR (listen on ADDR, e.g. 127.0.0.1:9000; \
     connections are read one after another, one record per line, and the input ends when one \
@@ -66,19 +66,20 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
 }
 
 /// Refuses, as a usage error (exit 2), an `--events` file that would write over the
-/// `--source`'s input or share the `--sink`'s file (the events file is emptied when the run
-/// starts, and two writers of one file interleave their lines).
+/// `--source`'s input or share the file of `shared_sink`, a `--sink` the run's workers write on
+/// this host (the events file is emptied when the run starts, and two writers of one file
+/// interleave their lines). A cluster file's workers write `PATH.w<ID>` on their own hosts.
 pub fn check_events(
     events: &std::path::Path,
     source: &SourceSpec,
-    sink: Option<&clasp_dataplane::sink::SinkTarget>,
+    shared_sink: Option<&clasp_dataplane::sink::SinkTarget>,
 ) -> anyhow::Result<()> {
     use clasp_dataplane::sink::SinkTarget;
     let as_sink = SinkTarget::File(events.to_owned());
     let clash = if as_sink.overwrites(source) {
         Some(format!("would write over the input of --source {source}"))
-    } else if let Some(target @ SinkTarget::File(path)) = sink
-        && resolved(path).is_some_and(|p| resolved(events) == Some(p))
+    } else if let Some(target @ SinkTarget::File(path)) = shared_sink
+        && same_file(events, path)
     {
         Some(format!("is the file of --sink {target}"))
     } else {
@@ -91,6 +92,15 @@ pub fn check_events(
         ))),
         None => Ok(()),
     }
+}
+
+/// Whether `a` and `b` name one file, which need not exist yet: the same resolved path, or
+/// one file under two names (a hard link).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    resolved(a).is_some_and(|p| resolved(b) == Some(p))
+        || inode(a).is_some_and(|i| inode(b) == Some(i))
 }
 
 /// Where `path` names a file, which need not exist yet: its directory resolved (links, `.`,

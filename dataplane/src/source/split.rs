@@ -49,7 +49,8 @@ pub(super) fn read_lines<R: Read>(
             }
             let open = if too_long {
                 out.malformed(TOO_LONG, offset_bytes)
-            } else if !line.is_empty() {
+            } else if !without_cr(&line).is_empty() {
+                // A last line of a lone `\r` is an empty last line: no record, as for none.
                 out.record(without_cr(&line), offset_bytes)
             } else {
                 true

@@ -90,7 +90,7 @@ fn lines_are_records_and_an_overlong_line_is_counted() {
 #[test]
 fn lines_ended_by_crlf_are_records_without_the_carriage_return() {
     let d = TempDir::new("crlf");
-    let text = b"one two\r\n\r\nthree\rfour\r\nfive\r";
+    let text = b"one two\r\n\r\nthree\rfour\r\nfive\r\n\r";
     let p = d.file("a.txt", text);
     let (records, _) = read_all(&SourceSpec::File(p));
     let want: [&[u8]; 4] = [b"one two", b"", b"three\rfour", b"five"];

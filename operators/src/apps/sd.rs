@@ -95,10 +95,16 @@ pub fn parse_line(line: &[u8]) -> Result<(u32, f64), Malformed> {
     Ok((sensor, temperature))
 }
 
+/// How many times larger than the sum left behind a reading leaving the window must be for
+/// [`MovingAvg`] to sum the window afresh (its rounding error would then be more than about a
+/// millionth of the sum).
+const RESUM_RATIO: f64 = (1u64 << 20) as f64;
+
 /// Moving average over the last `window` readings of a sensor. State: the readings (oldest
-/// first) and their sum, summed afresh at every reading: a running sum kept the rounding of
-/// one huge reading long after it left the window (a reading of 1e20 made every later
-/// average 0) and an overflow to infinity for good.
+/// first) and their running sum, summed afresh from the window when a reading leaves it that
+/// dwarfs what remains, or the sum is no longer finite: subtracted, one huge reading left its
+/// rounding in the sum for good (a reading of 1e20 made every later average 0), and an
+/// overflow to infinity stayed infinite.
 pub struct MovingAvg {
     /// Readings averaged.
     pub window: usize,
@@ -118,10 +124,14 @@ impl Operator for MovingAvg {
             return Err(Malformed::new("sensor id does not match the key"));
         }
         readings.push_back(value);
+        *sum += value;
         if readings.len() > self.window {
-            readings.pop_front();
+            let left = readings.pop_front().expect("non-empty");
+            *sum -= left;
+            if !sum.is_finite() || left.abs() > sum.abs() * RESUM_RATIO {
+                *sum = readings.iter().sum();
+            }
         }
-        *sum = readings.iter().sum();
         let average = *sum / readings.len() as f64;
         out.emit_with(|k, p| {
             k.extend_from_slice(key);

@@ -308,11 +308,8 @@ pub fn run_live(mut args: RunArgs) -> anyhow::Result<()> {
     let pattern = RatePattern::parse(&args.pattern).map_err(usage_error)?;
     check_pattern_ends(&args, &pattern)?;
     // The metrics endpoint and the events file too: a port in use or a path that cannot be
-    // written is refused before any worker starts, and the events file is emptied only once it
-    // is known to be neither the input nor the sink's file.
-    if let Some(events) = &args.events {
-        crate::cmd::source::check_events(events, &args.source, args.sink.as_ref())?;
-    }
+    // written is refused before any worker starts (the events file, emptied here, was checked
+    // by `check_live` to be neither the input nor the sink's file).
     let watch = Watch::start(args.metrics_listen, args.events.as_deref(), &spec)?;
     let caps = caps::settle(&mut args)?;
     // The first line: whether the workers are capped, and why (never a silent uncapped run).
@@ -469,6 +466,11 @@ fn check_pattern_ends(args: &RunArgs, pattern: &RatePattern) -> anyhow::Result<(
 /// The options only a live run checks, before any worker starts (the cluster's are checked by
 /// `prepare`), and the `--out` directory it prepares.
 fn check_live(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(events) = &args.events {
+        // A cluster file's workers write their sinks on their own hosts, as `PATH.w<ID>`.
+        let shared_sink = args.sink.as_ref().filter(|_| args.cluster.is_none());
+        crate::cmd::source::check_events(events, &args.source, shared_sink)?;
+    }
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(usage_error(format!(
             "--duration {}: must be a positive number of seconds",
