@@ -374,6 +374,7 @@ fn a_failure_to_write_out_files_still_prints_the_json_first() {
     // The directory is writable (the check before the run passes), but `summary.json` is a
     // non-empty directory, so renaming the written file over it fails after the run.
     std::fs::create_dir_all(dir.join("summary.json").join("occupied")).expect("dirs");
+    // No checkpoints: the run fails (exit 1) and would keep them in the tests' state directory.
     let out = clasp(&[
         "run",
         "--app",
@@ -384,6 +385,8 @@ fn a_failure_to_write_out_files_still_prints_the_json_first() {
         "20000",
         "--max-workers",
         "1",
+        "--checkpoint-interval-ms",
+        "0",
         "--out",
         dir.to_str().expect("utf8"),
         "--json",
