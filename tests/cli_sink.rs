@@ -543,8 +543,9 @@ fn a_fifo_a_descriptor_name_or_a_directory_is_refused_as_a_sink() {
     }
 }
 
-/// `--events` naming the source's file or the sink's is refused before either is touched (the
-/// events file is emptied when it opens: the input was lost and the run exited 0).
+/// `--events` naming the source's file, the sink's, or the `--app-file` or `--config` the run
+/// read is refused before any is touched (the events file is emptied when it opens: the input
+/// was lost and the run exited 0).
 #[test]
 fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
     let input = common::temp_file("events-over-source.txt", "hello world\nbye now\n");
@@ -584,5 +585,33 @@ fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
     assert_eq!(
         std::fs::read_to_string(path).unwrap(),
         "hello world\nbye now\n"
+    );
+    // The files the run reads its app and its settings from.
+    let app = common::clasp(&["apps", "show", "wc", "--toml"]);
+    let app_file = format!("{path}.app.toml");
+    std::fs::write(&app_file, &app.stdout).unwrap();
+    let config = common::clasp(&["run", "--app", "wc", "--print-config"]);
+    let config_file = format!("{path}.run.toml");
+    std::fs::write(&config_file, &config.stdout).unwrap();
+    #[rustfmt::skip]
+    let with_app = ["run", "--app-file", &app_file, "--max-workers", "1", "--uncapped",
+        "--events", &app_file];
+    #[rustfmt::skip]
+    let with_config = ["run", "--config", &config_file, "--max-workers", "1", "--uncapped",
+        "--events", &config_file];
+    for (args, names) in [(&with_app, "--app-file"), (&with_config, "--config")] {
+        let out = common::clasp(args);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("would write over the file of {names}")),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&app_file).unwrap(), app.stdout);
+    assert_eq!(std::fs::read(&config_file).unwrap(), config.stdout);
+    let _ = (
+        std::fs::remove_file(&app_file),
+        std::fs::remove_file(&config_file),
     );
 }

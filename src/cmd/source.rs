@@ -66,18 +66,26 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
 }
 
 /// Refuses, as a usage error (exit 2), an `--events` file that would write over the
-/// `--source`'s input or share the file of `shared_sink`, a `--sink` the run's workers write on
+/// `--source`'s input, over one of `read` (the other files the run read, each with the option
+/// that named it), or share the file of `shared_sink`, a `--sink` the run's workers write on
 /// this host (the events file is emptied when the run starts, and two writers of one file
 /// interleave their lines). A cluster file's workers write `PATH.w<ID>` on their own hosts.
 pub fn check_events(
     events: &std::path::Path,
     source: &SourceSpec,
+    read: &[(&str, &std::path::Path)],
     shared_sink: Option<&clasp_dataplane::sink::SinkTarget>,
 ) -> anyhow::Result<()> {
     use clasp_dataplane::sink::SinkTarget;
     let as_sink = SinkTarget::File(events.to_owned());
+    let read_file = read.iter().find(|(_, path)| same_file(events, path));
     let clash = if as_sink.overwrites(source) {
         Some(format!("would write over the input of --source {source}"))
+    } else if let Some((option, path)) = read_file {
+        Some(format!(
+            "would write over the file of {option} {}",
+            path.display()
+        ))
     } else if let Some(target @ SinkTarget::File(path)) = shared_sink
         && same_file(events, path)
     {

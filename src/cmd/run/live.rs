@@ -469,7 +469,14 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(events) = &args.events {
         // A cluster file's workers write their sinks on their own hosts, as `PATH.w<ID>`.
         let shared_sink = args.sink.as_ref().filter(|_| args.cluster.is_none());
-        crate::cmd::source::check_events(events, &args.source, shared_sink)?;
+        let read: Vec<(&str, &std::path::Path)> = [
+            ("--app-file", args.app_file.as_deref()),
+            ("--config", args.config.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(option, path)| Some((option, path?)))
+        .collect();
+        crate::cmd::source::check_events(events, &args.source, &read, shared_sink)?;
     }
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(usage_error(format!(
