@@ -587,18 +587,19 @@ fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
         "hello world\nbye now\n"
     );
     // The files the run reads its app and its settings from.
-    let app = common::clasp(&["apps", "show", "wc", "--toml"]);
-    let app_file = format!("{path}.app.toml");
-    std::fs::write(&app_file, &app.stdout).unwrap();
-    let config = common::clasp(&["run", "--app", "wc", "--print-config"]);
-    let config_file = format!("{path}.run.toml");
-    std::fs::write(&config_file, &config.stdout).unwrap();
+    let text = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    let app = text(common::clasp(&["apps", "show", "wc", "--toml"]));
+    let app_path = common::temp_file("events-app.toml", &app);
+    let app_file = app_path.to_str().unwrap();
+    let config = text(common::clasp(&["run", "--app", "wc", "--print-config"]));
+    let config_path = common::temp_file("events-run.toml", &config);
+    let config_file = config_path.to_str().unwrap();
     #[rustfmt::skip]
-    let with_app = ["run", "--app-file", &app_file, "--max-workers", "1", "--uncapped",
-        "--events", &app_file];
+    let with_app = ["run", "--app-file", app_file, "--max-workers", "1", "--uncapped",
+        "--events", app_file];
     #[rustfmt::skip]
-    let with_config = ["run", "--config", &config_file, "--max-workers", "1", "--uncapped",
-        "--events", &config_file];
+    let with_config = ["run", "--config", config_file, "--max-workers", "1", "--uncapped",
+        "--events", config_file];
     for (args, names) in [(&with_app, "--app-file"), (&with_config, "--config")] {
         let out = common::clasp(args);
         let err = common::stderr(&out);
@@ -608,10 +609,6 @@ fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
             "{err}"
         );
     }
-    assert_eq!(std::fs::read(&app_file).unwrap(), app.stdout);
-    assert_eq!(std::fs::read(&config_file).unwrap(), config.stdout);
-    let _ = (
-        std::fs::remove_file(&app_file),
-        std::fs::remove_file(&config_file),
-    );
+    assert_eq!(std::fs::read_to_string(app_file).unwrap(), app);
+    assert_eq!(std::fs::read_to_string(config_file).unwrap(), config);
 }
