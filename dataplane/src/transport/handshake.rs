@@ -162,8 +162,12 @@ fn refused_for_good(e: &auth::AuthError) -> bool {
 /// (connected or failed): its last dial may start just before the deadline, after a backoff,
 /// and then takes up to a handshake timeout to connect and a few more to authenticate.
 pub(super) fn answer_within(connect_timeout: Duration, handshake_timeout: Duration) -> Duration {
-    connect_timeout + ms(CONNECT_BACKOFF_MAX_MS) + handshake_timeout * 4
+    connect_timeout + ms(CONNECT_BACKOFF_MAX_MS) + handshake_timeout * ANSWER_HANDSHAKE_TIMEOUTS
 }
+
+/// Handshake timeouts [`answer_within`] allows the last dial: one to connect, one for the
+/// authentication's single deadline, and two to spare for a loaded host.
+const ANSWER_HANDSHAKE_TIMEOUTS: u32 = 4;
 
 impl Handshaker {
     fn report(&self, setup: Setup) {

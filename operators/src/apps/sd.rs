@@ -26,6 +26,9 @@ pub const SPIKE_ONE_IN: u64 = 500;
 pub const MALFORMED_ONE_IN: u64 = 2000;
 /// Largest window accepted.
 pub const WINDOW_MAX: u64 = 10_000;
+/// Largest relative deviation `spike_detect` accepts as its threshold (a million times the
+/// average: anything larger flags nothing a float can hold apart from it).
+pub const THRESHOLD_MAX: f64 = 1e6;
 
 /// The SD app.
 pub fn def() -> AppDef {
@@ -61,7 +64,7 @@ pub(crate) fn register(r: &mut Registry) {
         ),
         |p| {
             Ok(SpikeDetect {
-                threshold: p.f64_in("threshold", 0.03, 0.0..=1e6)?,
+                threshold: p.f64_in("threshold", 0.03, 0.0..=THRESHOLD_MAX)?,
             })
         },
     );
