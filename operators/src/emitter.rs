@@ -93,7 +93,11 @@ impl Emitter {
     /// The emission at `index`.
     #[inline]
     pub fn get(&self, index: usize) -> Emission<'_> {
-        let e = &self.entries[index];
+        self.emission(&self.entries[index])
+    }
+
+    #[inline]
+    fn emission(&self, e: &Entry) -> Emission<'_> {
         Emission {
             target: e.target,
             key: &self.keys[e.key.start as usize..e.key.end as usize],
@@ -115,6 +119,31 @@ impl Emitter {
         self.entries[index].seq = seq;
     }
 
+    /// The sink outputs from index `start` on, in emission order (chained requests skipped
+    /// without looking at their bytes).
+    #[inline]
+    pub fn outputs_from(&self, start: usize) -> impl Iterator<Item = Emission<'_>> + '_ {
+        let entries = self.entries.get(start..).unwrap_or(&[]);
+        entries
+            .iter()
+            .filter(|e| e.target == Target::Output)
+            .map(|e| self.emission(e))
+    }
+
+    /// Whether an emission from index `start` on has a key longer than `limit` bytes.
+    #[inline]
+    pub fn any_key_longer_than(&self, start: usize, limit: usize) -> bool {
+        let Some(first) = self.entries.get(start) else {
+            return false;
+        };
+        // Keys are written back to back: when all of them together fit, each does (the
+        // common case, checked without walking the emissions).
+        if self.keys.len() - first.key.start as usize <= limit {
+            return false;
+        }
+        self.entries[start..].iter().any(|e| e.key.len() > limit)
+    }
+
     /// The index of the last emission bound for an operator (a chained request), if any.
     #[inline]
     pub fn last_to_operator(&self) -> Option<usize> {
@@ -126,11 +155,6 @@ impl Emitter {
     /// Every emission in emission order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Emission<'_>> + '_ {
         (0..self.entries.len()).map(|i| self.get(i))
-    }
-
-    /// Emissions from index `start` on.
-    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = Emission<'_>> + '_ {
-        (start..self.entries.len()).map(|i| self.get(i))
     }
 
     /// Writes a key and a payload with `build` and returns their ranges.
@@ -372,5 +396,23 @@ mod tests {
                 payload: b"y"
             }
         );
+    }
+
+    #[test]
+    fn a_long_key_is_found_whether_or_not_the_keys_together_fit() {
+        let mut e = Emitter::new();
+        let succ = [3u16];
+        let mut out = Out::new(&mut e, &succ);
+        out.emit(&[b'a'; 6], b"");
+        out.emit(&[b'b'; 6], b"");
+        // Together 12 bytes: over a limit of 8, though each key is under it.
+        assert!(!e.any_key_longer_than(0, 8));
+        assert!(!e.any_key_longer_than(0, 12));
+        let mut out = Out::new(&mut e, &succ);
+        out.emit(&[b'c'; 9], b"");
+        assert!(e.any_key_longer_than(0, 8));
+        assert!(e.any_key_longer_than(2, 8));
+        assert!(!e.any_key_longer_than(2, 9));
+        assert!(!e.any_key_longer_than(3, 0), "no emission from index 3 on");
     }
 }

@@ -673,6 +673,15 @@ impl Engine {
         let local_ok = self.may_queue_local();
         let emitter = std::mem::take(&mut self.emitter);
         let mut ids = ChildIds::new(parent.root_id, parent.request_id, carrier);
+        let base = RequestHeader {
+            flags,
+            epoch: self.epoch.0 as u16,
+            root_home: parent.root_home,
+            source: self.my_slot,
+            root_id: parent.root_id,
+            admitted_ns: parent.admitted_ns,
+            ..RequestHeader::default()
+        };
         for (i, e) in emitter.iter().enumerate() {
             match e.target {
                 Target::Operator(to) => {
@@ -687,23 +696,21 @@ impl Engine {
                         continue;
                     };
                     let id = if tracked { ids.next(i) } else { 0 };
-                    let header = RequestHeader {
+                    let header = || RequestHeader {
                         operator: to,
                         key_group: kg,
-                        flags,
-                        epoch: self.epoch.0 as u16,
                         dest: slot,
-                        root_home: parent.root_home,
-                        source: self.my_slot,
                         key_hash: hash,
                         request_id: id,
-                        root_id: parent.root_id,
-                        admitted_ns: parent.admitted_ns,
+                        ..base
                     };
+                    // Built apart in each branch: one built before the branch lives on the
+                    // stack for `send_request`, and the local queue's copy then read its
+                    // two-byte fields back in wider loads, each a failed store forwarding.
                     if local_ok && lane == self.out.executor_lane(self.me) {
-                        self.queue_local(header, e.key, e.payload);
+                        self.queue_local(header(), e.key, e.payload);
                     } else {
-                        self.send_request(lane, &header, e.key, e.payload);
+                        self.send_request(lane, &header(), e.key, e.payload);
                     }
                     if self.out.is_remote(lane) {
                         self.count_remote(from, to as usize, slot);

@@ -85,11 +85,9 @@ impl<O: Operator> Runtime<O> {
     }
 
     fn digest_outputs(&mut self, out: &Emitter, start: usize) {
-        for e in out.iter_from(start) {
-            if e.target == Target::Output {
-                self.outputs
-                    .add_keyed(self.seed_output, e.key, e.payload, &mut self.scratch);
-            }
+        for e in out.outputs_from(start) {
+            self.outputs
+                .add_keyed(self.seed_output, e.key, e.payload, &mut self.scratch);
         }
     }
 
@@ -190,8 +188,7 @@ impl<O: Operator> OperatorInstance for Runtime<O> {
         };
         let result = result.and_then(|()| {
             // A longer key does not fit a request: the data plane could not carry it.
-            let too_long = out.iter_from(start).any(|e| e.key.len() > MAX_KEY_BYTES);
-            if too_long {
+            if out.any_key_longer_than(start, MAX_KEY_BYTES) {
                 Err(Malformed::new("emitted a key longer than 1024 bytes"))
             } else {
                 Ok(())
