@@ -7,6 +7,9 @@ use super::feed::Batcher;
 use super::malformed::{TOO_LONG, TRUNCATED};
 use std::io::{self, BufRead, BufReader, Read};
 
+/// The most bytes of a line kept while it is read: a record's, and the `\r` of a `\r\n` end.
+const MAX_LINE_BYTES: usize = MAX_RECORD_BYTES + 1;
+
 /// Hands every line of `input` (the newline stripped, and a carriage return before it: a text
 /// file written on Windows ends its lines in `\r\n`; a last line without one included) to
 /// `out`: `input` stands at byte `offset_bytes` of its file, and the lines that start at or
@@ -51,7 +54,7 @@ pub(super) fn read_lines<R: Read>(
                 out.malformed(TOO_LONG, offset_bytes)
             } else if !without_cr(&line).is_empty() {
                 // A last line of a lone `\r` is an empty last line: no record, as for none.
-                out.record(without_cr(&line), offset_bytes)
+                hand_on(&line, offset_bytes, out)
             } else {
                 true
             };
@@ -62,17 +65,17 @@ pub(super) fn read_lines<R: Read>(
         let consumed = chunk.len() + usize::from(newline.is_some());
         offset_bytes += consumed as u64;
         let mut open = true;
-        if !too_long && line.len() + chunk.len() > MAX_RECORD_BYTES {
+        if !too_long && line.len() + chunk.len() > MAX_LINE_BYTES {
             too_long = true;
             line.clear();
         }
         match (newline.is_some(), too_long) {
             (true, true) => open = out.malformed(TOO_LONG, offset_bytes),
             // A whole line in the buffer: no copy into `line`.
-            (true, false) if line.is_empty() => open = out.record(without_cr(chunk), offset_bytes),
+            (true, false) if line.is_empty() => open = hand_on(chunk, offset_bytes, out),
             (true, false) => {
                 line.extend_from_slice(chunk);
-                open = out.record(without_cr(&line), offset_bytes);
+                open = hand_on(&line, offset_bytes, out);
             }
             (false, false) => line.extend_from_slice(chunk),
             (false, true) => {}
@@ -91,6 +94,17 @@ pub(super) fn read_lines<R: Read>(
 /// `line` without the carriage return it ends in, if it does.
 fn without_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Hands on a whole line (at most [`MAX_LINE_BYTES`]) as a record without its carriage
+/// return, or counts it too long: only a `\r\n` line may hold the one byte more.
+fn hand_on(line: &[u8], offset_bytes: u64, out: &mut Batcher) -> bool {
+    let record = without_cr(line);
+    if record.len() > MAX_RECORD_BYTES {
+        out.malformed(TOO_LONG, offset_bytes)
+    } else {
+        out.record(record, offset_bytes)
+    }
 }
 
 /// Hands every length-prefixed record of `input` to `out`: a record over

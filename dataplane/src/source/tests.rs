@@ -98,6 +98,22 @@ fn lines_ended_by_crlf_are_records_without_the_carriage_return() {
 }
 
 #[test]
+fn a_crlf_line_of_a_whole_record_is_kept_and_one_byte_more_is_counted() {
+    let d = TempDir::new("crlf-limit");
+    let record = vec![b'x'; MAX_RECORD_BYTES];
+    let mut text = record.clone();
+    text.extend_from_slice(b"\r\n");
+    text.extend_from_slice(&record);
+    text.extend_from_slice(b"y\r\n");
+    // The last line, without a line end: a whole record and its carriage return.
+    text.extend_from_slice(&record);
+    text.push(b'\r');
+    let (records, report) = read_all(&SourceSpec::File(d.file("a.txt", &text)));
+    assert_eq!(records, vec![record.clone(), record]);
+    assert_eq!(report.malformed[malformed::TOO_LONG], 1);
+}
+
+#[test]
 fn length_prefixed_records_and_a_truncated_tail() {
     let d = TempDir::new("lenprefix");
     let mut bytes = Vec::new();
