@@ -582,6 +582,15 @@ fn events_over_the_source_or_the_sink_are_refused_and_the_input_kept() {
     let _ = (std::fs::remove_file(&sink), std::fs::remove_file(&linked));
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is the file of --sink"), "{err}");
+    // A cluster file's worker writes `PATH.w<ID>` on its host, which may be this one: refused
+    // before the cluster file is read (this one does not exist).
+    #[rustfmt::skip]
+    let clustered = ["run", "--app", "wc", "--cluster", "/nonexistent/clasp-cluster.toml",
+        "--sink", &format!("file:{sink}"), "--events", &format!("{sink}.w1")];
+    let out = common::clasp(&clustered);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is a worker's file of --sink"), "{err}");
     assert_eq!(
         std::fs::read_to_string(path).unwrap(),
         "hello world\nbye now\n"

@@ -67,14 +67,16 @@ pub fn lines(sources: &[SourceReport]) -> Vec<String> {
 
 /// Refuses, as a usage error (exit 2), an `--events` file that would write over the
 /// `--source`'s input, over one of `read` (the other files the run read, each with the option
-/// that named it), or share the file of `shared_sink`, a `--sink` the run's workers write on
-/// this host (the events file is emptied when the run starts, and two writers of one file
-/// interleave their lines). A cluster file's workers write `PATH.w<ID>` on their own hosts.
+/// that named it), or share a file of `sink`, the run's `--sink` (the events file is emptied
+/// when the run starts, and two writers of one file interleave their lines): its `PATH`, which
+/// the workers share on this host, or with `sink_per_worker` (a cluster file's workers, each
+/// writing `PATH.w<ID>` on its own host, which may be this one) any `PATH.w<ID>`.
 pub fn check_events(
     events: &std::path::Path,
     source: &SourceSpec,
     read: &[(&str, &std::path::Path)],
-    shared_sink: Option<&clasp_dataplane::sink::SinkTarget>,
+    sink: Option<&clasp_dataplane::sink::SinkTarget>,
+    sink_per_worker: bool,
 ) -> anyhow::Result<()> {
     use clasp_dataplane::sink::SinkTarget;
     let as_sink = SinkTarget::File(events.to_owned());
@@ -86,10 +88,19 @@ pub fn check_events(
             "would write over the file of {option} {}",
             path.display()
         ))
-    } else if let Some(target @ SinkTarget::File(path)) = shared_sink
+    } else if let Some(target @ SinkTarget::File(path)) = sink
+        && !sink_per_worker
         && same_file(events, path)
     {
         Some(format!("is the file of --sink {target}"))
+    } else if let Some(target @ SinkTarget::File(path)) = sink
+        && sink_per_worker
+        && is_worker_file(events, path)
+    {
+        Some(format!(
+            "is a worker's file of --sink {target} (each writes {}.w<ID> on its host)",
+            path.display()
+        ))
     } else {
         None
     };
@@ -109,6 +120,23 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     let inode = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     resolved(a).is_some_and(|p| resolved(b) == Some(p))
         || inode(a).is_some_and(|i| inode(b) == Some(i))
+}
+
+/// Whether `path` is `SINK.w<ID>` for a worker id: the file a cluster file's worker writes for
+/// a `file:SINK` sink on its own host (which may be this one).
+fn is_worker_file(path: &std::path::Path, sink: &std::path::Path) -> bool {
+    let (Some(p), Some(s)) = (resolved(path), resolved(sink)) else {
+        return false;
+    };
+    let name = |f: &std::path::Path| f.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+    let (Some(p_name), Some(s_name)) = (name(&p), name(&s)) else {
+        return false;
+    };
+    let id = p_name
+        .strip_prefix(s_name.as_str())
+        .and_then(|rest| rest.strip_prefix(".w"));
+    p.parent() == s.parent()
+        && id.is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Where `path` names a file, which need not exist yet: its directory resolved (links, `.`,

@@ -468,7 +468,7 @@ fn check_pattern_ends(args: &RunArgs, pattern: &RatePattern) -> anyhow::Result<(
 fn check_live(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(events) = &args.events {
         // A cluster file's workers write their sinks on their own hosts, as `PATH.w<ID>`.
-        let shared_sink = args.sink.as_ref().filter(|_| args.cluster.is_none());
+        let per_worker = args.cluster.is_some();
         let read: Vec<(&str, &std::path::Path)> = [
             ("--app-file", args.app_file.as_deref()),
             ("--config", args.config.as_deref()),
@@ -476,7 +476,8 @@ fn check_live(args: &RunArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter_map(|(option, path)| Some((option, path?)))
         .collect();
-        crate::cmd::source::check_events(events, &args.source, &read, shared_sink)?;
+        let sink = args.sink.as_ref();
+        crate::cmd::source::check_events(events, &args.source, &read, sink, per_worker)?;
     }
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err(usage_error(format!(
