@@ -688,6 +688,61 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
     }
 }
 
+/// A `dir:` source is replayed by counting records: a file before the checkpoint's that grew
+/// since would shift every record after it, so the resume is refused once the replay does not
+/// reach the checkpoint's byte (it ran other records than the run did, and exited 0).
+#[test]
+fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
+    let _turn = common::one_at_a_time();
+    let dir = scratch("resume-dir");
+    let input = dir.with_extension("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let lines = clasp(&["gen", "--app", "wc", "--records", "20000", "--seed", "3"]);
+    let (first_lines, rest) = lines.stdout.split_at(nth_line_end(&lines.stdout, 100));
+    std::fs::write(input.join("a.txt"), first_lines).unwrap();
+    std::fs::write(input.join("b.txt"), rest).unwrap();
+    let (dir_s, source) = (
+        dir.display().to_string(),
+        format!("dir:{}", input.display()),
+    );
+    #[rustfmt::skip]
+    let run = ["run", "--static", "--workers", "2", "--app", "wc", "--seed", "3",
+        "--source", &source, "--rate", "4000"];
+    let first = [
+        &run[..],
+        &[
+            "--checkpoint-interval-ms",
+            "150",
+            "--checkpoint-dir",
+            &dir_s,
+        ],
+    ];
+    let mut driver = start(&first.concat(), &[]);
+    until_a_checkpoint(&dir, &mut driver);
+    assert!(!driver.kill().status.success());
+    // The earlier file grows by a line: every record of b.txt is one further on.
+    let mut grown = first_lines.to_vec();
+    grown.extend_from_slice(b"one more line\n");
+    std::fs::write(input.join("a.txt"), grown).unwrap();
+    let out = clasp(&[&run[..], &["--resume", &dir_s]].concat());
+    let _ = (
+        std::fs::remove_dir_all(&dir),
+        std::fs::remove_dir_all(&input),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("is not the input the run read"), "{err}");
+}
+
+/// The index just past the `n`th newline of `text` (its length if it has fewer).
+fn nth_line_end(text: &[u8], n: usize) -> usize {
+    text.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(n - 1)
+        .map_or(text.len(), |(i, _)| i + 1)
+}
+
 /// The binary replaced or removed while a run goes on (an upgrade) does not stop the run from
 /// starting its workers, nor a recovery from starting a lost one again: children start from
 /// the image the run started with.

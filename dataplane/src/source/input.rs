@@ -104,6 +104,32 @@ impl Input {
         Ok(())
     }
 
+    /// After [`Input::skip`] of `admitted` records: an error unless the input stands where the
+    /// checkpoint that admitted them did (`at`). A file source is replayed by counting records,
+    /// so a file of a `dir:` before the checkpoint's that changed since (grew, or was added or
+    /// removed) would shift every record after it: the replay would run other records than
+    /// the run did, and seem to succeed.
+    pub fn check_replayed(&self, admitted: u64, at: &SourceOffset) -> Result<(), SourceError> {
+        let Some(want) = &at.file else {
+            return Ok(());
+        };
+        let report = self.report(admitted);
+        if report.offset.file.as_ref() == Some(want) {
+            return Ok(());
+        }
+        let reached = match &report.offset.file {
+            Some(p) => format!("byte {} of {}", p.byte_offset, p.path),
+            None => "no record".to_owned(),
+        };
+        Err(SourceError::Replay {
+            source_name: report.source,
+            reason: format!(
+                "replaying the checkpoint's {admitted} records reached {reached}, but the                  checkpoint stood at byte {} of {}: the input before that point changed since                  the run read it, so it is not the input the run read",
+                want.byte_offset, want.path
+            ),
+        })
+    }
+
     /// The record last written by [`Input::next_into`] was admitted.
     pub fn admitted(&mut self) {
         if let Input::Read { feed, .. } = self {

@@ -71,6 +71,14 @@ pub enum SourceError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A replay from a checkpoint that did not reach the checkpoint's position in the input.
+    #[error("source {source_name}: {reason}")]
+    Replay {
+        /// The source, as `--source` names it.
+        source_name: String,
+        /// Where the replay stood, and where the checkpoint did.
+        reason: String,
+    },
     /// The app has no generator to make its input.
     #[error("app {app} has no generator {generator}")]
     NoGenerator {

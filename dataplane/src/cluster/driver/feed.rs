@@ -228,6 +228,9 @@ impl Driver<'_> {
         // An input that waits right at the restored cut does not take a copy of it.
         self.last_cut_admitted = cut.map(|m| m.admitted);
         input.skip(start)?;
+        if let Some(m) = cut {
+            input.check_replayed(start, &m.source)?;
+        }
         let fed = Fed {
             admitted: start,
             tracked: self.rx.ledger.completed_inputs(),
