@@ -96,7 +96,7 @@ enum Command {
     /// original's headline numbers (docs/paper/).
     Paper(cmd::paper::PaperArgs),
     /// Remove what clasp processes that died left behind: named segments in /dev/shm,
-    /// clasp-run-* directories and the empty cgroups of capped runs (every start of run, local
+    /// clasp-run-PID-XXXXXX directories and the empty cgroups of capped runs (every start of run, local
     /// and worker does this too); list the checkpoints runs that did not succeed keep for
     /// --resume (never removed here).
     Clean(cmd::clean::CleanArgs),

@@ -24,8 +24,14 @@ const SEGMENT_PREFIXES: [&str; 4] = [
     "clasp-bench-dispatch-",
     "clasp-bench-wc-",
 ];
-/// How a run directory's name begins; the creator's pid follows, then `-` and random letters.
+/// How a run directory's name begins; the creator's pid follows, then `-` and
+/// [`RUN_DIR_RANDOM_CHARS`] random letters and digits.
 pub const RUN_DIR_PREFIX: &str = "clasp-run-";
+/// Random letters and digits that end a run directory's name.
+pub const RUN_DIR_RANDOM_CHARS: usize = 6;
+/// The one file clasp writes in a run directory (the cluster file), locked while its creator
+/// runs. A directory of a run directory's name that holds anything else is not clasp's.
+pub const RUN_DIR_FILE: &str = "cluster.toml";
 /// How the cgroup of a capped run (or of a worker capped by hand) begins; the creating
 /// process's pid follows, then `-` and random hex (`src/cgroup/group.rs`).
 const GROUP_PREFIX: &str = "clasp-";
@@ -59,6 +65,32 @@ fn pid_after(name: &str, prefix: &str) -> Option<i32> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The creator's pid of a run directory named `name` (`clasp-run-PID-XXXXXX`), if clasp makes
+/// such names.
+fn run_dir_pid(name: &str) -> Option<i32> {
+    let (digits, random) = name.strip_prefix(RUN_DIR_PREFIX)?.split_once('-')?;
+    let random_ok =
+        random.len() == RUN_DIR_RANDOM_CHARS && random.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !random_ok || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether run directory `dir` holds what clasp writes there and nothing else — at most its
+/// cluster file, a regular file no live process holds locked.
+fn holds_only_an_unlocked_cluster_file(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    match entries.as_slice() {
+        [] => true,
+        [e] => e.file_name() == RUN_DIR_FILE && owner_lock_free(&e.path()),
+        _ => false,
+    }
 }
 
 /// The creator's pid of a segment named `name`, if clasp makes such names.
@@ -117,13 +149,15 @@ fn owner_lock_free(path: &Path) -> bool {
 }
 
 /// Stale run directories in the temporary directory: real directories (never a symbolic link)
-/// owned by this user.
+/// owned by this user, named as clasp names them, holding at most their cluster file, which
+/// no live process holds locked.
 fn stale_run_dirs() -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
     let uid = rustix::process::geteuid().as_raw();
-    dead_entries(&std::env::temp_dir(), |n| pid_after(n, RUN_DIR_PREFIX))
+    dead_entries(&std::env::temp_dir(), run_dir_pid)
         .into_iter()
         .filter(|(_, p)| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid))
+        .filter(|(_, p)| holds_only_an_unlocked_cluster_file(p))
         .map(|(_, p)| p)
         .collect()
 }
@@ -237,9 +271,38 @@ mod tests {
         assert_eq!(segment_pid("clasp-local-12x"), None);
         assert_eq!(segment_pid("clasp-test-a-1-2"), None);
         assert_eq!(segment_pid("other-local-1"), None);
-        assert_eq!(pid_after("clasp-run-99-AbC123", RUN_DIR_PREFIX), Some(99));
-        assert_eq!(pid_after("clasp-run-99", RUN_DIR_PREFIX), Some(99));
-        assert_eq!(pid_after("clasp-run-out-x", RUN_DIR_PREFIX), None);
+        assert_eq!(run_dir_pid("clasp-run-99-AbC123"), Some(99));
+        // Not names clasp gives a run directory: no random part, another length, more after.
+        assert_eq!(run_dir_pid("clasp-run-99"), None);
+        assert_eq!(run_dir_pid("clasp-run-2024"), None);
+        assert_eq!(run_dir_pid("clasp-run-99-myresults"), None);
+        assert_eq!(run_dir_pid("clasp-run-99-AbC12"), None);
+        assert_eq!(run_dir_pid("clasp-run-99-AbC123-x"), None);
+        assert_eq!(run_dir_pid("clasp-run-out-x"), None);
+    }
+
+    /// A run directory is swept only if it holds nothing but its cluster file, unlocked: a
+    /// locked one belongs to a live run (perhaps of another pid namespace), and anything else
+    /// in it is not what clasp writes there.
+    #[test]
+    fn a_run_directory_with_a_locked_cluster_file_or_other_files_is_kept() {
+        use rustix::fs::{FlockOperation, flock};
+        let dir = tempfile::Builder::new()
+            .prefix("clasp-stale-rundir-")
+            .tempdir()
+            .unwrap();
+        assert!(holds_only_an_unlocked_cluster_file(dir.path()));
+        let file = dir.path().join(RUN_DIR_FILE);
+        let owner = std::fs::File::create(&file).unwrap();
+        assert!(holds_only_an_unlocked_cluster_file(dir.path()));
+        flock(&owner, FlockOperation::NonBlockingLockExclusive).unwrap();
+        assert!(!holds_only_an_unlocked_cluster_file(dir.path()));
+        drop(owner);
+        assert!(holds_only_an_unlocked_cluster_file(dir.path()));
+        std::fs::write(dir.path().join("results.csv"), "a,b\n").unwrap();
+        assert!(!holds_only_an_unlocked_cluster_file(dir.path()));
+        std::fs::remove_file(&file).unwrap();
+        assert!(!holds_only_an_unlocked_cluster_file(dir.path()));
     }
 
     #[test]

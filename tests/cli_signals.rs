@@ -546,6 +546,55 @@ fn clasp_clean_removes_a_dead_processs_segment_and_keeps_a_live_ones() {
     assert!(kept_exists, "the live process's segment was removed");
 }
 
+/// `clasp clean` removes a dead run's directory only as clasp leaves it: named
+/// `clasp-run-PID-XXXXXX`, holding at most its cluster file, which nobody holds locked (a live
+/// run does, even one whose pid looks dead from another pid namespace).
+#[test]
+fn clasp_clean_removes_only_run_directories_as_clasp_leaves_them() {
+    use rustix::fs::{FlockOperation, flock};
+    let _turn = one_at_a_time();
+    let tmp = tempfile::Builder::new()
+        .prefix("clasp-test-clean-")
+        .tempdir()
+        .unwrap();
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let run_dir = |suffix: &str, files: &[&str]| {
+        let dir = tmp.path().join(format!("clasp-run-{dead_pid}-{suffix}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in files {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        dir
+    };
+    let stale = run_dir("AbC123", &["cluster.toml"]);
+    let kept = [
+        run_dir("myresults", &["results.csv"]),
+        run_dir("XyZ789", &["cluster.toml", "results.csv"]),
+        run_dir("LcK456", &["cluster.toml"]),
+        tmp.path().join(format!("clasp-run-{dead_pid}")),
+    ];
+    std::fs::create_dir(&kept[3]).unwrap();
+    let lock = std::fs::File::open(kept[2].join("cluster.toml")).unwrap();
+    flock(&lock, FlockOperation::NonBlockingLockExclusive).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_clasp"))
+        .arg("clean")
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stale.exists(), "{text}");
+    for dir in &kept {
+        assert!(dir.exists(), "{} was removed: {text}", dir.display());
+    }
+}
+
 #[test]
 fn rust_log_shows_info_events_with_timestamps_and_the_default_hides_them() {
     let _turn = one_at_a_time();

@@ -1,5 +1,5 @@
 //! `clasp clean`: removes what clasp processes that died without cleaning up left behind (named
-//! segments in `/dev/shm`, `clasp-run-*` directories); every start of `run`, `local` and
+//! segments in `/dev/shm`, `clasp-run-PID-XXXXXX` directories); every start of `run`, `local` and
 //! `worker` does the same sweep quietly. Prints one line per thing removed.
 //!
 //! The checkpoints a run that did not succeed keeps in the default directory are the user's

@@ -18,7 +18,7 @@ use super::net::NetArgs;
 use crate::cgroup::{CpuCap, CpuList, RunGroups, create_for_workers};
 use crate::cleanup::{self, Registration};
 use crate::cmd::usage_error;
-use crate::stale::RUN_DIR_PREFIX;
+use crate::stale::{RUN_DIR_FILE, RUN_DIR_PREFIX, RUN_DIR_RANDOM_CHARS};
 use anyhow::Context;
 use clasp_dataplane::transport::{ClusterSecret, PeerId};
 use std::io::Write as _;
@@ -59,7 +59,7 @@ pub struct WorkerLimits {
 /// Worker processes this run started; killed (by their own pids) if the run fails.
 pub struct Spawned {
     children: Children,
-    dir: Option<tempfile::TempDir>,
+    dir: Option<RunDir>,
     /// The workers' cgroups. Removed in `Drop` after the workers are reaped (a group with a
     /// task in it cannot be removed).
     groups: Option<Arc<RunGroups>>,
@@ -225,27 +225,47 @@ impl Drop for Spawned {
             tracing::warn!("cgroup cleanup: {e}");
         }
         if let Some(d) = self.dir.take() {
-            let _ = d.close();
+            let _ = d.dir.close();
         }
         // All gone: the cleanup actions have nothing left to do.
         self.registrations.clear();
     }
 }
 
+/// A run directory, and the lock on its cluster file that says its creator still runs.
+struct RunDir {
+    dir: tempfile::TempDir,
+    /// An exclusive `flock` on the cluster file, held as long as the run: a sweep of stale run
+    /// directories (`clasp clean`, every start's) leaves a directory whose file is locked,
+    /// even one of a process in another pid namespace, whose pid looks dead from here.
+    _owner: std::fs::File,
+}
+
+impl RunDir {
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
 /// A private run directory (0700, an unpredictable name holding this process's pid) with the
-/// cluster file in it, created anew (never through an existing file or link).
-fn run_dir(file: &ClusterFile) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+/// cluster file in it, created anew (never through an existing file or link) and locked.
+fn run_dir(file: &ClusterFile) -> anyhow::Result<(RunDir, std::path::PathBuf)> {
     let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
     let dir = tempfile::Builder::new()
         .prefix(&prefix)
+        .rand_bytes(RUN_DIR_RANDOM_CHARS)
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .context("creating the run directory")?;
-    let path = dir.path().join("cluster.toml");
-    std::fs::File::create_new(&path)
-        .and_then(|mut f| f.write_all(file.to_toml().as_bytes()))
+    let path = dir.path().join(RUN_DIR_FILE);
+    let owner = std::fs::File::create_new(&path)
+        .and_then(|mut f| {
+            f.write_all(file.to_toml().as_bytes())?;
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+            Ok(f)
+        })
         .with_context(|| format!("writing {}", path.display()))?;
-    Ok((dir, path))
+    Ok((RunDir { dir, _owner: owner }, path))
 }
 
 /// Starts `n` `clasp worker` processes on 127.0.0.1 with `net`'s transport settings, each
@@ -316,7 +336,7 @@ pub fn spawn_workers(
 /// The guard of a run's workers, its directory and its groups, each registered for an
 /// immediate exit: registered last runs first, so the workers stop, then their groups and
 /// their directory go.
-fn guard(dir: tempfile::TempDir, groups: Option<Arc<RunGroups>>) -> Spawned {
+fn guard(dir: RunDir, groups: Option<Arc<RunGroups>>) -> Spawned {
     let children = Children::default();
     let killer = Arc::clone(&children);
     let mut registrations = vec![cleanup::register_path(dir.path())];
