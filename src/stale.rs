@@ -9,7 +9,8 @@
 //! makes are considered, and nothing whose creator still runs is touched: the pid in the name
 //! must be dead (`kill(pid, 0)`), and a segment is then removed only if nobody holds its owner
 //! lock (a live owner always does, even one in another pid namespace whose pid we cannot see)
-//! and the segment's own check agrees (its header's owner is gone or its lock free).
+//! and the segment's own check agrees (its header's owner is gone or its lock free); a run
+//! directory only if it holds nothing but its cluster file, which a live run holds locked.
 
 use clasp_shmring::Segment;
 use rustix::process::{Pid, test_kill_process};
