@@ -367,6 +367,31 @@ fn a_run_whose_driver_was_killed_resumes_from_its_checkpoints_and_equals_the_ora
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A directory holding only an unfinished checkpoint (a run killed while it wrote its first)
+/// is refused as a new run's `--checkpoint-dir` without the advice to resume it, which a
+/// `--resume` of it refuses too (there is no complete checkpoint to go on from).
+#[test]
+fn a_checkpoint_dir_of_only_an_unfinished_checkpoint_is_not_offered_for_a_resume() {
+    let dir = scratch("unfinished-only");
+    let checkpoint = dir.join(format!("ckpt-{:020}", 1));
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    std::fs::write(checkpoint.join("w1.part"), b"a part alone").unwrap();
+    let dir_s = dir.display().to_string();
+    #[rustfmt::skip]
+    let run = ["run", "--static", "--workers", "2", "--app", "wc", "--records", "100"];
+    let fresh = clasp(&[&run[..], &["--checkpoint-dir", &dir_s]].concat());
+    let resumed = clasp(&[&run[..], &["--resume", &dir_s]].concat());
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&fresh.stderr);
+    assert_eq!(fresh.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("none is complete") && !err.contains("--resume"),
+        "{err}"
+    );
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(2), "{err}");
+}
+
 /// `dir` is there, and nothing is in it (no checkpoint, no lock file).
 fn assert_emptied(dir: &std::path::Path) {
     let left: Vec<_> = std::fs::read_dir(dir)

@@ -69,11 +69,19 @@ pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
     )?;
     for dir in kept_checkpoints() {
         let d = dir.display();
-        writeln!(
-            out,
-            "kept {d}: checkpoints of a run that is gone (--resume {d} goes on from them; \
-             remove the directory when done with it)"
-        )?;
+        if clasp_dataplane::checkpoint::holds_complete_checkpoint(&dir) {
+            writeln!(
+                out,
+                "kept {d}: checkpoints of a run that is gone (--resume {d} goes on from them; \
+                 remove the directory when done with it)"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "kept {d}: unfinished checkpoints of a run that is gone (none is complete, so \
+                 none can be resumed; remove the directory)"
+            )?;
+        }
     }
     out.finish()?;
     if !failed.is_empty() {

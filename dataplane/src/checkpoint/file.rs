@@ -45,7 +45,7 @@ impl FileStore {
 
     /// The directory of checkpoint `id`.
     pub fn checkpoint_dir(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("{PREFIX}{id:020}"))
+        self.dir.join(dir_name(id))
     }
 
     /// Removes every checkpoint in the directory and its lock file (the run that held it is
@@ -86,6 +86,14 @@ impl FileStore {
         Ok(self.ids()?.first().map(|&id| self.checkpoint_dir(id)))
     }
 
+    /// The newest complete checkpoint's directory (one with its manifest), if any: what a
+    /// resume would go on from.
+    pub fn newest_complete(&self) -> Result<Option<PathBuf>, CheckpointError> {
+        let ids = self.ids()?;
+        let mut dirs = ids.into_iter().map(|id| self.checkpoint_dir(id));
+        Ok(dirs.find(|d| d.join(MANIFEST).is_file()))
+    }
+
     /// Removes the checkpoint directories that hold no manifest: parts of checkpoints that
     /// failed (a full disk) or were cut short by the run's end, which no recovery can use.
     /// Called when the run that wrote them ends, so a directory of failed checkpoints is not
@@ -105,14 +113,16 @@ impl FileStore {
     }
 
     /// Ids of the checkpoint directories present, newest first (complete or not); a file that
-    /// merely has a checkpoint's name is not one.
+    /// merely has a checkpoint's name is not one, nor a directory whose name is not exactly
+    /// the one [`FileStore::checkpoint_dir`] gives its id (`ckpt-99`: the store would look for, and
+    /// remove, `ckpt-00000000000000000099`).
     fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
         let what = || format!("listing {}", self.dir.display());
         let mut ids: Vec<u64> = fs::read_dir(&self.dir)
             .map_err(|e| CheckpointError::io(what(), e))?
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse().ok())
+            .filter_map(|e| id_of(e.file_name().to_str()?))
             .collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));
         Ok(ids)
@@ -221,6 +231,29 @@ impl CheckpointStore for FileStore {
             tracing::warn!("removing checkpoint {}: {e}", dir.display());
         }
     }
+}
+
+/// Whether `dir` holds a complete checkpoint (a checkpoint directory with its manifest),
+/// looked at without creating anything.
+pub fn holds_complete_checkpoint(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            let name = e.file_name();
+            name.to_str().and_then(id_of).is_some() && e.path().join(MANIFEST).is_file()
+        })
+    })
+}
+
+/// The name of checkpoint `id`'s directory: `ckpt-` and the id in 20 digits.
+fn dir_name(id: u64) -> String {
+    format!("{PREFIX}{id:020}")
+}
+
+/// The id of a checkpoint directory named `name`, if it is exactly the name [`dir_name`]
+/// gives an id.
+fn id_of(name: &str) -> Option<u64> {
+    let id = name.strip_prefix(PREFIX)?.parse().ok()?;
+    (dir_name(id) == name).then_some(id)
 }
 
 /// Writes `body` as `dir/name` (module docs); its CRC-32.

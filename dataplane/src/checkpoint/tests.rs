@@ -195,7 +195,8 @@ fn a_full_disk_fails_that_checkpoint_only() {
 }
 
 /// What failed checkpoints leave (a directory with parts and no manifest) is removed when the
-/// run ends, complete checkpoints stay; a file that only has a checkpoint's name is none.
+/// run ends, complete checkpoints stay; a file that only has a checkpoint's name is none, nor a
+/// directory named otherwise than the store names one.
 #[test]
 fn unfinished_checkpoints_are_removed_and_stray_files_are_not_checkpoints() {
     let dir = scratch("unfinished");
@@ -204,10 +205,17 @@ fn unfinished_checkpoints_are_removed_and_stray_files_are_not_checkpoints() {
     store.write_part(2, "w1.part", &part(1, 2, 3)).unwrap();
     std::fs::create_dir_all(store.checkpoint_dir(3)).unwrap();
     std::fs::write(dir.join(format!("ckpt-{:020}", 9)), b"not a checkpoint").unwrap();
+    // Nor a directory not named as the store names one (it would look for `ckpt-000…099`).
+    std::fs::create_dir_all(dir.join("ckpt-99")).unwrap();
     assert_eq!(
         store.newest_present().unwrap(),
         Some(store.checkpoint_dir(3))
     );
+    assert_eq!(
+        store.newest_complete().unwrap(),
+        Some(store.checkpoint_dir(1))
+    );
+    assert!(crate::checkpoint::holds_complete_checkpoint(&dir));
     assert_eq!(store.remove_unfinished().unwrap(), 2);
     assert_eq!(
         store.newest_present().unwrap(),
@@ -216,6 +224,7 @@ fn unfinished_checkpoints_are_removed_and_stray_files_are_not_checkpoints() {
     assert_eq!(store.load_latest().unwrap().manifest.id, 1);
     store.remove_checkpoints().unwrap();
     assert_eq!(store.newest_present().unwrap(), None);
+    assert!(!crate::checkpoint::holds_complete_checkpoint(&dir));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

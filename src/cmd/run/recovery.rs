@@ -151,16 +151,23 @@ fn take_lock(dir: &std::path::Path, flag: &str) -> anyhow::Result<Arc<DirLock>> 
 /// be the other run's state, restored without an error. Refused (exit 2) naming it.
 fn refuse_earlier_checkpoints(dir: &std::path::Path) -> anyhow::Result<()> {
     let store = FileStore::open(dir, KEEP_DEFAULT)?;
-    match store.newest_present()? {
-        None => Ok(()),
-        Some(newest) => Err(crate::cmd::usage_error(format!(
-            "--checkpoint-dir {}: holds checkpoints of an earlier run (the newest is {}): go on \
-             from them with --resume {}, or remove them",
-            dir.display(),
-            newest.display(),
+    let Some(newest) = store.newest_present()? else {
+        return Ok(());
+    };
+    let what_now = if store.newest_complete()?.is_some() {
+        format!(
+            "go on from them with --resume {}, or remove them",
             dir.display()
-        ))),
-    }
+        )
+    } else {
+        // A run killed while it wrote its first checkpoint: a resume would refuse it too.
+        "none is complete, so none can be resumed: remove them".to_owned()
+    };
+    Err(crate::cmd::usage_error(format!(
+        "--checkpoint-dir {}: holds checkpoints of an earlier run (the newest is {}): {what_now}",
+        dir.display(),
+        newest.display(),
+    )))
 }
 
 /// A `--resume` without `--records` finishes the run it resumes: up to the record limit its
