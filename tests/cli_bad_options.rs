@@ -106,6 +106,26 @@ fn a_loopback_driver_address_is_refused_for_workers_on_other_hosts() {
 /// A file given for a cluster, a secret, an app or a run's settings that is not one of those
 /// (`/dev/zero`, a data file) is refused naming its size limit, not read until the memory runs
 /// out.
+/// A cluster file's worker told to listen on port 0 is refused: the others dial the file's
+/// port, and would never reach one the system picks (the worker waited out its job timeout).
+#[test]
+fn a_cluster_file_worker_on_a_port_the_system_picks_is_refused() {
+    let cluster = common::ClusterDir::new("listen-port-0", 7, 1);
+    let text = "cluster_id = 7\n[[worker]]\nid = 1\naddress = \"127.0.0.1:7001\"\n";
+    std::fs::write(&cluster.file, text).unwrap();
+    #[rustfmt::skip]
+    let worker = ["worker", "--id", "1", "--cluster", cluster.path(),
+        "--listen", "127.0.0.1:0"];
+    let out = clasp(&worker);
+    assert_no_panic(&out, "--listen 127.0.0.1:0");
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--listen 127.0.0.1:0") && said.contains("port 7001"),
+        "{said}"
+    );
+}
+
 #[test]
 fn endless_input_files_are_refused_at_their_size_limit() {
     let cluster = common::ClusterDir::new("endless", 7, 1);

@@ -26,9 +26,10 @@ pub struct WorkerArgs {
     /// This worker's id in the cluster file (with --join: the id the run reserved for it).
     #[arg(long)]
     id: u32,
-    /// Address to listen on (default: this worker's address in the cluster file; with --join,
-    /// 127.0.0.1 and a port the system picks). A joining worker tells the others this address,
-    /// so it must be one they can reach (not 0.0.0.0).
+    /// Address to listen on (default: this worker's address in the cluster file, whose port
+    /// the others dial: not port 0; with --join, 127.0.0.1 and a port the system picks). A
+    /// joining worker tells the others this address, so it must be one they can reach (not
+    /// 0.0.0.0).
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// The cluster file (TOML; docs/cluster.md).
@@ -139,6 +140,34 @@ fn say(id: u32, line: String) {
     let _ = std::io::stderr().write_all(format!("clasp worker {id}: {line}\n").as_bytes());
 }
 
+/// A cluster file's worker listening on `listen` where the file says `address`, which the
+/// others dial. Port 0 (one the system picks, which nobody is told) is refused: the worker would
+/// wait for a run that cannot reach it. Another port is said, not refused: it is right where
+/// the file's port is forwarded to this one (a NAT, a container's published port).
+fn check_listen_port(id: u32, listen: SocketAddr, address: SocketAddr) -> anyhow::Result<()> {
+    if listen.port() == 0 {
+        return Err(usage_error(format!(
+            "--listen {listen}: the cluster file gives worker {id} the address {address}, which \
+             the others dial; listen on port {} (any address of this host, e.g. 0.0.0.0:{}), \
+             not one the system picks",
+            address.port(),
+            address.port()
+        )));
+    }
+    if listen.port() != address.port() {
+        say(
+            id,
+            format!(
+                "listening on port {} where the cluster file says {address}: the others reach \
+                 this worker only if port {} is forwarded to it",
+                listen.port(),
+                address.port()
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// The worker's settings: from its cluster file, or for a joiner from `--join`.
 fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterWorkerConfig> {
     let (cluster_id, workers, listen) = match (&args.cluster, args.join, args.cluster_id) {
@@ -149,6 +178,7 @@ fn config(args: &WorkerArgs, leave: &Arc<AtomicBool>) -> anyhow::Result<ClusterW
                 usage_error(format!("worker {} is not in the cluster file", args.id))
             })?;
             let listen = args.listen.unwrap_or(me.1);
+            check_listen_port(args.id, listen, me.1)?;
             (file.cluster_id, workers, listen)
         }
         (None, Some(_), Some(cluster_id)) => {
