@@ -715,7 +715,8 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
 
 /// A `dir:` source is replayed by counting records: a file before the checkpoint's that grew
 /// since would shift every record after it, so the resume is refused once the replay does not
-/// reach the checkpoint's byte (it ran other records than the run did, and exited 0).
+/// reach the checkpoint's byte (it ran other records than the run did, and exited 0). Put
+/// back, the directory resumes, spelled otherwise than the run spelled it.
 #[test]
 fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     let _turn = common::one_at_a_time();
@@ -750,13 +751,22 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     grown.extend_from_slice(b"one more line\n");
     std::fs::write(input.join("a.txt"), grown).unwrap();
     let out = clasp(&[&run[..], &["--resume", &dir_s]].concat());
-    let _ = (
-        std::fs::remove_dir_all(&dir),
-        std::fs::remove_dir_all(&input),
-    );
+    // Put back, it resumes, however the directory is spelled (here through a link to it).
+    std::fs::write(input.join("a.txt"), first_lines).unwrap();
+    let link = dir.with_extension("link");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    let spelled = format!("dir:{}", link.display());
+    let again: Vec<&str> = (run.iter().copied())
+        .map(|a| if a == source { spelled.as_str() } else { a })
+        .collect();
+    let put_back = clasp(&[&again[..], &["--resume", &dir_s]].concat());
+    let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_file(&link));
+    let _ = std::fs::remove_dir_all(&input);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("is not the input the run read"), "{err}");
+    let err = String::from_utf8_lossy(&put_back.stderr);
+    assert!(put_back.status.success(), "{err}");
 }
 
 /// The index just past the `n`th newline of `text` (its length if it has fewer).

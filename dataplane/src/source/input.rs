@@ -114,7 +114,12 @@ impl Input {
             return Ok(());
         };
         let report = self.report(admitted);
-        if report.offset.file.as_ref() == Some(want) {
+        if report
+            .offset
+            .file
+            .as_ref()
+            .is_some_and(|at| at.same_place(want))
+        {
             return Ok(());
         }
         let reached = match &report.offset.file {

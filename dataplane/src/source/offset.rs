@@ -30,7 +30,30 @@ pub struct SourceOffset {
 /// Bytes of a file source a checkpoint fingerprints: those just before its position.
 pub const TAIL_FINGERPRINT_BYTES: u64 = 4096;
 
+/// Whether `a` and `b` name one file: equal as written, or resolving to one path (`./in.txt`
+/// and `in.txt`, or an absolute path): a resume may spell its source otherwise than the run did.
+pub fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b
+        || a.canonicalize()
+            .is_ok_and(|a| b.canonicalize().is_ok_and(|b| a == b))
+}
+
+/// Whether file `path` is in directory `dir` (as written, or resolved).
+pub fn path_in(path: &std::path::Path, dir: &std::path::Path) -> bool {
+    path.starts_with(dir)
+        || path
+            .canonicalize()
+            .is_ok_and(|p| dir.canonicalize().is_ok_and(|d| p.starts_with(d)))
+}
+
 impl FilePosition {
+    /// Whether `other` is this position: the same file (however its path is spelled) and byte.
+    pub fn same_place(&self, other: &FilePosition) -> bool {
+        self.file_index == other.file_index
+            && self.byte_offset == other.byte_offset
+            && same_path(self.path.as_ref(), other.path.as_ref())
+    }
+
     /// CRC-32 of the (at most [`TAIL_FINGERPRINT_BYTES`]) bytes of the file just before this
     /// position, as the file holds them now; `None` when they cannot be read (the file is gone
     /// or shorter, or is not a regular file). A checkpoint records it, and a resume refuses a

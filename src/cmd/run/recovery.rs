@@ -5,7 +5,7 @@
 use super::args::RunArgs;
 use clasp_dataplane::checkpoint::{CheckpointStore, DirLock, FileStore, KEEP_DEFAULT, Manifest};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
-use clasp_dataplane::source::SourceSpec;
+use clasp_dataplane::source::{SourceSpec, path_in, same_path};
 use clasp_operators::AppSpec;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -234,9 +234,10 @@ fn unresumable_source(source: &SourceSpec) -> Option<String> {
 /// one of its directory), which still holds the bytes it read; why not, otherwise.
 fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
     // The file the checkpoint read: the source's file, or one in the source's directory.
+    // However each is spelled: a resume may name `./in.txt` where the run named `in.txt`.
     let read_by_source = |path: &str| match &args.source {
-        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => std::path::Path::new(path) == p,
-        SourceSpec::Dir(d) => std::path::Path::new(path).starts_with(d),
+        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => same_path(path.as_ref(), p),
+        SourceSpec::Dir(d) => path_in(path.as_ref(), d),
         _ => false,
     };
     let file_source = matches!(
