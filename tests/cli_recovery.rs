@@ -867,8 +867,13 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
     let root = state.path().join("clasp/checkpoints");
     let gone = root.join("run-1-99999999");
     let running = root.join(format!("run-2-{}", std::process::id()));
-    for d in [&gone, &running] {
+    // Gone while it wrote its first checkpoint: nothing to resume, and said so.
+    let unfinished = root.join("run-4-99999997");
+    for d in [&gone, &running, &unfinished] {
         std::fs::create_dir_all(d.join("ckpt-00000000000000000001")).unwrap();
+    }
+    for d in [&gone, &running] {
+        std::fs::write(d.join("ckpt-00000000000000000001/MANIFEST"), "").unwrap();
     }
     // Gone too, but emptied: not worth a line.
     let emptied = root.join("run-3-99999998");
@@ -881,6 +886,10 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
     assert!(out.status.success(), "{said}");
     assert!(
         said.contains(&format!("kept {}: checkpoints", gone.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("kept {}: unfinished", unfinished.display())),
         "{said}"
     );
     assert!(!said.contains(&running.display().to_string()), "{said}");
