@@ -70,7 +70,7 @@ fn pid_after(name: &str, prefix: &str) -> Option<i32> {
 
 /// The creator's pid of a run directory named `name` (`clasp-run-PID-XXXXXX`), if clasp makes
 /// such names.
-fn run_dir_pid(name: &str) -> Option<i32> {
+pub(crate) fn temp_run_dir_pid(name: &str) -> Option<i32> {
     let (digits, random) = name.strip_prefix(RUN_DIR_PREFIX)?.split_once('-')?;
     let random_ok =
         random.len() == RUN_DIR_RANDOM_CHARS && random.bytes().all(|b| b.is_ascii_alphanumeric());
@@ -155,7 +155,7 @@ fn owner_lock_free(path: &Path) -> bool {
 fn stale_run_dirs() -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
     let uid = rustix::process::geteuid().as_raw();
-    dead_entries(&std::env::temp_dir(), run_dir_pid)
+    dead_entries(&std::env::temp_dir(), temp_run_dir_pid)
         .into_iter()
         .filter(|(_, p)| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid))
         .filter(|(_, p)| holds_only_an_unlocked_cluster_file(p))
@@ -272,14 +272,14 @@ mod tests {
         assert_eq!(segment_pid("clasp-local-12x"), None);
         assert_eq!(segment_pid("clasp-test-a-1-2"), None);
         assert_eq!(segment_pid("other-local-1"), None);
-        assert_eq!(run_dir_pid("clasp-run-99-AbC123"), Some(99));
+        assert_eq!(temp_run_dir_pid("clasp-run-99-AbC123"), Some(99));
         // Not names clasp gives a run directory: no random part, another length, more after.
-        assert_eq!(run_dir_pid("clasp-run-99"), None);
-        assert_eq!(run_dir_pid("clasp-run-2024"), None);
-        assert_eq!(run_dir_pid("clasp-run-99-myresults"), None);
-        assert_eq!(run_dir_pid("clasp-run-99-AbC12"), None);
-        assert_eq!(run_dir_pid("clasp-run-99-AbC123-x"), None);
-        assert_eq!(run_dir_pid("clasp-run-out-x"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-99"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-2024"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-99-myresults"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-99-AbC12"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-99-AbC123-x"), None);
+        assert_eq!(temp_run_dir_pid("clasp-run-out-x"), None);
     }
 
     /// A run directory is swept only if it holds nothing but its cluster file, unlocked: a

@@ -103,9 +103,6 @@ fn a_loopback_driver_address_is_refused_for_workers_on_other_hosts() {
     }
 }
 
-/// A file given for a cluster, a secret, an app or a run's settings that is not one of those
-/// (`/dev/zero`, a data file) is refused naming its size limit, not read until the memory runs
-/// out.
 /// A cluster file's worker told to listen on port 0 is refused: the others dial the file's
 /// port, and would never reach one the system picks (the worker waited out its job timeout).
 #[test]
@@ -126,6 +123,9 @@ fn a_cluster_file_worker_on_a_port_the_system_picks_is_refused() {
     );
 }
 
+/// A file given for a cluster, a secret, an app or a run's settings that is not one of those
+/// (`/dev/zero`, a data file) is refused naming its size limit, not read until the memory runs
+/// out.
 #[test]
 fn endless_input_files_are_refused_at_their_size_limit() {
     let cluster = common::ClusterDir::new("endless", 7, 1);

@@ -414,5 +414,18 @@ mod tests {
         assert!(e.any_key_longer_than(2, 8));
         assert!(!e.any_key_longer_than(2, 9));
         assert!(!e.any_key_longer_than(3, 0), "no emission from index 3 on");
+        // A broadcast's emissions share one key's bytes; undone, its long key is gone.
+        let mut e = Emitter::new();
+        let succ = [3u16, 5];
+        let mut out = Out::new(&mut e, &succ);
+        out.emit(&[b'a'; 4], b"");
+        out.emit(&[b'b'; 6], b"");
+        assert_eq!(e.len(), 4);
+        // Ten bytes of keys over a limit of 6: walked, and no key is longer.
+        assert!(!e.any_key_longer_than(0, 6));
+        assert!(e.any_key_longer_than(2, 5));
+        e.truncate(2);
+        assert!(!e.any_key_longer_than(0, 4));
+        assert!(e.any_key_longer_than(0, 3));
     }
 }

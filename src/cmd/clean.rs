@@ -42,11 +42,9 @@ fn kept_checkpoints() -> Vec<std::path::PathBuf> {
     kept
 }
 
-/// Whether `dir` holds a checkpoint directory (`ckpt-*`).
+/// Whether `dir` holds a checkpoint directory, complete or not.
 fn holds_checkpoints(dir: &std::path::Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|mut d| {
-        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("ckpt-")))
-    })
+    clasp_dataplane::checkpoint::checkpoint_ids(dir).is_ok_and(|ids| !ids.is_empty())
 }
 
 /// `clasp clean [--dry-run]`.

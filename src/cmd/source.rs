@@ -122,21 +122,19 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
         || inode(a).is_some_and(|i| inode(b) == Some(i))
 }
 
-/// Whether `path` is `SINK.w<ID>` for a worker id: the file a cluster file's worker writes for
-/// a `file:SINK` sink on its own host (which may be this one).
+/// Whether `path` is the file a cluster file's worker writes for a `file:SINK` sink on its
+/// own host (which may be this one): `SINK.w<ID>` as the worker spells it, for the id `path`'s
+/// name ends in, under any name (a link, a hard link).
 fn is_worker_file(path: &std::path::Path, sink: &std::path::Path) -> bool {
-    let (Some(p), Some(s)) = (resolved(path), resolved(sink)) else {
-        return false;
-    };
-    let name = |f: &std::path::Path| f.file_name().and_then(|n| n.to_str()).map(str::to_owned);
-    let (Some(p_name), Some(s_name)) = (name(&p), name(&s)) else {
-        return false;
-    };
-    let id = p_name
-        .strip_prefix(s_name.as_str())
-        .and_then(|rest| rest.strip_prefix(".w"));
-    p.parent() == s.parent()
-        && id.is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+    let id = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.rsplit_once(".w"))
+        .and_then(|(_, id)| id.parse::<u32>().ok());
+    id.is_some_and(|id| {
+        let written = clasp_dataplane::sink::SinkTarget::file_path(sink, Some(id));
+        same_file(path, &written)
+    })
 }
 
 /// Where `path` names a file, which need not exist yet: its directory resolved (links, `.`,

@@ -91,7 +91,7 @@ impl FileStore {
     pub fn newest_complete(&self) -> Result<Option<PathBuf>, CheckpointError> {
         let ids = self.ids()?;
         let mut dirs = ids.into_iter().map(|id| self.checkpoint_dir(id));
-        Ok(dirs.find(|d| d.join(MANIFEST).is_file()))
+        Ok(dirs.find(|d| is_complete(d)))
     }
 
     /// Removes the checkpoint directories that hold no manifest: parts of checkpoints that
@@ -102,7 +102,7 @@ impl FileStore {
         let mut removed = 0;
         for id in self.ids()? {
             let dir = self.checkpoint_dir(id);
-            if dir.join(MANIFEST).exists() {
+            if is_complete(&dir) {
                 continue;
             }
             fs::remove_dir_all(&dir)
@@ -112,20 +112,11 @@ impl FileStore {
         Ok(removed)
     }
 
-    /// Ids of the checkpoint directories present, newest first (complete or not); a file that
-    /// merely has a checkpoint's name is not one, nor a directory whose name is not exactly
-    /// the one [`FileStore::checkpoint_dir`] gives its id (`ckpt-99`: the store would look for, and
-    /// remove, `ckpt-00000000000000000099`).
+    /// Ids of the checkpoint directories present, newest first (complete or not;
+    /// [`checkpoint_ids`]).
     fn ids(&self) -> Result<Vec<u64>, CheckpointError> {
-        let what = || format!("listing {}", self.dir.display());
-        let mut ids: Vec<u64> = fs::read_dir(&self.dir)
-            .map_err(|e| CheckpointError::io(what(), e))?
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| id_of(e.file_name().to_str()?))
-            .collect();
-        ids.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(ids)
+        checkpoint_ids(&self.dir)
+            .map_err(|e| CheckpointError::io(format!("listing {}", self.dir.display()), e))
     }
 
     /// Reads checkpoint `id`: its manifest, then every part, each checked.
@@ -191,7 +182,7 @@ impl CheckpointStore for FileStore {
         // Prune: keep the newest `keep` complete checkpoints, and nothing older than them.
         let ids = self.ids()?;
         let complete: Vec<u64> = (ids.iter().copied())
-            .filter(|&i| self.checkpoint_dir(i).join(MANIFEST).exists())
+            .filter(|&i| is_complete(&self.checkpoint_dir(i)))
             .take(self.keep)
             .collect();
         if let Some(&oldest_kept) = complete.last() {
@@ -205,7 +196,7 @@ impl CheckpointStore for FileStore {
     fn load_latest(&self) -> Result<Loaded, CheckpointError> {
         let mut skipped = Vec::new();
         for id in self.ids()? {
-            if !self.checkpoint_dir(id).join(MANIFEST).exists() {
+            if !is_complete(&self.checkpoint_dir(id)) {
                 skipped.push(format!("checkpoint {id} has no manifest (incomplete)"));
                 continue;
             }
@@ -233,15 +224,28 @@ impl CheckpointStore for FileStore {
     }
 }
 
-/// Whether `dir` holds a complete checkpoint (a checkpoint directory with its manifest),
-/// looked at without creating anything.
+/// The ids of the checkpoint directories in `dir`, newest first (complete or not), listed
+/// without creating anything: real directories (not links) named exactly as
+/// [`FileStore::checkpoint_dir`] names an id. A file that merely has a checkpoint's name is not
+/// one, nor `ckpt-99` (the store would look for, and remove, `ckpt-00000000000000000099`).
+pub fn checkpoint_ids(dir: &Path) -> std::io::Result<Vec<u64>> {
+    let mut ids: Vec<u64> = fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| id_of(e.file_name().to_str()?))
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(ids)
+}
+
+/// Whether checkpoint directory `checkpoint` is complete: its manifest, written last, is there.
+fn is_complete(checkpoint: &Path) -> bool {
+    checkpoint.join(MANIFEST).is_file()
+}
+
+/// Whether `dir` holds a complete checkpoint, looked at without creating anything.
 pub fn holds_complete_checkpoint(dir: &Path) -> bool {
-    fs::read_dir(dir).is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|e| {
-            let name = e.file_name();
-            name.to_str().and_then(id_of).is_some() && e.path().join(MANIFEST).is_file()
-        })
-    })
+    checkpoint_ids(dir).is_ok_and(|ids| ids.iter().any(|&id| is_complete(&dir.join(dir_name(id)))))
 }
 
 /// The name of checkpoint `id`'s directory: `ckpt-` and the id in 20 digits.

@@ -129,7 +129,10 @@ impl Input {
         Err(SourceError::Replay {
             source_name: report.source,
             reason: format!(
-                "replaying the checkpoint's {admitted} records reached {reached}, but the                  checkpoint stood at byte {} of {}: the input before that point changed since                  the run read it, so it is not the input the run read",
+                "replaying the checkpoint's {admitted} records reached {reached}, but the \
+                 checkpoint stood at byte {} of {}: the input before that point changed since \
+                 the run read it (a file grew, shrank or was added or removed before it, or \
+                 its last line was completed after it), so it is not the input the run read",
                 want.byte_offset, want.path
             ),
         })

@@ -258,12 +258,14 @@ fn run_dir(file: &ClusterFile) -> anyhow::Result<(RunDir, std::path::PathBuf)> {
         .tempdir()
         .context("creating the run directory")?;
     let path = dir.path().join(RUN_DIR_FILE);
-    let owner = std::fs::File::create_new(&path)
-        .and_then(|mut f| {
-            f.write_all(file.to_toml().as_bytes())?;
-            rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
-            Ok(f)
-        })
+    let mut owner =
+        std::fs::File::create_new(&path).with_context(|| format!("creating {}", path.display()))?;
+    // Locked before it is written: a sweep takes a directory whose file is unlocked for one
+    // whose creator is gone.
+    rustix::fs::flock(&owner, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .with_context(|| format!("locking {}", path.display()))?;
+    owner
+        .write_all(file.to_toml().as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     Ok((RunDir { dir, _owner: owner }, path))
 }
@@ -426,6 +428,13 @@ mod tests {
         assert!(
             name.starts_with(&format!("{RUN_DIR_PREFIX}{}-", std::process::id())),
             "{name}"
+        );
+        // Named and held as the stale sweep expects of a live run's directory.
+        assert!(crate::stale::temp_run_dir_pid(&name).is_some(), "{name}");
+        let locked = std::fs::File::open(&path).unwrap();
+        assert!(
+            rustix::fs::flock(&locked, rustix::fs::FlockOperation::NonBlockingLockShared).is_err(),
+            "the cluster file is not locked"
         );
         let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
