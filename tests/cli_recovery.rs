@@ -684,18 +684,7 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
         "3",
     ];
     let run = [&run[..], &["--source", &source, "--rate", "4000"]].concat();
-    let first = [
-        &run[..],
-        &[
-            "--checkpoint-interval-ms",
-            "150",
-            "--checkpoint-dir",
-            &dir_s,
-        ],
-    ];
-    let mut driver = start(&first.concat(), &[]);
-    until_a_checkpoint(&dir, &mut driver);
-    assert!(!driver.kill().status.success());
+    killed_after_a_checkpoint(&run, &dir);
     // Rewritten in place, as long as it was (its lines in the other order): refused too.
     let reversed: Vec<&[u8]> = lines
         .stdout
@@ -736,18 +725,7 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     #[rustfmt::skip]
     let run = ["run", "--static", "--workers", "2", "--app", "wc", "--seed", "3",
         "--source", &source, "--rate", "4000"];
-    let first = [
-        &run[..],
-        &[
-            "--checkpoint-interval-ms",
-            "150",
-            "--checkpoint-dir",
-            &dir_s,
-        ],
-    ];
-    let mut driver = start(&first.concat(), &[]);
-    until_a_checkpoint(&dir, &mut driver);
-    assert!(!driver.kill().status.success());
+    killed_after_a_checkpoint(&run, &dir);
     // The earlier file grows by a line: every record of b.txt is one further on.
     let mut grown = first_lines.to_vec();
     grown.extend_from_slice(b"one more line\n");
@@ -769,6 +747,21 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     assert!(err.contains("is not the input the run read"), "{err}");
     let err = String::from_utf8_lossy(&put_back.stderr);
     assert!(put_back.status.success(), "{err}");
+}
+
+/// Starts `run` taking a checkpoint every 150 ms into `dir`, and kills its driver once one is
+/// complete.
+fn killed_after_a_checkpoint(run: &[&str], dir: &std::path::Path) {
+    let dir_s = dir.display().to_string();
+    let every = [
+        "--checkpoint-interval-ms",
+        "150",
+        "--checkpoint-dir",
+        &dir_s,
+    ];
+    let mut driver = start(&[run, &every[..]].concat(), &[]);
+    until_a_checkpoint(dir, &mut driver);
+    assert!(!driver.kill().status.success());
 }
 
 /// The index just past the `n`th newline of `text` (its length if it has fewer).
