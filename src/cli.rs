@@ -96,9 +96,10 @@ enum Command {
     /// original's headline numbers (docs/paper/).
     Paper(cmd::paper::PaperArgs),
     /// Remove what clasp processes that died left behind: named segments in /dev/shm,
-    /// clasp-run-PID-XXXXXX directories and the empty cgroups of capped runs (every start of run, local
-    /// and worker does this too); list the checkpoints runs that did not succeed keep for
-    /// --resume (never removed here).
+    /// clasp-run-PID-XXXXXX directories and the empty cgroups of capped runs (every start of
+    /// run, local and worker does this too); list the checkpoints runs that did not succeed
+    /// keep for --resume (never removed here), and remove the default checkpoint directories
+    /// gone runs left empty.
     Clean(cmd::clean::CleanArgs),
 }
 

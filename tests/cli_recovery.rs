@@ -853,7 +853,8 @@ fn a_loss_that_is_not_recovered_says_why() {
 }
 
 /// `clasp clean` lists the checkpoints that runs which did not succeed keep in the default
-/// directory (they do not pile up unseen) and leaves them for `--resume`.
+/// directory (they do not pile up unseen) and leaves them for `--resume`; the directories gone
+/// runs left empty (a resume that succeeded keeps the directory it was given) it removes.
 #[test]
 fn clean_lists_kept_checkpoints_and_leaves_them() {
     let _turn = common::one_at_a_time();
@@ -870,9 +871,16 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
     for d in [&gone, &running] {
         std::fs::write(d.join("ckpt-00000000000000000001/MANIFEST"), "").unwrap();
     }
-    // Gone too, but emptied: not worth a line.
+    // Gone too, and emptied (what a resume that succeeded leaves): removed.
     let emptied = root.join("run-3-99999998");
     std::fs::create_dir_all(&emptied).unwrap();
+    // Gone, holding something else (the user's): neither removed nor listed.
+    let users = root.join("run-5-99999996");
+    std::fs::create_dir_all(&users).unwrap();
+    std::fs::write(users.join("notes.txt"), "mine").unwrap();
+    // Running and empty for a moment (it is about to take its lock): left alone.
+    let starting = root.join(format!("run-6-{}", std::process::id()));
+    std::fs::create_dir_all(&starting).unwrap();
     let out = common::clasp_env(
         &["clean"],
         &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
@@ -888,6 +896,18 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
         "{said}"
     );
     assert!(!said.contains(&running.display().to_string()), "{said}");
-    assert!(!said.contains(&emptied.display().to_string()), "{said}");
-    assert!(gone.exists() && running.exists(), "nothing removed");
+    assert!(
+        said.contains(&format!(
+            "removed the emptied checkpoint directory {}",
+            emptied.display()
+        )),
+        "{said}"
+    );
+    assert!(!emptied.exists(), "{said}");
+    assert!(!said.contains(&users.display().to_string()), "{said}");
+    assert!(!said.contains(&starting.display().to_string()), "{said}");
+    assert!(
+        gone.exists() && running.exists() && users.exists() && starting.exists(),
+        "checkpoints, a running run's directory or a user's file removed"
+    );
 }

@@ -17,16 +17,15 @@ pub struct CleanArgs {
     dry_run: bool,
 }
 
-/// The default checkpoint directories that hold checkpoints of runs that are gone (a running
-/// one's is in use; one a run emptied is not worth a line).
-fn kept_checkpoints() -> Vec<std::path::PathBuf> {
+/// The default checkpoint directories (`run-SECS-PID`) of runs that are gone, in name order.
+fn gone_runs_dirs() -> Vec<std::path::PathBuf> {
     let Ok(root) = crate::cmd::run::recovery::default_root() else {
         return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(&root) else {
         return Vec::new();
     };
-    let mut kept: Vec<_> = entries
+    let mut dirs: Vec<_> = entries
         .flatten()
         .filter(|e| {
             let name = e.file_name();
@@ -34,12 +33,18 @@ fn kept_checkpoints() -> Vec<std::path::PathBuf> {
                 .to_str()
                 .and_then(crate::cmd::run::recovery::run_dir_pid);
             pid.is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
-                && holds_checkpoints(&e.path())
+                && e.file_type().is_ok_and(|t| t.is_dir())
         })
         .map(|e| e.path())
         .collect();
-    kept.sort();
-    kept
+    dirs.sort();
+    dirs
+}
+
+/// Whether `dir` is empty: what a resume that succeeded leaves of the default directory it was
+/// given (a run or a resume working in one holds its lock file there).
+fn is_empty_dir(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 
 /// Whether `dir` holds a checkpoint directory, complete or not.
@@ -47,9 +52,29 @@ fn holds_checkpoints(dir: &std::path::Path) -> bool {
     clasp_dataplane::checkpoint::checkpoint_ids(dir).is_ok_and(|ids| !ids.is_empty())
 }
 
+/// What the checkpoints a gone run kept in `dir` are good for, if it holds any (what else a
+/// user keeps there is theirs, and not worth a line).
+fn kept_because(dir: &std::path::Path) -> Option<String> {
+    let d = dir.display();
+    if clasp_dataplane::checkpoint::holds_complete_checkpoint(dir) {
+        Some(format!(
+            "checkpoints of a run that is gone (--resume {d} goes on from them; remove the \
+             directory when done with it)"
+        ))
+    } else if holds_checkpoints(dir) {
+        Some(
+            "unfinished checkpoints of a run that is gone (none is complete, so none can be \
+             resumed; remove the directory)"
+                .to_owned(),
+        )
+    } else {
+        None
+    }
+}
+
 /// `clasp clean [--dry-run]`.
 pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
-    let (found, failed) = sweep(args.dry_run);
+    let (found, mut failed) = sweep(args.dry_run);
     let verb = if args.dry_run {
         "would remove"
     } else {
@@ -65,20 +90,21 @@ pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
         found.len(),
         if found.len() == 1 { "" } else { "s" }
     )?;
-    for dir in kept_checkpoints() {
+    for dir in gone_runs_dirs() {
         let d = dir.display();
-        if clasp_dataplane::checkpoint::holds_complete_checkpoint(&dir) {
-            writeln!(
-                out,
-                "kept {d}: checkpoints of a run that is gone (--resume {d} goes on from them; \
-                 remove the directory when done with it)"
-            )?;
-        } else {
-            writeln!(
-                out,
-                "kept {d}: unfinished checkpoints of a run that is gone (none is complete, so \
-                 none can be resumed; remove the directory)"
-            )?;
+        if is_empty_dir(&dir) {
+            // `remove_dir` removes only an empty directory: a resume that just took it keeps it.
+            let removed = if args.dry_run {
+                Ok(())
+            } else {
+                std::fs::remove_dir(&dir)
+            };
+            match removed {
+                Ok(()) => writeln!(out, "{verb} the emptied checkpoint directory {d}")?,
+                Err(e) => failed.push(format!("checkpoint directory {d}: {e}")),
+            }
+        } else if let Some(why) = kept_because(&dir) {
+            writeln!(out, "kept {d}: {why}")?;
         }
     }
     out.finish()?;
