@@ -411,3 +411,23 @@ pub fn assert_refused_naming_the_last_option(args: &[&str]) {
     let option = args[args.len() - 2];
     assert!(stderr(&out).contains(option), "{args:?}: {}", stderr(&out));
 }
+
+/// Waits until the run writing into `dir` has completed a checkpoint (its manifest exists),
+/// at most 20 s.
+pub fn until_a_checkpoint(dir: &Path, run: &mut Running) {
+    let complete = || {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.path().join("MANIFEST").exists())
+            })
+            .unwrap_or(false)
+    };
+    for _ in 0..400 {
+        if complete() || run.finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(complete(), "no checkpoint within 20 s");
+}
