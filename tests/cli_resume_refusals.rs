@@ -53,17 +53,7 @@ fn a_resume_over_a_file_cut_short_since_is_refused() {
         dir.display().to_string(),
         format!("file:{}", input.display()),
     );
-    let run = [
-        "run",
-        "--static",
-        "--workers",
-        "2",
-        "--app",
-        "wc",
-        "--seed",
-        "3",
-    ];
-    let run = [&run[..], &["--source", &source, "--rate", "4000"]].concat();
+    let run = paced_wc_run(&source);
     killed_after_a_checkpoint(&run, &dir);
     // Rewritten in place, as long as it was (its lines in the other order): refused too.
     let reversed: Vec<&[u8]> = lines
@@ -102,9 +92,7 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
         dir.display().to_string(),
         format!("dir:{}", input.display()),
     );
-    #[rustfmt::skip]
-    let run = ["run", "--static", "--workers", "2", "--app", "wc", "--seed", "3",
-        "--source", &source, "--rate", "4000"];
+    let run = paced_wc_run(&source);
     killed_after_a_checkpoint(&run, &dir);
     // The earlier file grows by a line: every record of b.txt is one further on.
     let mut grown = first_lines.to_vec();
@@ -116,9 +104,7 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     let link = dir.with_extension("link");
     std::os::unix::fs::symlink(&input, &link).unwrap();
     let spelled = format!("dir:{}", link.display());
-    let again: Vec<&str> = (run.iter().copied())
-        .map(|a| if a == source { spelled.as_str() } else { a })
-        .collect();
+    let again = paced_wc_run(&spelled);
     let put_back = clasp(&[&again[..], &["--resume", &dir_s]].concat());
     let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_file(&link));
     let _ = std::fs::remove_dir_all(&input);
@@ -127,6 +113,15 @@ fn a_resume_over_a_dir_whose_earlier_file_grew_is_refused() {
     assert!(err.contains("is not the input the run read"), "{err}");
     let err = String::from_utf8_lossy(&put_back.stderr);
     assert!(put_back.status.success(), "{err}");
+}
+
+/// A static two-worker WC run of seed 3 reading `source` at 4 000 records a second: slow
+/// enough that its first checkpoint comes long before its end.
+fn paced_wc_run(source: &str) -> Vec<&str> {
+    #[rustfmt::skip]
+    let run = vec!["run", "--static", "--workers", "2", "--app", "wc", "--seed", "3",
+        "--source", source, "--rate", "4000"];
+    run
 }
 
 /// Starts `run` taking a checkpoint every 150 ms into `dir`, and kills its driver once one is

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cpu_usage;
 pub mod message;
 pub mod migrate;
+pub mod paths;
 pub mod request;
 pub mod routing;
 pub mod runtime;

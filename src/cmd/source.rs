@@ -1,6 +1,7 @@
 //! `--source` as `clasp run` and `clasp local` take it: its help, how many records a run
 //! admits by default when it reads a source, and how a run's sources are printed.
 
+use clasp_dataplane::paths::same_file;
 use clasp_dataplane::source::{SourceReport, SourceSpec};
 
 /// `--source`'s one-line help (`-h`).
@@ -113,15 +114,6 @@ pub fn check_events(
     }
 }
 
-/// Whether `a` and `b` name one file, which need not exist yet: the same resolved path, or
-/// one file under two names (a hard link).
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    let inode = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    resolved(a).is_some_and(|p| resolved(b) == Some(p))
-        || inode(a).is_some_and(|i| inode(b) == Some(i))
-}
-
 /// Whether `path` is the file a cluster file's worker writes for a `file:SINK` sink on its
 /// own host (which may be this one): `SINK.w<ID>` as the worker spells it, for the id `path`'s
 /// name ends in, under any name (a link, a hard link).
@@ -135,17 +127,6 @@ fn is_worker_file(path: &std::path::Path, sink: &std::path::Path) -> bool {
         let written = clasp_dataplane::sink::SinkTarget::file_path(sink, Some(id));
         same_file(path, &written)
     })
-}
-
-/// Where `path` names a file, which need not exist yet: its directory resolved (links, `.`,
-/// `..`), then the file itself if it exists (a link to another file).
-fn resolved(path: &std::path::Path) -> Option<std::path::PathBuf> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let file = dir.canonicalize().ok()?.join(path.file_name()?);
-    Some(file.canonicalize().unwrap_or(file))
 }
 
 /// Refuses, as usage errors (exit 2), a `--sink` that would write over the `--source`'s own

@@ -86,14 +86,6 @@ impl FileStore {
         Ok(self.ids()?.first().map(|&id| self.checkpoint_dir(id)))
     }
 
-    /// The newest complete checkpoint's directory (one with its manifest), if any: what a
-    /// resume would go on from.
-    pub fn newest_complete(&self) -> Result<Option<PathBuf>, CheckpointError> {
-        let ids = self.ids()?;
-        let mut dirs = ids.into_iter().map(|id| self.checkpoint_dir(id));
-        Ok(dirs.find(|d| is_complete(d)))
-    }
-
     /// Removes the checkpoint directories that hold no manifest: parts of checkpoints that
     /// failed (a full disk) or were cut short by the run's end, which no recovery can use.
     /// Called when the run that wrote them ends, so a directory of failed checkpoints is not

@@ -8,7 +8,7 @@
 //! user typed). And a file that is the source's input under another name (a hard link) would
 //! be emptied before it is read.
 
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 
 /// The most symbolic links followed when looking for a descriptor's name (the kernel's
@@ -83,14 +83,6 @@ fn in_descriptor_dir(path: &Path) -> bool {
     dir.starts_with("/proc") && dir.file_name().is_some_and(|n| n == "fd")
 }
 
-/// Whether `a` and `b` are one file (the same device and inode: also under two names).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,21 +112,5 @@ mod tests {
         let link = dir.path().join("to-stdout");
         std::os::unix::fs::symlink("/dev/stdout", &link).unwrap();
         assert!(unusable(&link).is_some_and(|w| w.contains("use stdout:")));
-    }
-
-    #[test]
-    fn a_hard_link_is_the_same_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b, c) = (
-            dir.path().join("a"),
-            dir.path().join("b"),
-            dir.path().join("c"),
-        );
-        std::fs::write(&a, "x").unwrap();
-        std::fs::hard_link(&a, &b).unwrap();
-        std::fs::write(&c, "x").unwrap();
-        assert!(same_file(&a, &b));
-        assert!(!same_file(&a, &c));
-        assert!(!same_file(&a, &dir.path().join("missing")));
     }
 }

@@ -177,9 +177,7 @@ impl SinkTarget {
         let sink = parent.join(name);
         let sink = sink.canonicalize().unwrap_or(sink);
         // One file under two names (a hard link) too.
-        let same = |p: &std::path::Path| {
-            p.canonicalize().is_ok_and(|p| p == sink) || super::path::same_file(p, &sink)
-        };
+        let same = |p: &std::path::Path| crate::paths::same_file(p, &sink);
         match source {
             SourceSpec::File(p) | SourceSpec::LenPrefix(p) => same(p),
             // A `dir:` source reads the files directly in it.

@@ -26,7 +26,7 @@ mod split;
 
 pub use feed::{Polled, SourceFeed};
 pub use input::{Input, Next};
-pub use offset::{FilePosition, SourceOffset, SourceReport, path_in, same_path};
+pub use offset::{FilePosition, SourceOffset, SourceReport};
 pub use share::Share;
 pub use spec::SourceSpec;
 

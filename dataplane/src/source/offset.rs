@@ -30,31 +30,13 @@ pub struct SourceOffset {
 /// Bytes of a file source a checkpoint fingerprints: those just before its position.
 pub const TAIL_FINGERPRINT_BYTES: u64 = 4096;
 
-/// Whether `a` and `b` name one file: equal as written, or resolving to one path (`./in.txt`
-/// and `in.txt`, or an absolute path): a resume may spell its source otherwise than the run did.
-pub fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
-    a == b
-        || a.canonicalize()
-            .is_ok_and(|a| b.canonicalize().is_ok_and(|b| a == b))
-}
-
-/// Whether file `path` is an entry of directory `dir`, as written or with both directories
-/// resolved (the entry itself is not followed: a `dir:` entry may link to a file elsewhere).
-pub fn path_in(path: &std::path::Path, dir: &std::path::Path) -> bool {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    path.starts_with(dir)
-        || parent.is_some_and(|p| {
-            p.canonicalize()
-                .is_ok_and(|p| dir.canonicalize().is_ok_and(|d| p.starts_with(d)))
-        })
-}
-
 impl FilePosition {
     /// Whether `other` is this position: the same file (however its path is spelled) and byte.
     /// The file's index is not compared: an empty file added before it in a `dir:` moves no
     /// record.
     pub fn same_place(&self, other: &FilePosition) -> bool {
-        self.byte_offset == other.byte_offset && same_path(self.path.as_ref(), other.path.as_ref())
+        self.byte_offset == other.byte_offset
+            && crate::paths::same_file(self.path.as_ref(), other.path.as_ref())
     }
 
     /// CRC-32 of the (at most [`TAIL_FINGERPRINT_BYTES`]) bytes of the file just before this

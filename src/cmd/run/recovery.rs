@@ -5,7 +5,8 @@
 use super::args::RunArgs;
 use clasp_dataplane::checkpoint::{CheckpointStore, DirLock, FileStore, KEEP_DEFAULT, Manifest};
 use clasp_dataplane::cluster::driver::{CheckpointConfig, ClusterReport};
-use clasp_dataplane::source::{SourceSpec, path_in, same_path};
+use clasp_dataplane::paths::{entry_of, same_file};
+use clasp_dataplane::source::SourceSpec;
 use clasp_operators::AppSpec;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -154,7 +155,7 @@ fn refuse_earlier_checkpoints(dir: &std::path::Path) -> anyhow::Result<()> {
     let Some(newest) = store.newest_present()? else {
         return Ok(());
     };
-    let what_now = if store.newest_complete()?.is_some() {
+    let what_now = if clasp_dataplane::checkpoint::holds_complete_checkpoint(dir) {
         format!(
             "go on from them with --resume {}, or remove them",
             dir.display()
@@ -236,8 +237,8 @@ fn check_resume_source(m: &Manifest, args: &RunArgs) -> Result<(), String> {
     // The file the checkpoint read: the source's file, or one in the source's directory.
     // However each is spelled: a resume may name `./in.txt` where the run named `in.txt`.
     let read_by_source = |path: &str| match &args.source {
-        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => same_path(path.as_ref(), p),
-        SourceSpec::Dir(d) => path_in(path.as_ref(), d),
+        SourceSpec::File(p) | SourceSpec::LenPrefix(p) => same_file(path.as_ref(), p),
+        SourceSpec::Dir(d) => entry_of(path.as_ref(), d),
         _ => false,
     };
     let file_source = matches!(
