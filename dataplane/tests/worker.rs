@@ -179,6 +179,16 @@ fn requests_to_the_executor_itself_skip_its_ring_and_the_outputs_equal_the_oracl
         let processed: u64 = report.operator_metrics.iter().map(|m| m.processed).sum();
         assert_eq!(report.totals["local_sent"], processed - records, "{name}");
         assert_eq!(report.totals["overflowed"], 0, "{name}");
+        // Execution times are sampled for runs of queued requests to an operator without
+        // successors (WC's count, one call a run) as for requests one by one.
+        for (op, m) in report.operator_metrics.iter().enumerate() {
+            assert!(
+                m.processed < 1000 || (m.exec_ns_mean > 0.0 && m.exec_ns_mean < 1e6),
+                "{name} operator {op}: {} requests, a mean execution of {} ns",
+                m.processed,
+                m.exec_ns_mean
+            );
+        }
     }
 }
 

@@ -135,7 +135,10 @@ pub use compare::{Comparable, Mismatch};
 pub use digest::Digest;
 pub use emitter::{Emission, Emitter, Out, Port, Target};
 pub use key::{KEY_GROUPS, key_group, key_hash};
-pub use operator::{Malformed, Operator, OperatorInstance, OperatorSummary, State, StateLines};
+pub use operator::{
+    Malformed, Operator, OperatorInstance, OperatorSummary, RequestRun, RequestSpan, State,
+    StateLines,
+};
 pub use output_line::OutputText;
 pub use spec::{
     AppDef, AppSpec, Determinism, KindInfo, OperatorDef, OperatorSpec, Params, Registry, SpecError,

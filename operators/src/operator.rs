@@ -12,8 +12,10 @@ use crate::output_line::OutputText;
 use crate::spec::Determinism;
 use crate::timers::Timer;
 
+mod run;
 mod runtime;
 
+pub use run::{RequestRun, RequestSpan};
 pub use runtime::{GROUP_ARCHIVE_FORMAT, GroupArchive, Runtime};
 
 /// A request the operator could not make sense of. The runtime counts it under `reason`,
@@ -247,6 +249,17 @@ pub trait OperatorInstance: Send {
         payload: &[u8],
         out: &mut Emitter,
     ) -> Result<(), Malformed>;
+    /// Processes the requests of `run` in order, as [`OperatorInstance::process`] would one
+    /// by one (a malformed one counted and dropped the same way), every emission appended to
+    /// `out`: one call for the run instead of one a request. What each request emitted is not
+    /// told apart, so an executor hands over runs only where that does not matter: to an
+    /// operator without successors, whose emissions are all outputs.
+    fn process_run(&mut self, run: RequestRun<'_>, out: &mut Emitter) {
+        for i in 0..run.len() {
+            let (key_hash, key, payload) = run.get(i);
+            let _ = self.process(key_hash, key, payload, out);
+        }
+    }
     /// The cache lines where the lookup of the state of a request of `key_group`, whose key
     /// has [`crate::key::key_hash`] `key_hash`, will start: an executor prefetches them for the
     /// next frames of a batch, so the lookup does not wait for them. Addresses only (nothing

@@ -213,6 +213,9 @@ pub(crate) struct Engine {
     local_spare: local_queue::LocalQueue,
     /// Whether requests to itself skip its ring ([`local_queue_enabled`]).
     local_queue_on: bool,
+    /// Per operator: it has no successors, so a run of queued requests to it goes to it in
+    /// one call (`local_queue.rs`).
+    leaves: Vec<bool>,
     metrics: ExecutorMetrics,
     clock: quanta::Clock,
     /// Requests handled, for sampling execution time.
@@ -322,6 +325,9 @@ impl Executor {
                 local: Default::default(),
                 local_spare: Default::default(),
                 local_queue_on: local_queue_enabled(),
+                leaves: (0..spec.operators.len())
+                    .map(|op| spec.successors(op).is_empty())
+                    .collect(),
                 metrics: seg.executor_metrics(me),
                 clock: quanta::Clock::new(),
                 tick: 0,

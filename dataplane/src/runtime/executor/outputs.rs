@@ -18,6 +18,21 @@ impl Engine {
     /// Routes what a leaf emitted (outputs only, or nothing): a tracked leaf reports its id.
     #[inline]
     pub(super) fn route_outputs(&mut self, from: usize, parent: &RequestHeader) {
+        self.route_outputs_of(from);
+        if parent.flags & FLAG_TRACKED != 0 {
+            // A request with no children reports its own id (`ChildIds::delta`).
+            self.add_delta(Delta {
+                root_id: parent.root_id,
+                xor: parent.request_id,
+                admitted_ns: parent.admitted_ns,
+            });
+        }
+    }
+
+    /// Routes the emitter's emissions, all outputs of operator `from`: counted, and formatted
+    /// for the sink where there is one.
+    #[inline]
+    pub(super) fn route_outputs_of(&mut self, from: usize) {
         let outputs = self.emitter.len();
         if outputs > 0 {
             self.metrics.view().add(scalar::OUTPUTS, outputs as u64);
@@ -30,14 +45,6 @@ impl Engine {
         }
         self.sink_lines_added();
         self.emitter.clear();
-        if parent.flags & FLAG_TRACKED != 0 {
-            // A request with no children reports its own id (`ChildIds::delta`).
-            self.add_delta(Delta {
-                root_id: parent.root_id,
-                xor: parent.request_id,
-                admitted_ns: parent.admitted_ns,
-            });
-        }
     }
 
     /// Hands the sink its buffer once enough lines were added.
