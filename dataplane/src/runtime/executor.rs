@@ -701,7 +701,15 @@ impl Engine {
                         ));
                         continue;
                     };
-                    let id = if tracked { ids.next(i) } else { 0 };
+                    let local = local_ok && lane == self.out.executor_lane(self.me);
+                    // A leaf queued here runs in this executor's drain, before anything it
+                    // reports: in the ledger its work is its parent's (`local_queue.rs`).
+                    let folded = local && self.leaves.get(usize::from(to)) == Some(&true);
+                    if folded && tracked {
+                        // Its parent reports after the drain that runs it (`ledger.rs`).
+                        ids.forget_carrier();
+                    }
+                    let id = if tracked && !folded { ids.next(i) } else { 0 };
                     let header = || RequestHeader {
                         operator: to,
                         key_group: kg,
@@ -713,7 +721,10 @@ impl Engine {
                     // Built apart in each branch: one built before the branch lives on the
                     // stack for `send_request`, and the local queue's copy then read its
                     // two-byte fields back in wider loads, each a failed store forwarding.
-                    if local_ok && lane == self.out.executor_lane(self.me) {
+                    if folded {
+                        let flags = flags & !FLAG_TRACKED;
+                        self.queue_local(RequestHeader { flags, ..header() }, e.key, e.payload);
+                    } else if local {
                         self.queue_local(header(), e.key, e.payload);
                     } else {
                         self.send_request(lane, &header(), e.key, e.payload);

@@ -18,6 +18,15 @@
 //! child that cannot be routed, an error the executor reports, is left out: when it was to
 //! carry its parent's id, the parent reports its id XOR the children it did send.)
 //!
+//! And a child that needs no node of its own is left out too: a leaf its executor queues for
+//! itself (`executor/local_queue.rs`) runs before that executor reports anything, so a delta
+//! of its parent's, reported after it, covers it. Such a child gets no id (it is sent
+//! untracked), and its parent reports its own delta — its id XOR the children it did send
+//! elsewhere — instead of letting its last child carry it: a carrier sent to another executor
+//! could close the tree before the folded leaf ran. When all its children are such leaves, the
+//! parent reports its own id, as a leaf would (WC on one executor: one delta a sentence, where
+//! each of ten words had an id hashed and a delta of its own).
+//!
 //! The ledger lives with the coordinator of the root's home worker, where the admission time
 //! was taken, so no two clocks are compared.
 //!
@@ -119,6 +128,15 @@ impl ChildIds {
         };
         self.owed ^= id;
         id
+    }
+
+    /// No child carries the parent's id: the parent reports its delta itself (a child folded
+    /// into the parent must not let a carrier sent elsewhere close the tree before that child
+    /// ran). Called before the carrier is asked for.
+    #[inline]
+    pub fn forget_carrier(&mut self) {
+        debug_assert!(!self.carried, "the carrier was sent already");
+        self.carrier = None;
     }
 
     /// The delta the parent reports once its children are sent: `None` when the carrier
@@ -605,6 +623,33 @@ mod tests {
         assert!(!l.apply(d(parent), 150));
         assert!(!l.apply(d(a), 150));
         assert!(l.apply(d(b), 150));
+    }
+
+    #[test]
+    fn a_parent_with_a_folded_child_reports_itself_and_its_carrier_carries_nothing() {
+        let r = root_id(5);
+        // The root emits three: index 0 folded (run where it is, no id), 1 sent, and the
+        // carrier (index 2) sent elsewhere with a fresh id.
+        let mut c = ChildIds::new(r, r, Some(2));
+        c.forget_carrier();
+        let (a, carrier) = (c.next(1), c.next(2));
+        assert_ne!(carrier, r ^ a, "the carrier got an id of its own");
+        let parent = c.delta().expect("the parent reports");
+        let d = |xor| Delta {
+            root_id: r,
+            xor,
+            admitted_ns: 100,
+        };
+        // The two sent children close nothing until the parent's delta, which leaves after
+        // the folded child ran, arrives.
+        let mut l = Ledger::new();
+        assert!(!l.apply(d(a), 150));
+        assert!(!l.apply(d(carrier), 150));
+        assert!(l.apply(d(parent), 150));
+        // Every child folded: the parent reports its own id, as a leaf.
+        let mut all = ChildIds::new(r, r, Some(1));
+        all.forget_carrier();
+        assert_eq!(all.delta(), Some(r));
     }
 
     proptest::proptest! {

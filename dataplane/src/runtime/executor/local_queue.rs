@@ -20,11 +20,15 @@
 //! outputs, so what each request emitted need not be told apart, and the per-call costs — the
 //! vtable, the runtime's set-up around `process`, the routing of the emissions — are paid once
 //! a chunk. On one executor that took 3–4 % off WC's CPU a sentence (benches/results/wc.md).
+//!
+//! Such a leaf also has no id of its own in the latency ledger (`ledger.rs`): it runs in this
+//! drain, before the executor reports anything, so its parent's delta — sent after the drain
+//! — already stands for it. Its parent hands it no id and it reports none: per word of WC on
+//! one executor, an id's hash and a delta fewer, another 3–4 % of the CPU a sentence.
 
 use super::{EXEC_TIMING_SAMPLE, Engine};
 use crate::request::{FLAG_TRACKED, RequestHeader};
 use crate::runtime::layout::scalar;
-use crate::runtime::ledger::Delta;
 use clasp_operators::{RequestRun, RequestSpan};
 use std::ops::Range;
 
@@ -191,8 +195,9 @@ impl Engine {
 
     /// Runs the queued requests `range` of `batch` to `op`, an operator without successors,
     /// [`LEAF_CHUNK`] requests a call ([`OperatorInstance::process_run`]), fetching the next
-    /// chunk's state (`ahead` > 0) while one runs; then routes their outputs and reports the
-    /// tracked ones' ids, as [`Engine::route_outputs`] does for one. The caller counts them.
+    /// chunk's state (`ahead` > 0) while one runs, and routes their outputs. None reports to
+    /// the ledger: a leaf queued here is folded into its parent's entry (`Engine::route`).
+    /// The caller counts them.
     ///
     /// [`OperatorInstance::process_run`]: clasp_operators::OperatorInstance::process_run
     fn execute_leaf_run(
@@ -210,19 +215,12 @@ impl Engine {
                     self.prefetch_queued(batch, i);
                 }
             }
+            debug_assert!(
+                (from..to).all(|i| batch.header(i).flags & FLAG_TRACKED == 0),
+                "a queued leaf is folded into its parent's ledger entry"
+            );
             self.process_leaf_chunk(op, batch.run(from..to));
             self.route_outputs_of(op);
-            for i in from..to {
-                let h = batch.header(i);
-                if h.flags & FLAG_TRACKED != 0 {
-                    // A request with no children reports its own id (`ChildIds::delta`).
-                    self.add_delta(Delta {
-                        root_id: h.root_id,
-                        xor: h.request_id,
-                        admitted_ns: h.admitted_ns,
-                    });
-                }
-            }
             from = to;
         }
     }

@@ -76,6 +76,12 @@ impl Engine {
     /// Sends ledger deltas, then other reports, as room allows (deltas first: a report that
     /// follows them, such as end-of-stream done, must not overtake them).
     pub(super) fn flush_reports(&mut self) {
+        // Leaves queued here are folded into their parents' deltas (`ledger.rs`): those
+        // deltas must not leave before the leaves ran.
+        debug_assert!(
+            self.local.is_empty(),
+            "reports with requests queued locally"
+        );
         let reports_before = self.pending_reports.len();
         self.write_reports();
         if self.deltas.is_empty() {
