@@ -721,11 +721,11 @@ impl Engine {
                     // Built apart in each branch: one built before the branch lives on the
                     // stack for `send_request`, and the local queue's copy then read its
                     // two-byte fields back in wider loads, each a failed store forwarding.
-                    if folded {
-                        let flags = flags & !FLAG_TRACKED;
+                    // One call site, so that the queue's push is inlined and writes the header
+                    // straight into the queue (a copy from the stack stalls, as above).
+                    if local {
+                        let flags = if folded { flags & !FLAG_TRACKED } else { flags };
                         self.queue_local(RequestHeader { flags, ..header() }, e.key, e.payload);
-                    } else if local {
-                        self.queue_local(header(), e.key, e.payload);
                     } else {
                         self.send_request(lane, &header(), e.key, e.payload);
                     }
