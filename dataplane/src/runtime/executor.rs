@@ -83,7 +83,8 @@ const _: () = assert!(ERROR_REPORT_BYTES_MAX < MESSAGE_FRAME_BYTES_MAX);
 /// Execution time is measured on 1 request in this many and scaled up: two clock reads per
 /// request cost about as much as dispatching it (`clasp bench dispatch --local` reports the
 /// metrics' cost), and the capacity model needs the mean τ̄, which sampling estimates without
-/// bias.
+/// bias. (A leaf's queued requests are timed a run at a time, one request in four times this
+/// many: `local_queue.rs`.)
 pub const EXEC_TIMING_SAMPLE: u32 = 16;
 /// Smallest state part (rings and batches are far larger: a ring is at least 4 KiB).
 const MIN_STATE_PART_BYTES: usize = 256;
@@ -703,10 +704,9 @@ impl Engine {
                     };
                     let local = local_ok && lane == self.out.executor_lane(self.me);
                     // A leaf queued here runs in this executor's drain, before anything it
-                    // reports: in the ledger its work is its parent's (`local_queue.rs`).
+                    // reports: its work is its parent's, which reports after it (`ledger.rs`).
                     let folded = local && self.leaves.get(usize::from(to)) == Some(&true);
                     if folded && tracked {
-                        // Its parent reports after the drain that runs it (`ledger.rs`).
                         ids.forget_carrier();
                     }
                     let id = if tracked && !folded { ids.next(i) } else { 0 };
@@ -718,11 +718,9 @@ impl Engine {
                         request_id: id,
                         ..base
                     };
-                    // Built apart in each branch: one built before the branch lives on the
-                    // stack for `send_request`, and the local queue's copy then read its
-                    // two-byte fields back in wider loads, each a failed store forwarding.
-                    // One call site, so that the queue's push is inlined and writes the header
-                    // straight into the queue (a copy from the stack stalls, as above).
+                    // Built apart in each branch, and one call site for the queue: a header
+                    // built on the stack and copied read its two-byte fields back in wider
+                    // loads, each a failed store forwarding.
                     if local {
                         let flags = if folded { flags & !FLAG_TRACKED } else { flags };
                         self.queue_local(RequestHeader { flags, ..header() }, e.key, e.payload);
@@ -739,13 +737,7 @@ impl Engine {
                     }
                     chained += 1;
                 }
-                Target::Output => {
-                    self.metrics.view().add(scalar::OUTPUTS, 1);
-                    if let Some(w) = &mut self.sink {
-                        let seq = emitter.seq(i);
-                        self.instances[from].write_output_line(e.key, e.payload, seq, w.buffer());
-                    }
-                }
+                Target::Output => self.route_output(from, e.key, e.payload, emitter.seq(i)),
             }
         }
         self.count_local(from, local_run);

@@ -24,8 +24,9 @@
 //! untracked), and its parent reports its own delta — its id XOR the children it did send
 //! elsewhere — instead of letting its last child carry it: a carrier sent to another executor
 //! could close the tree before the folded leaf ran. When all its children are such leaves, the
-//! parent reports its own id, as a leaf would (WC on one executor: one delta a sentence, where
-//! each of ten words had an id hashed and a delta of its own).
+//! parent reports its own id, as a leaf would (WC on one executor: the split's one delta a
+//! sentence, where each of its ten words had an id hashed and a delta added, which the
+//! executor combined into about one on the way).
 //!
 //! The ledger lives with the coordinator of the root's home worker, where the admission time
 //! was taken, so no two clocks are compared.

@@ -24,7 +24,8 @@
 //! Such a leaf also has no id of its own in the latency ledger (`ledger.rs`): it runs in this
 //! drain, before the executor reports anything, so its parent's delta — sent after the drain
 //! — already stands for it. Its parent hands it no id and it reports none: per word of WC on
-//! one executor, an id's hash and a delta fewer, another 3–4 % of the CPU a sentence.
+//! one executor, an id's hash and a delta's bookkeeping fewer, another 3–4 % of the CPU a
+//! sentence.
 
 use super::{EXEC_TIMING_SAMPLE, Engine};
 use crate::request::{FLAG_TRACKED, RequestHeader};
@@ -251,7 +252,7 @@ impl Engine {
         self.instances[op].process_run(run, &mut self.emitter);
         let run_ns = self.clock.delta_as_nanos(t0, self.clock.raw());
         let m = self.metrics.view();
-        if !self.timing.keep(op, run_ns / u64::from(n.max(1))) {
+        if !self.timing.keep_run(op, run_ns, n) {
             m.add(scalar::TIMING_OUTLIERS, u64::from(sampled));
         } else {
             let ns = run_ns * u64::from(sample * sampled) / u64::from(n.max(1));

@@ -47,6 +47,15 @@ impl Engine {
         self.emitter.clear();
     }
 
+    /// Routes one output `(key, payload)` of operator `from`, numbered `seq` (for the sink).
+    #[inline]
+    pub(super) fn route_output(&mut self, from: usize, key: &[u8], payload: &[u8], seq: u64) {
+        self.metrics.view().add(scalar::OUTPUTS, 1);
+        if let Some(w) = &mut self.sink {
+            self.instances[from].write_output_line(key, payload, seq, w.buffer());
+        }
+    }
+
     /// Hands the sink its buffer once enough lines were added.
     #[inline]
     pub(super) fn sink_lines_added(&mut self) {

@@ -7,6 +7,11 @@
 //! 0.11 µs alone in one process, `clasp local`): the capacity model had charged the operators
 //! for their neighbours' CPU.
 //!
+//! A run of requests handed to an operator in one call (a leaf's queued requests,
+//! `local_queue.rs`) is timed whole, when it holds one request in four times
+//! [`EXEC_TIMING_SAMPLE`](super::EXEC_TIMING_SAMPLE), and judged as a run
+//! ([`SampleFilter::keep_run`]): a preemption adds its length to the run, not to each request.
+//!
 //! So a sample far above what the operator usually takes is left out (and counted): above
 //! [`OUTLIER_RATIO`] times its running mean, and above [`OUTLIER_FLOOR_NS`] whatever the mean
 //! (a fast operator's occasional slow request — a map growing — is kept). The running mean
@@ -40,22 +45,36 @@ impl SampleFilter {
     /// Whether `op`'s sample of `ns` is an execution time (else a preemption, left out).
     #[inline]
     pub(super) fn keep(&mut self, op: usize, ns: u64) -> bool {
+        self.keep_run(op, ns, 1)
+    }
+
+    /// Whether `op`'s sample of `run_ns` for a run of `requests` requests timed together is
+    /// execution time. The bound is the run's: [`OUTLIER_RATIO`] times the mean for each of
+    /// its requests, but at least [`OUTLIER_FLOOR_NS`] for the whole run — a preemption adds
+    /// its length to the run, not to each request, so the floor compared with the run's
+    /// average would let one through eight times as long for a run of eight. The running mean
+    /// is of one request's time.
+    #[inline]
+    pub(super) fn keep_run(&mut self, op: usize, run_ns: u64, requests: u32) -> bool {
+        let requests = u64::from(requests.max(1));
+        let max_ns = OUTLIER_MAX_NS.saturating_mul(requests);
         let Some(m) = self.mean_scaled.get_mut(op) else {
-            return ns <= OUTLIER_MAX_NS;
+            return run_ns <= max_ns;
         };
         let mean_ns = *m >> MEAN_SHIFT;
         let bound_ns = if *m == 0 {
-            OUTLIER_MAX_NS
+            max_ns
         } else {
-            (mean_ns.saturating_mul(OUTLIER_RATIO)).clamp(OUTLIER_FLOOR_NS, OUTLIER_MAX_NS)
+            let run_mean_ns = mean_ns.saturating_mul(requests);
+            (run_mean_ns.saturating_mul(OUTLIER_RATIO)).clamp(OUTLIER_FLOOR_NS, max_ns)
         };
-        let counted = ns.min(bound_ns);
+        let counted = run_ns.min(bound_ns) / requests;
         *m = if *m == 0 {
             counted << MEAN_SHIFT
         } else {
             *m - mean_ns + counted
         };
-        ns <= bound_ns
+        run_ns <= bound_ns
     }
 }
 
@@ -79,6 +98,21 @@ mod tests {
             !f.keep(5, 1_000_001),
             "an unknown operator still has the maximum"
         );
+    }
+
+    #[test]
+    fn a_preemption_inside_a_timed_run_is_left_out_whatever_the_runs_length() {
+        let mut f = SampleFilter::new(1);
+        for _ in 0..100 {
+            assert!(f.keep_run(0, 8 * 300, 8), "eight requests of 300 ns");
+        }
+        // 100 µs of preemption among eight requests: 12.8 µs each on average, under the
+        // floor for one request, but the run as a whole is far over it.
+        assert!(!f.keep_run(0, 8 * 300 + 100_000, 8));
+        // A run slower than usual but not by a preemption's length is kept.
+        assert!(f.keep_run(0, 8 * 900, 8));
+        // The mean is one request's: a single request of the usual time is kept.
+        assert!(f.keep(0, 310));
     }
 
     #[test]
