@@ -71,13 +71,10 @@ fn pid_after(name: &str, prefix: &str) -> Option<i32> {
 /// The creator's pid of a run directory named `name` (`clasp-run-PID-XXXXXX`), if clasp makes
 /// such names.
 pub(crate) fn temp_run_dir_pid(name: &str) -> Option<i32> {
-    let (digits, random) = name.strip_prefix(RUN_DIR_PREFIX)?.split_once('-')?;
+    let (_, random) = name.strip_prefix(RUN_DIR_PREFIX)?.split_once('-')?;
     let random_ok =
         random.len() == RUN_DIR_RANDOM_CHARS && random.bytes().all(|b| b.is_ascii_alphanumeric());
-    if !random_ok || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    random_ok.then(|| pid_after(name, RUN_DIR_PREFIX)).flatten()
 }
 
 /// Whether run directory `dir` holds what clasp writes there and nothing else — at most its

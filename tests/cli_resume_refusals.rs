@@ -4,6 +4,7 @@
 
 mod common;
 
+use clasp_dataplane::checkpoint::checkpoint_dir_name;
 use common::{clasp, start, until_a_checkpoint};
 use std::path::PathBuf;
 
@@ -19,7 +20,7 @@ fn scratch(tag: &str) -> PathBuf {
 #[test]
 fn a_checkpoint_dir_of_only_an_unfinished_checkpoint_is_not_offered_for_a_resume() {
     let dir = scratch("unfinished-only");
-    let checkpoint = dir.join(format!("ckpt-{:020}", 1));
+    let checkpoint = dir.join(checkpoint_dir_name(1));
     std::fs::create_dir_all(&checkpoint).unwrap();
     std::fs::write(checkpoint.join("w1.part"), b"a part alone").unwrap();
     let dir_s = dir.display().to_string();
@@ -162,10 +163,10 @@ fn clean_lists_kept_checkpoints_and_leaves_them() {
     // Gone while it wrote its first checkpoint: nothing to resume, and said so.
     let unfinished = root.join("run-4-99999997");
     for d in [&gone, &running, &unfinished] {
-        std::fs::create_dir_all(d.join("ckpt-00000000000000000001")).unwrap();
+        std::fs::create_dir_all(d.join(checkpoint_dir_name(1))).unwrap();
     }
     for d in [&gone, &running] {
-        std::fs::write(d.join("ckpt-00000000000000000001/MANIFEST"), "").unwrap();
+        std::fs::write(d.join(checkpoint_dir_name(1)).join("MANIFEST"), "").unwrap();
     }
     // Gone too, and emptied (what a resume that succeeded leaves): removed.
     let emptied = root.join("run-3-99999998");

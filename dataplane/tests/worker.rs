@@ -183,7 +183,7 @@ fn requests_to_the_executor_itself_skip_its_ring_and_the_outputs_equal_the_oracl
         // successors (WC's count, one call a run) as for requests one by one.
         for (op, m) in report.operator_metrics.iter().enumerate() {
             assert!(
-                m.processed < 1000 || (m.exec_ns_mean > 0.0 && m.exec_ns_mean < 1e6),
+                m.processed < 1000 || m.exec_ns_mean > 0.0,
                 "{name} operator {op}: {} requests, a mean execution of {} ns",
                 m.processed,
                 m.exec_ns_mean

@@ -45,7 +45,7 @@ impl FileStore {
 
     /// The directory of checkpoint `id`.
     pub fn checkpoint_dir(&self, id: u64) -> PathBuf {
-        self.dir.join(dir_name(id))
+        self.dir.join(checkpoint_dir_name(id))
     }
 
     /// Removes every checkpoint in the directory and its lock file (the run that held it is
@@ -237,19 +237,27 @@ fn is_complete(checkpoint: &Path) -> bool {
 
 /// Whether `dir` holds a complete checkpoint, looked at without creating anything.
 pub fn holds_complete_checkpoint(dir: &Path) -> bool {
-    checkpoint_ids(dir).is_ok_and(|ids| ids.iter().any(|&id| is_complete(&dir.join(dir_name(id)))))
+    checkpoint_ids(dir).is_ok_and(|ids| {
+        ids.iter()
+            .any(|&id| is_complete(&dir.join(checkpoint_dir_name(id))))
+    })
 }
 
-/// The name of checkpoint `id`'s directory: `ckpt-` and the id in 20 digits.
-fn dir_name(id: u64) -> String {
-    format!("{PREFIX}{id:020}")
+/// Digits of a checkpoint id in its directory's name: every `u64` fits, so name order is id
+/// order.
+const ID_DIGITS: usize = 20;
+const _: () = assert!(u64::MAX.ilog10() as usize + 1 == ID_DIGITS);
+
+/// The name of checkpoint `id`'s directory: `ckpt-` and the id in [`ID_DIGITS`] digits.
+pub fn checkpoint_dir_name(id: u64) -> String {
+    format!("{PREFIX}{id:0ID_DIGITS$}")
 }
 
-/// The id of a checkpoint directory named `name`, if it is exactly the name [`dir_name`]
-/// gives an id.
+/// The id of a checkpoint directory named `name`, if it is exactly the name
+/// [`checkpoint_dir_name`] gives an id.
 fn id_of(name: &str) -> Option<u64> {
     let id = name.strip_prefix(PREFIX)?.parse().ok()?;
-    (dir_name(id) == name).then_some(id)
+    (checkpoint_dir_name(id) == name).then_some(id)
 }
 
 /// Writes `body` as `dir/name` (module docs); its CRC-32.

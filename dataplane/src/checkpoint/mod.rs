@@ -21,7 +21,9 @@ mod part;
 #[cfg(test)]
 mod tests;
 
-pub use file::{FileStore, checkpoint_ids, holds_complete_checkpoint, read_part};
+pub use file::{
+    FileStore, checkpoint_dir_name, checkpoint_ids, holds_complete_checkpoint, read_part,
+};
 pub use lock::DirLock;
 pub use manifest::{Manifest, OperatorBase, PartRef};
 pub use part::{GroupState, Part};

@@ -204,7 +204,7 @@ fn unfinished_checkpoints_are_removed_and_stray_files_are_not_checkpoints() {
     checkpoint(&store, 1);
     store.write_part(2, "w1.part", &part(1, 2, 3)).unwrap();
     std::fs::create_dir_all(store.checkpoint_dir(3)).unwrap();
-    std::fs::write(dir.join(format!("ckpt-{:020}", 9)), b"not a checkpoint").unwrap();
+    std::fs::write(store.checkpoint_dir(9), b"not a checkpoint").unwrap();
     // Nor a directory not named as the store names one (it would look for `ckpt-000…099`).
     std::fs::create_dir_all(dir.join("ckpt-99")).unwrap();
     assert_eq!(

@@ -5,10 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    ImportError, InstanceContext, Malformed, Operator, OperatorInstance, OperatorSummary,
-    RequestRun,
-};
+use super::{ImportError, InstanceContext, Malformed, Operator, OperatorInstance, OperatorSummary};
 use crate::codec::StateCodec;
 use crate::digest::{Digest, DigestDomain, domain_seed};
 use crate::emitter::{Emitter, Out, Target};
@@ -116,11 +113,27 @@ impl<O: Operator> Runtime<O> {
     }
 
     const STATELESS: bool = size_of::<O::State>() == 0;
+}
 
-    /// [`OperatorInstance::process`], inlined into both it and
-    /// [`OperatorInstance::process_run`]'s loop.
-    #[inline(always)]
-    fn process_one(
+impl<O: Operator> OperatorInstance for Runtime<O> {
+    fn operator(&self) -> u16 {
+        self.ctx.operator
+    }
+
+    fn keeps_state(&self) -> bool {
+        !Self::STATELESS
+    }
+
+    #[inline]
+    fn state_lines(&self, key_group: u16, key_hash: u64) -> Option<super::StateLines> {
+        if Self::STATELESS {
+            return None;
+        }
+        state_map::lookup_lines(&self.groups[usize::from(key_group % KEY_GROUPS)], key_hash)
+    }
+
+    #[inline]
+    fn process(
         &mut self,
         key_hash: u64,
         key: &[u8],
@@ -200,42 +213,6 @@ impl<O: Operator> Runtime<O> {
                 *self.malformed.entry(m.reason).or_default() += 1;
                 Err(m)
             }
-        }
-    }
-}
-
-impl<O: Operator> OperatorInstance for Runtime<O> {
-    fn operator(&self) -> u16 {
-        self.ctx.operator
-    }
-
-    fn keeps_state(&self) -> bool {
-        !Self::STATELESS
-    }
-
-    #[inline]
-    fn state_lines(&self, key_group: u16, key_hash: u64) -> Option<super::StateLines> {
-        if Self::STATELESS {
-            return None;
-        }
-        state_map::lookup_lines(&self.groups[usize::from(key_group % KEY_GROUPS)], key_hash)
-    }
-
-    #[inline]
-    fn process(
-        &mut self,
-        key_hash: u64,
-        key: &[u8],
-        payload: &[u8],
-        out: &mut Emitter,
-    ) -> Result<(), Malformed> {
-        self.process_one(key_hash, key, payload, out)
-    }
-
-    fn process_run(&mut self, run: RequestRun<'_>, out: &mut Emitter) {
-        for i in 0..run.len() {
-            let (key_hash, key, payload) = run.get(i);
-            let _ = self.process_one(key_hash, key, payload, out);
         }
     }
 
